@@ -1,0 +1,513 @@
+/* frame.c: the tensor frame: quantize, zstd, checksum, and the checked
+ * decoder.  Wire format and error bounds: compress/codec.h. */
+#include "compress/codec.h"
+#include "compress/quant.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "compress/: payload scales are read as native uint16; port for big-endian"
+#endif
+
+#define S_MAX_LEVEL 19
+#define S_WINDOW_LOG_MAX 24        /* decoder memory bound: 16 MiB window */
+#define S_MIN_EXP (-126)
+#define S_MAX_EXP 126
+
+struct codec_ctx_t {
+    ZSTD_CCtx *cctx;        /* reused compression context */
+    ZSTD_DCtx *dctx;        /* reused decompression context */
+    int level;              /* zstd level */
+    uint8_t *raw;           /* payload before zstd */
+    size_t raw_cap;         /* bytes allocated in raw */
+    float *tmp;             /* x + residual for error feedback */
+    size_t tmp_cap;         /* floats allocated in tmp */
+    uint8_t *frame;         /* frame buffer for codec_roundtrip */
+    size_t frame_cap;       /* bytes allocated in frame */
+    frame_error_t error;    /* last error */
+};
+
+static const char *s_names[CODEC_COUNT] = {"fp32", "fp16", "bf16", "int8", "int4"};
+
+int codec_from_name(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < CODEC_COUNT; i++)
+        if (strcmp(name, s_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *codec_name(int id)
+{
+    return id >= 0 && id < CODEC_COUNT ? s_names[id] : "?";
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static int s_fail(frame_error_t *slot, frame_error_t code, char *err, size_t errlen,
+                  const char *fmt, ...)
+{
+    if (slot)
+        *slot = code;
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static void s_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void s_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void s_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t s_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t s_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t s_get64(const uint8_t *p)
+{
+    return (uint64_t)s_get32(p) | ((uint64_t)s_get32(p + 4) << 32);
+}
+
+static int s_is_int(int codec) { return codec == CODEC_INT8 || codec == CODEC_INT4; }
+
+/* Raw payload bytes for n values (n <= FRAME_MAX_VALUES, so no overflow). */
+static uint64_t s_raw_len(int codec, uint64_t n, int bs)
+{
+    uint64_t nb = bs > 0 ? (n + (uint64_t)bs - 1) / (uint64_t)bs : 0;
+    switch (codec) {
+    case CODEC_FP32: return 4 * n;
+    case CODEC_FP16:
+    case CODEC_BF16: return 2 * n;
+    case CODEC_INT8: return 2 * nb + n;
+    case CODEC_INT4: return 2 * nb + (n + 1) / 2;
+    default: return 0;
+    }
+}
+
+static int s_grow(void **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t want = need + need / 4 + 64;
+    void *p = realloc(*buf, want);
+    if (!p)
+        return -1;
+    *buf = p;
+    *cap = want;
+    return 0;
+}
+
+/* ------------------------------------------------------------ checksum */
+
+#define S_P1 0x9e3779b185ebca87ull
+#define S_P2 0xc2b2ae3d27d4eb4full
+#define S_P3 0x165667b19e3779f9ull
+
+static inline uint64_t s_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+uint32_t frame_checksum(const void *p, size_t n, uint32_t seed)
+{
+    const uint8_t *b = p;
+    size_t i = 0;
+    uint64_t h = seed + S_P3 + (uint64_t)n;
+    if (n >= 32) {
+        uint64_t a0 = seed + S_P1, a1 = seed ^ S_P2, a2 = seed + 1, a3 = seed - S_P1;
+        for (; i + 32 <= n; i += 32) {
+            a0 = s_rotl(a0 + s_get64(b + i) * S_P2, 31) * S_P1;
+            a1 = s_rotl(a1 + s_get64(b + i + 8) * S_P2, 31) * S_P1;
+            a2 = s_rotl(a2 + s_get64(b + i + 16) * S_P2, 31) * S_P1;
+            a3 = s_rotl(a3 + s_get64(b + i + 24) * S_P2, 31) * S_P1;
+        }
+        h += s_rotl(a0, 1) + s_rotl(a1, 7) + s_rotl(a2, 12) + s_rotl(a3, 18);
+        h = h * S_P1 + S_P3;
+    }
+    for (; i + 8 <= n; i += 8) {
+        h ^= s_rotl(s_get64(b + i) * S_P2, 31) * S_P1;
+        h = s_rotl(h, 27) * S_P1 + S_P3;
+    }
+    for (; i < n; i++) {
+        h ^= b[i] * S_P3;
+        h = s_rotl(h, 11) * S_P1;
+    }
+    h ^= h >> 33;
+    h *= S_P2;
+    h ^= h >> 29;
+    h *= S_P3;
+    h ^= h >> 32;
+    return (uint32_t)h;
+}
+
+/* ------------------------------------------------------------ context */
+
+codec_ctx_t *codec_ctx_new(int zstd_level)
+{
+    if (zstd_level == 0)
+        zstd_level = 1;
+    if (zstd_level < ZSTD_minCLevel() || zstd_level > S_MAX_LEVEL)
+        return NULL;
+    codec_ctx_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->level = zstd_level;
+    self->cctx = ZSTD_createCCtx();
+    self->dctx = ZSTD_createDCtx();
+    if (!self->cctx || !self->dctx ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(self->cctx, ZSTD_c_compressionLevel, zstd_level)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(self->cctx, ZSTD_c_checksumFlag, 0)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(self->cctx, ZSTD_c_contentSizeFlag, 1)) ||
+        ZSTD_isError(ZSTD_DCtx_setParameter(self->dctx, ZSTD_d_windowLogMax, S_WINDOW_LOG_MAX))) {
+        codec_ctx_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+void codec_ctx_destroy(codec_ctx_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    codec_ctx_t *self = *self_p;
+    ZSTD_freeCCtx(self->cctx);
+    ZSTD_freeDCtx(self->dctx);
+    free(self->raw);
+    free(self->tmp);
+    free(self->frame);
+    free(self);
+    *self_p = NULL;
+}
+
+frame_error_t codec_ctx_error(const codec_ctx_t *self)
+{
+    return self ? self->error : FRAME_E_ARG;
+}
+
+size_t frame_bound(size_t n_values, int codec)
+{
+    if (codec < 0 || codec >= CODEC_COUNT || n_values > FRAME_MAX_VALUES)
+        return 0;
+    uint64_t raw = s_raw_len(codec, n_values, FRAME_MIN_BLOCK);
+    return FRAME_HEADER_MAX + ZSTD_compressBound((size_t)raw);
+}
+
+/* ------------------------------------------------------------ encode */
+
+/* Per-tensor exponent e: the largest fp16 number the codec stores (the
+ * block scale, or the value for fp16) becomes amax*2^-e in [2^14, 2^15). */
+static int s_choose_exp(int codec, float amax)
+{
+    if (amax == 0.0f || codec == CODEC_FP32 || codec == CODEC_BF16)
+        return 0;
+    float t = codec == CODEC_INT8 ? amax / 127.0f : codec == CODEC_INT4 ? amax / 7.0f : amax;
+    int e = ilogbf(t) - 14;
+    return e < S_MIN_EXP ? S_MIN_EXP : e > S_MAX_EXP ? S_MAX_EXP : e;
+}
+
+static void s_quantize(uint8_t *raw, const float *x, size_t n, int codec, int bs,
+                       float p2ne, uint64_t seed)
+{
+    size_t nb = bs > 0 ? (n + (size_t)bs - 1) / (size_t)bs : 0;
+    switch (codec) {
+    case CODEC_FP32: quant_f32_planes(raw, x, n); break;
+    case CODEC_FP16: quant_f16_planes(raw, x, n, p2ne); break;
+    case CODEC_BF16: quant_bf16_planes(raw, x, n); break;
+    case CODEC_INT8: quant_q8((uint16_t *)raw, (int8_t *)(raw + 2 * nb), x, n, bs, p2ne, seed); break;
+    case CODEC_INT4: quant_q4((uint16_t *)raw, raw + 2 * nb, x, n, bs, p2ne, seed); break;
+    default: assert(0);
+    }
+}
+
+/* raw must be 2-byte aligned.  Returns 0, or -1 for a bad scale/value. */
+static int s_dequantize(float *y, const uint8_t *raw, size_t n, int codec, int bs, float p2e)
+{
+    size_t nb = bs > 0 ? (n + (size_t)bs - 1) / (size_t)bs : 0;
+    switch (codec) {
+    case CODEC_FP32: return dequant_f32_planes(y, raw, n);
+    case CODEC_FP16: return dequant_f16_planes(y, raw, n, p2e);
+    case CODEC_BF16: return dequant_bf16_planes(y, raw, n);
+    case CODEC_INT8: return dequant_q8(y, (const uint16_t *)raw, (const int8_t *)(raw + 2 * nb), n, bs, p2e);
+    case CODEC_INT4: return dequant_q4(y, (const uint16_t *)raw, raw + 2 * nb, n, bs, p2e);
+    default: return -1;
+    }
+}
+
+long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
+                  const uint32_t *shape, int ndim, int codec,
+                  const encode_opts_t *opts, char *err, size_t errlen)
+{
+    encode_opts_t def = {0};
+    if (!opts)
+        opts = &def;
+    frame_error_t *slot = ctx ? &ctx->error : NULL;
+    if (!ctx || !out || !shape)
+        return s_fail(slot, FRAME_E_ARG, err, errlen, "encode: NULL argument");
+    if (codec < 0 || codec >= CODEC_COUNT)
+        return s_fail(slot, FRAME_E_CODEC, err, errlen, "encode: unknown codec %d", codec);
+    if (ndim < 1 || ndim > FRAME_MAX_NDIM)
+        return s_fail(slot, FRAME_E_NDIM, err, errlen, "encode: ndim %d not in 1..%d", ndim, FRAME_MAX_NDIM);
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        n *= shape[i];
+        if (n > FRAME_MAX_VALUES)
+            return s_fail(slot, FRAME_E_SHAPE, err, errlen, "encode: more than %u values", FRAME_MAX_VALUES);
+    }
+    if (n > 0 && !x)
+        return s_fail(slot, FRAME_E_ARG, err, errlen, "encode: NULL input");
+    int bs = 0;
+    if (s_is_int(codec)) {
+        bs = opts->block_size ? opts->block_size : FRAME_DEFAULT_BLOCK;
+        if (bs < FRAME_MIN_BLOCK || bs > FRAME_MAX_BLOCK || bs % 8)
+            return s_fail(slot, FRAME_E_BLOCK, err, errlen,
+                          "encode: block size %d not a multiple of 8 in %d..%d", bs, FRAME_MIN_BLOCK, FRAME_MAX_BLOCK);
+    }
+    if (opts->zstd < 0 || opts->zstd > 2)
+        return s_fail(slot, FRAME_E_ARG, err, errlen, "encode: zstd mode %d not in 0..2", opts->zstd);
+    size_t hdr = 32 + 4 * (size_t)ndim;
+    size_t raw_len = (size_t)s_raw_len(codec, n, bs);
+    if (cap < hdr + raw_len)
+        return s_fail(slot, FRAME_E_CAP, err, errlen, "encode: output capacity %zu < %zu", cap, hdr + raw_len);
+
+    const float *src = x;
+    if (opts->residual && n > 0) {
+        if (s_grow((void **)&ctx->tmp, &ctx->tmp_cap, n * sizeof(float)) < 0)
+            return s_fail(slot, FRAME_E_NOMEM, err, errlen, "encode: out of memory");
+        for (size_t i = 0; i < n; i++)
+            ctx->tmp[i] = x[i] + opts->residual[i];
+        src = ctx->tmp;
+    }
+    uint32_t amax_bits = quant_absmax_bits(src, n);
+    if (amax_bits >= 0x7f800000u) {
+        size_t i = 0;
+        while (i < n && isfinite(src[i]))
+            i++;
+        return s_fail(slot, FRAME_E_NONFINITE_INPUT, err, errlen, "encode: non-finite input at index %zu%s",
+                      i, src == x ? "" : " (input + residual)");
+    }
+    float amax;
+    memcpy(&amax, &amax_bits, 4);
+    if (s_grow((void **)&ctx->raw, &ctx->raw_cap, raw_len + 1) < 0)
+        return s_fail(slot, FRAME_E_NOMEM, err, errlen, "encode: out of memory");
+
+    int e = s_choose_exp(codec, amax);
+    float p2ne = ldexpf(1.0f, -e), p2e = ldexpf(1.0f, e);
+    if (n > 0)
+        s_quantize(ctx->raw, src, n, codec, bs, p2ne, opts->sr_seed);
+    if (opts->residual && n > 0) {
+        float *r = opts->residual;
+        int rc = s_dequantize(r, ctx->raw, n, codec, bs, p2e);
+        assert(rc == 0);
+        (void)rc;
+        for (size_t i = 0; i < n; i++)
+            r[i] = src[i] - r[i];
+    }
+
+    unsigned flags = s_is_int(codec) ? 0 : FRAME_FLAG_PLANES;
+    size_t payload_len = raw_len;
+    if (opts->zstd != 1 && raw_len > 0) {
+        size_t zcap = cap - hdr;
+        if (opts->zstd == 0) {
+            size_t want = raw_len - raw_len * FRAME_ZSTD_MIN_SAVING_PCT / 100;
+            zcap = want < zcap ? want : zcap;
+        }
+        size_t z = zcap ? ZSTD_compress2(ctx->cctx, out + hdr, zcap, ctx->raw, raw_len) : 0;
+        if (zcap && !ZSTD_isError(z)) {
+            flags |= FRAME_FLAG_ZSTD;
+            payload_len = z;
+        }
+    }
+    if (!(flags & FRAME_FLAG_ZSTD) && raw_len > 0)
+        memcpy(out + hdr, ctx->raw, raw_len);
+
+    s_put32(out, FRAME_MAGIC);
+    out[4] = FRAME_VERSION;
+    out[5] = (uint8_t)codec;
+    out[6] = 0;
+    out[7] = (uint8_t)ndim;
+    out[8] = (uint8_t)flags;
+    out[9] = (uint8_t)(int8_t)e;
+    s_put16(out + 10, (uint16_t)bs);
+    s_put64(out + 12, raw_len);
+    s_put64(out + 20, payload_len);
+    for (int i = 0; i < ndim; i++)
+        s_put32(out + 28 + 4 * i, shape[i]);
+    uint32_t ck = frame_checksum(out, hdr - 4, 0);
+    ck = frame_checksum(out + hdr, payload_len, ck);
+    s_put32(out + hdr - 4, ck);
+    ctx->error = FRAME_OK;
+    return (long)(hdr + payload_len);
+}
+
+/* ------------------------------------------------------------ decode */
+
+int frame_peek(frame_info_t *info, const uint8_t *in, size_t len, char *err, size_t errlen)
+{
+    frame_info_t tmp;
+    if (!info)
+        info = &tmp;
+    memset(info, 0, sizeof *info);
+    frame_error_t *slot = &info->error;
+    if (!in)
+        return s_fail(slot, FRAME_E_ARG, err, errlen, "frame: NULL buffer");
+    if (len < 36)
+        return s_fail(slot, FRAME_E_SHORT, err, errlen, "frame too short: %zu bytes", len);
+    uint32_t magic = s_get32(in);
+    if (magic != FRAME_MAGIC)
+        return s_fail(slot, FRAME_E_MAGIC, err, errlen, "frame: bad magic 0x%08x", magic);
+    if (in[4] != FRAME_VERSION)
+        return s_fail(slot, FRAME_E_VERSION, err, errlen, "frame: unsupported version %u", in[4]);
+    int codec = in[5];
+    if (codec >= CODEC_COUNT)
+        return s_fail(slot, FRAME_E_CODEC, err, errlen, "frame: unknown codec %d", codec);
+    if (in[6] != 0)
+        return s_fail(slot, FRAME_E_DTYPE, err, errlen, "frame: unknown dtype %u", in[6]);
+    int ndim = in[7];
+    if (ndim < 1 || ndim > FRAME_MAX_NDIM)
+        return s_fail(slot, FRAME_E_NDIM, err, errlen, "frame: ndim %d not in 1..%d", ndim, FRAME_MAX_NDIM);
+    size_t hdr = 32 + 4 * (size_t)ndim;
+    if (len < hdr)
+        return s_fail(slot, FRAME_E_SHORT, err, errlen, "frame too short: %zu bytes < header %zu", len, hdr);
+    unsigned flags = in[8];
+    unsigned want_planes = s_is_int(codec) ? 0 : FRAME_FLAG_PLANES;
+    if ((flags & ~(FRAME_FLAG_ZSTD | FRAME_FLAG_PLANES)) || (flags & FRAME_FLAG_PLANES) != want_planes)
+        return s_fail(slot, FRAME_E_FLAGS, err, errlen, "frame: bad flags 0x%02x for %s", flags, codec_name(codec));
+    int e = (int8_t)in[9];
+    if (((codec == CODEC_FP32 || codec == CODEC_BF16) && e != 0) || e < S_MIN_EXP || e > S_MAX_EXP)
+        return s_fail(slot, FRAME_E_EXPONENT, err, errlen, "frame: bad scale exponent %d for %s", e, codec_name(codec));
+    int bs = s_get16(in + 10);
+    if (s_is_int(codec) ? (bs < FRAME_MIN_BLOCK || bs > FRAME_MAX_BLOCK || bs % 8) : bs != 0)
+        return s_fail(slot, FRAME_E_BLOCK, err, errlen, "frame: bad block size %d for %s", bs, codec_name(codec));
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        info->shape[i] = s_get32(in + 28 + 4 * i);
+        n *= info->shape[i];
+        if (n > FRAME_MAX_VALUES)
+            return s_fail(slot, FRAME_E_SHAPE, err, errlen, "frame: shape holds more than %u values", FRAME_MAX_VALUES);
+    }
+    uint64_t raw_len = s_get64(in + 12), payload_len = s_get64(in + 20);
+    uint64_t want_raw = s_raw_len(codec, n, bs);
+    if (raw_len != want_raw)
+        return s_fail(slot, FRAME_E_RAWLEN, err, errlen, "frame: raw length %llu, shape and codec say %llu",
+                      (unsigned long long)raw_len, (unsigned long long)want_raw);
+    if (payload_len != len - hdr)
+        return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: payload length %llu, frame holds %zu",
+                      (unsigned long long)payload_len, len - hdr);
+    if (flags & FRAME_FLAG_ZSTD) {
+        if (payload_len == 0 || payload_len > ZSTD_compressBound((size_t)raw_len))
+            return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: zstd payload length %llu for raw %llu",
+                          (unsigned long long)payload_len, (unsigned long long)raw_len);
+    } else if (payload_len != raw_len) {
+        return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: payload length %llu != raw length %llu",
+                      (unsigned long long)payload_len, (unsigned long long)raw_len);
+    }
+    info->codec = codec;
+    info->dtype = 0;
+    info->ndim = ndim;
+    info->n_values = n;
+    info->block_size = bs;
+    info->scale_exp = e;
+    info->flags = flags;
+    info->raw_len = raw_len;
+    info->payload_len = payload_len;
+    info->header_len = hdr;
+    info->frame_len = hdr + (size_t)payload_len;
+    return 0;
+}
+
+long frame_decode(codec_ctx_t *ctx, float *out, size_t cap_values,
+                  uint32_t *shape, int *ndim, const uint8_t *in, size_t len,
+                  char *err, size_t errlen)
+{
+    if (!ctx)
+        return s_fail(NULL, FRAME_E_ARG, err, errlen, "decode: NULL context");
+    frame_error_t *slot = &ctx->error;
+    frame_info_t fi;
+    if (frame_peek(&fi, in, len, err, errlen) < 0) {
+        ctx->error = fi.error;
+        return -1;
+    }
+    size_t n = (size_t)fi.n_values, hdr = fi.header_len, raw_len = (size_t)fi.raw_len;
+    if (n > cap_values)
+        return s_fail(slot, FRAME_E_CAP, err, errlen, "decode: %zu values over capacity %zu", n, cap_values);
+    if (n > 0 && !out)
+        return s_fail(slot, FRAME_E_ARG, err, errlen, "decode: NULL output");
+    uint32_t ck = frame_checksum(in, hdr - 4, 0);
+    ck = frame_checksum(in + hdr, (size_t)fi.payload_len, ck);
+    uint32_t stored = s_get32(in + hdr - 4);
+    if (ck != stored)
+        return s_fail(slot, FRAME_E_CHECKSUM, err, errlen, "decode: checksum mismatch (0x%08x != 0x%08x)", ck, stored);
+
+    const uint8_t *raw = in + hdr;
+    if (fi.flags & FRAME_FLAG_ZSTD) {
+        unsigned long long fcs = ZSTD_getFrameContentSize(raw, (size_t)fi.payload_len);
+        if (fcs == ZSTD_CONTENTSIZE_ERROR || fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs != raw_len)
+            return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd content size %s (want %zu)",
+                          fcs == ZSTD_CONTENTSIZE_ERROR ? "unreadable" :
+                          fcs == ZSTD_CONTENTSIZE_UNKNOWN ? "unknown" : "mismatch", raw_len);
+        if (s_grow((void **)&ctx->raw, &ctx->raw_cap, raw_len + 1) < 0)
+            return s_fail(slot, FRAME_E_NOMEM, err, errlen, "decode: out of memory");
+        size_t r = ZSTD_decompressDCtx(ctx->dctx, ctx->raw, raw_len, raw, (size_t)fi.payload_len);
+        if (ZSTD_isError(r))
+            return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd: %s", ZSTD_getErrorName(r));
+        if (r != raw_len)
+            return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd gave %zu bytes, want %zu", r, raw_len);
+        raw = ctx->raw;
+    } else if (((uintptr_t)raw & 1u) && raw_len > 0) {
+        if (s_grow((void **)&ctx->raw, &ctx->raw_cap, raw_len + 1) < 0)
+            return s_fail(slot, FRAME_E_NOMEM, err, errlen, "decode: out of memory");
+        memcpy(ctx->raw, raw, raw_len);
+        raw = ctx->raw;
+    }
+
+    float p2e = ldexpf(1.0f, fi.scale_exp);
+    int bs = fi.block_size;
+    if (s_is_int(fi.codec) && n > 0) {
+        size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+        float ms = quant_max_scale((const uint16_t *)raw, nb);
+        if (!isfinite(ms))
+            return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf scale");
+        if ((double)ms * 128.0 * ldexp(1.0, fi.scale_exp) >= (double)FLT_MAX)
+            return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: scale %g x 2^%d overflows float", ms, fi.scale_exp);
+    }
+    if (n > 0 && s_dequantize(out, raw, n, fi.codec, bs, p2e) < 0)
+        return s_is_int(fi.codec) ? s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf/negative scale")
+                                  : s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: NaN/Inf value");
+    if (shape)
+        memcpy(shape, fi.shape, sizeof(uint32_t) * (size_t)fi.ndim);
+    if (ndim)
+        *ndim = fi.ndim;
+    ctx->error = FRAME_OK;
+    return (long)n;
+}
+
+int codec_roundtrip(codec_ctx_t *ctx, float *x, size_t n, int codec, const encode_opts_t *opts)
+{
+    if (!ctx || n > FRAME_MAX_VALUES || codec < 0 || codec >= CODEC_COUNT)
+        return -1;
+    size_t bound = frame_bound(n, codec);
+    if (s_grow((void **)&ctx->frame, &ctx->frame_cap, bound) < 0)
+        return -1;
+    uint32_t shape[1] = {(uint32_t)n};
+    long len = frame_encode(ctx, ctx->frame, ctx->frame_cap, x, shape, 1, codec, opts, NULL, 0);
+    if (len < 0)
+        return -1;
+    long got = frame_decode(ctx, x, n, NULL, NULL, ctx->frame, (size_t)len, NULL, 0);
+    return got == (long)n ? 0 : -1;
+}

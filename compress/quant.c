@@ -1,0 +1,522 @@
+/* quant.c: block quantizers and float conversions.  See quant.h.
+ *
+ * The SSE4.1 paths (x86-64-v2 has SSE4.1) compute exactly the same float
+ * operations in the same order as the scalar code, so the output bits do not
+ * depend on the build; tests/test_codec.c checks them against the *_ref
+ * functions.  F16C is used for fp16 conversion only when the build enables it
+ * (-march=x86-64-v3). */
+#include "compress/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef __SSE4_1__
+#include <smmintrin.h>
+#endif
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
+
+#define S_RNE_MAGIC 12582912.0f   /* 1.5 * 2^23: (v + M) - M rounds to nearest even */
+
+/* ---------------------------------------------------------------- scalars */
+
+uint16_t quant_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u)                       /* Inf or NaN */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+    if (ax >= 0x477ff000u)                       /* rounds to >= 65536: Inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax >= 0x38800000u) {                     /* normal half */
+        uint32_t m = ax - 0x38000000u + 0xfffu + ((ax >> 13) & 1u);
+        return (uint16_t)(sign | (m >> 13));
+    }
+    /* subnormal half or zero: adding 0.5 puts the half ulp (2^-24) at the
+     * float's last mantissa bit and the FPU rounds to nearest even */
+    float a;
+    memcpy(&a, &ax, 4);
+    a += 0.5f;
+    uint32_t b;
+    memcpy(&b, &a, 4);
+    return (uint16_t)(sign | (b - 0x3f000000u));
+}
+
+float quant_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t em = h & 0x7fffu;
+    uint32_t x;
+    if (em >= 0x7c00u) {
+        x = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+    } else if (em >= 0x400u) {
+        x = sign | ((em << 13) + 0x38000000u);
+    } else {
+        float f = (float)em * 0x1p-24f;
+        memcpy(&x, &f, 4);
+        x |= sign;
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+uint16_t quant_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)         /* NaN stays NaN */
+        return (uint16_t)((u >> 16) | 0x40u);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    if ((r & 0x7f80u) == 0x7f80u && (u & 0x7f800000u) != 0x7f800000u)
+        r = u >> 16;                             /* finite must not round to Inf */
+    return (uint16_t)r;
+}
+
+float quant_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint32_t quant_absmax_bits(const float *x, size_t n)
+{
+    size_t i = 0;
+    uint32_t m = 0;
+#ifdef __SSE4_1__
+    __m128i vm = _mm_setzero_si128();
+    const __m128i mask = _mm_set1_epi32(0x7fffffff);
+    for (; i + 4 <= n; i += 4) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
+        vm = _mm_max_epu32(vm, _mm_and_si128(v, mask));
+    }
+    vm = _mm_max_epu32(vm, _mm_shuffle_epi32(vm, _MM_SHUFFLE(1, 0, 3, 2)));
+    vm = _mm_max_epu32(vm, _mm_shuffle_epi32(vm, _MM_SHUFFLE(2, 3, 0, 1)));
+    m = (uint32_t)_mm_cvtsi128_si32(vm);
+#endif
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        u &= 0x7fffffffu;
+        m = u > m ? u : m;
+    }
+    return m;
+}
+
+static inline uint32_t s_sr_hash(uint32_t s, uint32_t i)
+{
+    uint32_t h = i * 0x9e3779b9u + s;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    return h;
+}
+
+static inline uint32_t s_seed32(uint64_t seed)
+{
+    return (uint32_t)(seed ^ (seed >> 32)) * 0x85ebca6bu + 0x2545f491u;
+}
+
+float quant_sr_uniform(uint64_t seed, uint64_t i)
+{
+    return (float)(s_sr_hash(s_seed32(seed), (uint32_t)i) >> 8) * 0x1p-24f;
+}
+
+/* One code from v (already divided by the scale). */
+static inline float s_round(float v, uint64_t seed, uint64_t i)
+{
+    if (seed == 0) {
+        float r = v + S_RNE_MAGIC;
+        return r - S_RNE_MAGIC;
+    }
+    float t = v + quant_sr_uniform(seed, i);
+    return floorf(t);
+}
+
+static inline float s_clampf(float r, float lim)
+{
+    r = r > lim ? lim : r;
+    return r < -lim ? -lim : r;
+}
+
+/* The block scale for amax (in x units): stored fp16 bits, and 1/scale. */
+static inline uint16_t s_scale(float amax, float p2ne, float qmax, float *id)
+{
+    float a = amax * p2ne;
+    float d = a / qmax;
+    uint16_t h = quant_f32_to_f16(d);
+    float hd = quant_f16_to_f32(h);
+    *id = hd > 0.0f ? 1.0f / hd : 0.0f;
+    return h;
+}
+
+static inline float s_absmax(const float *x, size_t m)
+{
+    float amax = 0.0f;
+    size_t j = 0;
+#ifdef __SSE4_1__
+    const __m128 sign = _mm_set1_ps(-0.0f);
+    __m128 va = _mm_setzero_ps();
+    for (; j + 4 <= m; j += 4)
+        va = _mm_max_ps(va, _mm_andnot_ps(sign, _mm_loadu_ps(x + j)));
+    va = _mm_max_ps(va, _mm_movehl_ps(va, va));
+    va = _mm_max_ss(va, _mm_shuffle_ps(va, va, 1));
+    amax = _mm_cvtss_f32(va);
+#endif
+    for (; j < m; j++) {
+        float a = fabsf(x[j]);
+        amax = a > amax ? a : amax;
+    }
+    return amax;
+}
+
+/* ------------------------------------------------------------ reference */
+
+void quant_q8_ref(block_q8_t *y, const float *x, size_t nb, float p2ne,
+                  uint64_t seed, uint64_t i0)
+{
+    for (size_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QK;
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(xb[j]);
+            amax = a > amax ? a : amax;
+        }
+        float id;
+        y[b].d = s_scale(amax, p2ne, 127.0f, &id);
+        for (int j = 0; j < QK; j++) {
+            float v = xb[j] * p2ne;
+            v = v * id;
+            float r = s_clampf(s_round(v, seed, i0 + b * QK + (uint64_t)j), 127.0f);
+            y[b].q[j] = (int8_t)(int)r;
+        }
+    }
+}
+
+void dequant_q8_ref(float *y, const block_q8_t *x, size_t nb, float p2e)
+{
+    for (size_t b = 0; b < nb; b++) {
+        float d = quant_f16_to_f32(x[b].d);
+        for (int j = 0; j < QK; j++) {
+            float v = (float)x[b].q[j] * d;
+            y[b * QK + j] = v * p2e;
+        }
+    }
+}
+
+void quant_q4_ref(block_q4_t *y, const float *x, size_t nb, float p2ne,
+                  uint64_t seed, uint64_t i0)
+{
+    for (size_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QK;
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(xb[j]);
+            amax = a > amax ? a : amax;
+        }
+        float id;
+        y[b].d = s_scale(amax, p2ne, 7.0f, &id);
+        for (int j = 0; j < QK / 2; j++) {
+            int c[2];
+            for (int k = 0; k < 2; k++) {
+                float v = xb[2 * j + k] * p2ne;
+                v = v * id;
+                float r = s_clampf(s_round(v, seed, i0 + b * QK + 2 * (uint64_t)j + k), 7.0f);
+                c[k] = (int)r + 8;
+            }
+            y[b].qs[j] = (uint8_t)(c[0] | (c[1] << 4));
+        }
+    }
+}
+
+void dequant_q4_ref(float *y, const block_q4_t *x, size_t nb, float p2e)
+{
+    for (size_t b = 0; b < nb; b++) {
+        float d = quant_f16_to_f32(x[b].d);
+        for (int j = 0; j < QK / 2; j++) {
+            float v0 = (float)((x[b].qs[j] & 0x0f) - 8) * d;
+            float v1 = (float)((x[b].qs[j] >> 4) - 8) * d;
+            y[b * QK + 2 * j] = v0 * p2e;
+            y[b * QK + 2 * j + 1] = v1 * p2e;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- planar */
+
+#ifdef __SSE4_1__
+/* 16 codes as int32x4 x4 from x[0..16): round(x * p2ne * id). */
+static inline void s_codes16(__m128i c[4], const float *x, __m128 vp, __m128 vid,
+                             uint64_t seed, uint32_t s32, uint32_t i)
+{
+    for (int k = 0; k < 4; k++) {
+        __m128 v = _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(x + 4 * k), vp), vid);
+        if (seed == 0) {
+            c[k] = _mm_cvtps_epi32(v);           /* MXCSR: nearest even */
+        } else {
+            uint32_t ik = i + 4 * (uint32_t)k;
+            __m128i h = _mm_add_epi32(
+                _mm_mullo_epi32(_mm_setr_epi32((int)ik, (int)(ik + 1), (int)(ik + 2), (int)(ik + 3)),
+                                _mm_set1_epi32((int)0x9e3779b9u)),
+                _mm_set1_epi32((int)s32));
+            h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+            h = _mm_mullo_epi32(h, _mm_set1_epi32(0x7feb352d));
+            h = _mm_xor_si128(h, _mm_srli_epi32(h, 15));
+            h = _mm_mullo_epi32(h, _mm_set1_epi32((int)0x846ca68bu));
+            h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+            __m128 u = _mm_mul_ps(_mm_cvtepi32_ps(_mm_srli_epi32(h, 8)), _mm_set1_ps(0x1p-24f));
+            c[k] = _mm_cvtps_epi32(_mm_floor_ps(_mm_add_ps(v, u)));
+        }
+    }
+}
+#endif
+
+static void s_q8_block(int8_t *q, const float *x, size_t m, float p2ne, float id,
+                       uint64_t seed, uint64_t i0)
+{
+    size_t j = 0;
+#ifdef __SSE4_1__
+    const __m128 vp = _mm_set1_ps(p2ne), vid = _mm_set1_ps(id);
+    const __m128i lo = _mm_set1_epi8(-127);
+    uint32_t s32 = s_seed32(seed);
+    for (; j + 16 <= m; j += 16) {
+        __m128i c[4];
+        s_codes16(c, x + j, vp, vid, seed, s32, (uint32_t)(i0 + j));
+        __m128i b = _mm_packs_epi16(_mm_packs_epi32(c[0], c[1]), _mm_packs_epi32(c[2], c[3]));
+        _mm_storeu_si128((__m128i *)(q + j), _mm_max_epi8(b, lo));
+    }
+#endif
+    for (; j < m; j++) {
+        float v = x[j] * p2ne;
+        v = v * id;
+        q[j] = (int8_t)(int)s_clampf(s_round(v, seed, i0 + j), 127.0f);
+    }
+}
+
+void quant_q8(uint16_t *d, int8_t *q, const float *x, size_t n, int bs,
+              float p2ne, uint64_t seed)
+{
+    assert(bs >= 8 && bs % 8 == 0);
+    size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+    for (size_t b = 0; b < nb; b++) {
+        size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
+        float id;
+        d[b] = s_scale(s_absmax(x + i0, m), p2ne, 127.0f, &id);
+        s_q8_block(q + i0, x + i0, m, p2ne, id, seed, i0);
+    }
+}
+
+static void s_q4_block(uint8_t *q, const float *x, size_t m, float p2ne, float id,
+                       uint64_t seed, uint64_t i0)
+{
+    size_t j = 0;
+#ifdef __SSE4_1__
+    const __m128 vp = _mm_set1_ps(p2ne), vid = _mm_set1_ps(id);
+    const __m128i lo = _mm_set1_epi8(-7), hi = _mm_set1_epi8(7), off = _mm_set1_epi8(8);
+    const __m128i m0f = _mm_set1_epi16(0x000f), mf0 = _mm_set1_epi16(0x00f0);
+    uint32_t s32 = s_seed32(seed);
+    for (; j + 16 <= m; j += 16) {
+        __m128i c[4];
+        s_codes16(c, x + j, vp, vid, seed, s32, (uint32_t)(i0 + j));
+        __m128i b = _mm_packs_epi16(_mm_packs_epi32(c[0], c[1]), _mm_packs_epi32(c[2], c[3]));
+        b = _mm_add_epi8(_mm_min_epi8(_mm_max_epi8(b, lo), hi), off);
+        __m128i t = _mm_or_si128(_mm_and_si128(b, m0f), _mm_and_si128(_mm_srli_epi16(b, 4), mf0));
+        _mm_storel_epi64((__m128i *)(q + j / 2), _mm_packus_epi16(t, t));
+    }
+#endif
+    for (; j < m; j++) {
+        float v = x[j] * p2ne;
+        v = v * id;
+        int c = (int)s_clampf(s_round(v, seed, i0 + j), 7.0f) + 8;
+        if (j % 2 == 0)
+            q[j / 2] = (uint8_t)c;                   /* high nibble 0 until set */
+        else
+            q[j / 2] = (uint8_t)(q[j / 2] | (c << 4));
+    }
+}
+
+void quant_q4(uint16_t *d, uint8_t *q, const float *x, size_t n, int bs,
+              float p2ne, uint64_t seed)
+{
+    assert(bs >= 8 && bs % 8 == 0);
+    size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+    for (size_t b = 0; b < nb; b++) {
+        size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
+        float id;
+        d[b] = s_scale(s_absmax(x + i0, m), p2ne, 7.0f, &id);
+        s_q4_block(q + i0 / 2, x + i0, m, p2ne, id, seed, i0);
+    }
+}
+
+float quant_max_scale(const uint16_t *d, size_t nb)
+{
+    uint16_t m = 0;
+    for (size_t b = 0; b < nb; b++) {
+        uint16_t a = (uint16_t)(d[b] & 0x7fffu);
+        m = a > m ? a : m;
+    }
+    return m >= 0x7c00u ? INFINITY : quant_f16_to_f32(m);
+}
+
+static inline int s_bad_scale(uint16_t h)
+{
+    return (h & 0x8000u) || (h & 0x7c00u) == 0x7c00u;
+}
+
+int dequant_q8(float *y, const uint16_t *d, const int8_t *q, size_t n, int bs,
+               float p2e)
+{
+    assert(bs >= 8 && bs % 8 == 0);
+    size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+    for (size_t b = 0; b < nb; b++) {
+        if (s_bad_scale(d[b]))
+            return -1;
+        size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
+        float s = quant_f16_to_f32(d[b]);
+        const int8_t *qb = q + i0;
+        float *yb = y + i0;
+        size_t j = 0;
+#ifdef __SSE4_1__
+        const __m128 vs = _mm_set1_ps(s), vp = _mm_set1_ps(p2e);
+        for (; j + 16 <= m; j += 16) {
+            __m128i c = _mm_loadu_si128((const __m128i *)(qb + j));
+            for (int k = 0; k < 4; k++) {
+                __m128 v = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(c));
+                _mm_storeu_ps(yb + j + 4 * k, _mm_mul_ps(_mm_mul_ps(v, vs), vp));
+                c = _mm_srli_si128(c, 4);
+            }
+        }
+#endif
+        for (; j < m; j++) {
+            float v = (float)qb[j] * s;
+            yb[j] = v * p2e;
+        }
+    }
+    return 0;
+}
+
+int dequant_q4(float *y, const uint16_t *d, const uint8_t *q, size_t n, int bs,
+               float p2e)
+{
+    assert(bs >= 8 && bs % 8 == 0);
+    size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+    for (size_t b = 0; b < nb; b++) {
+        if (s_bad_scale(d[b]))
+            return -1;
+        size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
+        float s = quant_f16_to_f32(d[b]);
+        const uint8_t *qb = q + i0 / 2;
+        float *yb = y + i0;
+        size_t j = 0;
+#ifdef __SSE4_1__
+        const __m128 vs = _mm_set1_ps(s), vp = _mm_set1_ps(p2e);
+        const __m128i m0f = _mm_set1_epi8(0x0f), off = _mm_set1_epi8(8);
+        for (; j + 16 <= m; j += 16) {
+            __m128i raw = _mm_loadl_epi64((const __m128i *)(qb + j / 2));
+            __m128i lo = _mm_and_si128(raw, m0f);
+            __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m0f);
+            __m128i c = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), off);
+            for (int k = 0; k < 4; k++) {
+                __m128 v = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(c));
+                _mm_storeu_ps(yb + j + 4 * k, _mm_mul_ps(_mm_mul_ps(v, vs), vp));
+                c = _mm_srli_si128(c, 4);
+            }
+        }
+#endif
+        for (; j < m; j++) {
+            int c = (j % 2 == 0 ? qb[j / 2] & 0x0f : qb[j / 2] >> 4) - 8;
+            float v = (float)c * s;
+            yb[j] = v * p2e;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- float codecs */
+
+void quant_f16_planes(uint8_t *out, const float *x, size_t n, float p2ne)
+{
+    size_t i = 0;
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(p2ne)),
+                                    _MM_FROUND_TO_NEAREST_INT);
+        uint16_t t[8];
+        _mm_storeu_si128((__m128i *)t, h);
+        for (int k = 0; k < 8; k++) {
+            out[i + k] = (uint8_t)t[k];
+            out[n + i + k] = (uint8_t)(t[k] >> 8);
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        uint16_t h = quant_f32_to_f16(x[i] * p2ne);
+        out[i] = (uint8_t)h;
+        out[n + i] = (uint8_t)(h >> 8);
+    }
+}
+
+int dequant_f16_planes(float *y, const uint8_t *in, size_t n, float p2e)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = (uint16_t)(in[i] | (in[n + i] << 8));
+        float v = quant_f16_to_f32(h) * p2e;
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        y[i] = v;
+    }
+    return bad ? -1 : 0;
+}
+
+void quant_bf16_planes(uint8_t *out, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = quant_f32_to_bf16(x[i]);
+        out[i] = (uint8_t)h;
+        out[n + i] = (uint8_t)(h >> 8);
+    }
+}
+
+int dequant_bf16_planes(float *y, const uint8_t *in, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = ((uint32_t)in[i] << 16) | ((uint32_t)in[n + i] << 24);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        memcpy(y + i, &u, 4);
+    }
+    return bad ? -1 : 0;
+}
+
+void quant_f32_planes(uint8_t *out, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        out[i] = (uint8_t)u;
+        out[n + i] = (uint8_t)(u >> 8);
+        out[2 * n + i] = (uint8_t)(u >> 16);
+        out[3 * n + i] = (uint8_t)(u >> 24);
+    }
+}
+
+int dequant_f32_planes(float *y, const uint8_t *in, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)in[i] | ((uint32_t)in[n + i] << 8) |
+                     ((uint32_t)in[2 * n + i] << 16) | ((uint32_t)in[3 * n + i] << 24);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        memcpy(y + i, &u, 4);
+    }
+    return bad ? -1 : 0;
+}

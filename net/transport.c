@@ -1,0 +1,687 @@
+/* transport.c: ROUTER + DEALER links over CurveZMQ, a ZAP handler served in
+ * transport_poll(), and link emulation of outgoing messages. */
+#include "net/transport.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+
+/* A message waiting in a link's emulation queue: all frames in one block. */
+typedef struct s_pending {
+    struct s_pending *next;   /* next in the link's queue */
+    int64_t due_us;           /* release time, monotonic µs */
+    int nparts;               /* frames incl. route (replies) and header */
+    size_t total;             /* bytes of all frames (route excluded) */
+    int has_route;            /* parts[0] is a routing id */
+    size_t lens[TRANSPORT_MAX_FRAMES + 2];
+    uint8_t *parts[TRANSPORT_MAX_FRAMES + 2];
+} s_pending_t;
+
+typedef struct {
+    void *sock;               /* DEALER (ROUTER for the reply queue); NULL when closed */
+    uint8_t server_pub[32];   /* the server's key (links) */
+    uint64_t server_id;       /* node_id_from_pubkey(server_pub) */
+    s_pending_t *head, *tail; /* emulation queue */
+    int64_t queued_bytes;     /* bytes in the queue */
+    int64_t busy_until_us;    /* emulated serialization clock */
+    int64_t last_due_us;      /* keeps order under jitter */
+} s_link_t;
+
+struct transport_t {
+    void *ctx;                /* one ZeroMQ context per transport */
+    void *router;             /* listening socket */
+    void *zap;                /* ZAP handler (REP) */
+    int wakefd;               /* eventfd for transport_wake */
+    int port;                 /* bound port */
+    keypair_t keys;           /* our identity */
+    uint64_t id;              /* our node id */
+    transport_opts_t o;       /* options with defaults filled in */
+    s_link_t *links;          /* outgoing links, by index */
+    int nlinks, caplinks;
+    s_link_t reply;           /* emulation queue of replies on the router */
+    zmq_pollitem_t *items;    /* poll set scratch */
+    int *item_link;           /* items[i] -> link index, -1 router */
+    int capitems;
+    int rr;                   /* round-robin start among readable sockets */
+    uint64_t rng;             /* emulation randomness */
+    int emulate;              /* any emulation option set */
+    int retry_soon;           /* a due message met a full queue */
+    transport_stats_t st;     /* counters */
+};
+
+static void s_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t s_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static double s_uniform(transport_t *self)
+{
+    /* splitmix64 */
+    uint64_t z = (self->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void s_drop(transport_t *self, const char *why, const uint8_t *pub)
+{
+    snprintf(self->st.last_drop, sizeof self->st.last_drop, "%s", why);
+    if (self->o.on_drop) self->o.on_drop(self->o.drop_arg, why, pub);
+}
+
+static void s_hex(char *out, const uint8_t *p, size_t n)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hx[p[i] >> 4];
+        out[2 * i + 1] = hx[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int s_unhex(uint8_t *out, const char *s, size_t n)
+{
+    if (strlen(s) != 2 * n) return -1;
+    for (size_t i = 0; i < 2 * n; i++) {
+        int c = s[i], v;
+        if (c >= '0' && c <= '9') v = c - '0';
+        else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
+        else return -1;
+        if (i & 1) out[i / 2] = (uint8_t)(out[i / 2] | v);
+        else out[i / 2] = (uint8_t)(v << 4);
+    }
+    return 0;
+}
+
+/* Options common to the ROUTER and DEALERs. */
+static int s_setup_socket(transport_t *self, void *sock, int ipv6)
+{
+    int rc = 0;
+    rc |= zmq_setsockopt(sock, ZMQ_LINGER, &self->o.linger_ms, sizeof(int));
+    rc |= zmq_setsockopt(sock, ZMQ_SNDHWM, &self->o.sndhwm, sizeof(int));
+    rc |= zmq_setsockopt(sock, ZMQ_RCVHWM, &self->o.rcvhwm, sizeof(int));
+    rc |= zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &self->o.max_msg_bytes, sizeof(int64_t));
+    rc |= zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &self->o.heartbeat_ivl_ms, sizeof(int));
+    rc |= zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &self->o.heartbeat_timeout_ms, sizeof(int));
+    rc |= zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &self->o.heartbeat_timeout_ms, sizeof(int));
+    rc |= zmq_setsockopt(sock, ZMQ_IPV6, &ipv6, sizeof ipv6);
+    return rc ? -1 : 0;
+}
+
+static void s_endpoint(char *out, size_t outlen, const char *host, int port)
+{
+    int v6 = strchr(host, ':') != NULL;
+    if (port == 0) snprintf(out, outlen, v6 ? "tcp://[%s]:*" : "tcp://%s:*", host);
+    else snprintf(out, outlen, v6 ? "tcp://[%s]:%d" : "tcp://%s:%d", host, port);
+}
+
+transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errlen)
+{
+    assert(opts && opts->keys);
+    if (!zmq_has("curve")) {
+        s_err(err, errlen, "this libzmq was built without CURVE security");
+        return NULL;
+    }
+    transport_t *self = calloc(1, sizeof *self);
+    if (!self) { s_err(err, errlen, "out of memory"); return NULL; }
+    self->wakefd = -1;
+    self->o = *opts;
+    transport_opts_t *o = &self->o;
+    if (!o->listen_host) o->listen_host = "127.0.0.1";
+    if (o->max_msg_bytes <= 0) o->max_msg_bytes = 64ll << 20;
+    if (o->sndhwm <= 0) o->sndhwm = 100;
+    if (o->rcvhwm <= 0) o->rcvhwm = 1000;
+    if (o->linger_ms <= 0) o->linger_ms = 200;
+    if (o->heartbeat_ivl_ms <= 0) o->heartbeat_ivl_ms = 1000;
+    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 10000;
+    if (o->reconnect_ivl_ms <= 0) o->reconnect_ivl_ms = 100;
+    if (o->emu_max_queue_bytes == 0) o->emu_max_queue_bytes = (size_t)256 << 20;
+    if (o->emu_loss < 0) o->emu_loss = 0;
+    self->emulate = o->emu_latency_ms > 0 || o->emu_jitter_ms > 0 ||
+                    o->emu_bandwidth_mbit > 0 || o->emu_loss > 0;
+    self->rng = o->emu_seed ^ 0x5DEECE66Dull;
+    self->keys = *opts->keys;
+    self->id = node_id_from_pubkey(self->keys.pub);
+    self->reply.last_due_us = 0;
+
+    char ep[400];
+    int zero = 0, one = 1, ipv6 = strchr(o->listen_host, ':') != NULL;
+    self->ctx = zmq_ctx_new();
+    if (!self->ctx) { s_err(err, errlen, "cannot create a ZeroMQ context: %s", zmq_strerror(errno)); goto fail; }
+    zmq_ctx_set(self->ctx, ZMQ_IO_THREADS, 1);
+
+    /* the ZAP handler first, so no client can be handled without it */
+    self->zap = zmq_socket(self->ctx, ZMQ_REP);
+    if (!self->zap || zmq_setsockopt(self->zap, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_bind(self->zap, ZAP_ENDPOINT)) {
+        s_err(err, errlen, "cannot start the ZAP handler: %s", zmq_strerror(errno));
+        goto fail;
+    }
+
+    self->router = zmq_socket(self->ctx, ZMQ_ROUTER);
+    if (!self->router || s_setup_socket(self, self->router, ipv6) ||
+        zmq_setsockopt(self->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one) ||
+        zmq_setsockopt(self->router, ZMQ_CURVE_SERVER, &one, sizeof one) ||
+        zmq_setsockopt(self->router, ZMQ_CURVE_SECRETKEY, self->keys.sec, 32) ||
+        zmq_setsockopt(self->router, ZMQ_ZAP_DOMAIN, "brigade", 7)) {
+        s_err(err, errlen, "cannot set up the listening socket: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    s_endpoint(ep, sizeof ep, o->listen_host, o->listen_port);
+    if (zmq_bind(self->router, ep) != 0) {
+        char hp[300];
+        hostport_format(hp, sizeof hp, o->listen_host, o->listen_port);
+        s_err(err, errlen, "cannot listen on %s: %s", hp, zmq_strerror(errno));
+        goto fail;
+    }
+    char last[400];
+    size_t lastlen = sizeof last;
+    if (zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, last, &lastlen) == 0) {
+        last[sizeof last - 1] = '\0';
+        const char *c = strrchr(last, ':');
+        self->port = c ? atoi(c + 1) : o->listen_port;
+    } else {
+        self->port = o->listen_port;
+    }
+    self->reply.sock = self->router;
+
+    self->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (self->wakefd < 0) { s_err(err, errlen, "eventfd: %s", strerror(errno)); goto fail; }
+    return self;
+fail:
+    transport_destroy(&self);
+    return NULL;
+}
+
+static void s_free_queue(s_link_t *l)
+{
+    while (l->head) {
+        s_pending_t *p = l->head;
+        l->head = p->next;
+        free(p);
+    }
+    l->tail = NULL;
+    l->queued_bytes = 0;
+}
+
+void transport_destroy(transport_t **self_p)
+{
+    assert(self_p);
+    transport_t *self = *self_p;
+    if (!self) return;
+    for (int i = 0; i < self->nlinks; i++) {
+        s_free_queue(&self->links[i]);
+        if (self->links[i].sock) zmq_close(self->links[i].sock);
+    }
+    s_free_queue(&self->reply);
+    if (self->router) zmq_close(self->router);
+    if (self->zap) zmq_close(self->zap);
+    if (self->ctx) zmq_ctx_term(self->ctx);
+    if (self->wakefd >= 0) close(self->wakefd);
+    free(self->links);
+    free(self->items);
+    free(self->item_link);
+    keypair_wipe(&self->keys);
+    free(self);
+    *self_p = NULL;
+}
+
+int transport_port(const transport_t *self) { return self->port; }
+uint64_t transport_id(const transport_t *self) { return self->id; }
+
+int transport_connect(transport_t *self, const char *host, int port,
+                      const uint8_t server_pub[32], char *err, size_t errlen)
+{
+    if (port <= 0 || port > 65535) { s_err(err, errlen, "%s:%d: port out of range", host, port); return -1; }
+    if (self->nlinks == self->caplinks) {
+        int cap = self->caplinks ? 2 * self->caplinks : 8;
+        s_link_t *l = realloc(self->links, sizeof *l * (size_t)cap);
+        if (!l) { s_err(err, errlen, "out of memory"); return -1; }
+        self->links = l;
+        self->caplinks = cap;
+    }
+    int ipv6 = strchr(host, ':') != NULL;
+    int rmax = self->o.reconnect_ivl_ms * 20;
+    void *sock = zmq_socket(self->ctx, ZMQ_DEALER);
+    if (!sock || s_setup_socket(self, sock, ipv6) ||
+        zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &self->o.reconnect_ivl_ms, sizeof(int)) ||
+        zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &rmax, sizeof rmax) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server_pub, 32) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, self->keys.pub, 32) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, self->keys.sec, 32)) {
+        s_err(err, errlen, "cannot set up a link socket: %s", zmq_strerror(errno));
+        if (sock) zmq_close(sock);
+        return -1;
+    }
+    char ep[400];
+    s_endpoint(ep, sizeof ep, host, port);
+    if (zmq_connect(sock, ep) != 0) {
+        s_err(err, errlen, "cannot connect to %s: %s", ep + 6, zmq_strerror(errno));
+        zmq_close(sock);
+        return -1;
+    }
+    s_link_t *l = &self->links[self->nlinks];
+    memset(l, 0, sizeof *l);
+    l->sock = sock;
+    memcpy(l->server_pub, server_pub, 32);
+    l->server_id = node_id_from_pubkey(server_pub);
+    return self->nlinks++;
+}
+
+void transport_disconnect(transport_t *self, int link)
+{
+    if (link < 0 || link >= self->nlinks || !self->links[link].sock) return;
+    s_link_t *l = &self->links[link];
+    s_free_queue(l);
+    zmq_close(l->sock);
+    l->sock = NULL;
+}
+
+int64_t transport_pending(const transport_t *self, int link)
+{
+    if (link < 0 || link >= self->nlinks || !self->links[link].sock) return -1;
+    return self->links[link].queued_bytes;
+}
+
+/* Sends parts (non-blocking).  0 sent, 1 full (nothing sent), -1 error. */
+static int s_send_parts(transport_t *self, void *sock, uint8_t *const *parts,
+                        const size_t *lens, int nparts, size_t counted)
+{
+    for (int i = 0; i < nparts; i++) {
+        int flags = ZMQ_DONTWAIT | (i + 1 < nparts ? ZMQ_SNDMORE : 0);
+        if (zmq_send(sock, parts[i], lens[i], flags) < 0) {
+            if (i == 0 && errno == EAGAIN) return 1;
+            return -1;   /* later parts of an accepted message do not block */
+        }
+    }
+    self->st.msgs_sent++;
+    self->st.bytes_sent += counted;
+    return 0;
+}
+
+/* Builds the part list of one message and either sends it now or queues it
+ * on l's emulation queue. */
+static int s_submit(transport_t *self, s_link_t *l, const uint8_t *route, size_t route_len,
+                    const wire_hdr_t *h, const void *const *frames, const size_t *lens,
+                    int nframes)
+{
+    if (nframes < 0 || nframes > TRANSPORT_MAX_FRAMES) return -1;
+    assert(nframes == 0 || (frames && lens));
+    wire_hdr_t hh = *h;
+    hh.sender = self->id;
+    uint8_t hdr[WIRE_HDR_LEN];
+    wire_hdr_encode(hdr, &hh);
+
+    uint8_t *parts[TRANSPORT_MAX_FRAMES + 2];
+    size_t plen[TRANSPORT_MAX_FRAMES + 2];
+    int np = 0;
+    if (route) { parts[np] = (uint8_t *)route; plen[np++] = route_len; }
+    parts[np] = hdr; plen[np++] = WIRE_HDR_LEN;
+    size_t total = WIRE_HDR_LEN;
+    for (int i = 0; i < nframes; i++) {
+        parts[np] = (uint8_t *)frames[i];
+        plen[np++] = lens[i];
+        total += lens[i];
+    }
+
+    if (!self->emulate) {
+        int rc = s_send_parts(self, l->sock, parts, plen, np, total);
+        if (rc < 0 && route) {           /* the client is gone: like a lost reply */
+            self->st.send_fails++;
+            return 0;
+        }
+        return rc;
+    }
+
+    if (self->o.emu_loss > 0 && s_uniform(self) < self->o.emu_loss) {
+        self->st.emu_lost++;
+        return 0;
+    }
+    if (l->head && (size_t)l->queued_bytes + total > self->o.emu_max_queue_bytes) return 1;
+    size_t all = 0;
+    for (int i = 0; i < np; i++) all += plen[i];
+    s_pending_t *p = malloc(sizeof *p + all);
+    if (!p) return 1;
+    p->next = NULL;
+    p->nparts = np;
+    p->total = total;
+    p->has_route = route != NULL;
+    uint8_t *d = (uint8_t *)(p + 1);
+    for (int i = 0; i < np; i++) {
+        if (plen[i]) memcpy(d, parts[i], plen[i]);
+        p->parts[i] = d;
+        p->lens[i] = plen[i];
+        d += plen[i];
+    }
+    int64_t now = s_now_us();
+    double ser_us = self->o.emu_bandwidth_mbit > 0 ? (double)total * 8.0 / self->o.emu_bandwidth_mbit : 0;
+    int64_t start = l->busy_until_us > now ? l->busy_until_us : now;
+    l->busy_until_us = start + (int64_t)ceil(ser_us);
+    double delay_us = self->o.emu_latency_ms * 1000.0 + self->o.emu_jitter_ms * 1000.0 * s_uniform(self);
+    int64_t due = l->busy_until_us + (int64_t)ceil(delay_us);
+    if (due < l->last_due_us) due = l->last_due_us;
+    l->last_due_us = due;
+    p->due_us = due;
+    if (l->tail) l->tail->next = p;
+    else l->head = p;
+    l->tail = p;
+    l->queued_bytes += (int64_t)total;
+    return 0;
+}
+
+int transport_send(transport_t *self, int link, const wire_hdr_t *h,
+                   const void *const *frames, const size_t *lens, int nframes)
+{
+    if (link < 0 || link >= self->nlinks || !self->links[link].sock) return -1;
+    return s_submit(self, &self->links[link], NULL, 0, h, frames, lens, nframes);
+}
+
+int transport_reply(transport_t *self, const transport_msg_t *to, const wire_hdr_t *h,
+                    const void *const *frames, const size_t *lens, int nframes)
+{
+    if (to->link != -1 || to->route_len == 0) return -1;
+    return s_submit(self, &self->reply, to->route, to->route_len, h, frames, lens, nframes);
+}
+
+/* Sends the due messages of one queue; returns the next due time or
+ * INT64_MAX. */
+static int64_t s_flush_link(transport_t *self, s_link_t *l, int64_t now)
+{
+    while (l->head && l->head->due_us <= now) {
+        s_pending_t *p = l->head;
+        int rc = s_send_parts(self, l->sock, p->parts, p->lens, p->nparts, p->total);
+        if (rc == 1) { self->retry_soon = 1; return INT64_MAX; }
+        if (rc < 0) self->st.send_fails++;
+        l->head = p->next;
+        if (!l->head) l->tail = NULL;
+        l->queued_bytes -= (int64_t)p->total;
+        free(p);
+    }
+    return l->head ? l->head->due_us : INT64_MAX;
+}
+
+static int64_t s_flush(transport_t *self)
+{
+    int64_t now = s_now_us(), next = INT64_MAX;
+    self->retry_soon = 0;
+    if (!self->emulate) return next;
+    for (int i = 0; i < self->nlinks; i++) {
+        if (!self->links[i].sock || !self->links[i].head) continue;
+        int64_t d = s_flush_link(self, &self->links[i], now);
+        if (d < next) next = d;
+    }
+    int64_t d = s_flush_link(self, &self->reply, now);
+    if (d < next) next = d;
+    return next;
+}
+
+/* Answers one ZAP request (RFC 27). */
+static void s_serve_zap(transport_t *self)
+{
+    zmq_msg_t part[8];
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t tmp, *m = n < 8 ? &part[n] : &tmp;
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, self->zap, ZMQ_DONTWAIT) < 0) { zmq_msg_close(m); break; }
+        more = zmq_msg_more(m);
+        if (m == &tmp) zmq_msg_close(m);
+        else n++;
+    }
+    if (n < 2) {   /* not even a request id to answer: nothing valid to say */
+        for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+        return;
+    }
+    /* frames: version, request id, domain, address, routing id, mechanism, credentials... */
+    const char *status = "400";
+    char text[128] = "refused";
+    char user[65] = "";
+    char addr[64] = "?";
+    uint8_t key[32];
+    const uint8_t *keyp = NULL;
+    if (n >= 4) {
+        size_t al = zmq_msg_size(&part[3]);
+        if (al >= sizeof addr) al = sizeof addr - 1;
+        memcpy(addr, zmq_msg_data(&part[3]), al);
+        addr[al] = '\0';
+    }
+    if (zmq_msg_size(&part[0]) != 3 || memcmp(zmq_msg_data(&part[0]), "1.0", 3) != 0 || n < 6) {
+        snprintf(text, sizeof text, "bad ZAP request");
+    } else if (zmq_msg_size(&part[5]) != 5 || memcmp(zmq_msg_data(&part[5]), "CURVE", 5) != 0) {
+        snprintf(text, sizeof text, "CURVE security required");
+    } else if (n < 7 || zmq_msg_size(&part[6]) != 32) {
+        snprintf(text, sizeof text, "bad CURVE credentials");
+    } else {
+        memcpy(key, zmq_msg_data(&part[6]), 32);
+        keyp = key;
+        char why[96] = "not admitted";
+        if (!self->o.admit || self->o.admit(self->o.admit_arg, key, why, sizeof why)) {
+            status = "200";
+            snprintf(text, sizeof text, "OK");
+            s_hex(user, key, 32);
+        } else {
+            snprintf(text, sizeof text, "%s", why);
+        }
+    }
+    if (status[0] == '2') {
+        self->st.zap_admitted++;
+    } else {
+        self->st.zap_refused++;
+        char why[160];
+        snprintf(why, sizeof why, "client %s refused: %s", addr, text);
+        s_drop(self, why, keyp);
+    }
+    zmq_send(self->zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(self->zap, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]), ZMQ_SNDMORE);
+    zmq_send(self->zap, status, 3, ZMQ_SNDMORE);
+    zmq_send(self->zap, text, strlen(text), ZMQ_SNDMORE);
+    zmq_send(self->zap, user, strlen(user), ZMQ_SNDMORE);
+    zmq_send(self->zap, "", 0, 0);
+    for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+}
+
+static void s_close_parts(zmq_msg_t *parts, int n)
+{
+    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+    free(parts);
+}
+
+/* Receives one message from sock (link index, -1 router).  Returns 1 with
+ * *out filled, 0 when nothing was there or the message was dropped. */
+static int s_recv(transport_t *self, void *sock, int link, transport_msg_t *out)
+{
+    enum { MAXP = TRANSPORT_MAX_FRAMES + 2 };
+    zmq_msg_t *parts = malloc(sizeof(zmq_msg_t) * MAXP);
+    if (!parts) return 0;
+    int n = 0, more = 1, extra = 0;
+    while (more) {
+        zmq_msg_t tmp, *m = n < MAXP ? &parts[n] : &tmp;
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0) { zmq_msg_close(m); break; }
+        more = zmq_msg_more(m);
+        if (m == &tmp) { zmq_msg_close(m); extra++; }
+        else n++;
+    }
+    if (n == 0) { free(parts); return 0; }
+
+    int h = link < 0 ? 1 : 0;   /* index of the header part */
+    char why[160];
+    uint8_t pub[32];
+    const uint8_t *pubp = NULL;
+    if (link < 0) {
+        const char *uid = n > 1 ? zmq_msg_gets(&parts[1], "User-Id") : NULL;
+        if (uid && s_unhex(pub, uid, 32) == 0) pubp = pub;
+    } else {
+        memcpy(pub, self->links[link].server_pub, 32);
+        pubp = pub;
+    }
+    size_t bytes = 0;
+    for (int i = h; i < n; i++) bytes += zmq_msg_size(&parts[i]);
+
+    why[0] = '\0';
+    wire_hdr_t hdr;
+    char herr[96];
+    if (!pubp) snprintf(why, sizeof why, "message without an authenticated key");
+    else if (extra || n - h - 1 > TRANSPORT_MAX_FRAMES)
+        snprintf(why, sizeof why, "more than %d frames", TRANSPORT_MAX_FRAMES);
+    else if (n <= h) snprintf(why, sizeof why, "empty message");
+    else if (wire_hdr_decode(&hdr, zmq_msg_data(&parts[h]), zmq_msg_size(&parts[h]), herr, sizeof herr))
+        snprintf(why, sizeof why, "bad header: %s", herr);
+    else if (hdr.sender != (link < 0 ? node_id_from_pubkey(pub) : self->links[link].server_id))
+        snprintf(why, sizeof why, "%s: sender id does not match its key", wire_type_name(hdr.type));
+    if (why[0]) {
+        self->st.drops++;
+        s_drop(self, why, pubp);
+        s_close_parts(parts, n);
+        return 0;
+    }
+
+    memset(out, 0, sizeof *out);
+    out->hdr = hdr;
+    memcpy(out->sender_pub, pub, 32);
+    out->sender = hdr.sender;
+    out->link = link;
+    if (link < 0) {
+        size_t rl = zmq_msg_size(&parts[0]);
+        if (rl > sizeof out->route) rl = sizeof out->route;   /* ZeroMQ caps ids at 255 */
+        memcpy(out->route, zmq_msg_data(&parts[0]), rl);
+        out->route_len = rl;
+    }
+    out->nframes = n - h - 1;
+    for (int i = 0; i < out->nframes; i++) {
+        out->frame[i] = zmq_msg_data(&parts[h + 1 + i]);
+        out->len[i] = zmq_msg_size(&parts[h + 1 + i]);
+    }
+    /* parts live on the heap: frame pointers stay valid if *out is copied */
+    out->parts_ = parts;
+    self->st.msgs_recv++;
+    self->st.bytes_recv += bytes;
+    return 1;
+}
+
+void transport_msg_close(transport_msg_t *msg)
+{
+    if (!msg || !msg->parts_) return;
+    zmq_msg_t *parts = msg->parts_;
+    int n = (msg->link < 0 ? 2 : 1) + msg->nframes;   /* [route] header frames... */
+    s_close_parts(parts, n);
+    msg->parts_ = NULL;
+    msg->nframes = 0;
+}
+
+void transport_wake(transport_t *self)
+{
+    uint64_t one = 1;
+    ssize_t rc = write(self->wakefd, &one, sizeof one);
+    (void)rc;   /* EAGAIN: the counter is already non-zero, a wake is pending */
+}
+
+static int s_grow_items(transport_t *self, int need)
+{
+    if (need <= self->capitems) return 0;
+    int cap = need * 2;
+    zmq_pollitem_t *it = realloc(self->items, sizeof *it * (size_t)cap);
+    if (!it) return -1;
+    self->items = it;
+    int *il = realloc(self->item_link, sizeof *il * (size_t)cap);
+    if (!il) return -1;
+    self->item_link = il;
+    self->capitems = cap;
+    return 0;
+}
+
+int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
+{
+    int64_t start = s_now_us();
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000;
+    int first = 1;
+    for (;;) {
+        int64_t next_due = s_flush(self);
+        if (s_grow_items(self, self->nlinks + 3)) return -1;
+        zmq_pollitem_t *it = self->items;
+        int n = 0;
+        it[n] = (zmq_pollitem_t){.socket = self->zap, .events = ZMQ_POLLIN};
+        self->item_link[n++] = -2;
+        it[n] = (zmq_pollitem_t){.fd = self->wakefd, .events = ZMQ_POLLIN};
+        self->item_link[n++] = -3;
+        it[n] = (zmq_pollitem_t){.socket = self->router, .events = ZMQ_POLLIN};
+        self->item_link[n++] = -1;
+        for (int i = 0; i < self->nlinks; i++) {
+            if (!self->links[i].sock) continue;
+            it[n] = (zmq_pollitem_t){.socket = self->links[i].sock, .events = ZMQ_POLLIN};
+            self->item_link[n++] = i;
+        }
+        int64_t now = s_now_us();
+        int64_t until = deadline < next_due ? deadline : next_due;
+        if (self->retry_soon && until > now + 2000) until = now + 2000;
+        long wait_ms;
+        if (first) wait_ms = 0;   /* first look at what is already there */
+        else if (until == INT64_MAX) wait_ms = -1;
+        else wait_ms = until <= now ? 0 : (long)((until - now + 999) / 1000);
+        if (wait_ms > 1000000) wait_ms = 1000000;
+        int rc = zmq_poll(it, n, wait_ms);
+        if (rc < 0) {
+            if (errno == EINTR) return 0;
+            return -1;
+        }
+        int woken = 0;
+        if (rc > 0) {
+            if (it[0].revents & ZMQ_POLLIN)
+                for (int k = 0; k < 64; k++) {   /* all pending handshakes, bounded */
+                    s_serve_zap(self);
+                    int ev = 0;
+                    size_t evl = sizeof ev;
+                    if (zmq_getsockopt(self->zap, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) break;
+                }
+            if (it[1].revents & ZMQ_POLLIN) {
+                uint64_t v;
+                ssize_t r = read(self->wakefd, &v, sizeof v);
+                (void)r;
+                woken = 1;
+                self->st.wakeups++;
+            }
+            int ns = n - 2;   /* sockets from items[2] on, round robin */
+            for (int k = 0; k < ns; k++) {
+                int idx = 2 + (self->rr + k) % ns;
+                if (!(it[idx].revents & ZMQ_POLLIN)) continue;
+                int link = self->item_link[idx];
+                void *sock = link < 0 ? self->router : self->links[link].sock;
+                if (s_recv(self, sock, link, out)) {
+                    self->rr = (self->rr + k + 1) % ns;
+                    return 1;
+                }
+            }
+        }
+        if (woken) return 0;
+        if (!first && s_now_us() >= deadline) return 0;
+        if (first && timeout_ms == 0) {
+            s_flush(self);
+            return 0;
+        }
+        first = 0;
+    }
+}
+
+void transport_stats(const transport_t *self, transport_stats_t *out) { *out = self->st; }

@@ -1,0 +1,11 @@
+/* cli.h: the `brigade` subcommands.  Each takes the whole argv (argv[1] is
+ * the subcommand) and returns the process exit status. */
+#ifndef BRIGADE_CLI_H
+#define BRIGADE_CLI_H
+
+int cmd_solo(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+
+/* Prints "brigade: <why>" on stderr and returns 2 (the bad-input status). */
+int cli_fail(const char *why);
+#endif

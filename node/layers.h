@@ -1,0 +1,75 @@
+/* layers.h: the math kernels of brigade's models, one forward/backward pair per
+ * layer.  Conventions (as in every kernel here):
+ *   - outputs first, then inputs, then sizes;
+ *   - size letters: B batch, T time (positions), C channels, OC output channels,
+ *     V vocabulary, NH heads, N rows (usually B*T);
+ *   - all tensors are row-major float arrays;
+ *   - backward functions ACCUMULATE into their gradient outputs (+=); the
+ *     caller zeroes gradient buffers once per update;
+ *   - kernels are pure: no allocation, no I/O; scratch is passed in;
+ *   - every matrix product goes through cblas_sgemm.
+ */
+#ifndef BRIGADE_LAYERS_H
+#define BRIGADE_LAYERS_H
+#include <stddef.h>
+
+/* out (N,OC) = inp (N,C) @ weight^T + bias.  weight is (OC,C), bias (OC) or NULL. */
+void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
+                    int N, int C, int OC);
+/* dinp (N,C) += dout @ weight; dweight (OC,C) += dout^T @ inp; dbias (OC) += sum_rows dout.
+ * dinp may be NULL (first layer: no input gradient needed); bias/dbias may be NULL. */
+void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int C, int OC);
+
+/* out (B,T,C) = wte[tokens[b,t]] + wpe[t].  wte (V,C), wpe (maxT,C); tokens in [0,V). */
+void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                       int B, int T, int C);
+/* dwte += scatter of dout by token; dwpe[t] += sum_b dout[b,t]. */
+void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                        int B, int T, int C);
+
+/* out (N,C) = (inp - mean) * rstd * weight + bias per row; saves mean (N), rstd (N). eps 1e-5. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *weight, const float *bias, int N, int C);
+/* dinp, dweight, dbias += the layernorm gradients given dout and the saved mean/rstd. */
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, const float *mean,
+                        const float *rstd, int N, int C);
+
+/* out (N) = gelu(inp), the tanh approximation. */
+void gelu_forward(float *out, const float *inp, int N);
+/* dinp += gelu'(inp) * dout. */
+void gelu_backward(float *dinp, const float *inp, const float *dout, int N);
+
+/* out (N) = max(inp, 0). */
+void relu_forward(float *out, const float *inp, int N);
+/* dinp += (out > 0) * dout; out is relu_forward's output. */
+void relu_backward(float *dinp, const float *out, const float *dout, int N);
+
+/* out (N) = a + b. */
+void residual_forward(float *out, const float *a, const float *b, int N);
+/* da += dout; db += dout. */
+void residual_backward(float *da, float *db, const float *dout, int N);
+
+/* Causal multi-head self-attention.
+ * qkv (B,T,3C) holds q, k, v for each position (C = NH * hs, head h of q at
+ * columns [h*hs, (h+1)*hs), of k at C + h*hs, of v at 2C + h*hs).
+ * att (B,NH,T,T) receives the attention probabilities (row t attends to
+ * positions <= t; entries above the diagonal are 0).
+ * out (B,T,C) = concat over heads of att @ v. */
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+/* dqkv (B,T,3C) += gradient given dout (B,T,C), the forward's qkv and att.
+ * scratch must hold T*T floats. */
+void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                        const float *att, int B, int T, int C, int NH);
+
+/* Softmax cross-entropy over rows of logits (N,V) with integer targets (N) in [0,V).
+ * probs (N,V) receives the softmax; losses (N) receives -log p[target].
+ * Returns the mean loss over the N rows. */
+float crossentropy_forward(float *losses, float *probs, const float *logits,
+                           const int *targets, int N, int V);
+/* dlogits (N,V) += (probs - onehot(target)) * scale; scale is usually 1/N
+ * for the mean loss. */
+void crossentropy_backward(float *dlogits, const float *probs, const int *targets,
+                           float scale, int N, int V);
+#endif

@@ -1,0 +1,30 @@
+/* main.c: the `brigade` command line. */
+#include "node/cli.h"
+#include "node/options.h"
+#include <stdio.h>
+#include <string.h>
+
+static void s_usage(FILE *f)
+{
+    fprintf(f,
+        "brigade: train one neural network across volunteer machines.\n\n"
+        "usage: brigade COMMAND [options]   (brigade COMMAND --help for its options)\n\n"
+        "commands:\n"
+        "  solo    [model/data/train options]     the whole model in one process (the reference)\n"
+        "  sample  --model-file F [--prompt S]    generate text from a trained gpt\n"
+        "\ntrainer options (solo):\n");
+    opts_help(f, OPTS_SOLO);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        s_usage(stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "solo")) return cmd_solo(argc, argv);
+    if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
+    fprintf(stderr, "brigade: unknown command '%s' (see brigade --help)\n", cmd);
+    return 2;
+}

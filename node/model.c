@@ -1,0 +1,554 @@
+/* model.c: presets, the stage split, parameter layout and initialisation, and
+ * the forward/backward passes of a stage (see model.h). */
+#include "node/model.h"
+#include "node/layers.h"
+#include "node/rng.h"
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int model_preset(model_config_t *cfg, const char *name, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->name, sizeof cfg->name, "%s", name);
+    cfg->kind = MODEL_GPT;
+    cfg->V = 256;
+    if (strcmp(name, "gpt-tiny") == 0) {
+        cfg->maxT = 64; cfg->C = 128; cfg->L = 4; cfg->NH = 4;
+    } else if (strcmp(name, "gpt-small") == 0) {
+        cfg->maxT = 128; cfg->C = 256; cfg->L = 8; cfg->NH = 8;
+    } else if (strcmp(name, "gpt-base") == 0) {
+        cfg->maxT = 256; cfg->C = 512; cfg->L = 12; cfg->NH = 8;
+    } else if (strcmp(name, "mlp-fmnist") == 0) {
+        cfg->kind = MODEL_MLP; cfg->V = 10; cfg->maxT = 1; cfg->C = 1024; cfg->L = 3;
+        cfg->D = 784;
+    } else {
+        snprintf(err, errlen, "--model %s: unknown model (gpt-tiny, gpt-small, gpt-base, mlp-fmnist)", name);
+        return -1;
+    }
+    return 0;
+}
+
+int model_check(const model_config_t *cfg, char *err, size_t errlen)
+{
+    if (cfg->L < 1 || cfg->L > 128) {
+        snprintf(err, errlen, "--layers %d: must be 1..128", cfg->L);
+        return -1;
+    }
+    if (cfg->C < 1 || cfg->C > 8192) {
+        snprintf(err, errlen, "--dim %d: must be 1..8192", cfg->C);
+        return -1;
+    }
+    if (cfg->kind == MODEL_GPT) {
+        if (cfg->NH < 1 || cfg->C % cfg->NH != 0) {
+            snprintf(err, errlen, "--heads %d: must divide --dim %d", cfg->NH, cfg->C);
+            return -1;
+        }
+        if (cfg->maxT < 2 || cfg->maxT > 4096) {
+            snprintf(err, errlen, "--ctx %d: must be 2..4096", cfg->maxT);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int model_num_units(const model_config_t *cfg)
+{
+    return cfg->kind == MODEL_GPT ? cfg->L + 2 : cfg->L + 1;
+}
+
+data_kind_t model_data_kind(const model_config_t *cfg)
+{
+    return cfg->kind == MODEL_GPT ? DATA_TOKENS : DATA_IMAGES;
+}
+
+/* ---- the split ----
+ * gpt: unit 0 embedding, units 1..L blocks, unit L+1 head.  The L blocks are
+ * dealt out as evenly as possible, earlier stages taking the remainder; the
+ * embedding joins stage 0 and the head the last stage.
+ * mlp: the L+1 linear layers are dealt out the same way. */
+void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1)
+{
+    int n = cfg->kind == MODEL_GPT ? cfg->L : cfg->L + 1;
+    int base = n / nstages, extra = n % nstages;
+    int start = stage * base + (stage < extra ? stage : extra);
+    int count = base + (stage < extra ? 1 : 0);
+    if (cfg->kind == MODEL_GPT) {
+        *unit0 = stage == 0 ? 0 : 1 + start;
+        *unit1 = stage == nstages - 1 ? cfg->L + 2 : 1 + start + count;
+    } else {
+        *unit0 = start;
+        *unit1 = start + count;
+    }
+}
+
+static void s_add(stage_t *s, int unit, size_t size, int decay)
+{
+    assert(s->ntensors < STAGE_MAX_TENSORS);
+    param_tensor_t *t = &s->tensors[s->ntensors++];
+    t->offset = s->nparams;
+    t->size = size;
+    t->unit = unit;
+    t->decay = decay;
+    s->nparams += size;
+}
+
+/* Tensor order inside a gpt block: ln1w ln1b qkvw qkvb projw projb ln2w ln2b fcw fcb fcpw fcpb. */
+enum { BLK_LN1W, BLK_LN1B, BLK_QKVW, BLK_QKVB, BLK_PROJW, BLK_PROJB, BLK_LN2W, BLK_LN2B,
+       BLK_FCW, BLK_FCB, BLK_FCPW, BLK_FCPB, BLK_N };
+
+static void s_unit_tensors(stage_t *s, int u)
+{
+    const model_config_t *c = &s->cfg;
+    size_t C = (size_t)c->C;
+    if (c->kind == MODEL_MLP) {
+        size_t in = u == 0 ? (size_t)c->D : C, out = u == c->L ? (size_t)c->V : C;
+        s_add(s, u, out * in, 1);
+        s_add(s, u, out, 0);
+        return;
+    }
+    if (u == 0) {
+        s_add(s, u, (size_t)c->V * C, 1);     /* wte */
+        s_add(s, u, (size_t)c->maxT * C, 1);  /* wpe */
+    } else if (u == c->L + 1) {
+        s_add(s, u, C, 0);                    /* lnf weight */
+        s_add(s, u, C, 0);                    /* lnf bias */
+        s_add(s, u, (size_t)c->V * C, 1);     /* head (V,C), untied */
+    } else {
+        size_t sz[BLK_N] = { C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, C * 4 * C, C };
+        for (int i = 0; i < BLK_N; i++)
+            s_add(s, u, sz[i], i == BLK_QKVW || i == BLK_PROJW || i == BLK_FCW || i == BLK_FCPW);
+    }
+}
+
+int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
+               char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    if (model_check(cfg, err, errlen) < 0)
+        return -1;
+    int maxk = cfg->kind == MODEL_GPT ? cfg->L : cfg->L + 1;
+    if (nstages < 1 || nstages > maxk) {
+        snprintf(err, errlen, "--stages %d: %s has %d layers to split, so 1..%d stages",
+                 nstages, cfg->name, maxk, maxk);
+        return -1;
+    }
+    if (stage < 0 || stage >= nstages) {
+        snprintf(err, errlen, "--stage %d: must be 0..%d", stage, nstages - 1);
+        return -1;
+    }
+    s->stage = stage;
+    s->nstages = nstages;
+    s->first = stage == 0;
+    s->last = stage == nstages - 1;
+    stage_units(cfg, stage, nstages, &s->unit0, &s->unit1);
+    for (int u = s->unit0; u < s->unit1; u++)
+        s_unit_tensors(s, u);
+    return 0;
+}
+
+/* Index of tensor i of unit u in s->tensors. */
+static const float *s_tensor(const stage_t *s, const float *base, int u, int i)
+{
+    for (int k = 0; k < s->ntensors; k++)
+        if (s->tensors[k].unit == u)
+            return base + s->tensors[k + i].offset;
+    assert(!"unit not in stage");
+    return NULL;
+}
+
+void stage_init_params(const stage_t *s, float *params, uint64_t seed)
+{
+    const model_config_t *c = &s->cfg;
+    int first_of_unit = 0;
+    for (int k = 0; k < s->ntensors; k++) {
+        const param_tensor_t *t = &s->tensors[k];
+        if (k == 0 || s->tensors[k - 1].unit != t->unit)
+            first_of_unit = k;
+        int i = k - first_of_unit;  /* tensor index within its unit */
+        float *p = params + t->offset;
+        rng_t r;
+        rng_seed(&r, seed, (uint64_t)t->unit * 64 + (uint64_t)i);
+        float std = 0.0f, fill = 0.0f;
+        if (c->kind == MODEL_MLP) {
+            size_t in = t->unit == 0 ? (size_t)c->D : (size_t)c->C;
+            if (i == 0)
+                std = t->unit == c->L ? sqrtf(1.0f / in) : sqrtf(2.0f / in);
+        } else if (t->unit == 0) {
+            std = 0.02f;
+        } else if (t->unit == c->L + 1) {
+            if (i == 0) fill = 1.0f;
+            if (i == 2) std = 0.02f;
+        } else {
+            if (i == BLK_LN1W || i == BLK_LN2W) fill = 1.0f;
+            if (i == BLK_QKVW || i == BLK_FCW) std = 0.02f;
+            if (i == BLK_PROJW || i == BLK_FCPW) std = 0.02f / sqrtf(2.0f * c->L);
+        }
+        for (size_t j = 0; j < t->size; j++)
+            p[j] = std > 0.0f ? std * rng_normal(&r) : fill;
+    }
+}
+
+static size_t s_width(const stage_t *s)
+{
+    return (size_t)s->cfg.C;
+}
+
+size_t stage_in_size(const stage_t *s, int B, int T)
+{
+    if (s->first) return 0;
+    return s->cfg.kind == MODEL_GPT ? (size_t)B * T * s_width(s) : (size_t)B * s_width(s);
+}
+
+size_t stage_out_size(const stage_t *s, int B, int T)
+{
+    if (s->last) return 0;
+    return s->cfg.kind == MODEL_GPT ? (size_t)B * T * s_width(s) : (size_t)B * s_width(s);
+}
+
+/* ---- activations ----
+ * gpt layout in acts_t.buf: [in][emb][blocks...][head][dout][din]
+ * block: ln1 (N,C) ln1m ln1r (N) qkv (N,3C) att (B,NH,T,T) atty (N,C) res2 (N,C)
+ *        ln2 (N,C) ln2m ln2r (N) fch (N,4C) fchg (N,4C) res3 (N,C)
+ * head:  lnf (N,C) lnfm lnfr (N) logits (N,V) probs (N,V) losses (N)
+ * mlp layout: [in][x][per unit: h (B,out)][probs (B,V)][losses (B)][dout][din] */
+typedef struct {
+    float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *res2, *ln2, *ln2m, *ln2r, *fch, *fchg, *res3;
+} block_acts_t;
+
+static size_t s_block_floats(const model_config_t *c, int B, int T)
+{
+    size_t N = (size_t)B * T, C = (size_t)c->C;
+    return N * C * 5 + N * 4 + N * 3 * C + (size_t)B * c->NH * T * T + N * 8 * C + N * C;
+}
+
+static block_acts_t s_block(const model_config_t *c, float *p, int B, int T)
+{
+    size_t N = (size_t)B * T, C = (size_t)c->C;
+    block_acts_t b;
+    b.ln1 = p; p += N * C;
+    b.ln1m = p; p += N;
+    b.ln1r = p; p += N;
+    b.qkv = p; p += N * 3 * C;
+    b.att = p; p += (size_t)B * c->NH * T * T;
+    b.atty = p; p += N * C;
+    b.res2 = p; p += N * C;
+    b.ln2 = p; p += N * C;
+    b.ln2m = p; p += N;
+    b.ln2r = p; p += N;
+    b.fch = p; p += N * 4 * C;
+    b.fchg = p; p += N * 4 * C;
+    b.res3 = p;
+    return b;
+}
+
+static size_t s_head_floats(const model_config_t *c, int B, int T)
+{
+    size_t N = (size_t)B * T;
+    return N * c->C + 2 * N + 2 * N * c->V + N;
+}
+
+/* Local layout offsets of a stage's activations; returns the total floats. */
+typedef struct {
+    size_t in, emb, blocks, head, dout, din, total;
+} acts_layout_t;
+
+static acts_layout_t s_layout(const stage_t *s, int B, int T)
+{
+    const model_config_t *c = &s->cfg;
+    acts_layout_t L = {0};
+    size_t off = 0, N = (size_t)B * T;
+    L.in = off; off += stage_in_size(s, B, T);
+    if (c->kind == MODEL_GPT) {
+        L.emb = off; if (s->first) off += N * c->C;
+        int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
+        L.blocks = off; off += (size_t)(u1 - u0) * s_block_floats(c, B, T);
+        L.head = off; if (s->last) off += s_head_floats(c, B, T);
+    } else {
+        L.emb = off; if (s->first) off += (size_t)B * c->D;
+        L.blocks = off;
+        for (int u = s->unit0; u < s->unit1; u++)
+            off += (size_t)B * (u == c->L ? c->V : c->C);
+        L.head = off; if (s->last) off += (size_t)B * c->V + B;
+    }
+    L.dout = off; off += stage_out_size(s, B, T);
+    L.din = off; off += stage_in_size(s, B, T);
+    L.total = off;
+    return L;
+}
+
+size_t acts_floats(const stage_t *s, int B, int T)
+{
+    return s_layout(s, B, T).total;
+}
+
+acts_t *acts_new(const stage_t *s, int B, int T)
+{
+    acts_t *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    acts_layout_t L = s_layout(s, B, T);
+    a->B = B;
+    a->T = T;
+    a->nbuf = L.total;
+    a->buf = calloc(L.total ? L.total : 1, sizeof(float));
+    size_t ntok = s->cfg.kind == MODEL_GPT ? (size_t)B * T : (size_t)B;
+    if (s->first && s->cfg.kind == MODEL_GPT) a->tokens = calloc(ntok, sizeof(int));
+    if (s->last) a->targets = calloc(ntok, sizeof(int));
+    if (!a->buf || (s->first && s->cfg.kind == MODEL_GPT && !a->tokens) || (s->last && !a->targets)) {
+        acts_destroy(&a);
+        return NULL;
+    }
+    if (!s->first) { a->in = a->buf + L.in; a->din = a->buf + L.din; }
+    if (s->first && s->cfg.kind == MODEL_MLP) a->x = a->buf + L.emb;
+    if (!s->last) a->dout = a->buf + L.dout;
+    /* out points at the last unit's output, so nothing is copied */
+    if (!s->last) {
+        if (s->cfg.kind == MODEL_GPT) {
+            int nblk = s->unit1 - (s->unit0 < 1 ? 1 : s->unit0);
+            a->out = nblk > 0
+                ? s_block(&s->cfg, a->buf + L.blocks + (size_t)(nblk - 1) * s_block_floats(&s->cfg, B, T), B, T).res3
+                : a->buf + L.emb;
+        } else {
+            a->out = a->buf + L.blocks + (size_t)(s->unit1 - s->unit0 - 1) * B * s->cfg.C;
+        }
+    }
+    return a;
+}
+
+void acts_destroy(acts_t **self_p)
+{
+    if (!*self_p) return;
+    acts_t *a = *self_p;
+    free(a->buf);
+    free(a->tokens);
+    free(a->targets);
+    free(a);
+    *self_p = NULL;
+}
+
+const float *acts_logits(const stage_t *s, const acts_t *a)
+{
+    assert(s->last && s->cfg.kind == MODEL_GPT);
+    acts_layout_t L = s_layout(s, a->B, a->T);
+    size_t N = (size_t)a->B * a->T;
+    return a->buf + L.head + N * s->cfg.C + 2 * N;
+}
+
+struct grad_scratch {
+    float *dres, *dtmp, *dqkv, *dfch, *dfchg, *attscratch, *dlogits;
+    float *buf;
+};
+
+grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
+{
+    grad_scratch_t *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    const model_config_t *c = &s->cfg;
+    size_t N = (size_t)B * T, C = (size_t)c->C;
+    size_t wide = c->kind == MODEL_MLP && (size_t)c->D > C ? (size_t)c->D : C;
+    size_t sz[7] = { N * wide, N * wide, N * 3 * C, N * 4 * C, N * 4 * C, (size_t)T * T, N * c->V };
+    if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = sz[5] = 0; }
+    size_t total = 0;
+    for (int i = 0; i < 7; i++) total += sz[i];
+    g->buf = calloc(total, sizeof(float));
+    if (!g->buf) { free(g); return NULL; }
+    float *p = g->buf, **dst[7] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfch, &g->dfchg, &g->attscratch, &g->dlogits };
+    for (int i = 0; i < 7; i++) { *dst[i] = p; p += sz[i]; }
+    return g;
+}
+
+void grad_scratch_destroy(grad_scratch_t **self_p)
+{
+    if (!*self_p) return;
+    free((*self_p)->buf);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+/* ---- gpt ---- */
+
+static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a)
+{
+    const model_config_t *c = &s->cfg;
+    int B = a->B, T = a->T, C = c->C, NH = c->NH, V = c->V, N = B * T;
+    acts_layout_t L = s_layout(s, B, T);
+    const float *x = a->in;
+    if (s->first) {
+        float *emb = a->buf + L.emb;
+        embedding_forward(emb, a->tokens, s_tensor(s, params, 0, 0), s_tensor(s, params, 0, 1), B, T, C);
+        x = emb;
+    }
+    int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
+    size_t bf = s_block_floats(c, B, T);
+    for (int u = u0; u < u1; u++) {
+        block_acts_t b = s_block(c, a->buf + L.blocks + (size_t)(u - u0) * bf, B, T);
+        const float *w[BLK_N];
+        for (int i = 0; i < BLK_N; i++) w[i] = s_tensor(s, params, u, i);
+        layernorm_forward(b.ln1, b.ln1m, b.ln1r, x, w[BLK_LN1W], w[BLK_LN1B], N, C);
+        linear_forward(b.qkv, b.ln1, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
+        attention_forward(b.atty, b.att, b.qkv, B, T, C, NH);
+        linear_forward(b.res2, b.atty, w[BLK_PROJW], w[BLK_PROJB], N, C, C);
+        residual_forward(b.res2, b.res2, x, N * C);
+        layernorm_forward(b.ln2, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
+        linear_forward(b.fch, b.ln2, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
+        gelu_forward(b.fchg, b.fch, N * 4 * C);
+        linear_forward(b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], N, 4 * C, C);
+        residual_forward(b.res3, b.res3, b.res2, N * C);
+        x = b.res3;
+    }
+    if (s->last) {
+        float *lnf = a->buf + L.head, *m = lnf + (size_t)N * C, *r = m + N;
+        float *logits = r + N, *probs = logits + (size_t)N * V, *losses = probs + (size_t)N * V;
+        int u = c->L + 1;
+        layernorm_forward(lnf, m, r, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), N, C);
+        linear_forward(logits, lnf, s_tensor(s, params, u, 2), NULL, N, C, V);
+        a->loss = crossentropy_forward(losses, probs, logits, a->targets, N, V);
+        a->correct = 0;
+    }
+}
+
+static void s_gpt_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
+                           grad_scratch_t *g, float loss_scale)
+{
+    const model_config_t *c = &s->cfg;
+    int B = a->B, T = a->T, C = c->C, NH = c->NH, V = c->V, N = B * T;
+    size_t NC = (size_t)N * C;
+    acts_layout_t L = s_layout(s, B, T);
+    int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
+    size_t bf = s_block_floats(c, B, T);
+    /* the input of unit u (block activations are laid out in order) */
+    const float *first_in = s->first ? a->buf + L.emb : a->in;
+#define BLOCK_IN(u) ((u) == u0 ? first_in : s_block(c, a->buf + L.blocks + (size_t)((u) - 1 - u0) * bf, B, T).res3)
+    if (s->last) {
+        float *lnf = a->buf + L.head, *m = lnf + NC, *r = m + N;
+        float *probs = r + N + (size_t)N * V;
+        int u = c->L + 1;
+        memset(g->dlogits, 0, sizeof(float) * N * V);
+        crossentropy_backward(g->dlogits, probs, a->targets, loss_scale, N, V);
+        memset(g->dtmp, 0, sizeof(float) * NC);
+        linear_backward(g->dtmp, (float *)s_tensor(s, grads, u, 2), NULL, g->dlogits, lnf,
+                        s_tensor(s, params, u, 2), N, C, V);
+        memset(g->dres, 0, sizeof(float) * NC);
+        layernorm_backward(g->dres, (float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1),
+                           g->dtmp, BLOCK_IN(u1), s_tensor(s, params, u, 0), m, r, N, C);
+    } else {
+        memcpy(g->dres, a->dout, sizeof(float) * NC);
+    }
+    for (int u = u1 - 1; u >= u0; u--) {
+        block_acts_t b = s_block(c, a->buf + L.blocks + (size_t)(u - u0) * bf, B, T);
+        const float *x = BLOCK_IN(u);
+        const float *w[BLK_N];
+        float *dw[BLK_N];
+        for (int i = 0; i < BLK_N; i++) {
+            w[i] = s_tensor(s, params, u, i);
+            dw[i] = (float *)s_tensor(s, grads, u, i);
+        }
+        /* res3 = res2 + fchg @ Wfcp: dres carries d res3 and becomes d res2 */
+        memset(g->dfchg, 0, sizeof(float) * NC * 4);
+        linear_backward(g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], N, 4 * C, C);
+        memset(g->dfch, 0, sizeof(float) * NC * 4);
+        gelu_backward(g->dfch, b.fch, g->dfchg, N * 4 * C);
+        memset(g->dtmp, 0, sizeof(float) * NC);
+        linear_backward(g->dtmp, dw[BLK_FCW], dw[BLK_FCB], g->dfch, b.ln2, w[BLK_FCW], N, C, 4 * C);
+        layernorm_backward(g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->dtmp, b.res2, w[BLK_LN2W], b.ln2m, b.ln2r, N, C);
+        /* res2 = x + atty @ Wproj: dres becomes d x */
+        memset(g->dtmp, 0, sizeof(float) * NC);
+        linear_backward(g->dtmp, dw[BLK_PROJW], dw[BLK_PROJB], g->dres, b.atty, w[BLK_PROJW], N, C, C);
+        memset(g->dqkv, 0, sizeof(float) * NC * 3);
+        attention_backward(g->dqkv, g->attscratch, g->dtmp, b.qkv, b.att, B, T, C, NH);
+        memset(g->dtmp, 0, sizeof(float) * NC);
+        linear_backward(g->dtmp, dw[BLK_QKVW], dw[BLK_QKVB], g->dqkv, b.ln1, w[BLK_QKVW], N, C, 3 * C);
+        layernorm_backward(g->dres, dw[BLK_LN1W], dw[BLK_LN1B], g->dtmp, x, w[BLK_LN1W], b.ln1m, b.ln1r, N, C);
+    }
+#undef BLOCK_IN
+    if (s->first)
+        embedding_backward((float *)s_tensor(s, grads, 0, 0), (float *)s_tensor(s, grads, 0, 1),
+                           g->dres, a->tokens, B, T, C);
+    else
+        memcpy(a->din, g->dres, sizeof(float) * NC);
+}
+
+/* ---- mlp ---- */
+
+static void s_mlp_forward(const stage_t *s, const float *params, acts_t *a)
+{
+    const model_config_t *c = &s->cfg;
+    int B = a->B;
+    acts_layout_t L = s_layout(s, B, 1);
+    const float *x = s->first ? a->x : a->in;
+    int in = s->first ? c->D : c->C;
+    float *h = a->buf + L.blocks;
+    for (int u = s->unit0; u < s->unit1; u++) {
+        int out = u == c->L ? c->V : c->C;
+        linear_forward(h, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), B, in, out);
+        if (u < c->L)
+            relu_forward(h, h, B * out);
+        x = h;
+        h += (size_t)B * out;
+        in = out;
+    }
+    if (s->last) {
+        float *probs = a->buf + L.head, *losses = probs + (size_t)B * c->V;
+        a->loss = crossentropy_forward(losses, probs, x, a->targets, B, c->V);
+        int correct = 0;
+        for (int b = 0; b < B; b++) {
+            const float *p = probs + (size_t)b * c->V;
+            int best = 0;
+            for (int k = 1; k < c->V; k++)
+                if (p[k] > p[best]) best = k;
+            correct += best == a->targets[b];
+        }
+        a->correct = correct;
+    }
+}
+
+static void s_mlp_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
+                           grad_scratch_t *g, float loss_scale)
+{
+    const model_config_t *c = &s->cfg;
+    int B = a->B;
+    acts_layout_t L = s_layout(s, B, 1);
+    float *dh = g->dres, *dprev = g->dtmp;  /* gradient of the current unit's output / input */
+    int nunits = s->unit1 - s->unit0;
+    if (s->last) {
+        float *probs = a->buf + L.head;
+        memset(dh, 0, sizeof(float) * B * c->V);
+        crossentropy_backward(dh, probs, a->targets, loss_scale, B, c->V);
+    } else {
+        memcpy(dh, a->dout, sizeof(float) * B * c->C);
+    }
+    for (int k = nunits - 1; k >= 0; k--) {
+        int u = s->unit0 + k;
+        int out = u == c->L ? c->V : c->C, in = u == 0 ? c->D : c->C;
+        float *h = a->buf + L.blocks + (size_t)k * B * c->C;  /* units before the output have width C */
+        const float *x = k == 0 ? (s->first ? a->x : a->in) : h - (size_t)B * c->C;
+        if (u < c->L) {
+            /* relu in place: dpre = (h > 0) * dh, kept in dh */
+            for (size_t i = 0; i < (size_t)B * out; i++)
+                if (!(h[i] > 0.0f)) dh[i] = 0.0f;
+        }
+        int need_din = !(u == 0);
+        if (need_din) memset(dprev, 0, sizeof(float) * B * in);
+        linear_backward(need_din ? dprev : NULL, (float *)s_tensor(s, grads, u, 0),
+                        (float *)s_tensor(s, grads, u, 1), dh, x, s_tensor(s, params, u, 0), B, in, out);
+        float *t = dh; dh = dprev; dprev = t;
+    }
+    if (!s->first)
+        memcpy(a->din, dh, sizeof(float) * B * c->C);
+}
+
+void stage_forward(const stage_t *s, const float *params, acts_t *a)
+{
+    if (s->cfg.kind == MODEL_GPT) s_gpt_forward(s, params, a);
+    else s_mlp_forward(s, params, a);
+}
+
+void stage_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
+                    grad_scratch_t *g, float loss_scale)
+{
+    if (s->cfg.kind == MODEL_GPT) s_gpt_backward(s, params, grads, a, g, loss_scale);
+    else s_mlp_backward(s, params, grads, a, g, loss_scale);
+}

@@ -1,0 +1,125 @@
+/* model.h: brigade's models (a byte-level gpt and an MLP classifier) cut into
+ * pipeline stages.
+ *
+ * A model is a chain of units: for a gpt the token+position embedding, L
+ * transformer blocks, and the head (final layernorm, an untied (V,C) output
+ * matrix, softmax cross-entropy); for the MLP, four linear layers (ReLU after
+ * the first three, cross-entropy after the last).  A K-stage split gives each
+ * stage a contiguous run of units: stage 0 holds the embedding (gpt) and the
+ * last stage the head.  Between stages travels one float tensor: the residual
+ * stream (B,T,C) of a gpt, the hidden activation (B,H) of the MLP.
+ *
+ * A stage's parameters are one contiguous float buffer of stage_num_params()
+ * floats (gradients and AdamW moments are buffers of the same layout), so the
+ * optimizer, checkpoints and averaging are single loops over it.  Parameter
+ * values depend only on (seed, unit, tensor), never on the split, so any K
+ * computes the same model.
+ */
+#ifndef BRIGADE_MODEL_H
+#define BRIGADE_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "node/data.h"
+
+typedef enum { MODEL_GPT = 1, MODEL_MLP = 2 } model_kind_t;
+
+typedef struct {
+    model_kind_t kind;  /* gpt or mlp */
+    char name[24];      /* preset name, e.g. "gpt-tiny" */
+    int V;              /* gpt: vocabulary (256 bytes); mlp: classes */
+    int maxT;           /* gpt: context length; mlp: 1 */
+    int C;              /* gpt: channels; mlp: hidden width */
+    int L;              /* gpt: transformer blocks; mlp: hidden layers */
+    int NH;             /* gpt: attention heads; mlp: 0 */
+    int D;              /* mlp: input features (784); gpt: 0 */
+} model_config_t;
+
+/* Fills cfg with a preset: gpt-tiny, gpt-small, gpt-base, mlp-fmnist.
+ * Returns 0, or -1 with a reason in err. */
+int model_preset(model_config_t *cfg, const char *name, char *err, size_t errlen);
+/* Checks sizes (positive, C divisible by NH, limits).  0 or -1 with reason. */
+int model_check(const model_config_t *cfg, char *err, size_t errlen);
+/* Number of units in the chain (gpt: L + 2, mlp: L + 1). */
+int model_num_units(const model_config_t *cfg);
+/* The data kind the model consumes. */
+data_kind_t model_data_kind(const model_config_t *cfg);
+
+/* One tensor of a stage's parameter buffer. */
+typedef struct {
+    size_t offset, size;  /* in floats, within the stage buffer */
+    int unit;             /* which unit of the chain */
+    int decay;            /* 1: AdamW weight decay applies (matrices) */
+} param_tensor_t;
+
+#define STAGE_MAX_TENSORS 512
+
+/* The static description of one stage of a split. */
+typedef struct {
+    model_config_t cfg;   /* the whole model */
+    int stage, nstages;   /* this stage, of how many */
+    int unit0, unit1;     /* units [unit0, unit1) live here */
+    int first, last;      /* 1 when this is the first / last stage */
+    size_t nparams;       /* floats in the parameter buffer */
+    int ntensors;         /* entries of tensors[] */
+    param_tensor_t tensors[STAGE_MAX_TENSORS];
+} stage_t;
+
+/* Describes stage `stage` of a K-stage split of cfg.  Returns 0, or -1 with a
+ * reason (e.g. more stages than units). */
+int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
+               char *err, size_t errlen);
+/* Range of units that stage `stage` of K holds (the split rule). */
+void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1);
+/* Writes the initial parameters (deterministic in seed; independent of the split). */
+void stage_init_params(const stage_t *s, float *params, uint64_t seed);
+/* Floats in the tensor that crosses into this stage (0 for the first stage)
+ * and out of it (0 for the last), for a microbatch of B samples of T positions. */
+size_t stage_in_size(const stage_t *s, int B, int T);
+size_t stage_out_size(const stage_t *s, int B, int T);
+
+/* Activations of one microbatch in flight through a stage: everything the
+ * backward pass needs, plus the input/output/gradient buffers that cross the
+ * stage boundaries.  Allocated once per (stage, B, T) and reused. */
+typedef struct {
+    int B, T;
+    float *in;        /* (B,T,C)/(B,H) input from the previous stage; NULL on the first */
+    int *tokens;      /* (B,T) first stage of a gpt */
+    float *x;         /* (B,D) first stage of the mlp */
+    int *targets;     /* (B,T) or (B): last stage */
+    float *out;       /* output to the next stage; NULL on the last */
+    float *dout;      /* gradient of out, from the next stage; NULL on the last */
+    float *din;       /* gradient of in, for the previous stage; NULL on the first */
+    float loss;       /* last stage: mean loss of the forward pass */
+    int correct;      /* last stage, classifiers: samples predicted right */
+    float *buf;       /* one allocation behind every saved activation */
+    size_t nbuf;      /* floats in buf */
+} acts_t;
+
+/* Allocates the activations of stage s for B samples of T positions. NULL when out of memory. */
+acts_t *acts_new(const stage_t *s, int B, int T);
+void acts_destroy(acts_t **self_p);
+/* Floats acts_new allocates (for memory reports). */
+size_t acts_floats(const stage_t *s, int B, int T);
+
+/* Scratch for the backward pass, shared by all microbatches of a stage. */
+typedef struct grad_scratch grad_scratch_t;
+grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T);
+void grad_scratch_destroy(grad_scratch_t **self_p);
+
+/* Forward pass of stage s with parameters params on the inputs in a (in or
+ * tokens/x, plus targets on the last stage).  Fills a->out (or a->loss and
+ * a->correct on the last stage) and saves what backward needs in a. */
+void stage_forward(const stage_t *s, const float *params, acts_t *a);
+/* Backward pass: with a->dout set (not on the last stage) and the activations
+ * saved by stage_forward with the same params, accumulates parameter
+ * gradients into grads (+=) and writes a->din (not on the first stage).
+ * loss_scale multiplies the gradient of the summed per-position losses
+ * (usually 1 / (positions x microbatches per update)). */
+void stage_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
+                    grad_scratch_t *g, float loss_scale);
+/* Forward-only pass for evaluation/sampling: same as stage_forward. */
+#define stage_eval stage_forward
+
+/* Last stage of a gpt: the logits (B,T,V) of the last forward. */
+const float *acts_logits(const stage_t *s, const acts_t *a);
+#endif

@@ -1,0 +1,268 @@
+/* options.c: the trainer option table (options.h). */
+#include "node/options.h"
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sodium.h>
+
+typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC } opt_type_t;
+
+typedef struct {
+    const char *name;   /* without the leading -- */
+    opt_type_t type;
+    size_t off;         /* offset in opts_t */
+    size_t size;        /* for strings */
+    int which;          /* OPTS_SOLO | OPTS_NODE */
+    const char *arg;    /* argument name for --help */
+    const char *help;
+} opt_def_t;
+
+#define O(f) offsetof(opts_t, f)
+#define S(f) sizeof(((opts_t *)0)->f)
+#define BOTH (OPTS_SOLO | OPTS_NODE)
+static const opt_def_t s_opts[] = {
+    { "model", T_STR, O(model), S(model), BOTH, "NAME", "gpt-tiny | gpt-small | gpt-base | mlp-fmnist (default gpt-tiny)" },
+    { "layers", T_INT, O(layers), 0, BOTH, "N", "override the preset's transformer blocks / hidden layers" },
+    { "dim", T_INT, O(dim), 0, BOTH, "N", "override the preset's width" },
+    { "heads", T_INT, O(heads), 0, BOTH, "N", "override the preset's attention heads" },
+    { "ctx", T_INT, O(ctx), 0, BOTH, "N", "override the preset's context length" },
+    { "data", T_STR, O(data), S(data), BOTH, "SPEC", "synthetic | text:PATH | fmnist[:DIR] (default synthetic)" },
+    { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)" },
+    { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500)" },
+    { "batch", T_INT, O(batch), 0, BOTH, "B", "microbatch size (default 8 gpt, 64 mlp)" },
+    { "micro", T_INT, O(micro), 0, BOTH, "M", "microbatches per update (default 1)" },
+    { "lr", T_FLOAT, O(optim.lr), 0, BOTH, "X", "peak AdamW learning rate (default 1e-3)" },
+    { "wd", T_FLOAT, O(optim.wd), 0, BOTH, "X", "decoupled weight decay (default 0.01)" },
+    { "warmup", T_INT, O(optim.warmup), 0, BOTH, "N", "warmup updates, then cosine decay (default 10)" },
+    { "clip", T_FLOAT, O(optim.clip), 0, BOTH, "X", "gradient norm clip per layer, 0 = off (default 1)" },
+    { "codec", T_CODEC, O(codec), S(codec), BOTH, "C", "activation codec: fp32 fp16 bf16 int8 int4 (default int8 node, fp32 solo)" },
+    { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)" },
+    { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe" },
+    { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work" },
+    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default 2 x stages)" },
+    { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)" },
+    { "threads", T_INT, O(threads), 0, BOTH, "T", "BLAS threads (default 1)" },
+    { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates, 0 = at the end only (default 0)" },
+    { "metrics", T_STR, O(metrics), S(metrics), BOTH, "FILE", "append JSON Lines metrics to FILE" },
+    { "checkpoint", T_STR, O(checkpoint), S(checkpoint), BOTH, "DIR", "stage checkpoints in DIR; a restart resumes" },
+    { "save-every", T_INT, O(save_every), 0, BOTH, "N", "checkpoint every N updates (default 50)" },
+    { "save", T_STR, O(save), S(save), OPTS_SOLO, "FILE", "write the whole model to FILE at the end" },
+    { "resume", T_STR, O(resume), S(resume), OPTS_SOLO, "FILE", "start from a model file" },
+    { "listen", T_STR, O(listen), S(listen), OPTS_NODE, "HOST:PORT", "where this node listens (default 0.0.0.0:7700)" },
+    { "join", T_STR, O(join), S(join), OPTS_NODE, "HOST:PORT/KEY", "join the swarm of this node (omit to start a run)" },
+    { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)" },
+    { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)" },
+    { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)" },
+    { "http", T_INT, O(http), 0, OPTS_NODE, "PORT", "serve a status page on 127.0.0.1:PORT" },
+    { "emu-latency-ms", T_DOUBLE, O(emu_latency_ms), 0, OPTS_NODE, "MS", "test: delay outgoing messages" },
+    { "emu-jitter-ms", T_DOUBLE, O(emu_jitter_ms), 0, OPTS_NODE, "MS", "test: random extra delay" },
+    { "emu-bandwidth-mbit", T_DOUBLE, O(emu_bandwidth_mbit), 0, OPTS_NODE, "MBIT", "test: outgoing link rate" },
+    { "emu-loss", T_DOUBLE, O(emu_loss), 0, OPTS_NODE, "P", "test: drop outgoing messages with probability P" },
+    { "emu-slowdown", T_DOUBLE, O(emu_slowdown), 0, OPTS_NODE, "F", "test: make compute F times slower" },
+};
+#define NOPTS (int)(sizeof s_opts / sizeof s_opts[0])
+
+void opts_defaults(opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->model, sizeof o->model, "gpt-tiny");
+    snprintf(o->data, sizeof o->data, "synthetic");
+    o->stages = 0;
+    o->steps = 500;
+    o->micro = 1;
+    optim_defaults(&o->optim);
+    o->seed = 1;
+    o->threads = 1;
+    o->save_every = 50;
+    o->stage = -1;
+    o->emu_slowdown = 1.0;
+}
+
+static const opt_def_t *s_find(const char *name)
+{
+    for (int i = 0; i < NOPTS; i++)
+        if (strcmp(s_opts[i].name, name) == 0)
+            return &s_opts[i];
+    return NULL;
+}
+
+int opts_given(const opts_t *o, const char *name)
+{
+    const opt_def_t *d = s_find(name);
+    if (!d) return 0;
+    int i = (int)(d - s_opts);
+    return (o->given[i / 64] >> (i % 64)) & 1;
+}
+
+static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t errlen)
+{
+    char *end = NULL;
+    void *p = (char *)o + d->off;
+    errno = 0;
+    switch (d->type) {
+    case T_INT: {
+        long x = strtol(v, &end, 10);
+        if (end == v || *end || errno || x < INT_MIN || x > INT_MAX) goto bad;
+        *(int *)p = (int)x;
+        return 0;
+    }
+    case T_U64: {
+        if (*v == '-') goto bad;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (end == v || *end || errno) goto bad;
+        *(uint64_t *)p = x;
+        return 0;
+    }
+    case T_FLOAT: case T_DOUBLE: {
+        double x = strtod(v, &end);
+        if (end == v || *end || errno || x != x) goto bad;
+        if (d->type == T_FLOAT) *(float *)p = (float)x;
+        else *(double *)p = x;
+        return 0;
+    }
+    case T_STR: case T_CODEC:
+        if (strlen(v) >= d->size) {
+            snprintf(err, errlen, "--%s: value too long (at most %zu characters)", d->name, d->size - 1);
+            return -1;
+        }
+        if (d->type == T_CODEC && strcmp(v, "fp32") && strcmp(v, "fp16") && strcmp(v, "bf16")
+            && strcmp(v, "int8") && strcmp(v, "int4")) {
+            snprintf(err, errlen, "--%s %s: unknown codec (fp32, fp16, bf16, int8, int4)", d->name, v);
+            return -1;
+        }
+        snprintf((char *)p, d->size, "%s", v);
+        return 0;
+    case T_SCHED:
+        if (strcmp(v, "async") == 0) *(int *)p = SCHED_ASYNC;
+        else if (strcmp(v, "gpipe") == 0) *(int *)p = SCHED_GPIPE;
+        else { snprintf(err, errlen, "--schedule %s: want async or gpipe", v); return -1; }
+        return 0;
+    case T_STASH:
+        if (strcmp(v, "full") == 0) *(int *)p = STASH_FULL;
+        else if (strcmp(v, "2bw") == 0) *(int *)p = STASH_2BW;
+        else { snprintf(err, errlen, "--stash %s: want full or 2bw", v); return -1; }
+        return 0;
+    case T_STAGE:
+        if (strcmp(v, "auto") == 0) { *(int *)p = -1; return 0; }
+        {
+            long x = strtol(v, &end, 10);
+            if (end == v || *end || x < 0 || x > 1000) {
+                snprintf(err, errlen, "--stage %s: want auto or a stage number", v);
+                return -1;
+            }
+            *(int *)p = (int)x;
+        }
+        return 0;
+    }
+bad:
+    snprintf(err, errlen, "--%s %s: not a valid %s", d->name, v,
+             d->type == T_INT || d->type == T_U64 ? "integer" : "number");
+    return -1;
+}
+
+int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err, size_t errlen)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            opts_help(stdout, which);
+            return 1;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument '%s' (options start with --; see --help)", a);
+            return -1;
+        }
+        char name[64];
+        const char *eq = strchr(a + 2, '=');
+        size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (n >= sizeof name) n = sizeof name - 1;
+        memcpy(name, a + 2, n);
+        name[n] = 0;
+        const opt_def_t *d = s_find(name);
+        if (!d || !(d->which & which)) {
+            snprintf(err, errlen, "unknown option '%s' (see brigade %s --help)", a,
+                     which == OPTS_SOLO ? "solo" : "node");
+            return -1;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (!v) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "--%s needs a value (%s)", name, d->arg);
+                return -1;
+            }
+            v = argv[++i];
+        }
+        if (s_set(o, d, v, err, errlen) < 0)
+            return -1;
+        int k = (int)(d - s_opts);
+        o->given[k / 64] |= 1ULL << (k % 64);
+    }
+    return 0;
+}
+
+int opts_resolve(opts_t *o, char *err, size_t errlen)
+{
+    if (model_preset(&o->cfg, o->model, err, errlen) < 0)
+        return -1;
+    if (o->layers) o->cfg.L = o->layers;
+    if (o->dim) o->cfg.C = o->dim;
+    if (o->heads) o->cfg.NH = o->heads;
+    if (o->ctx) o->cfg.maxT = o->ctx;
+    if (model_check(&o->cfg, err, errlen) < 0)
+        return -1;
+    if (o->batch == 0) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
+    if (o->steps < 1) { snprintf(err, errlen, "--steps %d: must be at least 1", o->steps); return -1; }
+    if (o->batch < 1 || o->batch > 65536) { snprintf(err, errlen, "--batch %d: must be 1..65536", o->batch); return -1; }
+    if (o->micro < 1 || o->micro > 65536) { snprintf(err, errlen, "--micro %d: must be 1..65536", o->micro); return -1; }
+    if (o->threads < 1 || o->threads > 256) { snprintf(err, errlen, "--threads %d: must be 1..256", o->threads); return -1; }
+    if (!(o->optim.lr > 0.0f) || o->optim.lr > 10.0f) { snprintf(err, errlen, "--lr %g: must be in (0, 10]", o->optim.lr); return -1; }
+    if (o->optim.wd < 0.0f || o->optim.clip < 0.0f || o->optim.warmup < 0) {
+        snprintf(err, errlen, "--wd, --clip and --warmup must not be negative");
+        return -1;
+    }
+    if (o->eval_every < 0 || o->save_every < 1) { snprintf(err, errlen, "--eval-every must be >= 0 and --save-every >= 1"); return -1; }
+    if (o->max_inflight < 0) { snprintf(err, errlen, "--max-inflight %d: must be >= 1", o->max_inflight); return -1; }
+    if (o->emu_loss < 0 || o->emu_loss > 1) { snprintf(err, errlen, "--emu-loss %g: must be in [0, 1]", o->emu_loss); return -1; }
+    if (o->emu_slowdown < 1) { snprintf(err, errlen, "--emu-slowdown %g: must be >= 1", o->emu_slowdown); return -1; }
+    if (o->emu_latency_ms < 0 || o->emu_jitter_ms < 0 || o->emu_bandwidth_mbit < 0) {
+        snprintf(err, errlen, "--emu-latency-ms, --emu-jitter-ms and --emu-bandwidth-mbit must not be negative");
+        return -1;
+    }
+    o->optim.total = o->steps;
+    return 0;
+}
+
+void opts_help(FILE *f, int which)
+{
+    for (int i = 0; i < NOPTS; i++) {
+        const opt_def_t *d = &s_opts[i];
+        if (!(d->which & which)) continue;
+        char left[64];
+        snprintf(left, sizeof left, "--%s %s", d->name, d->arg);
+        fprintf(f, "  %-30s %s\n", left, d->help);
+    }
+}
+
+void opts_run_text(const opts_t *o, char *buf, size_t len)
+{
+    const model_config_t *c = &o->cfg;
+    snprintf(buf, len,
+             "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
+             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d seed=%llu",
+             c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
+             o->batch, o->micro, o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
+             o->grad_codec, o->schedule, o->stash, (unsigned long long)o->seed);
+}
+
+uint64_t opts_run_id(const opts_t *o)
+{
+    char text[2048];
+    opts_run_text(o, text, sizeof text);
+    unsigned char h[8];
+    crypto_generichash(h, sizeof h, (const unsigned char *)text, strlen(text), NULL, 0);
+    uint64_t id = 0;
+    for (int i = 0; i < 8; i++) id |= (uint64_t)h[i] << (8 * i);
+    return id;
+}

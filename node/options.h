@@ -1,0 +1,63 @@
+/* options.h: the trainer options shared by `brigade solo` and `brigade node`
+ * (DESIGN.md, "Command line").  One table drives parsing, checking and --help. */
+#ifndef BRIGADE_OPTIONS_H
+#define BRIGADE_OPTIONS_H
+#include <stdint.h>
+#include <stdio.h>
+#include "node/model.h"
+#include "node/optim.h"
+
+enum { SCHED_ASYNC = 0, SCHED_GPIPE = 1 };
+enum { STASH_FULL = 0, STASH_2BW = 1 };
+#define OPT_PATH 1024
+
+typedef struct {
+    /* model */
+    char model[24];              /* preset name */
+    int layers, dim, heads, ctx; /* overrides; 0 = preset */
+    model_config_t cfg;          /* the resolved model */
+    /* data and training */
+    char data[OPT_PATH];         /* data spec */
+    int stages, steps, batch, micro;
+    optim_config_t optim;
+    char codec[8], grad_codec[8];
+    int schedule, stash, max_inflight;
+    uint64_t seed;
+    int threads;
+    int eval_every;
+    /* files */
+    char metrics[OPT_PATH], checkpoint[OPT_PATH], save[OPT_PATH], resume[OPT_PATH];
+    int save_every;
+    /* node */
+    char listen[256], join[512], advertise[256], keys[OPT_PATH];
+    int stage;                   /* -1: auto */
+    int http;
+    /* link emulation (tests) */
+    double emu_latency_ms, emu_bandwidth_mbit, emu_jitter_ms, emu_loss, emu_slowdown;
+    /* which options were given on the command line (bit per table entry) */
+    uint64_t given[2];
+} opts_t;
+
+enum { OPTS_SOLO = 1, OPTS_NODE = 2 };
+
+/* Fills defaults. */
+void opts_defaults(opts_t *o);
+/* Parses argv[first..argc) for the command `which` (OPTS_SOLO or OPTS_NODE).
+ * Returns 0; 1 when --help was asked (help printed to stdout); -1 with a
+ * one-line reason in err for a bad option or value. */
+int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err, size_t errlen);
+/* Resolves the model and checks option values against each other. */
+int opts_resolve(opts_t *o, char *err, size_t errlen);
+/* Prints the option table of `which` to f. */
+void opts_help(FILE *f, int which);
+/* 1 when option `name` (without dashes) was given on the command line. */
+int opts_given(const opts_t *o, const char *name);
+
+
+/* The run id: a 64-bit hash of everything that fixes the computation (model,
+ * split, data, seed, optimizer, codecs, schedule, batch sizes).  Messages of
+ * another run are refused. */
+uint64_t opts_run_id(const opts_t *o);
+/* The canonical text the run id hashes (also sent to joiners). */
+void opts_run_text(const opts_t *o, char *buf, size_t len);
+#endif

@@ -1,0 +1,262 @@
+/* solo.c: `brigade solo`, the whole model in one process (the reference).
+ * With --stages K the model is cut into K stages exactly as the swarm cuts
+ * it, and the activations and gradients crossing each cut go through the
+ * chosen codecs (--codec, --grad-codec) as they would on the wire. */
+#include "node/cli.h"
+#include "node/data.h"
+#include "node/metrics.h"
+#include "node/model.h"
+#include "node/modelfile.h"
+#include "node/options.h"
+#include "node/progress.h"
+#include "node/train.h"
+#include "compress/codec.h"
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    opts_t o;
+    int K;
+    stage_state_t *st[64];
+    acts_t *acts[64];
+    grad_scratch_t *gs[64];
+    float *residual[64];      /* error feedback per gradient cut stream */
+    codec_ctx_t *codec;
+    int act_codec, grad_codec;
+    data_t *data;
+    batch_t batch;
+    metrics_t *metrics;
+} solo_t;
+
+static void s_destroy(solo_t *s)
+{
+    for (int k = 0; k < s->K; k++) {
+        stage_state_destroy(&s->st[k]);
+        acts_destroy(&s->acts[k]);
+        grad_scratch_destroy(&s->gs[k]);
+        free(s->residual[k]);
+    }
+    codec_ctx_destroy(&s->codec);
+    data_batch_free(&s->batch);
+    data_close(&s->data);
+    metrics_close(&s->metrics);
+}
+
+/* Copies batch inputs/targets into the first and last stages' activations. */
+static void s_load_batch(solo_t *s, const batch_t *b)
+{
+    acts_t *a0 = s->acts[0], *aL = s->acts[s->K - 1];
+    const model_config_t *c = &s->o.cfg;
+    if (c->kind == MODEL_GPT) {
+        memcpy(a0->tokens, b->tokens, sizeof(int) * b->B * b->T);
+        memcpy(aL->targets, b->targets, sizeof(int) * b->B * b->T);
+    } else {
+        memcpy(a0->x, b->x, sizeof(float) * b->B * c->D);
+        memcpy(aL->targets, b->targets, sizeof(int) * b->B);
+    }
+}
+
+/* Forward through all stages; returns 0, or -1 when a tensor at a cut is not finite. */
+static int s_forward(solo_t *s)
+{
+    int B = s->o.batch, T = s->o.cfg.maxT;
+    for (int k = 0; k < s->K; k++) {
+        if (k > 0) {
+            size_t n = stage_in_size(&s->st[k]->s, B, T);
+            memcpy(s->acts[k]->in, s->acts[k - 1]->out, sizeof(float) * n);
+            if (s->act_codec != 0 && codec_roundtrip(s->codec, s->acts[k]->in, n, s->act_codec, NULL) < 0)
+                return -1;
+        }
+        stage_forward(&s->st[k]->s, s->st[k]->params, s->acts[k]);
+    }
+    return 0;
+}
+
+static int s_backward(solo_t *s, float scale, uint64_t mb)
+{
+    int B = s->o.batch, T = s->o.cfg.maxT;
+    for (int k = s->K - 1; k >= 0; k--) {
+        if (k < s->K - 1) {
+            size_t n = stage_out_size(&s->st[k]->s, B, T);
+            memcpy(s->acts[k]->dout, s->acts[k + 1]->din, sizeof(float) * n);
+            if (s->grad_codec != 0) {
+                encode_opts_t eo = { .residual = s->residual[k], .sr_seed = 0 };
+                (void)mb;
+                if (codec_roundtrip(s->codec, s->acts[k]->dout, n, s->grad_codec, &eo) < 0)
+                    return -1;
+            }
+        }
+        stage_backward(&s->st[k]->s, s->st[k]->params, s->st[k]->grads, s->acts[k], s->gs[k], scale);
+    }
+    return 0;
+}
+
+/* Validation loss (and accuracy for classifiers) over the held-out batches. */
+static void s_eval(solo_t *s, double *loss, double *acc)
+{
+    int nb = data_val_batches(s->data, s->o.batch);
+    int cap = s->o.cfg.kind == MODEL_GPT ? 32 : nb;
+    if (nb > cap) nb = cap;
+    double sum = 0.0;
+    long correct = 0, samples = 0;
+    for (int i = 0; i < nb; i++) {
+        data_val_batch(s->data, &s->batch, i);
+        s_load_batch(s, &s->batch);
+        int K = s->K, act = s->act_codec;
+        s->act_codec = 0;   /* evaluation measures the model, not the wire */
+        s_forward(s);
+        s->act_codec = act;
+        sum += s->acts[K - 1]->loss;
+        correct += s->acts[K - 1]->correct;
+        samples += s->o.batch;
+    }
+    *loss = sum / nb;
+    *acc = (double)correct / (double)samples;
+}
+
+static void s_emit_eval(solo_t *s, int64_t version)
+{
+    double vl, va;
+    s_eval(s, &vl, &va);
+    char b1[32], b2[32];
+    if (s->o.cfg.kind == MODEL_MLP) {
+        metrics_event(s->metrics, "eval", "\"version\":%lld,\"val_loss\":%s,\"val_acc\":%s", (long long)version,
+                      metrics_num(b1, sizeof b1, vl), metrics_num(b2, sizeof b2, va));
+        progress_line(1, 0, "eval after update %lld: val_loss %.4f val_acc %.4f", (long long)version, vl, va);
+    } else {
+        metrics_event(s->metrics, "eval", "\"version\":%lld,\"val_loss\":%s", (long long)version,
+                      metrics_num(b1, sizeof b1, vl));
+        progress_line(1, 0, "eval after update %lld: val_loss %.4f", (long long)version, vl);
+    }
+    progress_done();
+}
+
+int cmd_solo(int argc, char **argv)
+{
+    static solo_t S;
+    solo_t *s = &S;
+    char err[512];
+    opts_defaults(&s->o);
+    int r = opts_parse(&s->o, OPTS_SOLO, argc, argv, 2, err, sizeof err);
+    if (r == 1) return 0;
+    if (r < 0 || opts_resolve(&s->o, err, sizeof err) < 0) return cli_fail(err);
+    opts_t *o = &s->o;
+    if (o->stages == 0) o->stages = 1;
+    if (!o->codec[0]) snprintf(o->codec, sizeof o->codec, "fp32");
+    if (!o->grad_codec[0]) snprintf(o->grad_codec, sizeof o->grad_codec, "fp32");
+    s->K = o->stages;
+    if (s->K > 64) return cli_fail("--stages: at most 64");
+    s->act_codec = codec_from_name(o->codec);
+    s->grad_codec = codec_from_name(o->grad_codec);
+    openblas_set_num_threads(o->threads);
+
+    model_config_t rcfg;
+    int64_t start_version = 0;
+    float *resume = NULL;
+    size_t resume_n = 0;
+    if (o->resume[0]) {
+        resume = modelfile_load(o->resume, &rcfg, &start_version, &resume_n, err, sizeof err);
+        if (!resume) return cli_fail(err);
+        if (!opts_given(o, "model") && !opts_given(o, "layers") && !opts_given(o, "dim")) o->cfg = rcfg;
+        if (memcmp(&rcfg, &o->cfg, sizeof rcfg) != 0) {
+            free(resume);
+            return cli_fail("--resume: the model file's model differs from --model and its overrides");
+        }
+    }
+    for (int k = 0; k < s->K; k++) {
+        s->st[k] = stage_state_new(&o->cfg, k, s->K, o->seed, err, sizeof err);
+        if (!s->st[k]) { free(resume); s_destroy(s); return cli_fail(err); }
+    }
+    if (resume) {
+        size_t off = 0;
+        for (int k = 0; k < s->K; k++) {
+            memcpy(s->st[k]->params, resume + off, sizeof(float) * s->st[k]->s.nparams);
+            off += s->st[k]->s.nparams;
+            s->st[k]->version = start_version;
+        }
+        free(resume);
+    }
+    s->data = data_open(o->data, model_data_kind(&o->cfg), o->cfg.maxT, o->seed, err, sizeof err);
+    if (!s->data) { s_destroy(s); return cli_fail(err); }
+    int T = o->cfg.kind == MODEL_GPT ? o->cfg.maxT : 1;
+    if (data_batch_alloc(s->data, &s->batch, o->batch) < 0) { s_destroy(s); return cli_fail("out of memory for a batch"); }
+    for (int k = 0; k < s->K; k++) {
+        s->acts[k] = acts_new(&s->st[k]->s, o->batch, T);
+        s->gs[k] = grad_scratch_new(&s->st[k]->s, o->batch, T);
+        size_t nout = stage_out_size(&s->st[k]->s, o->batch, T);
+        s->residual[k] = nout ? calloc(nout, sizeof(float)) : NULL;
+        if (!s->acts[k] || !s->gs[k] || (nout && !s->residual[k])) { s_destroy(s); return cli_fail("out of memory for activations"); }
+    }
+    s->codec = codec_ctx_new(1);
+    s->metrics = metrics_open(o->metrics, "solo", err, sizeof err);
+    if (!s->codec || !s->metrics) { s_destroy(s); return cli_fail(s->codec ? err : "out of memory"); }
+
+    size_t nparams = 0;
+    for (int k = 0; k < s->K; k++) nparams += s->st[k]->s.nparams;
+    uint64_t run = opts_run_id(o);
+    metrics_set_stage(s->metrics, s->K == 1 ? 0 : -1);
+    metrics_event(s->metrics, "start", "\"role\":\"solo\",\"run\":\"%016llx\",\"model\":\"%s\",\"params\":%zu,"
+                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":\"%s\",\"grad_codec\":\"%s\"",
+                  (unsigned long long)run, o->cfg.name, nparams, s->K, o->batch, o->micro, o->codec, o->grad_codec);
+    fprintf(stderr, "brigade solo: %s, %zu parameters, %d stage%s, data %s, %d updates of %d x %d\n",
+            o->cfg.name, nparams, s->K, s->K > 1 ? "s" : "", o->data, o->steps, o->micro, o->batch);
+
+    /* bytes a cut would carry: raw fp32 vs the codec's frames (measured on the last microbatch) */
+    int64_t tokens = 0;
+    int64_t per_mb = (int64_t)o->batch * T;
+    uint64_t cursor = (uint64_t)start_version * o->micro;
+    double t0 = metrics_now();
+    float scale = 1.0f / ((float)per_mb * o->micro);
+    int status = 0;
+    const char *why = "ok";
+    for (int64_t step = start_version; step < o->steps; step++) {
+        double loss_sum = 0.0;
+        for (int m = 0; m < o->micro; m++) {
+            data_next_train(s->data, &s->batch, 0, 1, &cursor);
+            s_load_batch(s, &s->batch);
+            if (s_forward(s) < 0 || s_backward(s, scale, cursor) < 0) { status = 3; why = "non-finite values at a stage cut (training diverged)"; break; }
+            loss_sum += s->acts[s->K - 1]->loss;
+            tokens += per_mb;
+        }
+        if (status) break;
+        for (int k = 0; k < s->K; k++)
+            stage_state_step(s->st[k], &o->optim);
+        double loss = loss_sum / o->micro;
+        if (!isfinite(loss)) { status = 3; why = "loss is not finite (training diverged; lower --lr)"; break; }
+        double el = metrics_now() - t0;
+        int64_t v = s->st[0]->version;
+        metrics_event(s->metrics, "update", "\"version\":%lld,\"tokens\":%lld,\"loss\":%.6f,\"lr\":%.6g,"
+                      "\"bytes_sent\":0,\"bytes_sent_raw\":0,\"bytes_recv\":0,\"stash\":1,\"inflight\":0",
+                      (long long)v, (long long)tokens, loss, optim_lr(&o->optim, (int)step));
+        progress_line(v == o->steps, 5.0, "update %lld/%d  loss %.4f  %.0f tok/s", (long long)v, o->steps,
+                      loss, el > 0 ? tokens / el : 0.0);
+        if (o->eval_every > 0 && v % o->eval_every == 0) { progress_done(); s_emit_eval(s, v); }
+    }
+    progress_done();
+    int64_t v = s->st[0]->version;
+    if (status == 0 && (o->eval_every == 0 || v % o->eval_every != 0)) s_emit_eval(s, v);
+    double wall = metrics_now() - t0;
+    if (status == 0 && o->save[0]) {
+        float *all = malloc(sizeof(float) * nparams);
+        size_t off = 0;
+        for (int k = 0; all && k < s->K; k++) {
+            memcpy(all + off, s->st[k]->params, sizeof(float) * s->st[k]->s.nparams);
+            off += s->st[k]->s.nparams;
+        }
+        if (!all || modelfile_save(o->save, &o->cfg, v, all, nparams, err, sizeof err) < 0) {
+            status = 2; why = all ? err : "out of memory";
+        }
+        free(all);
+        if (status == 0) fprintf(stderr, "saved the model to %s\n", o->save);
+    }
+    metrics_event(s->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%lld,\"wall_s\":%.3f,\"lost_microbatches\":0,\"why\":\"%s\"",
+                  status ? "error" : "ok", (long long)v, (long long)tokens, wall, status ? why : "completed");
+    fprintf(stderr, "done: %lld updates, %lld tokens in %.1f s (%.0f tok/s)\n", (long long)v, (long long)tokens, wall,
+            wall > 0 ? tokens / wall : 0.0);
+    s_destroy(s);
+    if (status) return cli_fail(why);
+    return 0;
+}

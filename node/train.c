@@ -1,0 +1,41 @@
+/* train.c: stage training state (train.h). */
+#include "node/train.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+stage_state_t *stage_state_new(const model_config_t *cfg, int stage, int nstages, uint64_t seed,
+                               char *err, size_t errlen)
+{
+    stage_state_t *st = calloc(1, sizeof *st);
+    if (!st) { snprintf(err, errlen, "out of memory"); return NULL; }
+    if (stage_init(&st->s, cfg, stage, nstages, err, errlen) < 0) { free(st); return NULL; }
+    size_t n = st->s.nparams;
+    st->params = calloc(4 * n, sizeof(float));
+    if (!st->params) {
+        snprintf(err, errlen, "out of memory for %zu parameters", n);
+        free(st);
+        return NULL;
+    }
+    st->grads = st->params + n;
+    st->m = st->grads + n;
+    st->v = st->m + n;
+    stage_init_params(&st->s, st->params, seed);
+    return st;
+}
+
+void stage_state_destroy(stage_state_t **self_p)
+{
+    if (!*self_p) return;
+    free((*self_p)->params);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+void stage_state_step(stage_state_t *st, const optim_config_t *o)
+{
+    st->last_norm = optim_clip(&st->s, st->grads, o->clip);
+    optim_adamw(&st->s, o, st->params, st->grads, st->m, st->v, (int)st->version);
+    memset(st->grads, 0, sizeof(float) * st->s.nparams);
+    st->version++;
+}

@@ -1,0 +1,30 @@
+/* check.h: a tiny test framework.  Each test binary runs its cases with RUN(),
+ * prints "ok - name" or "FAIL - name: reason" per case, and exits non-zero if
+ * any case failed.  tests/run.sh counts the lines. */
+#ifndef BRIGADE_CHECK_H
+#define BRIGADE_CHECK_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+
+static int check_failed_cases;  /* cases that failed so far */
+static int check_case_failed;   /* the running case has failed */
+
+#define CHECK(cond) do { if (!(cond)) { \
+    fprintf(stdout, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    check_case_failed = 1; } } while (0)
+#define CHECKF(cond, ...) do { if (!(cond)) { \
+    fprintf(stdout, "  %s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+    fprintf(stdout, __VA_ARGS__); fputc('\n', stdout); check_case_failed = 1; } } while (0)
+/* |a-b| <= tol * max(1, |a|) */
+#define CHECK_NEAR(a, b, tol) do { double a_ = (a), b_ = (b); \
+    if (!(fabs(a_ - b_) <= (tol) * fmax(1.0, fabs(a_)))) { \
+    fprintf(stdout, "  %s:%d: %s=%.9g vs %s=%.9g (tol %g)\n", __FILE__, __LINE__, #a, a_, #b, b_, (double)(tol)); \
+    check_case_failed = 1; } } while (0)
+
+#define RUN(fn) do { check_case_failed = 0; fn(); fflush(stdout); \
+    if (check_case_failed) { check_failed_cases++; printf("FAIL - %s\n", #fn); } \
+    else { printf("ok - %s\n", #fn); } \
+    fflush(stdout); } while (0)
+#define CHECK_EXIT() return check_failed_cases ? 1 : 0
+#endif

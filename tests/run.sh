@@ -1,0 +1,21 @@
+#!/bin/sh
+# Runs every unit test binary and every integration script under tests/,
+# counts the cases and ends with "N passed, M failed".
+BUILD=${BUILD:-build}
+export BRIGADE=${BRIGADE:-$BUILD/brigade}
+log=$(mktemp); pass=0; fail=0
+for t in "$BUILD"/tests/test_* tests/integration/*.sh; do
+  [ -x "$t" ] || [ -f "$t" ] || continue
+  name=$(basename "$t")
+  start=$(date +%s)
+  case "$t" in *.sh) timeout 600 sh "$t" >"$log" 2>&1 ;; *) timeout 600 "$t" >"$log" 2>&1 ;; esac
+  rc=$?
+  p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^FAIL - ' "$log")
+  if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; echo "FAIL - $name exited $rc" >>"$log"; fi
+  pass=$((pass + p)); fail=$((fail + f))
+  printf '%-28s %3d ok %3d failed  (%ds)\n' "$name" "$p" "$f" $(( $(date +%s) - start ))
+  [ "$f" != 0 ] && sed 's/^/    /' "$log"
+done
+rm -f "$log"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,733 @@
+/* test_layers.c: every layer's backward against central finite differences,
+ * the accumulate (+=) semantics of every backward, forward passes against
+ * plain double-precision references, and the causality of attention. */
+#include "node/layers.h"
+/* RUN() in check.h puts two statements after an else on one line. */
+#pragma GCC diagnostic ignored "-Wmisleading-indentation"
+#include "tests/check.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------
+ * Random numbers (splitmix64), deterministic per seed. */
+
+static uint64_t s_rng;
+
+static uint64_t s_next(void) {
+    uint64_t z = (s_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float s_unif(void) {                 /* [-1, 1) */
+    return (float)((double)(s_next() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static int s_randint(int lo, int hi) {      /* [lo, hi] */
+    return lo + (int)(s_next() % (uint64_t)(hi - lo + 1));
+}
+
+static float *s_rand(int n, float scale) {
+    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int i = 0; i < n; i++) x[i] = scale * s_unif();
+    return x;
+}
+
+static float *s_zeros(int n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+static double s_dot_d(const float *a, const float *b, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += (double)a[i] * (double)b[i];
+    return s;
+}
+
+/* ---------------------------------------------------------------------------
+ * Generic finite-difference and accumulate check.  A layer case holds the
+ * tensors to differentiate; objective() runs the forward at their current
+ * values and returns L = sum(out * R) in double; backward() accumulates the
+ * analytic gradients of L (dout = R) using the state of the last forward. */
+
+#define MAX_TENSORS 4
+
+typedef struct layer_case layer_case_t;
+struct layer_case {
+    int ntensors;                       /* tensors to check */
+    float *x[MAX_TENSORS];              /* the tensors */
+    float *g[MAX_TENSORS];              /* their gradient buffers */
+    int n[MAX_TENSORS];                 /* their sizes */
+    const char *xname[MAX_TENSORS];     /* their names, for messages */
+    double (*objective)(layer_case_t *self);
+    void (*backward)(layer_case_t *self);
+};
+
+typedef struct {
+    const char *name;   /* layer */
+    double eps;         /* perturbation */
+    double rtol, atol;  /* pass if |fd - an| <= atol + rtol * max(|fd|, |an|) */
+    long checked;       /* elements compared */
+    double max_rel;     /* max |fd - an| / max(|fd|, |an|) where that is > 10 atol */
+    double max_abs;     /* max |fd - an| */
+} fd_stat_t;
+
+enum { S_FD_ALL = 200, S_FD_SUBSET = 50 };
+
+static void s_check_layer(layer_case_t *L, fd_stat_t *st, const char *shape) {
+    float *g1[MAX_TENSORS];
+    L->objective(L);
+    for (int t = 0; t < L->ntensors; t++) memset(L->g[t], 0, (size_t)L->n[t] * sizeof(float));
+    L->backward(L);
+    for (int t = 0; t < L->ntensors; t++) {
+        g1[t] = malloc((size_t)L->n[t] * sizeof(float));
+        memcpy(g1[t], L->g[t], (size_t)L->n[t] * sizeof(float));
+    }
+
+    /* accumulate: g0 + backward + backward == g0 + 2 g1 */
+    for (int t = 0; t < L->ntensors; t++) {
+        float *g0 = s_rand(L->n[t], 1.0f);
+        memcpy(L->g[t], g0, (size_t)L->n[t] * sizeof(float));
+        L->backward(L);
+        L->backward(L);
+        int bad = 0;
+        for (int i = 0; i < L->n[t] && !bad; i++) {
+            double want = (double)g0[i] + 2.0 * g1[t][i];
+            double tol = 1e-5 * (fabs(g0[i]) + 2.0 * fabs(g1[t][i])) + 1e-6;
+            if (fabs(L->g[t][i] - want) > tol) {
+                CHECKF(0, "%s %s: d%s[%d] after two backwards = %.9g, want %.9g (accumulate)",
+                       st->name, shape, L->xname[t], i, L->g[t][i], want);
+                bad = 1;
+            }
+        }
+        free(g0);
+    }
+
+    /* central finite differences, sums in double */
+    for (int t = 0; t < L->ntensors; t++) {
+        int n = L->n[t];
+        int count = n <= S_FD_ALL ? n : S_FD_SUBSET;
+        int fails = 0;
+        for (int s = 0; s < count; s++) {
+            int i = n <= S_FD_ALL ? s : s_randint(0, n - 1);
+            float orig = L->x[t][i];
+            float xp = orig + (float)st->eps, xm = orig - (float)st->eps;
+            L->x[t][i] = xp;
+            double lp = L->objective(L);
+            L->x[t][i] = xm;
+            double lm = L->objective(L);
+            L->x[t][i] = orig;
+            double fd = (lp - lm) / ((double)xp - (double)xm);
+            double an = g1[t][i];
+            double err = fabs(fd - an), mag = fmax(fabs(fd), fabs(an));
+            st->checked++;
+            if (err > st->max_abs) st->max_abs = err;
+            if (mag > 10.0 * st->atol && err / mag > st->max_rel) st->max_rel = err / mag;
+            if (!(err <= st->atol + st->rtol * mag) && fails++ < 3)
+                CHECKF(0, "%s %s: d%s[%d] analytic %.9g vs finite difference %.9g",
+                       st->name, shape, L->xname[t], i, an, fd);
+        }
+    }
+    for (int t = 0; t < L->ntensors; t++) free(g1[t]);
+}
+
+static void s_print_stat(const fd_stat_t *st) {
+    printf("  # %-12s eps %-6g rtol %-6g atol %-6g  %6ld elements  max rel err %.3g  max abs err %.3g\n",
+           st->name, st->eps, st->rtol, st->atol, st->checked, st->max_rel, st->max_abs);
+}
+
+enum { S_SEEDS = 8 };
+
+/* ---------------------------------------------------------------------------
+ * Linear. */
+
+typedef struct {
+    layer_case_t base;
+    float *out, *R;
+    int N, C, OC, use_bias;
+} linear_case_t;
+
+static double s_linear_obj(layer_case_t *self) {
+    linear_case_t *c = (linear_case_t *)self;
+    linear_forward(c->out, c->base.x[0], c->base.x[1], c->use_bias ? c->base.x[2] : NULL,
+                   c->N, c->C, c->OC);
+    return s_dot_d(c->out, c->R, c->N * c->OC);
+}
+
+static void s_linear_bwd(layer_case_t *self) {
+    linear_case_t *c = (linear_case_t *)self;
+    linear_backward(c->base.g[0], c->base.g[1], c->use_bias ? c->base.g[2] : NULL, c->R,
+                    c->base.x[0], c->base.x[1], c->N, c->C, c->OC);
+}
+
+static fd_stat_t s_linear_stat = {"linear", 0.25, 1e-4, 1e-5, 0, 0, 0};
+
+static void test_linear_backward(void) {
+    for (int seed = 1; seed <= S_SEEDS; seed++) {
+        s_rng = 1000 + seed;
+        int N = s_randint(1, 3) * s_randint(1, 7), C = s_randint(1, 13), OC = s_randint(1, 11);
+        linear_case_t c = {0};
+        c.N = N; c.C = C; c.OC = OC; c.use_bias = seed % 4 != 0;
+        c.base.ntensors = c.use_bias ? 3 : 2;
+        int sizes[3] = {N * C, OC * C, OC};
+        const char *names[3] = {"inp", "weight", "bias"};
+        for (int t = 0; t < 3; t++) {
+            c.base.x[t] = s_rand(sizes[t], 1.0f);
+            c.base.g[t] = s_zeros(sizes[t]);
+            c.base.n[t] = sizes[t];
+            c.base.xname[t] = names[t];
+        }
+        c.out = s_zeros(N * OC);
+        c.R = s_rand(N * OC, 1.0f);
+        c.base.objective = s_linear_obj;
+        c.base.backward = s_linear_bwd;
+        char shape[64];
+        snprintf(shape, sizeof shape, "N=%d C=%d OC=%d bias=%d", N, C, OC, c.use_bias);
+        s_check_layer(&c.base, &s_linear_stat, shape);
+        for (int t = 0; t < 3; t++) { free(c.base.x[t]); free(c.base.g[t]); }
+        free(c.out); free(c.R);
+    }
+    s_print_stat(&s_linear_stat);
+}
+
+/* linear_forward against a naive triple loop in double, with and without
+ * bias, on sizes that reach the BLAS kernels' edge cases. */
+static void test_linear_forward_naive(void) {
+    const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 53, 29}, {64, 64, 64}, {130, 17, 65}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        s_rng = 77 + s;
+        float *inp = s_rand(N * C, 1.0f), *w = s_rand(OC * C, 1.0f), *bias = s_rand(OC, 1.0f);
+        float *out = s_zeros(N * OC);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            for (int i = 0; i < N * OC; i++) out[i] = NAN;   /* must be overwritten */
+            linear_forward(out, inp, w, with_bias ? bias : NULL, N, C, OC);
+            double worst = 0.0;
+            for (int n = 0; n < N; n++)
+                for (int o = 0; o < OC; o++) {
+                    double ref = with_bias ? bias[o] : 0.0, mag = fabs(ref);
+                    for (int i = 0; i < C; i++) {
+                        ref += (double)inp[n * C + i] * w[o * C + i];
+                        mag += fabs((double)inp[n * C + i] * w[o * C + i]);
+                    }
+                    double err = fabs(out[n * OC + o] - ref) / (mag + 1e-30);
+                    if (!(err <= worst)) worst = err;
+                }
+            CHECKF(worst <= 1e-6, "N=%d C=%d OC=%d bias=%d: relative error %.3g", N, C, OC, with_bias, worst);
+        }
+        free(inp); free(w); free(bias); free(out);
+    }
+}
+
+/* dinp NULL and dbias NULL are allowed and give the same other gradients. */
+static void test_linear_backward_nulls(void) {
+    s_rng = 5;
+    int N = 6, C = 5, OC = 3;
+    float *inp = s_rand(N * C, 1.0f), *w = s_rand(OC * C, 1.0f), *dout = s_rand(N * OC, 1.0f);
+    float *dinp = s_zeros(N * C), *dw1 = s_zeros(OC * C), *dw2 = s_zeros(OC * C), *db = s_zeros(OC);
+    linear_backward(dinp, dw1, db, dout, inp, w, N, C, OC);
+    linear_backward(NULL, dw2, NULL, dout, inp, w, N, C, OC);
+    CHECK(memcmp(dw1, dw2, (size_t)OC * C * sizeof(float)) == 0);
+    double nz = 0.0;
+    for (int i = 0; i < OC * C; i++) nz += fabs(dw1[i]);
+    CHECK(nz > 0.0);
+    free(inp); free(w); free(dout); free(dinp); free(dw1); free(dw2); free(db);
+}
+
+/* ---------------------------------------------------------------------------
+ * Embedding. */
+
+typedef struct {
+    layer_case_t base;
+    float *out, *R;
+    int *tokens;
+    int B, T, C;
+} embedding_case_t;
+
+static double s_embedding_obj(layer_case_t *self) {
+    embedding_case_t *c = (embedding_case_t *)self;
+    embedding_forward(c->out, c->tokens, c->base.x[0], c->base.x[1], c->B, c->T, c->C);
+    return s_dot_d(c->out, c->R, c->B * c->T * c->C);
+}
+
+static void s_embedding_bwd(layer_case_t *self) {
+    embedding_case_t *c = (embedding_case_t *)self;
+    embedding_backward(c->base.g[0], c->base.g[1], c->R, c->tokens, c->B, c->T, c->C);
+}
+
+static fd_stat_t s_embedding_stat = {"embedding", 0.25, 1e-5, 2e-6, 0, 0, 0};
+
+static void test_embedding_backward(void) {
+    for (int seed = 1; seed <= S_SEEDS; seed++) {
+        s_rng = 2000 + seed;
+        embedding_case_t c = {0};
+        c.B = s_randint(1, 3); c.T = s_randint(1, 7); c.C = s_randint(1, 13);
+        int V = s_randint(2, 6), maxT = c.T + 1;   /* row maxT-1 of wpe gets no gradient */
+        c.tokens = malloc((size_t)c.B * c.T * sizeof(int));
+        for (int i = 0; i < c.B * c.T; i++) c.tokens[i] = s_randint(0, V - 1);
+        int sizes[2] = {V * c.C, maxT * c.C};
+        const char *names[2] = {"wte", "wpe"};
+        c.base.ntensors = 2;
+        for (int t = 0; t < 2; t++) {
+            c.base.x[t] = s_rand(sizes[t], 1.0f);
+            c.base.g[t] = s_zeros(sizes[t]);
+            c.base.n[t] = sizes[t];
+            c.base.xname[t] = names[t];
+        }
+        c.out = s_zeros(c.B * c.T * c.C);
+        c.R = s_rand(c.B * c.T * c.C, 1.0f);
+        c.base.objective = s_embedding_obj;
+        c.base.backward = s_embedding_bwd;
+        char shape[64];
+        snprintf(shape, sizeof shape, "B=%d T=%d C=%d V=%d", c.B, c.T, c.C, V);
+        s_check_layer(&c.base, &s_embedding_stat, shape);
+        /* forward is exact */
+        s_embedding_obj(&c.base);
+        for (int b = 0; b < c.B; b++)
+            for (int t = 0; t < c.T; t++)
+                for (int i = 0; i < c.C; i++) {
+                    float want = c.base.x[0][c.tokens[b * c.T + t] * c.C + i] + c.base.x[1][t * c.C + i];
+                    if (c.out[(b * c.T + t) * c.C + i] != want) {
+                        CHECKF(0, "%s: out[%d,%d,%d] wrong", shape, b, t, i);
+                        b = c.B; t = c.T; break;
+                    }
+                }
+        for (int t = 0; t < 2; t++) { free(c.base.x[t]); free(c.base.g[t]); }
+        free(c.out); free(c.R); free(c.tokens);
+    }
+    s_print_stat(&s_embedding_stat);
+}
+
+/* ---------------------------------------------------------------------------
+ * LayerNorm. */
+
+typedef struct {
+    layer_case_t base;
+    float *out, *R, *mean, *rstd;
+    int N, C;
+} layernorm_case_t;
+
+static double s_layernorm_obj(layer_case_t *self) {
+    layernorm_case_t *c = (layernorm_case_t *)self;
+    layernorm_forward(c->out, c->mean, c->rstd, c->base.x[0], c->base.x[1], c->base.x[2], c->N, c->C);
+    return s_dot_d(c->out, c->R, c->N * c->C);
+}
+
+static void s_layernorm_bwd(layer_case_t *self) {
+    layernorm_case_t *c = (layernorm_case_t *)self;
+    layernorm_backward(c->base.g[0], c->base.g[1], c->base.g[2], c->R, c->base.x[0], c->base.x[1],
+                       c->mean, c->rstd, c->N, c->C);
+}
+
+static fd_stat_t s_layernorm_stat = {"layernorm", 2e-3, 1e-2, 1e-3, 0, 0, 0};
+
+static void test_layernorm_backward(void) {
+    for (int seed = 1; seed <= S_SEEDS; seed++) {
+        s_rng = 3000 + seed;
+        layernorm_case_t c = {0};
+        c.N = s_randint(1, 3) * s_randint(1, 7);
+        c.C = s_randint(3, 21);
+        int sizes[3] = {c.N * c.C, c.C, c.C};
+        const char *names[3] = {"inp", "weight", "bias"};
+        c.base.ntensors = 3;
+        for (int t = 0; t < 3; t++) {
+            c.base.x[t] = s_rand(sizes[t], t == 0 ? 2.0f : 1.0f);
+            c.base.g[t] = s_zeros(sizes[t]);
+            c.base.n[t] = sizes[t];
+            c.base.xname[t] = names[t];
+        }
+        for (int i = 0; i < c.N * c.C; i++) c.base.x[0][i] += 0.5f;   /* a non-zero mean */
+        c.out = s_zeros(c.N * c.C);
+        c.R = s_rand(c.N * c.C, 1.0f);
+        c.mean = s_zeros(c.N);
+        c.rstd = s_zeros(c.N);
+        c.base.objective = s_layernorm_obj;
+        c.base.backward = s_layernorm_bwd;
+        char shape[64];
+        snprintf(shape, sizeof shape, "N=%d C=%d", c.N, c.C);
+        s_check_layer(&c.base, &s_layernorm_stat, shape);
+        for (int t = 0; t < 3; t++) { free(c.base.x[t]); free(c.base.g[t]); }
+        free(c.out); free(c.R); free(c.mean); free(c.rstd);
+    }
+    s_print_stat(&s_layernorm_stat);
+}
+
+/* layernorm_forward against a double reference, including widths past the
+ * vector block. */
+static void test_layernorm_forward_ref(void) {
+    const int Cs[] = {1, 3, 8, 17, 64, 200};
+    for (size_t s = 0; s < sizeof Cs / sizeof Cs[0]; s++) {
+        int N = 5, C = Cs[s];
+        s_rng = 31 + s;
+        float *inp = s_rand(N * C, 3.0f), *w = s_rand(C, 1.0f), *b = s_rand(C, 1.0f);
+        float *out = s_zeros(N * C), *mean = s_zeros(N), *rstd = s_zeros(N);
+        for (int i = 0; i < N * C; i++) inp[i] += 10.0f;
+        layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+        for (int n = 0; n < N; n++) {
+            double m = 0.0, v = 0.0;
+            for (int i = 0; i < C; i++) m += inp[n * C + i];
+            m /= C;
+            for (int i = 0; i < C; i++) v += (inp[n * C + i] - m) * (inp[n * C + i] - m);
+            double r = 1.0 / sqrt(v / C + 1e-5);
+            CHECK_NEAR(mean[n], m, 1e-6);
+            CHECK_NEAR(rstd[n], r, 1e-5);
+            for (int i = 0; i < C; i++)
+                CHECK_NEAR(out[n * C + i], (inp[n * C + i] - m) * r * w[i] + b[i], 1e-4);
+        }
+        free(inp); free(w); free(b); free(out); free(mean); free(rstd);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Element-wise layers: gelu, relu, residual. */
+
+typedef struct {
+    layer_case_t base;
+    float *out, *R;
+    int N, kind;   /* 0 gelu, 1 relu, 2 residual */
+} eltwise_case_t;
+
+static double s_eltwise_obj(layer_case_t *self) {
+    eltwise_case_t *c = (eltwise_case_t *)self;
+    if (c->kind == 0) gelu_forward(c->out, c->base.x[0], c->N);
+    else if (c->kind == 1) relu_forward(c->out, c->base.x[0], c->N);
+    else residual_forward(c->out, c->base.x[0], c->base.x[1], c->N);
+    return s_dot_d(c->out, c->R, c->N);
+}
+
+static void s_eltwise_bwd(layer_case_t *self) {
+    eltwise_case_t *c = (eltwise_case_t *)self;
+    if (c->kind == 0) gelu_backward(c->base.g[0], c->base.x[0], c->R, c->N);
+    else if (c->kind == 1) relu_backward(c->base.g[0], c->out, c->R, c->N);
+    else residual_backward(c->base.g[0], c->base.g[1], c->R, c->N);
+}
+
+static fd_stat_t s_gelu_stat = {"gelu", 1e-2, 5e-3, 1e-4, 0, 0, 0};
+static fd_stat_t s_relu_stat = {"relu", 1e-2, 1e-5, 1e-6, 0, 0, 0};
+static fd_stat_t s_residual_stat = {"residual", 0.25, 1e-5, 2e-6, 0, 0, 0};
+
+static void s_eltwise_run(int kind, fd_stat_t *st) {
+    for (int seed = 1; seed <= S_SEEDS; seed++) {
+        s_rng = 4000 + 100 * kind + seed;
+        eltwise_case_t c = {0};
+        c.kind = kind;
+        c.N = s_randint(1, 3) * s_randint(1, 7) * s_randint(1, 9);
+        c.base.ntensors = kind == 2 ? 2 : 1;
+        const char *names[2] = {kind == 2 ? "a" : "inp", "b"};
+        for (int t = 0; t < c.base.ntensors; t++) {
+            c.base.x[t] = s_rand(c.N, 3.0f);
+            c.base.g[t] = s_zeros(c.N);
+            c.base.n[t] = c.N;
+            c.base.xname[t] = names[t];
+        }
+        if (kind == 1)   /* keep relu inputs away from the kink */
+            for (int i = 0; i < c.N; i++)
+                if (fabsf(c.base.x[0][i]) < 0.05f) c.base.x[0][i] = c.base.x[0][i] < 0 ? -0.05f : 0.05f;
+        c.out = s_zeros(c.N);
+        c.R = s_rand(c.N, 1.0f);
+        c.base.objective = s_eltwise_obj;
+        c.base.backward = s_eltwise_bwd;
+        char shape[32];
+        snprintf(shape, sizeof shape, "N=%d", c.N);
+        s_check_layer(&c.base, st, shape);
+        for (int t = 0; t < c.base.ntensors; t++) { free(c.base.x[t]); free(c.base.g[t]); }
+        free(c.out); free(c.R);
+    }
+    s_print_stat(st);
+}
+
+static void test_gelu_backward(void) { s_eltwise_run(0, &s_gelu_stat); }
+static void test_relu_backward(void) { s_eltwise_run(1, &s_relu_stat); }
+static void test_residual_backward(void) { s_eltwise_run(2, &s_residual_stat); }
+
+/* gelu against the tanh formula in double, over a wide range and odd length;
+ * also the tanh form itself, where it does not cancel. */
+static void test_gelu_forward_ref(void) {
+    enum { N = 1001 };
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * i / (N - 1);
+    x[0] = -60.0f; x[1] = 60.0f; x[2] = 0.0f; x[3] = 1e-6f;
+    gelu_forward(y, x, N);
+    double worst = 0.0;
+    for (int i = 0; i < N; i++) {
+        double v = x[i];
+        /* 0.5 v (1 + tanh(u)) written as v / (1 + e^-2u), which does not cancel */
+        double a = 2.0 * sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+        double ref = v / (1.0 + exp(-a));
+        double err = fabs(y[i] - ref) / fmax(fabs(ref), 1e-30);
+        if (!(err <= worst)) worst = err;
+        /* float rounding of the exponent argument costs |a| ulp in the tail */
+        CHECKF(err <= 3e-7 * (2.0 + fmin(fabs(a), 90.0)), "gelu(%g) = %.9g, want %.9g", v, y[i], ref);
+        if (v > -3.0) {
+            double th = 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+            CHECK_NEAR(y[i], th, 1e-6);
+        }
+    }
+    printf("  # gelu forward max relative error vs double: %.3g\n", worst);
+    CHECK(y[1] == 60.0f);
+    CHECK(fabsf(y[0]) < 1e-30f);
+    /* the derivative far out: 0 on the left, 1 on the right, finite */
+    float big[4] = {-1e13f, -60.0f, 60.0f, 1e13f}, d[4] = {0}, one[4] = {1, 1, 1, 1};
+    gelu_backward(d, big, one, 4);
+    CHECK(fabsf(d[0]) < 1e-20f && fabsf(d[1]) < 1e-20f);
+    CHECK(d[2] == 1.0f && d[3] == 1.0f);
+    free(x); free(y);
+}
+
+static void test_relu_forward_exact(void) {
+    float x[11] = {-3, -0.5f, -0.0f, 0, 1e-30f, 0.25f, 7, -1e30f, 1e30f, -1e-30f, 2};
+    float y[11];
+    relu_forward(y, x, 11);
+    for (int i = 0; i < 11; i++) CHECK(y[i] == (x[i] > 0 ? x[i] : 0.0f));
+}
+
+/* ---------------------------------------------------------------------------
+ * Attention. */
+
+typedef struct {
+    layer_case_t base;
+    float *out, *att, *R, *scratch;
+    int B, T, C, NH;
+} attention_case_t;
+
+static double s_attention_obj(layer_case_t *self) {
+    attention_case_t *c = (attention_case_t *)self;
+    attention_forward(c->out, c->att, c->base.x[0], c->B, c->T, c->C, c->NH);
+    return s_dot_d(c->out, c->R, c->B * c->T * c->C);
+}
+
+static void s_attention_bwd(layer_case_t *self) {
+    attention_case_t *c = (attention_case_t *)self;
+    attention_backward(c->base.g[0], c->scratch, c->R, c->base.x[0], c->att, c->B, c->T, c->C, c->NH);
+}
+
+static fd_stat_t s_attention_stat = {"attention", 5e-3, 1e-2, 5e-4, 0, 0, 0};
+
+static void s_attention_case(int B, int T, int NH, int hs, float amp) {
+    attention_case_t c = {0};
+    c.B = B; c.T = T; c.NH = NH; c.C = NH * hs;
+    int n = B * T * 3 * c.C;
+    c.base.ntensors = 1;
+    c.base.x[0] = s_rand(n, amp);
+    c.base.g[0] = s_zeros(n);
+    c.base.n[0] = n;
+    c.base.xname[0] = "qkv";
+    c.out = s_zeros(B * T * c.C);
+    c.att = s_zeros(B * NH * T * T);
+    c.R = s_rand(B * T * c.C, 1.0f);
+    c.scratch = s_rand(T * T, 100.0f);   /* garbage: must not leak into results */
+    c.base.objective = s_attention_obj;
+    c.base.backward = s_attention_bwd;
+    char shape[64];
+    snprintf(shape, sizeof shape, "B=%d T=%d NH=%d hs=%d", B, T, NH, hs);
+    s_check_layer(&c.base, &s_attention_stat, shape);
+    free(c.base.x[0]); free(c.base.g[0]); free(c.out); free(c.att); free(c.R); free(c.scratch);
+}
+
+static void test_attention_backward(void) {
+    for (int seed = 1; seed <= 2 * S_SEEDS; seed++) {
+        s_rng = 5000 + seed;
+        int B = s_randint(1, 3), T = s_randint(1, 7), NH = s_randint(1, 3), hs = s_randint(1, 5);
+        s_attention_case(B, T, NH, hs, 1.5f);
+    }
+    /* longer sequences: several causal row blocks, random subset of elements */
+    s_rng = 5100;
+    s_attention_case(1, 70, 2, 3, 1.5f);
+    s_attention_case(2, 131, 3, 2, 1.5f);
+    s_print_stat(&s_attention_stat);
+}
+
+/* attention_forward against a plain double implementation. */
+static void test_attention_forward_ref(void) {
+    const int shapes[][4] = {{1, 1, 1, 1}, {2, 5, 2, 3}, {1, 64, 2, 4}, {1, 65, 1, 5}, {2, 130, 3, 3}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], hs = shapes[s][3], C = NH * hs;
+        s_rng = 600 + s;
+        float *qkv = s_rand(B * T * 3 * C, 2.0f);
+        float *out = s_rand(B * T * C, 1.0f), *att = s_rand(B * NH * T * T, 1.0f);
+        attention_forward(out, att, qkv, B, T, C, NH);
+        double *p = malloc((size_t)T * sizeof(double));
+        double worst_att = 0.0, worst_out = 0.0;
+        int upper_ok = 1;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    const float *q = qkv + (size_t)(b * T + t) * 3 * C + h * hs;
+                    double mx = -INFINITY, sum = 0.0;
+                    for (int j = 0; j <= t; j++) {
+                        const float *k = qkv + (size_t)(b * T + j) * 3 * C + C + h * hs;
+                        double d = 0.0;
+                        for (int i = 0; i < hs; i++) d += (double)q[i] * k[i];
+                        p[j] = d / sqrt((double)hs);
+                        if (p[j] > mx) mx = p[j];
+                    }
+                    for (int j = 0; j <= t; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+                    const float *arow = att + ((size_t)(b * NH + h) * T + t) * T;
+                    for (int j = 0; j <= t; j++) {
+                        p[j] /= sum;
+                        worst_att = fmax(worst_att, fabs(arow[j] - p[j]));
+                    }
+                    for (int j = t + 1; j < T; j++) upper_ok &= arow[j] == 0.0f;
+                    for (int i = 0; i < hs; i++) {
+                        double o = 0.0;
+                        for (int j = 0; j <= t; j++) o += p[j] * qkv[(size_t)(b * T + j) * 3 * C + 2 * C + h * hs + i];
+                        worst_out = fmax(worst_out, fabs(out[(size_t)(b * T + t) * C + h * hs + i] - o));
+                    }
+                }
+        CHECKF(worst_att <= 1e-6, "B=%d T=%d NH=%d hs=%d: att error %.3g", B, T, NH, hs, worst_att);
+        CHECKF(worst_out <= 1e-5, "B=%d T=%d NH=%d hs=%d: out error %.3g", B, T, NH, hs, worst_out);
+        CHECKF(upper_ok, "B=%d T=%d: att above the diagonal is not 0", B, T);
+        free(p); free(qkv); free(out); free(att);
+    }
+}
+
+/* Changing q, k or v of a later position leaves every earlier output and
+ * attention row bit-identical; the later positions do change. */
+static void test_attention_causal(void) {
+    const int shapes[][4] = {{2, 7, 2, 3}, {1, 100, 3, 4}};
+    for (size_t s = 0; s < 2; s++) {
+        int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], hs = shapes[s][3], C = NH * hs;
+        s_rng = 700 + s;
+        float *qkv = s_rand(B * T * 3 * C, 1.0f);
+        float *out1 = s_zeros(B * T * C), *out2 = s_zeros(B * T * C);
+        float *att1 = s_zeros(B * NH * T * T), *att2 = s_zeros(B * NH * T * T);
+        attention_forward(out1, att1, qkv, B, T, C, NH);
+        for (int t0 = 0; t0 < T; t0 += (T > 10 ? 17 : 1)) {
+            float *q2 = malloc((size_t)B * T * 3 * C * sizeof(float));
+            memcpy(q2, qkv, (size_t)B * T * 3 * C * sizeof(float));
+            int b = t0 % B;
+            for (int i = 0; i < 3 * C; i++) q2[(size_t)(b * T + t0) * 3 * C + i] += 5.0f * s_unif() + 1.0f;
+            attention_forward(out2, att2, q2, B, T, C, NH);
+            int earlier_same = 1, later_changed = 0;
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < C; i++) {
+                    float a = out1[(size_t)(b * T + t) * C + i], z = out2[(size_t)(b * T + t) * C + i];
+                    if (t < t0) earlier_same &= a == z;
+                    else later_changed |= a != z;
+                }
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < t0; t++)
+                    earlier_same &= memcmp(att1 + ((size_t)(b * NH + h) * T + t) * T,
+                                           att2 + ((size_t)(b * NH + h) * T + t) * T,
+                                           (size_t)T * sizeof(float)) == 0;
+            CHECKF(earlier_same, "T=%d: changing position %d changed an earlier output", T, t0);
+            CHECKF(later_changed, "T=%d: changing position %d changed nothing", T, t0);
+            free(q2);
+        }
+        free(qkv); free(out1); free(out2); free(att1); free(att2);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Cross-entropy.  L = scale * sum(losses), whose gradient is what
+ * crossentropy_backward accumulates. */
+
+typedef struct {
+    layer_case_t base;
+    float *losses, *probs;
+    int *targets;
+    int N, V;
+    float scale;
+} ce_case_t;
+
+static double s_ce_obj(layer_case_t *self) {
+    ce_case_t *c = (ce_case_t *)self;
+    crossentropy_forward(c->losses, c->probs, c->base.x[0], c->targets, c->N, c->V);
+    double s = 0.0;
+    for (int n = 0; n < c->N; n++) s += c->losses[n];
+    return c->scale * s;
+}
+
+static void s_ce_bwd(layer_case_t *self) {
+    ce_case_t *c = (ce_case_t *)self;
+    crossentropy_backward(c->base.g[0], c->probs, c->targets, c->scale, c->N, c->V);
+}
+
+static fd_stat_t s_ce_stat = {"crossentropy", 1e-2, 5e-3, 1e-4, 0, 0, 0};
+
+static void test_crossentropy_backward(void) {
+    for (int seed = 1; seed <= S_SEEDS; seed++) {
+        s_rng = 6000 + seed;
+        ce_case_t c = {0};
+        c.N = s_randint(1, 3) * s_randint(1, 7);
+        c.V = s_randint(2, 23);
+        c.scale = (0.2f + 0.5f * (s_unif() + 1.0f)) / (float)c.N;
+        c.targets = malloc((size_t)c.N * sizeof(int));
+        for (int n = 0; n < c.N; n++) c.targets[n] = s_randint(0, c.V - 1);
+        c.base.ntensors = 1;
+        c.base.x[0] = s_rand(c.N * c.V, 3.0f);
+        c.base.g[0] = s_zeros(c.N * c.V);
+        c.base.n[0] = c.N * c.V;
+        c.base.xname[0] = "logits";
+        c.losses = s_zeros(c.N);
+        c.probs = s_zeros(c.N * c.V);
+        c.base.objective = s_ce_obj;
+        c.base.backward = s_ce_bwd;
+        char shape[32];
+        snprintf(shape, sizeof shape, "N=%d V=%d", c.N, c.V);
+        s_check_layer(&c.base, &s_ce_stat, shape);
+        free(c.targets); free(c.base.x[0]); free(c.base.g[0]); free(c.losses); free(c.probs);
+    }
+    s_print_stat(&s_ce_stat);
+}
+
+/* losses, probs and the mean against a double log-sum-exp, including logits
+ * far from 0 (stability) and a target of probability ~0 (loss stays finite). */
+static void test_crossentropy_forward_ref(void) {
+    const int Vs[] = {1, 2, 9, 33, 256};
+    for (size_t s = 0; s < sizeof Vs / sizeof Vs[0]; s++) {
+        int N = 6, V = Vs[s];
+        s_rng = 900 + s;
+        float *logits = s_rand(N * V, 4.0f), *probs = s_zeros(N * V), *losses = s_zeros(N);
+        int *targets = malloc(N * sizeof(int));
+        for (int n = 0; n < N; n++) targets[n] = s_randint(0, V - 1);
+        for (int i = 0; i < V; i++) logits[1 * V + i] += 1000.0f;     /* row 1: large */
+        for (int i = 0; i < V; i++) logits[2 * V + i] -= 1000.0f;     /* row 2: very negative */
+        logits[3 * V + V - 1] = 300.0f;                               /* rows 3, 4: one dominant logit */
+        logits[4 * V + V / 2] = 300.0f;
+        float mean = crossentropy_forward(losses, probs, logits, targets, N, V);
+        double total = 0.0;
+        for (int n = 0; n < N; n++) {
+            const float *x = logits + n * V;
+            double mx = -INFINITY, sum = 0.0, psum = 0.0;
+            for (int i = 0; i < V; i++) mx = fmax(mx, x[i]);
+            for (int i = 0; i < V; i++) sum += exp(x[i] - mx);
+            for (int i = 0; i < V; i++) {
+                double p = exp(x[i] - mx) / sum;
+                CHECK_NEAR(probs[n * V + i], p, 2e-6);
+                psum += probs[n * V + i];
+            }
+            CHECK_NEAR(psum, 1.0, 1e-5);
+            double ref = log(sum) - (x[targets[n]] - mx);
+            CHECK_NEAR(losses[n], ref, 1e-5);
+            total += losses[n];
+        }
+        CHECK_NEAR(mean, total / N, 1e-6);
+        free(logits); free(probs); free(losses); free(targets);
+    }
+    /* a target far below the others: p underflows, the loss stays finite */
+    float logits[3] = {200.0f, -200.0f, 0.0f}, probs[3], loss;
+    int target = 1;
+    float mean = crossentropy_forward(&loss, probs, logits, &target, 1, 3);
+    CHECK(isfinite(loss) && loss > 80.0f);
+    CHECK(mean == loss);
+}
+
+int main(void) {
+    RUN(test_linear_forward_naive);
+    RUN(test_linear_backward);
+    RUN(test_linear_backward_nulls);
+    RUN(test_embedding_backward);
+    RUN(test_layernorm_forward_ref);
+    RUN(test_layernorm_backward);
+    RUN(test_gelu_forward_ref);
+    RUN(test_gelu_backward);
+    RUN(test_relu_forward_exact);
+    RUN(test_relu_backward);
+    RUN(test_residual_backward);
+    RUN(test_attention_forward_ref);
+    RUN(test_attention_backward);
+    RUN(test_attention_causal);
+    RUN(test_crossentropy_forward_ref);
+    RUN(test_crossentropy_backward);
+    CHECK_EXIT();
+}

@@ -1,0 +1,275 @@
+/* test_model.c: whole-model gradients against finite differences, the stage
+ * split (K stages compute what 1 stage computes), determinism, model files. */
+#include "tests/check.h"
+#include "node/model.h"
+#include "node/modelfile.h"
+#include "node/rng.h"
+#include "node/train.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A pipeline of K stages in one process, as solo runs it. */
+typedef struct {
+    int K, B, T;
+    stage_state_t *st[8];
+    acts_t *a[8];
+    grad_scratch_t *g[8];
+} pipe_t;
+
+static void s_pipe_init(pipe_t *p, const model_config_t *cfg, int K, int B, uint64_t seed)
+{
+    char err[256];
+    p->K = K; p->B = B; p->T = cfg->kind == MODEL_GPT ? cfg->maxT : 1;
+    for (int k = 0; k < K; k++) {
+        p->st[k] = stage_state_new(cfg, k, K, seed, err, sizeof err);
+        CHECKF(p->st[k] != NULL, "%s", err);
+        p->a[k] = acts_new(&p->st[k]->s, B, p->T);
+        p->g[k] = grad_scratch_new(&p->st[k]->s, B, p->T);
+    }
+}
+
+static void s_pipe_free(pipe_t *p)
+{
+    for (int k = 0; k < p->K; k++) {
+        stage_state_destroy(&p->st[k]);
+        acts_destroy(&p->a[k]);
+        grad_scratch_destroy(&p->g[k]);
+    }
+}
+
+/* Random inputs and targets for the first and last stage. */
+static void s_pipe_batch(pipe_t *p, uint64_t seed)
+{
+    const model_config_t *c = &p->st[0]->s.cfg;
+    rng_t r;
+    rng_seed(&r, seed, 99);
+    int n = p->B * p->T;
+    if (c->kind == MODEL_GPT) {
+        for (int i = 0; i < n; i++) p->a[0]->tokens[i] = (int)(rng_u64(&r) % c->V);
+    } else {
+        for (int i = 0; i < p->B * c->D; i++) p->a[0]->x[i] = rng_uniform(&r);
+    }
+    for (int i = 0; i < n; i++) p->a[p->K - 1]->targets[i] = (int)(rng_u64(&r) % c->V);
+}
+
+static float s_pipe_forward(pipe_t *p)
+{
+    for (int k = 0; k < p->K; k++) {
+        if (k > 0)
+            memcpy(p->a[k]->in, p->a[k - 1]->out, sizeof(float) * stage_in_size(&p->st[k]->s, p->B, p->T));
+        stage_forward(&p->st[k]->s, p->st[k]->params, p->a[k]);
+    }
+    return p->a[p->K - 1]->loss;
+}
+
+static void s_pipe_backward(pipe_t *p)
+{
+    float scale = 1.0f / (float)(p->B * p->T);
+    for (int k = p->K - 1; k >= 0; k--) {
+        if (k < p->K - 1)
+            memcpy(p->a[k]->dout, p->a[k + 1]->din, sizeof(float) * stage_out_size(&p->st[k]->s, p->B, p->T));
+        stage_backward(&p->st[k]->s, p->st[k]->params, p->st[k]->grads, p->a[k], p->g[k], scale);
+    }
+}
+
+/* Checks dLoss/dparam for a sample of parameters of every stage against
+ * central differences. */
+static void s_check_fd(const model_config_t *cfg, int K, int B, float eps, double tol)
+{
+    pipe_t p = {0};
+    s_pipe_init(&p, cfg, K, B, 3);
+    s_pipe_batch(&p, 5);
+    s_pipe_forward(&p);
+    s_pipe_backward(&p);
+    rng_t r;
+    rng_seed(&r, 11, 0);
+    double worst = 0;
+    int checked = 0;
+    for (int k = 0; k < K; k++) {
+        stage_state_t *st = p.st[k];
+        for (int t = 0; t < st->s.ntensors; t++) {
+            const param_tensor_t *pt = &st->s.tensors[t];
+            for (int j = 0; j < 3; j++) {
+                size_t i = pt->offset + rng_u64(&r) % pt->size;
+                float keep = st->params[i];
+                st->params[i] = keep + eps;
+                double lp = s_pipe_forward(&p);
+                st->params[i] = keep - eps;
+                double lm = s_pipe_forward(&p);
+                st->params[i] = keep;
+                double fd = (lp - lm) / (2.0 * eps), an = st->grads[i];
+                double e = fabs(fd - an) / (fabs(fd) + fabs(an) + 1e-3);
+                if (e > worst) worst = e;
+                checked++;
+                CHECKF(fabs(fd - an) <= tol * (fabs(fd) + fabs(an)) + 2e-4,
+                       "stage %d tensor %d elem %zu: fd %.6g analytic %.6g", k, t, i - pt->offset, fd, an);
+            }
+        }
+    }
+    printf("  %s K=%d: %d parameters checked, worst relative error %.3g\n", cfg->name, K, checked, worst);
+    s_pipe_free(&p);
+}
+
+static model_config_t s_small_gpt(void)
+{
+    model_config_t c;
+    char err[128];
+    model_preset(&c, "gpt-tiny", err, sizeof err);
+    c.C = 16; c.NH = 2; c.L = 3; c.maxT = 6;
+    return c;
+}
+
+static void test_gpt_gradients_fd(void)
+{
+    model_config_t c = s_small_gpt();
+    s_check_fd(&c, 1, 2, 1e-2f, 0.05);
+    s_check_fd(&c, 3, 2, 1e-2f, 0.05);
+}
+
+static void test_mlp_gradients_fd(void)
+{
+    model_config_t c;
+    char err[128];
+    model_preset(&c, "mlp-fmnist", err, sizeof err);
+    c.D = 12; c.C = 10; c.L = 2;
+    s_check_fd(&c, 1, 4, 1e-3f, 0.05);
+    s_check_fd(&c, 3, 4, 1e-3f, 0.05);
+}
+
+/* K-stage training equals 1-stage training update by update. */
+static void s_check_split(const model_config_t *cfg, int K, int B)
+{
+    pipe_t one = {0}, many = {0};
+    s_pipe_init(&one, cfg, 1, B, 7);
+    s_pipe_init(&many, cfg, K, B, 7);
+    optim_config_t o;
+    optim_defaults(&o);
+    o.total = 5;
+    for (int step = 0; step < 5; step++) {
+        s_pipe_batch(&one, 100 + step);
+        s_pipe_batch(&many, 100 + step);
+        float l1 = s_pipe_forward(&one), lk = s_pipe_forward(&many);
+        CHECK_NEAR(l1, lk, 1e-5);
+        s_pipe_backward(&one);
+        s_pipe_backward(&many);
+        stage_state_step(one.st[0], &o);
+        for (int k = 0; k < K; k++) stage_state_step(many.st[k], &o);
+    }
+    size_t off = 0;
+    double maxdiff = 0;
+    for (int k = 0; k < K; k++) {
+        for (size_t i = 0; i < many.st[k]->s.nparams; i++) {
+            double d = fabs(many.st[k]->params[i] - one.st[0]->params[off + i]);
+            if (d > maxdiff) maxdiff = d;
+        }
+        off += many.st[k]->s.nparams;
+    }
+    CHECK(off == one.st[0]->s.nparams);
+    CHECKF(maxdiff <= 1e-5, "parameters differ by %g after 5 updates", maxdiff);
+    s_pipe_free(&one);
+    s_pipe_free(&many);
+}
+
+static void test_split_equals_whole(void)
+{
+    model_config_t c;
+    char err[128];
+    model_preset(&c, "gpt-tiny", err, sizeof err);
+    c.maxT = 16;
+    s_check_split(&c, 3, 2);
+    s_check_split(&c, 4, 2);
+    model_preset(&c, "mlp-fmnist", err, sizeof err);
+    c.C = 64;
+    s_check_split(&c, 2, 8);
+    s_check_split(&c, 4, 8);
+}
+
+static void test_split_rule(void)
+{
+    model_config_t c;
+    char err[128];
+    model_preset(&c, "gpt-small", err, sizeof err);
+    int prev = 0;
+    for (int k = 0; k < 3; k++) {
+        int u0, u1;
+        stage_units(&c, k, 3, &u0, &u1);
+        CHECK(u0 == prev);
+        CHECK(u1 > u0);
+        prev = u1;
+    }
+    CHECK(prev == c.L + 2);
+    stage_t s;
+    CHECK(stage_init(&s, &c, 0, c.L + 1, err, sizeof err) < 0);   /* more stages than blocks */
+    CHECK(stage_init(&s, &c, 3, 3, err, sizeof err) < 0);
+    CHECK(model_preset(&c, "gpt-huge", err, sizeof err) < 0);
+    CHECK(strstr(err, "gpt-huge") != NULL);
+}
+
+static void test_determinism(void)
+{
+    model_config_t c = s_small_gpt();
+    pipe_t a = {0}, b = {0};
+    s_pipe_init(&a, &c, 2, 2, 42);
+    s_pipe_init(&b, &c, 2, 2, 42);
+    s_pipe_batch(&a, 1);
+    s_pipe_batch(&b, 1);
+    CHECK(s_pipe_forward(&a) == s_pipe_forward(&b));
+    pipe_t d = {0};
+    s_pipe_init(&d, &c, 2, 2, 43);
+    s_pipe_batch(&d, 1);
+    CHECK(s_pipe_forward(&a) != s_pipe_forward(&d));
+    s_pipe_free(&a);
+    s_pipe_free(&b);
+    s_pipe_free(&d);
+}
+
+static void test_modelfile_roundtrip(void)
+{
+    model_config_t c = s_small_gpt(), c2;
+    char err[256], path[] = "/tmp/brigade-test-model-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    size_t n = model_num_params(&c), n2 = 0;
+    float *p = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) p[i] = (float)i * 0.5f;
+    CHECKF(modelfile_save(path, &c, 17, p, n, err, sizeof err) == 0, "%s", err);
+    int64_t upd = 0;
+    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECKF(q != NULL, "%s", err);
+    if (q) {
+        CHECK(n2 == n && upd == 17 && memcmp(p, q, n * sizeof(float)) == 0);
+        CHECK(c2.C == c.C && c2.L == c.L && c2.NH == c.NH && c2.maxT == c.maxT);
+        free(q);
+    }
+    /* one flipped byte: checksum mismatch */
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 100, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(ch ^ 0x40, f);
+    fclose(f);
+    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECK(q == NULL && strstr(err, "checksum") != NULL);
+    free(q);
+    /* truncated */
+    CHECK(truncate(path, 60) == 0);
+    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECK(q == NULL && strstr(err, "truncated") != NULL);
+    free(q);
+    unlink(path);
+    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECK(q == NULL && strstr(err, path) != NULL);
+    free(p);
+}
+
+int main(void)
+{
+    RUN(test_split_rule);
+    RUN(test_gpt_gradients_fd);
+    RUN(test_mlp_gradients_fd);
+    RUN(test_split_equals_whole);
+    RUN(test_determinism);
+    RUN(test_modelfile_roundtrip);
+    CHECK_EXIT();
+}
