@@ -15,11 +15,15 @@
  * which).  int8/int4 also carry a per-tensor power-of-two exponent applied on
  * top of the fp16 block scales, so any finite float32 tensor is representable.
  *
- * Error bounds (per value, x the input, y the decoded value):
- *   fp32: y == x.   bf16: |y-x| <= 2^-8 |x|.   fp16: |y-x| <= 2^-11 |x| + amax*2^-38.
+ * Error bounds (per value, x the input, y the decoded value, amax the
+ * tensor's largest |x|, plus 2^-133 for values in float's denormal range):
+ *   fp32: y == x (bit for bit).   bf16: |y-x| <= 2^-8 |x|.
+ *   fp16: |y-x| <= 2^-11 |x| + amax*2^-38.
  *   int8/int4 with round to nearest: |y-x| <= 0.5*d*(1+2^-10) + amax*2^-36,
  *   d = block amax / 127 (int8) or / 7 (int4); with stochastic rounding the
  *   bound is d*(1+2^-10) + amax*2^-36 and the rounding is unbiased.
+ *   Block scales are rounded toward zero, so |y| never exceeds the block amax
+ *   (FLT_MAX inputs decode finite).
  *
  * NaN and Inf: the encoder refuses a tensor holding any NaN or Inf (returns
  * -1, "non-finite input at index i"): the caller must not send such a tensor.

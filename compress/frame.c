@@ -216,8 +216,8 @@ static int s_choose_exp(int codec, float amax)
 {
     if (amax == 0.0f || codec == CODEC_FP32 || codec == CODEC_BF16)
         return 0;
-    float t = codec == CODEC_INT8 ? amax / 127.0f : codec == CODEC_INT4 ? amax / 7.0f : amax;
-    int e = ilogbf(t) - 14;
+    double t = codec == CODEC_INT8 ? amax / 127.0 : codec == CODEC_INT4 ? amax / 7.0 : amax;
+    int e = ilogb(t) - 14;                        /* double: no underflow for denormals */
     return e < S_MIN_EXP ? S_MIN_EXP : e > S_MAX_EXP ? S_MAX_EXP : e;
 }
 
@@ -232,6 +232,19 @@ static void s_quantize(uint8_t *raw, const float *x, size_t n, int codec, int bs
     case CODEC_INT8: quant_q8((uint16_t *)raw, (int8_t *)(raw + 2 * nb), x, n, bs, p2ne, seed); break;
     case CODEC_INT4: quant_q4((uint16_t *)raw, raw + 2 * nb, x, n, bs, p2ne, seed); break;
     default: assert(0);
+    }
+}
+
+/* fp16 planes whose value x 2^e rounded past FLT_MAX: one step toward zero. */
+static void s_f16_clip_top(uint8_t *raw, size_t n, float p2e)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = (uint16_t)(raw[i] | (raw[n + i] << 8));
+        if (isinf(quant_f16_to_f32(h) * p2e)) {
+            h = (uint16_t)(h - 1);
+            raw[i] = (uint8_t)h;
+            raw[n + i] = (uint8_t)(h >> 8);
+        }
     }
 }
 
@@ -310,6 +323,8 @@ long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
     float p2ne = ldexpf(1.0f, -e), p2e = ldexpf(1.0f, e);
     if (n > 0)
         s_quantize(ctx->raw, src, n, codec, bs, p2ne, opts->sr_seed);
+    if (codec == CODEC_FP16 && e > 127 - 16)
+        s_f16_clip_top(ctx->raw, n, p2e);
     if (opts->residual && n > 0) {
         float *r = opts->residual;
         int rc = s_dequantize(r, ctx->raw, n, codec, bs, p2e);
@@ -477,18 +492,21 @@ long frame_decode(codec_ctx_t *ctx, float *out, size_t cap_values,
     }
 
     float p2e = ldexpf(1.0f, fi.scale_exp);
-    int bs = fi.block_size;
+    int bs = fi.block_size, near_top = 0;
     if (s_is_int(fi.codec) && n > 0) {
         size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
         float ms = quant_max_scale((const uint16_t *)raw, nb);
         if (!isfinite(ms))
             return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf scale");
-        if ((double)ms * 128.0 * ldexp(1.0, fi.scale_exp) >= (double)FLT_MAX)
-            return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: scale %g x 2^%d overflows float", ms, fi.scale_exp);
+        /* codes are at most 128 in magnitude: only near the top of the float
+         * range can a decoded value overflow, and only then is it checked */
+        near_top = (double)ms * 128.0 * ldexp(1.0, fi.scale_exp) >= (double)FLT_MAX;
     }
     if (n > 0 && s_dequantize(out, raw, n, fi.codec, bs, p2e) < 0)
         return s_is_int(fi.codec) ? s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf/negative scale")
                                   : s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: NaN/Inf value");
+    if (near_top && quant_absmax_bits(out, n) >= 0x7f800000u)
+        return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: scale x 2^%d overflows float", fi.scale_exp);
     if (shape)
         memcpy(shape, fi.shape, sizeof(uint32_t) * (size_t)fi.ndim);
     if (ndim)

@@ -146,12 +146,27 @@ static inline float s_clampf(float r, float lim)
     return r < -lim ? -lim : r;
 }
 
-/* The block scale for amax (in x units): stored fp16 bits, and 1/scale. */
+/* fp16 bits of d >= 0 rounded toward zero (d < 65536). */
+static inline uint16_t s_f16_rtz(float d)
+{
+    uint32_t ax;
+    memcpy(&ax, &d, 4);
+    if (ax >= 0x477fe000u)
+        return 0x7bffu;
+    if (ax >= 0x38800000u)
+        return (uint16_t)((ax - 0x38000000u) >> 13);
+    return (uint16_t)(uint32_t)(d * 0x1p24f);
+}
+
+/* The block scale for amax (in x units): stored fp16 bits, and 1/scale.
+ * The scale is rounded toward zero, so qmax * scale <= amax: a decoded value
+ * never exceeds the block's amax (no overflow at the top of the float
+ * range); the codes clamp instead, which costs at most qmax*2^-10 of d. */
 static inline uint16_t s_scale(float amax, float p2ne, float qmax, float *id)
 {
     float a = amax * p2ne;
     float d = a / qmax;
-    uint16_t h = quant_f32_to_f16(d);
+    uint16_t h = s_f16_rtz(d);
     float hd = quant_f16_to_f32(h);
     *id = hd > 0.0f ? 1.0f / hd : 0.0f;
     return h;

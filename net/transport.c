@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define MON_ENDPOINT "inproc://brigade.monitor"   /* handshake failures of the router */
 
 /* A message waiting in a link's emulation queue: all frames in one block. */
 typedef struct s_pending {
@@ -41,6 +42,7 @@ struct transport_t {
     void *ctx;                /* one ZeroMQ context per transport */
     void *router;             /* listening socket */
     void *zap;                /* ZAP handler (REP) */
+    void *mon;                /* PAIR receiving the router's handshake-failure events */
     int wakefd;               /* eventfd for transport_wake */
     int port;                 /* bound port */
     keypair_t keys;           /* our identity */
@@ -87,7 +89,10 @@ static double s_uniform(transport_t *self)
 
 static void s_drop(transport_t *self, const char *why, const uint8_t *pub)
 {
-    snprintf(self->st.last_drop, sizeof self->st.last_drop, "%s", why);
+    size_t n = strlen(why);
+    if (n >= sizeof self->st.last_drop) n = sizeof self->st.last_drop - 1;
+    memcpy(self->st.last_drop, why, n);
+    self->st.last_drop[n] = '\0';
     if (self->o.on_drop) self->o.on_drop(self->o.drop_arg, why, pub);
 }
 
@@ -189,6 +194,14 @@ transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errle
         s_err(err, errlen, "cannot set up the listening socket: %s", zmq_strerror(errno));
         goto fail;
     }
+    int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
+    self->mon = zmq_socket(self->ctx, ZMQ_PAIR);
+    if (zmq_socket_monitor(self->router, MON_ENDPOINT, events) != 0 || !self->mon ||
+        zmq_setsockopt(self->mon, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_connect(self->mon, MON_ENDPOINT) != 0) {
+        s_err(err, errlen, "cannot monitor the listening socket: %s", zmq_strerror(errno));
+        goto fail;
+    }
     s_endpoint(ep, sizeof ep, o->listen_host, o->listen_port);
     if (zmq_bind(self->router, ep) != 0) {
         char hp[300];
@@ -236,6 +249,7 @@ void transport_destroy(transport_t **self_p)
         if (self->links[i].sock) zmq_close(self->links[i].sock);
     }
     s_free_queue(&self->reply);
+    if (self->mon) zmq_close(self->mon);
     if (self->router) zmq_close(self->router);
     if (self->zap) zmq_close(self->zap);
     if (self->ctx) zmq_ctx_term(self->ctx);
@@ -330,6 +344,8 @@ static int s_submit(transport_t *self, s_link_t *l, const uint8_t *route, size_t
     if (nframes < 0 || nframes > TRANSPORT_MAX_FRAMES) return -1;
     assert(nframes == 0 || (frames && lens));
     wire_hdr_t hh = *h;
+    hh.magic = WIRE_MAGIC;
+    hh.version = WIRE_VERSION;
     hh.sender = self->id;
     uint8_t hdr[WIRE_HDR_LEN];
     wire_hdr_encode(hdr, &hh);
@@ -450,10 +466,7 @@ static void s_serve_zap(transport_t *self)
         if (m == &tmp) zmq_msg_close(m);
         else n++;
     }
-    if (n < 2) {   /* not even a request id to answer: nothing valid to say */
-        for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
-        return;
-    }
+    if (n == 0) return;
     /* frames: version, request id, domain, address, routing id, mechanism, credentials... */
     const char *status = "400";
     char text[128] = "refused";
@@ -489,17 +502,48 @@ static void s_serve_zap(transport_t *self)
         self->st.zap_admitted++;
     } else {
         self->st.zap_refused++;
-        char why[160];
+        char why[256];
         snprintf(why, sizeof why, "client %s refused: %s", addr, text);
         s_drop(self, why, keyp);
     }
     zmq_send(self->zap, "1.0", 3, ZMQ_SNDMORE);
-    zmq_send(self->zap, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]), ZMQ_SNDMORE);
+    /* a REP socket must answer every request, even one without a request id */
+    if (n >= 2) zmq_send(self->zap, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]), ZMQ_SNDMORE);
+    else zmq_send(self->zap, "", 0, ZMQ_SNDMORE);
     zmq_send(self->zap, status, 3, ZMQ_SNDMORE);
     zmq_send(self->zap, text, strlen(text), ZMQ_SNDMORE);
     zmq_send(self->zap, user, strlen(user), ZMQ_SNDMORE);
     zmq_send(self->zap, "", 0, 0);
     for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+}
+
+/* Reads one monitor event: a client whose handshake failed. */
+static void s_serve_monitor(transport_t *self)
+{
+    zmq_msg_t ev, ep;
+    zmq_msg_init(&ev);
+    zmq_msg_init(&ep);
+    if (zmq_msg_recv(&ev, self->mon, ZMQ_DONTWAIT) < 0) goto out;
+    if (zmq_msg_more(&ev)) zmq_msg_recv(&ep, self->mon, ZMQ_DONTWAIT);
+    if (zmq_msg_size(&ev) != 6) goto out;
+    uint16_t event;
+    uint32_t value;
+    memcpy(&event, zmq_msg_data(&ev), 2);       /* native endian, same process */
+    memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+    const char *why = "handshake failed";
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+        if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+            why = "handshake failed: client without CURVE security";
+        else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+            why = "handshake failed: cryptographic error (client holds a wrong key for us?)";
+        else
+            why = "handshake failed: protocol error";
+    }
+    self->st.handshake_failed++;
+    s_drop(self, why, NULL);
+out:
+    zmq_msg_close(&ev);
+    zmq_msg_close(&ep);
 }
 
 static void s_close_parts(zmq_msg_t *parts, int n)
@@ -614,18 +658,22 @@ static int s_grow_items(transport_t *self, int need)
 
 int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
 {
+    out->parts_ = NULL;   /* closing *out is safe whatever we return */
+    out->nframes = 0;
     int64_t start = s_now_us();
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000;
     int first = 1;
     for (;;) {
         int64_t next_due = s_flush(self);
-        if (s_grow_items(self, self->nlinks + 3)) return -1;
+        if (s_grow_items(self, self->nlinks + 4)) return -1;
         zmq_pollitem_t *it = self->items;
         int n = 0;
         it[n] = (zmq_pollitem_t){.socket = self->zap, .events = ZMQ_POLLIN};
         self->item_link[n++] = -2;
         it[n] = (zmq_pollitem_t){.fd = self->wakefd, .events = ZMQ_POLLIN};
         self->item_link[n++] = -3;
+        it[n] = (zmq_pollitem_t){.socket = self->mon, .events = ZMQ_POLLIN};
+        self->item_link[n++] = -4;
         it[n] = (zmq_pollitem_t){.socket = self->router, .events = ZMQ_POLLIN};
         self->item_link[n++] = -1;
         for (int i = 0; i < self->nlinks; i++) {
@@ -662,9 +710,16 @@ int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
                 woken = 1;
                 self->st.wakeups++;
             }
-            int ns = n - 2;   /* sockets from items[2] on, round robin */
+            if (it[2].revents & ZMQ_POLLIN)
+                for (int k = 0; k < 64; k++) {
+                    s_serve_monitor(self);
+                    int ev = 0;
+                    size_t evl = sizeof ev;
+                    if (zmq_getsockopt(self->mon, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) break;
+                }
+            int ns = n - 3;   /* sockets from items[3] on, round robin */
             for (int k = 0; k < ns; k++) {
-                int idx = 2 + (self->rr + k) % ns;
+                int idx = 3 + (self->rr + k) % ns;
                 if (!(it[idx].revents & ZMQ_POLLIN)) continue;
                 int link = self->item_link[idx];
                 void *sock = link < 0 ? self->router : self->links[link].sock;

@@ -87,8 +87,9 @@ typedef struct {
     uint64_t emu_lost;       /* outgoing messages dropped by loss emulation */
     uint64_t zap_admitted;   /* client handshakes admitted */
     uint64_t zap_refused;    /* client handshakes refused (key or mechanism) */
+    uint64_t handshake_failed; /* clients failing the handshake (plaintext, wrong key) */
     uint64_t wakeups;        /* transport_poll calls ended by transport_wake */
-    char last_drop[160];     /* reason of the last drop or refusal */
+    char last_drop[256];     /* reason of the last drop or refusal */
 } transport_stats_t;
 
 /* Creates the transport: a context, the ZAP handler and the listening
@@ -117,8 +118,9 @@ int transport_connect(transport_t *self, const char *host, int port,
 /* Closes a link; messages still queued on it are discarded. */
 void transport_disconnect(transport_t *self, int link);
 
-/* Queues [header][frames[0]]...[frames[n-1]] on link (copied; h->sender is
- * replaced by this node's id).  Never blocks.  Returns 0 when sent or
+/* Queues [header][frames[0]]...[frames[n-1]] on link (copied; h->magic,
+ * h->version and h->sender are stamped: WIRE_MAGIC, WIRE_VERSION, this
+ * node's id).  Never blocks.  Returns 0 when sent or
  * queued (or lost to loss emulation), 1 when the link is full (nothing
  * queued: retry later or elsewhere), -1 when link is not an open link or
  * nframes is out of range. */
@@ -134,14 +136,15 @@ int transport_reply(transport_t *self, const transport_msg_t *to, const wire_hdr
 /* Sends whatever is due, serves the ZAP handler, and waits up to timeout_ms
  * (-1: no limit) for one incoming message.  Returns 1 with *out filled (the
  * caller must transport_msg_close it), 0 on timeout or transport_wake(),
- * -1 on a ZeroMQ error. */
+ * -1 on a ZeroMQ error; after 0 or -1, closing *out is a no-op. */
 int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out);
 
 /* Releases a received message's frames.  NULL-safe and idempotent. */
 void transport_msg_close(transport_msg_t *msg);
 
-/* Makes a transport_poll() in progress (or the next one) return 0 soon.
- * Thread-safe. */
+/* Makes a transport_poll() in progress (or the next one) return soon: 0,
+ * or 1 if a message arrived at the same moment (the wake is consumed
+ * either way, so check your own queues after every poll).  Thread-safe. */
 void transport_wake(transport_t *self);
 
 /* Bytes waiting in link's emulation queue (0 without emulation), -1 for

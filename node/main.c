@@ -11,6 +11,10 @@ static void s_usage(FILE *f)
         "usage: brigade COMMAND [options]   (brigade COMMAND --help for its options)\n\n"
         "commands:\n"
         "  solo    [model/data/train options]     the whole model in one process (the reference)\n"
+        "  node    [--listen H:P] [--join H:P/KEY] [--stage auto|N] [options]\n"
+        "                                         serve one pipeline stage of a swarm\n"
+        "  keygen  --out DIR                      make a lasting node identity\n"
+        "  status  HOST:PORT/KEY                  the swarm map: stages, peers, rates, loss\n"
         "  sample  --model-file F [--prompt S]    generate text from a trained gpt\n"
         "\ntrainer options (solo):\n");
     opts_help(f, OPTS_SOLO);
@@ -25,6 +29,9 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "solo")) return cmd_solo(argc, argv);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
+    if (!strcmp(cmd, "node")) return cmd_node(argc, argv);
+    if (!strcmp(cmd, "keygen")) return cmd_keygen(argc, argv);
+    if (!strcmp(cmd, "status")) return cmd_status(argc, argv);
     fprintf(stderr, "brigade: unknown command '%s' (see brigade --help)\n", cmd);
     return 2;
 }

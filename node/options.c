@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sodium.h>
+#include "net/wire.h"
+#include "compress/codec.h"
 
 typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC } opt_type_t;
 
@@ -265,4 +267,64 @@ uint64_t opts_run_id(const opts_t *o)
     uint64_t id = 0;
     for (int i = 0; i < 8; i++) id |= (uint64_t)h[i] << (8 * i);
     return id;
+}
+
+void opts_encode_run(void *wbuf, const opts_t *o)
+{
+    wbuf_t *w = wbuf;
+    const model_config_t *c = &o->cfg;
+    wbuf_put_str(w, c->name);
+    int32_t f[7] = { c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D };
+    for (int i = 0; i < 7; i++) wbuf_put_u32(w, (uint32_t)f[i]);
+    wbuf_put_str(w, o->data);
+    int32_t g[8] = { o->stages, o->steps, o->batch, o->micro, o->optim.warmup, o->schedule, o->stash, o->max_inflight };
+    for (int i = 0; i < 8; i++) wbuf_put_u32(w, (uint32_t)g[i]);
+    wbuf_put_f32(w, o->optim.lr);
+    wbuf_put_f32(w, o->optim.wd);
+    wbuf_put_f32(w, o->optim.clip);
+    wbuf_put_str(w, o->codec);
+    wbuf_put_str(w, o->grad_codec);
+    wbuf_put_u64(w, o->seed);
+    wbuf_put_u32(w, (uint32_t)o->eval_every);
+}
+
+int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
+{
+    rbuf_t *r = rbuf;
+    opts_t n = *o;
+    model_config_t *c = &n.cfg;
+    memset(c, 0, sizeof *c);
+    rbuf_get_str(r, c->name, sizeof c->name);
+    int32_t f[7];
+    for (int i = 0; i < 7; i++) f[i] = (int32_t)rbuf_get_u32(r);
+    c->kind = (model_kind_t)f[0]; c->V = f[1]; c->maxT = f[2]; c->C = f[3]; c->L = f[4]; c->NH = f[5]; c->D = f[6];
+    rbuf_get_str(r, n.data, sizeof n.data);
+    int32_t g[8];
+    for (int i = 0; i < 8; i++) g[i] = (int32_t)rbuf_get_u32(r);
+    n.stages = g[0]; n.steps = g[1]; n.batch = g[2]; n.micro = g[3]; n.optim.warmup = g[4];
+    n.schedule = g[5]; n.stash = g[6]; n.max_inflight = g[7];
+    n.optim.lr = rbuf_get_f32(r);
+    n.optim.wd = rbuf_get_f32(r);
+    n.optim.clip = rbuf_get_f32(r);
+    rbuf_get_str(r, n.codec, sizeof n.codec);
+    rbuf_get_str(r, n.grad_codec, sizeof n.grad_codec);
+    n.seed = rbuf_get_u64(r);
+    n.eval_every = (int)rbuf_get_u32(r);
+    if (rbuf_error(r)) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
+    snprintf(n.model, sizeof n.model, "%s", c->name);
+    char why[256];
+    stage_t probe;
+    if ((c->kind != MODEL_GPT && c->kind != MODEL_MLP) || model_check(c, why, sizeof why) < 0
+        || stage_init(&probe, c, 0, n.stages, why, sizeof why) < 0
+        || n.steps < 1 || n.batch < 1 || n.batch > 65536 || n.micro < 1 || n.micro > 65536
+        || n.optim.warmup < 0 || (n.schedule != SCHED_ASYNC && n.schedule != SCHED_GPIPE)
+        || (n.stash != STASH_FULL && n.stash != STASH_2BW) || n.max_inflight < 0 || n.max_inflight > 4096
+        || !(n.optim.lr > 0.0f && n.optim.lr <= 10.0f) || !(n.optim.wd >= 0.0f) || !(n.optim.clip >= 0.0f)
+        || codec_from_name(n.codec) < 0 || codec_from_name(n.grad_codec) < 0 || n.eval_every < 0) {
+        snprintf(err, errlen, "run config: values out of range");
+        return -1;
+    }
+    n.optim.total = n.steps;
+    *o = n;
+    return 0;
 }

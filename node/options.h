@@ -60,4 +60,11 @@ int opts_given(const opts_t *o, const char *name);
 uint64_t opts_run_id(const opts_t *o);
 /* The canonical text the run id hashes (also sent to joiners). */
 void opts_run_text(const opts_t *o, char *buf, size_t len);
+
+/* Writes the run config (everything opts_run_text covers) for a WELCOME. */
+void opts_encode_run(void *wbuf, const opts_t *o);
+/* Reads a run config written by opts_encode_run into o, keeping o's local
+ * options (listen, join, stage, files, threads, emulation).  Returns 0, or -1
+ * with a reason when the bytes are malformed or the values out of range. */
+int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen);
 #endif

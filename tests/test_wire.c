@@ -1,7 +1,5 @@
 /* test_wire: header codec, bounded writer/reader, peer records. */
 #include "tests/check.h"
-/* RUN() in check.h puts "else x; y;" on one line */
-#pragma GCC diagnostic ignored "-Wmisleading-indentation"
 #include "net/wire.h"
 #include "net/keys.h"
 

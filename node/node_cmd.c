@@ -1,0 +1,273 @@
+/* node_cmd.c: `brigade node` (one pipeline stage of a swarm), `brigade
+ * keygen` and `brigade status`. */
+#include "node/cli.h"
+#include "node/progress.h"
+#include "node/swarm.h"
+#include <cblas.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static node_t *s_node;
+
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    if (s_node) atomic_store(&s_node->done, 2);
+}
+
+static void s_node_help(void)
+{
+    printf("usage: brigade node [--listen HOST:PORT] [--join HOST:PORT/KEY] [--stage auto|N] [options]\n\n"
+           "Serves one pipeline stage of a swarm.  Without --join it starts a new run whose\n"
+           "model, data and training options are its own; with --join it receives them from\n"
+           "the swarm.  It prints its address (join with: --join HOST:PORT/KEY) at start.\n\n"
+           "options:\n");
+    opts_help(stdout, OPTS_NODE);
+}
+
+/* Picks a donor: the alive peer of our stage with the highest version. */
+static uint64_t s_donor(node_t *n)
+{
+    uint64_t best = 0;
+    uint32_t bv = 0;
+    pthread_mutex_lock(&n->peers.lock);
+    for (int i = 0; i < n->peers.n; i++) {
+        peer_t *p = &n->peers.p[i];
+        if (p->info.id != n->id && p->info.stage == n->stage && p->health != PEER_GONE && (!best || p->info.version >= bv)) {
+            best = p->info.id;
+            bv = p->info.version;
+        }
+    }
+    pthread_mutex_unlock(&n->peers.lock);
+    return best;
+}
+
+int cmd_node(int argc, char **argv)
+{
+    static node_t N;
+    node_t *n = &N;
+    char err[512];
+    opts_defaults(&n->o);
+    snprintf(n->o.listen, sizeof n->o.listen, "0.0.0.0:7700");
+    int r = opts_parse(&n->o, OPTS_NODE, argc, argv, 2, err, sizeof err);
+    if (r == 1) { s_node_help(); return 0; }
+    if (r < 0 || opts_resolve(&n->o, err, sizeof err) < 0) return cli_fail(err);
+    if (n->o.stages == 0) n->o.stages = 4;
+    if (!n->o.codec[0]) snprintf(n->o.codec, sizeof n->o.codec, "int8");
+    if (!n->o.grad_codec[0]) snprintf(n->o.grad_codec, sizeof n->o.grad_codec, "int8");
+    if (hostport_parse(n->o.listen, n->listen_host, sizeof n->listen_host, &n->listen_port, 1, err, sizeof err) < 0) {
+        char e2[600];
+        snprintf(e2, sizeof e2, "--listen %s", err);
+        return cli_fail(e2);
+    }
+    if (n->o.join[0]) {
+        char host[ADDR_HOST_MAX];
+        int port;
+        uint8_t key[32];
+        if (addr_parse(n->o.join, host, sizeof host, &port, key, err, sizeof err) < 0) {
+            char e2[600];
+            snprintf(e2, sizeof e2, "--join %s", err);
+            return cli_fail(e2);
+        }
+    }
+    if (n->o.keys[0]) {
+        if (keypair_load(&n->keys, n->o.keys, err, sizeof err) < 0) return cli_fail(err);
+    } else {
+        if (keypair_generate(&n->keys, err, sizeof err) < 0) return cli_fail(err);
+        fprintf(stderr, "brigade node: using a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
+    }
+    n->id = node_id_from_pubkey(n->keys.pub);
+    node_id_short(n->id, n->idshort);
+    n->stage = n->o.stage;
+    n->nstages = n->o.stages;
+    peers_init(&n->peers, n->id);
+    queue_init(&n->inbox);
+    queue_init(&n->outbox);
+    atomic_store(&n->last_loss, (double)NAN);
+    n->metrics = metrics_open(n->o.metrics, n->idshort, err, sizeof err);
+    if (!n->metrics) return cli_fail(err);
+    if (!n->o.join[0]) {
+        /* this node creates the run */
+        stage_t probe;
+        if (stage_init(&probe, &n->o.cfg, 0, n->o.stages, err, sizeof err) < 0) return cli_fail(err);
+        if (n->stage < 0) n->stage = 0;
+        if (n->stage >= n->nstages) { snprintf(err, sizeof err, "--stage %d: the run has %d stages", n->stage, n->nstages); return cli_fail(err); }
+        n->run = opts_run_id(&n->o);
+    }
+    if (swarm_io_start(n, err, sizeof err) < 0) return cli_fail(err);
+    openblas_set_num_threads(n->o.threads);
+    n->target = (uint64_t)n->o.steps * n->o.micro;
+    metrics_set_stage(n->metrics, n->stage);
+
+    /* the stage's state: fresh from the seed, or downloaded from a peer of the stage */
+    n->st = stage_state_new(&n->o.cfg, n->stage, n->nstages, n->o.seed, err, sizeof err);
+    if (!n->st) return cli_fail(err);
+    int T = n->o.cfg.kind == MODEL_GPT ? n->o.cfg.maxT : 1;
+    n->in_n = stage_in_size(&n->st->s, n->o.batch, T);
+    n->out_n = stage_out_size(&n->st->s, n->o.batch, T);
+    n->targets_n = (size_t)n->o.batch * T;
+    peer_info_t self = {0};
+    self.id = n->id;
+    memcpy(self.addr, n->adv, sizeof self.addr);
+    memcpy(self.pubkey, n->keys.pub, 32);
+    self.stage = (int16_t)n->stage;
+    peers_upsert(&n->peers, &self, metrics_now());
+    uint64_t donor = s_donor(n);
+    if (donor) {
+        fprintf(stderr, "brigade node: downloading stage %d's state from a peer...\n", n->stage);
+        if (swarm_fetch_state(n, donor, err, sizeof err) < 0) return cli_fail(err);
+        fprintf(stderr, "brigade node: stage %d at version %lld\n", n->stage, (long long)n->st->version);
+    }
+    if (n->stage == 0) {
+        n->data = data_open(n->o.data, model_data_kind(&n->o.cfg), n->o.cfg.maxT, n->o.seed, err, sizeof err);
+        if (!n->data) return cli_fail(err);
+    }
+    size_t nparams = n->st->s.nparams;
+    fprintf(stderr, "brigade node %s: stage %d of %d, %s, %zu parameters here\n", n->idshort, n->stage, n->nstages,
+            n->o.cfg.name, nparams);
+    fprintf(stderr, "join with: --join %s\n", n->join_addr);
+    metrics_event(n->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":\"%s\",\"params\":%zu,"
+                  "\"join_addr\":\"%s\",\"stages\":%d,\"codec\":\"%s\",\"grad_codec\":\"%s\",\"version\":%lld",
+                  (unsigned long long)n->run, n->o.cfg.name, nparams, n->join_addr, n->nstages, n->o.codec,
+                  n->o.grad_codec, (long long)n->st->version);
+    n->t0 = metrics_now();
+    s_node = n;
+    signal(SIGINT, s_on_signal);
+    signal(SIGTERM, s_on_signal);
+
+    pthread_t io;
+    if (pthread_create(&io, NULL, swarm_io_thread, n) != 0) return cli_fail("cannot start the I/O thread");
+    swarm_compute(n);
+    /* give the I/O thread a moment to tell the swarm, then stop it */
+    for (int i = 0; i < 20 && queue_len(&n->outbox) > 0; i++) {
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    struct timespec ts = { 0, 200 * 1000000L };
+    nanosleep(&ts, NULL);
+    atomic_store(&n->io_stop, 1);
+    transport_wake(n->tr);
+    pthread_join(io, NULL);
+    int interrupted = atomic_load(&n->done) == 2;
+    if (!n->status && interrupted) { n->status = 1; snprintf(n->why, sizeof n->why, "interrupted"); }
+    if (!interrupted) swarm_io_bye(n);
+    double wall = metrics_now() - n->t0;
+    metrics_event(n->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
+                  "\"lost_microbatches\":0,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"drops\":%llu,\"why\":\"%s\"",
+                  n->status ? "error" : "ok", (long long)n->st->version, (unsigned long long)atomic_load(&n->tokens), wall,
+                  (unsigned long long)atomic_load(&n->bytes_sent), (unsigned long long)atomic_load(&n->bytes_sent_raw),
+                  (unsigned long long)atomic_load(&n->drops), n->status ? n->why : "completed");
+    fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", n->idshort, n->status ? n->why : "run complete",
+            wall, (long long)n->st->version);
+    if (interrupted) {
+        /* say goodbye so peers route around at once */
+        atomic_store(&n->done, 1);
+        swarm_io_bye(n);
+    }
+    transport_destroy(&n->tr);
+    codec_ctx_destroy(&n->dcodec);
+    data_close(&n->data);
+    stage_state_destroy(&n->st);
+    queue_fini(&n->inbox, item_free_q);
+    queue_fini(&n->outbox, item_free_q);
+    peers_fini(&n->peers);
+    metrics_close(&n->metrics);
+    keypair_wipe(&n->keys);
+    return n->status ? 1 : 0;
+}
+
+int cmd_keygen(int argc, char **argv)
+{
+    const char *dir = NULL;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: brigade keygen --out DIR\n  writes DIR/node.key (secret, mode 0600) and DIR/node.pub\n");
+            return 0;
+        }
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) dir = argv[++i];
+        else { char e[300]; snprintf(e, sizeof e, "keygen: unknown option '%s' (usage: brigade keygen --out DIR)", argv[i]); return cli_fail(e); }
+    }
+    if (!dir) return cli_fail("keygen: --out DIR is required");
+    keypair_t kp;
+    char err[512];
+    if (keypair_generate(&kp, err, sizeof err) < 0 || keypair_save(&kp, dir, err, sizeof err) < 0) {
+        keypair_wipe(&kp);
+        return cli_fail(err);
+    }
+    printf("public key: %s\nwritten: %s/node.key (secret, 0600) and %s/node.pub\n", kp.pub_z85, dir, dir);
+    keypair_wipe(&kp);
+    return 0;
+}
+
+int cmd_status(int argc, char **argv)
+{
+    if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
+        printf("usage: brigade status HOST:PORT/KEY\n  prints the swarm map as that node sees it\n");
+        return argc < 3 ? 2 : 0;
+    }
+    char host[ADDR_HOST_MAX], err[512];
+    int port;
+    uint8_t key[32];
+    if (addr_parse(argv[2], host, sizeof host, &port, key, err, sizeof err) < 0) return cli_fail(err);
+    keypair_t kp;
+    if (keypair_generate(&kp, err, sizeof err) < 0) return cli_fail(err);
+    transport_opts_t to = {0};
+    to.listen_host = "127.0.0.1";
+    to.keys = &kp;
+    transport_t *tr = transport_new(&to, err, sizeof err);
+    if (!tr) return cli_fail(err);
+    int link = transport_connect(tr, host, port, key, err, sizeof err);
+    if (link < 0) { transport_destroy(&tr); return cli_fail(err); }
+    wire_hdr_t h;
+    wire_hdr_init(&h, WIRE_STATUS_REQ);
+    transport_send(tr, link, &h, NULL, NULL, 0);
+    double deadline = metrics_now() + 10.0;
+    int rc = 1;
+    while (metrics_now() < deadline) {
+        transport_msg_t m;
+        if (transport_poll(tr, 100, &m) != 1) continue;
+        if (m.hdr.type == WIRE_STATUS && m.nframes >= 1) {
+            rbuf_t r;
+            rbuf_init(&r, m.frame[0], m.len[0]);
+            uint32_t nst = rbuf_get_u32(&r);
+            uint64_t target = rbuf_get_u64(&r), done = rbuf_get_u64(&r);
+            float loss = rbuf_get_f32(&r);
+            char model[64];
+            rbuf_get_str(&r, model, sizeof model);
+            static peer_info_t recs[PEERS_CAP];
+            int k = 0;
+            if (rbuf_error(&r) || peers_decode(&r, recs, PEERS_CAP, &k, err, sizeof err) < 0) {
+                transport_msg_close(&m);
+                break;
+            }
+            printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %.4f\n",
+                   (unsigned long long)m.hdr.run, model, nst, (unsigned long long)done, (unsigned long long)target, loss);
+            printf("%-6s %-9s %-24s %10s %9s %8s\n", "stage", "peer", "address", "mb/s", "rtt ms", "version");
+            for (uint32_t s = 0; s < nst; s++) {
+                int any = 0;
+                for (int i = 0; i < k; i++) {
+                    if (recs[i].stage != (int)s) continue;
+                    char id[9];
+                    node_id_short(recs[i].id, id);
+                    printf("%-6u %-9s %-24s %10.2f %9.1f %8u\n", s, id, recs[i].addr, recs[i].rate, recs[i].rtt_ms, recs[i].version);
+                    any = 1;
+                }
+                if (!any) printf("%-6u (no peer: the swarm waits for one)\n", s);
+            }
+            rc = 0;
+            transport_msg_close(&m);
+            break;
+        }
+        transport_msg_close(&m);
+    }
+    transport_destroy(&tr);
+    keypair_wipe(&kp);
+    if (rc) {
+        snprintf(err, sizeof err, "status: no answer from %s:%d in 10 s", host, port);
+        return cli_fail(err);
+    }
+    return 0;
+}

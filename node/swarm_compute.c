@@ -1,0 +1,595 @@
+/* swarm_compute.c: the compute side of a node: the asynchronous 1F1B
+ * schedule with weight stashing (or the gpipe baseline), routing of
+ * microbatches to the next stage, optimizer updates, re-issue of lost
+ * microbatches, and within-stage averaging. */
+#include "node/swarm.h"
+#include "node/progress.h"
+#include "node/stash.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POOL_MAX 64          /* activation slots (microbatches held at once) */
+#define REC_MAX 256          /* microbatch records */
+#define AVG_EVERY 10         /* updates between within-stage averaging */
+#define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
+#define PENDING_MAX 1024
+
+typedef struct {
+    int used;
+    uint64_t mb;          /* microbatch id */
+    int slot;             /* activation slot */
+    int64_t version;      /* weights its forward used */
+    uint64_t from;        /* peer that sent the activation (0 on the data stage) */
+    uint64_t to;          /* peer the output went to (0 on the last stage) */
+    double t;             /* when its forward ran */
+    uint64_t cursor;      /* data stage: the data position, to re-issue it */
+    int tries;            /* data stage: times issued */
+} mbrec_t;
+
+typedef struct {
+    node_t *n;
+    stage_state_t *st;
+    int B, T;
+    acts_t *pool[POOL_MAX];
+    int npool, slot_used[POOL_MAX];
+    grad_scratch_t *gs;
+    stash_t stash;
+    mbrec_t rec[REC_MAX];
+    int inflight;                 /* records in use */
+    item_t *acts_q[PENDING_MAX];  /* activations waiting for a slot */
+    int nacts;
+    codec_ctx_t *ecodec;
+    int act_codec, grad_codec;
+    uint64_t res_peer[16];        /* error-feedback streams: gradient residual per upstream peer */
+    float *residual[16];
+    batch_t batch;
+    uint64_t cursor, mb_seq;
+    int bwd_count;                /* backward passes since the last update */
+    double loss_sum;
+    int loss_n;
+    double turn_mean, turn_dev;   /* data stage: round-trip time of a microbatch */
+    uint64_t retries, lost;
+    double busy_s;                /* compute seconds (rate) */
+    uint64_t fwd_done;
+    double rate_t0;
+} compute_t;
+
+static double s_now(void) { return metrics_now(); }
+
+static void s_slowdown(node_t *n, double t_start)
+{
+    if (n->o.emu_slowdown <= 1.0) return;
+    double dt = (s_now() - t_start) * (n->o.emu_slowdown - 1.0);
+    if (dt > 0) usleep((useconds_t)(dt * 1e6));
+}
+
+static int s_slot_get(compute_t *c)
+{
+    for (int i = 0; i < c->npool; i++)
+        if (!c->slot_used[i]) { c->slot_used[i] = 1; return i; }
+    if (c->npool == POOL_MAX) return -1;
+    acts_t *a = acts_new(&c->st->s, c->B, c->T);
+    if (!a) return -1;
+    c->pool[c->npool] = a;
+    c->slot_used[c->npool] = 1;
+    return c->npool++;
+}
+
+static mbrec_t *s_rec_new(compute_t *c)
+{
+    for (int i = 0; i < REC_MAX; i++)
+        if (!c->rec[i].used) { memset(&c->rec[i], 0, sizeof c->rec[i]); c->rec[i].used = 1; c->inflight++; return &c->rec[i]; }
+    return NULL;
+}
+
+static mbrec_t *s_rec_find(compute_t *c, uint64_t mb)
+{
+    for (int i = 0; i < REC_MAX; i++)
+        if (c->rec[i].used && c->rec[i].mb == mb) return &c->rec[i];
+    return NULL;
+}
+
+static void s_rec_free(compute_t *c, mbrec_t *r)
+{
+    if (r->slot >= 0) c->slot_used[r->slot] = 0;
+    stash_unref(&c->stash, r->version, c->st->version);
+    r->used = 0;
+    c->inflight--;
+}
+
+static float *s_residual(compute_t *c, uint64_t peer)
+{
+    int free_i = -1;
+    for (int i = 0; i < 16; i++) {
+        if (c->res_peer[i] == peer && c->residual[i]) return c->residual[i];
+        if (!c->residual[i] && free_i < 0) free_i = i;
+    }
+    if (free_i < 0) return NULL;
+    c->residual[free_i] = calloc(c->n->in_n, sizeof(float));
+    c->res_peer[free_i] = peer;
+    return c->residual[free_i];
+}
+
+/* Encodes x (n floats) into a new outbox item of the given type for peer. */
+static item_t *s_tensor_item(compute_t *c, int type, uint64_t peer, uint64_t mb, const float *x, size_t n,
+                             int codec, float *residual)
+{
+    node_t *nd = c->n;
+    item_t *it = item_new();
+    if (!it) return NULL;
+    size_t cap = frame_bound(n, codec);
+    it->frame[0] = malloc(cap);
+    if (!it->frame[0]) { item_free(it); return NULL; }
+    uint32_t shape[1] = { (uint32_t)n };
+    encode_opts_t eo = { .residual = residual };
+    char err[200];
+    long len = frame_encode(c->ecodec, it->frame[0], cap, x, shape, 1, codec, &eo, err, sizeof err);
+    if (len < 0) { item_free(it); return NULL; }
+    it->len[0] = (size_t)len;
+    it->nframes = 1;
+    wire_hdr_init(&it->hdr, (wire_type_t)type);
+    it->hdr.run = nd->run;
+    it->hdr.mb = mb;
+    it->hdr.wversion = (uint32_t)c->st->version;
+    it->hdr.stage = (uint16_t)(type == WIRE_ACT ? nd->stage + 1 : type == WIRE_GRAD ? nd->stage - 1 : nd->stage);
+    it->peer = peer;
+    it->raw_bytes = WIRE_HDR_LEN + n * sizeof(float);
+    return it;
+}
+
+static void s_emit_update(compute_t *c, double loss)
+{
+    node_t *n = c->n;
+    char lb[32];
+    int last = n->stage == n->nstages - 1;
+    int64_t v = c->st->version;
+    metrics_event(n->metrics, "update",
+                  "\"version\":%lld,\"tokens\":%llu,\"loss\":%s,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
+                  "\"bytes_recv\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu",
+                  (long long)v, (unsigned long long)atomic_load(&n->tokens),
+                  last ? metrics_num(lb, sizeof lb, loss) : "null",
+                  (unsigned long long)atomic_load(&n->bytes_sent), (unsigned long long)atomic_load(&n->bytes_sent_raw),
+                  (unsigned long long)atomic_load(&n->bytes_recv), stash_versions(&c->stash, v), c->inflight,
+                  (unsigned long long)atomic_load(&n->drops), (unsigned long long)c->retries);
+    double el = s_now() - n->t0;
+    uint64_t sent = atomic_load(&n->bytes_sent), raw = atomic_load(&n->bytes_sent_raw);
+    int counts[1024];
+    peers_stage_counts(&n->peers, n->nstages, counts);
+    int npeers = 0;
+    for (int s = 0; s < n->nstages; s++) npeers += counts[s];
+    double rtt = 0;
+    int nr = 0;
+    pthread_mutex_lock(&n->peers.lock);
+    for (int i = 0; i < n->peers.n; i++)
+        if (n->peers.p[i].rtt_ms > 0 && n->peers.p[i].health != PEER_GONE) { rtt += n->peers.p[i].rtt_ms; nr++; }
+    pthread_mutex_unlock(&n->peers.lock);
+    char lossbuf[32] = "-";
+    if (last) snprintf(lossbuf, sizeof lossbuf, "%.4f", loss);
+    progress_line(0, 5.0, "stage %d/%d | peers %d | update %lld | loss %s | %.0f tok/s | out %.1f kB/s x%.2f | stash %d | rtt %.1f ms",
+                  n->stage, n->nstages, npeers, (long long)v, lossbuf, el > 0 ? atomic_load(&n->tokens) / el : 0.0,
+                  el > 0 ? sent / el / 1e3 : 0.0, sent ? (double)raw / sent : 0.0, stash_versions(&c->stash, v),
+                  nr ? rtt / nr : 0.0);
+}
+
+/* Counts a finished backward; every `micro` of them, one optimizer step. */
+static void s_after_backward(compute_t *c)
+{
+    node_t *n = c->n;
+    if (++c->bwd_count < n->o.micro) return;
+    c->bwd_count = 0;
+    if (stash_before_update(&c->stash, c->st->version, c->st->params) < 0) {
+        snprintf(n->why, sizeof n->why, "out of memory for the weight stash");
+        n->status = 1;
+        atomic_store(&n->done, 1);
+        return;
+    }
+    stage_state_step(c->st, &n->o.optim);
+    atomic_store(&n->version, c->st->version);
+    double loss = c->loss_n ? c->loss_sum / c->loss_n : NAN;
+    if (c->loss_n) atomic_store(&n->last_loss, loss);
+    c->loss_sum = 0;
+    c->loss_n = 0;
+    s_emit_update(c, loss);
+    /* within-stage averaging with the other peers of this stage */
+    if (c->st->version % AVG_EVERY == 0) {
+        uint64_t ids[PEERS_CAP];
+        int k = 0;
+        pthread_mutex_lock(&n->peers.lock);
+        for (int i = 0; i < n->peers.n; i++) {
+            peer_t *p = &n->peers.p[i];
+            if (p->info.id != n->id && p->info.stage == n->stage && p->health != PEER_GONE) ids[k++] = p->info.id;
+        }
+        pthread_mutex_unlock(&n->peers.lock);
+        for (int i = 0; i < k; i++) {
+            item_t *it = s_tensor_item(c, WIRE_AVG, ids[i], (uint64_t)c->st->version, c->st->params, c->st->s.nparams, codec_from_name("fp32"), NULL);
+            if (it) node_send(n, it);
+        }
+    }
+}
+
+/* Sends the output of record r's slot to the best peer of the next stage. */
+static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t avoid)
+{
+    node_t *n = c->n;
+    int link;
+    uint64_t to = peers_route(&n->peers, n->stage + 1, avoid, &link);
+    if (!to && avoid) to = peers_route(&n->peers, n->stage + 1, 0, &link);
+    if (!to) return -1;
+    acts_t *a = c->pool[r->slot];
+    item_t *it = s_tensor_item(c, WIRE_ACT, to, r->mb, a->out, n->out_n, c->act_codec, NULL);
+    if (!it) return -1;
+    it->frame[1] = malloc(n->targets_n);
+    if (!it->frame[1]) { item_free(it); return -1; }
+    memcpy(it->frame[1], targets, n->targets_n);
+    it->len[1] = n->targets_n;
+    it->nframes = 2;
+    it->raw_bytes += n->targets_n;
+    r->to = to;
+    pthread_mutex_lock(&n->peers.lock);
+    int i = peers_find_locked(&n->peers, to);
+    if (i >= 0) n->peers.p[i].outstanding++;
+    pthread_mutex_unlock(&n->peers.lock);
+    node_send(n, it);
+    return 0;
+}
+
+static void s_peer_returned(compute_t *c, uint64_t peer, double turnaround)
+{
+    node_t *n = c->n;
+    pthread_mutex_lock(&n->peers.lock);
+    int i = peers_find_locked(&n->peers, peer);
+    if (i >= 0) {
+        peer_t *p = &n->peers.p[i];
+        if (p->outstanding > 0) p->outstanding--;
+        if (turnaround > 0) p->turnaround = p->turnaround > 0 ? 0.8 * p->turnaround + 0.2 * turnaround : turnaround;
+    }
+    pthread_mutex_unlock(&n->peers.lock);
+}
+
+/* Forward of record r (inputs already in its slot). */
+static void s_forward(compute_t *c, mbrec_t *r)
+{
+    node_t *n = c->n;
+    double t = s_now();
+    r->version = c->st->version;
+    stash_ref(&c->stash, r->version);
+    stage_forward(&c->st->s, c->st->params, c->pool[r->slot]);
+    atomic_fetch_add(&n->tokens, (uint64_t)c->B * c->T);
+    c->fwd_done++;
+    c->busy_s += s_now() - t;
+    s_slowdown(n, t);
+    r->t = s_now();
+}
+
+/* Backward of record r (dout in its slot unless last); sends din upstream. */
+static void s_backward(compute_t *c, mbrec_t *r)
+{
+    node_t *n = c->n;
+    double t = s_now();
+    acts_t *a = c->pool[r->slot];
+    const float *w = stash_params(&c->stash, r->version, c->st->version, c->st->params);
+    float scale = 1.0f / ((float)c->B * c->T * n->o.micro);
+    stage_backward(&c->st->s, w, c->st->grads, a, c->gs, scale);
+    c->busy_s += s_now() - t;
+    s_slowdown(n, t);
+    if (n->stage > 0) {
+        item_t *it = s_tensor_item(c, WIRE_GRAD, r->from, r->mb, a->din, n->in_n, c->grad_codec, s_residual(c, r->from));
+        if (it) node_send(n, it);
+    }
+}
+
+/* The data stage starts a new microbatch (or re-issues `old`). */
+static int s_issue(compute_t *c, mbrec_t *old)
+{
+    node_t *n = c->n;
+    int slot = s_slot_get(c);
+    if (slot < 0) return -1;
+    mbrec_t *r = old ? old : s_rec_new(c);
+    if (!r) { c->slot_used[slot] = 0; return -1; }
+    uint64_t avoid = 0;
+    if (old) {
+        avoid = old->to;
+        if (old->slot >= 0) c->slot_used[old->slot] = 0;
+        stash_unref(&c->stash, old->version, c->st->version);
+        s_peer_returned(c, old->to, 0);
+        c->retries++;
+        char why[64];
+        snprintf(why, sizeof why, "no gradient after %.1f s", s_now() - old->t);
+        metrics_event(n->metrics, "retry", "\"mb\":%llu,\"why\":\"%s\"", (unsigned long long)old->mb, why);
+    } else {
+        r->cursor = c->cursor;
+    }
+    r->slot = slot;
+    r->from = 0;
+    r->mb = ((n->id & 0xffffffULL) << 40) | (++c->mb_seq & 0xffffffffffULL);
+    r->tries++;
+    uint64_t cur = r->cursor;
+    data_next_train(n->data, &c->batch, n->shard == 0 ? 0 : n->shard, n->shard == 0 ? 1 : n->shard + 1, &cur);
+    if (!old) c->cursor = cur;
+    acts_t *a = c->pool[slot];
+    const model_config_t *cfg = &n->o.cfg;
+    if (cfg->kind == MODEL_GPT) memcpy(a->tokens, c->batch.tokens, sizeof(int) * c->B * c->T);
+    else memcpy(a->x, c->batch.x, sizeof(float) * c->B * cfg->D);
+    uint8_t targets[65536], *tg = n->targets_n <= sizeof targets ? targets : malloc(n->targets_n);
+    for (size_t i = 0; i < n->targets_n; i++) tg[i] = (uint8_t)c->batch.targets[i];
+    if (n->nstages == 1) {
+        /* a single stage: forward, loss and backward here */
+        memcpy(a->targets, c->batch.targets, sizeof(int) * n->targets_n);
+        s_forward(c, r);
+        c->loss_sum += a->loss;
+        c->loss_n++;
+        s_backward(c, r);
+        atomic_fetch_add(&n->completed, 1);
+        s_rec_free(c, r);
+        s_after_backward(c);
+    } else {
+        s_forward(c, r);
+        if (s_send_act(c, r, tg, avoid) < 0) {
+            /* no next-stage peer right now: keep it and re-issue later */
+            r->to = 0;
+            r->t = s_now() - 1e9;
+        }
+    }
+    if (tg != targets) free(tg);
+    return 0;
+}
+
+/* An activation from the previous stage: forward (and, on the last stage,
+ * loss and backward at once). */
+static int s_on_act(compute_t *c, item_t *it)
+{
+    node_t *n = c->n;
+    int slot = s_slot_get(c);
+    if (slot < 0) return -1;
+    mbrec_t *r = s_rec_new(c);
+    if (!r) { c->slot_used[slot] = 0; return -1; }
+    r->mb = it->hdr.mb;
+    r->slot = slot;
+    r->from = it->peer;
+    acts_t *a = c->pool[slot];
+    memcpy(a->in, it->tensor, sizeof(float) * n->in_n);
+    if (n->stage == n->nstages - 1) {
+        for (size_t i = 0; i < n->targets_n; i++) a->targets[i] = it->frame[0][i];
+        s_forward(c, r);
+        c->loss_sum += a->loss;
+        c->loss_n++;
+        s_backward(c, r);
+        s_rec_free(c, r);
+        atomic_fetch_add(&n->completed, 1);
+        pthread_mutex_lock(&n->peers.lock);
+        int i = peers_find_locked(&n->peers, n->id);
+        if (i >= 0) n->peers.p[i].completed = atomic_load(&n->completed);
+        pthread_mutex_unlock(&n->peers.lock);
+        s_after_backward(c);
+        if (peers_completed(&n->peers) >= n->target) atomic_store(&n->done, 1);
+    } else {
+        s_forward(c, r);
+        if (s_send_act(c, r, it->frame[0], 0) < 0) s_rec_free(c, r);  /* no next peer: the data stage re-issues it */
+    }
+    return 0;
+}
+
+static void s_on_grad(compute_t *c, item_t *it)
+{
+    node_t *n = c->n;
+    mbrec_t *r = s_rec_find(c, it->hdr.mb);
+    if (!r || r->to != it->peer) {
+        /* a late gradient of a microbatch already re-issued or forgotten */
+        atomic_fetch_add(&n->drops, 1);
+        metrics_event(n->metrics, "drop", "\"why\":\"gradient of an unknown microbatch\",\"from\":\"%08llx\"",
+                      (unsigned long long)(it->peer >> 32));
+        return;
+    }
+    double turn = s_now() - r->t;
+    s_peer_returned(c, r->to, turn);
+    if (n->stage == 0) {
+        c->turn_mean = c->turn_mean > 0 ? 0.9 * c->turn_mean + 0.1 * turn : turn;
+        c->turn_dev = 0.9 * c->turn_dev + 0.1 * fabs(turn - c->turn_mean);
+    }
+    memcpy(c->pool[r->slot]->dout, it->tensor, sizeof(float) * n->out_n);
+    s_backward(c, r);
+    s_rec_free(c, r);
+    s_after_backward(c);
+}
+
+static void s_on_avg(compute_t *c, item_t *it)
+{
+    float *p = c->st->params;
+    for (size_t i = 0; i < it->n; i++) p[i] = 0.5f * (p[i] + it->tensor[i]);
+}
+
+static void s_on_state_req(compute_t *c, item_t *it)
+{
+    node_t *n = c->n;
+    size_t np = c->st->s.nparams, total = 3 * np * sizeof(float);
+    const uint8_t *buf = (const uint8_t *)c->st->params;  /* params, grads, m, v are one allocation */
+    uint8_t *snap = malloc(total);
+    if (!snap) return;
+    memcpy(snap, buf, np * sizeof(float));
+    memcpy(snap + np * sizeof(float), c->st->m, 2 * np * sizeof(float));
+    uint32_t sum = frame_checksum(snap, total, 0);
+    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    for (uint32_t k = 0; k < nchunks; k++) {
+        item_t *o = item_new();
+        if (!o) break;
+        size_t off = (size_t)k * STATE_CHUNK, len = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
+        wbuf_t w;
+        wbuf_init(&w, 64);
+        wbuf_put_u64(&w, total);
+        wbuf_put_u32(&w, sum);
+        wbuf_put_u64(&w, (uint64_t)c->st->version);
+        wbuf_put_u32(&w, nchunks);
+        o->frame[0] = w.data;
+        o->len[0] = w.len;
+        o->frame[1] = malloc(len);
+        if (!o->frame[1]) { item_free(o); break; }
+        memcpy(o->frame[1], snap + off, len);
+        o->len[1] = len;
+        o->nframes = 2;
+        wire_hdr_init(&o->hdr, WIRE_STATE);
+        o->hdr.run = n->run;
+        o->hdr.stage = (uint16_t)n->stage;
+        o->hdr.mb = k;
+        o->hdr.wversion = (uint32_t)c->st->version;
+        o->peer = it->peer;
+        node_send(n, o);
+    }
+    free(snap);
+    char s[9];
+    node_id_short(it->peer, s);
+    metrics_event(n->metrics, "state", "\"to\":\"%s\",\"version\":%lld,\"bytes\":%zu", s, (long long)c->st->version, total);
+}
+
+/* Re-issues (data stage) or forgets (other stages) microbatches whose
+ * gradient is overdue or whose next-stage peer is gone. */
+static void s_timeouts(compute_t *c)
+{
+    node_t *n = c->n;
+    double now = s_now();
+    double deadline = c->turn_mean > 0 ? 4 * c->turn_mean + 8 * c->turn_dev : 30.0;
+    if (deadline < 5.0) deadline = 5.0;
+    for (int i = 0; i < REC_MAX; i++) {
+        mbrec_t *r = &c->rec[i];
+        if (!r->used) continue;
+        int gone = 0;
+        if (r->to) {
+            pthread_mutex_lock(&n->peers.lock);
+            int k = peers_find_locked(&n->peers, r->to);
+            gone = k < 0 || n->peers.p[k].health == PEER_GONE;
+            pthread_mutex_unlock(&n->peers.lock);
+        }
+        if (n->stage == 0) {
+            if (gone || now - r->t > deadline) {
+                if (s_issue(c, r) < 0) break;
+            }
+        } else if (gone || now - r->t > STALE_S) {
+            s_peer_returned(c, r->to, 0);
+            s_rec_free(c, r);
+        }
+    }
+}
+
+static int s_all_stages_served(node_t *n)
+{
+    int counts[1024];
+    peers_stage_counts(&n->peers, n->nstages, counts);
+    for (int s = 0; s < n->nstages; s++)
+        if (counts[s] == 0) return 0;
+    return 1;
+}
+
+static void s_update_rate(compute_t *c)
+{
+    node_t *n = c->n;
+    double el = s_now() - c->rate_t0;
+    if (el < 1.0) return;
+    float rate = (float)(c->fwd_done / el);
+    pthread_mutex_lock(&n->peers.lock);
+    int i = peers_find_locked(&n->peers, n->id);
+    if (i >= 0) n->peers.p[i].info.rate = rate;
+    pthread_mutex_unlock(&n->peers.lock);
+}
+
+void swarm_compute(node_t *n)
+{
+    static compute_t C;
+    compute_t *c = &C;
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->st = n->st;
+    c->B = n->o.batch;
+    c->T = n->o.cfg.kind == MODEL_GPT ? n->o.cfg.maxT : 1;
+    c->gs = grad_scratch_new(&c->st->s, c->B, c->T);
+    c->ecodec = codec_ctx_new(1);
+    c->act_codec = codec_from_name(n->o.codec);
+    c->grad_codec = codec_from_name(n->o.grad_codec);
+    c->rate_t0 = s_now();
+    c->cursor = 0;
+    stash_init(&c->stash, c->st->s.nparams, n->o.stash == STASH_2BW);
+    if (n->stage == 0 && data_batch_alloc(n->data, &c->batch, c->B) < 0) c->gs = NULL;
+    if (!c->gs || !c->ecodec) {
+        snprintf(n->why, sizeof n->why, "out of memory for activations");
+        n->status = 1;
+        atomic_store(&n->done, 1);
+    }
+    int max_inflight = n->o.max_inflight > 0 ? n->o.max_inflight : 2 * n->nstages;
+    if (n->o.schedule == SCHED_GPIPE) max_inflight = n->o.micro;
+    double next_timeout = 0;
+    while (!atomic_load(&n->done)) {
+        /* 1. take everything that arrived: gradients first (1F1B) */
+        int did = 0;
+        queue_item_t *q;
+        item_t *grads[PENDING_MAX];
+        int ngrads = 0;
+        while ((q = queue_pop(&n->inbox, 0))) {
+            item_t *it = (item_t *)q;
+            switch (it->hdr.type) {
+            case WIRE_GRAD:
+                if (ngrads < PENDING_MAX) { grads[ngrads++] = it; it = NULL; }
+                break;
+            case WIRE_ACT:
+                if (c->nacts < PENDING_MAX) { c->acts_q[c->nacts++] = it; it = NULL; }
+                break;
+            case WIRE_AVG: s_on_avg(c, it); break;
+            case WIRE_STATE_REQ: s_on_state_req(c, it); break;
+            default: break;
+            }
+            item_free(it);
+        }
+        for (int i = 0; i < ngrads; i++) {
+            s_on_grad(c, grads[i]);
+            item_free(grads[i]);
+            did = 1;
+        }
+        /* 2. one forward: an activation waiting, or a new microbatch on the data stage */
+        if (c->nacts > 0) {
+            if (s_on_act(c, c->acts_q[0]) == 0) {
+                item_free(c->acts_q[0]);
+                memmove(c->acts_q, c->acts_q + 1, sizeof(item_t *) * (size_t)(--c->nacts));
+                did = 1;
+            }
+        } else if (n->stage == 0 && s_all_stages_served(n)) {
+            int may = n->o.schedule == SCHED_GPIPE ? c->inflight == 0 : c->inflight < max_inflight;
+            if (n->o.schedule == SCHED_GPIPE && may) {
+                for (int k = 0; k < max_inflight; k++) s_issue(c, NULL);
+                did = 1;
+            } else if (may && s_issue(c, NULL) == 0) {
+                did = 1;
+            }
+        }
+        /* 3. housekeeping */
+        double now = s_now();
+        if (now >= next_timeout) {
+            s_timeouts(c);
+            s_update_rate(c);
+            next_timeout = now + 0.2;
+        }
+        if (!did) {
+            q = queue_pop(&n->inbox, 5);
+            if (q) {
+                /* put it back in front: simplest is to handle it next round */
+                item_t *it = (item_t *)q;
+                if (it->hdr.type == WIRE_ACT && c->nacts < PENDING_MAX) c->acts_q[c->nacts++] = it;
+                else if (it->hdr.type == WIRE_GRAD) { s_on_grad(c, it); item_free(it); }
+                else if (it->hdr.type == WIRE_AVG) { s_on_avg(c, it); item_free(it); }
+                else if (it->hdr.type == WIRE_STATE_REQ) { s_on_state_req(c, it); item_free(it); }
+                else item_free(it);
+            }
+        }
+    }
+    progress_done();
+    for (int i = 0; i < REC_MAX; i++)
+        if (c->rec[i].used && n->stage == 0) c->lost += 0;  /* unfinished at the end: the run is over, nothing to re-issue */
+    n->st->version = c->st->version;
+    for (int i = 0; i < c->nacts; i++) item_free(c->acts_q[i]);
+    for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
+    for (int i = 0; i < 16; i++) free(c->residual[i]);
+    grad_scratch_destroy(&c->gs);
+    codec_ctx_destroy(&c->ecodec);
+    data_batch_free(&c->batch);
+    stash_fini(&c->stash);
+}
