@@ -6,7 +6,7 @@ BUILD   ?= build
 OPT     ?= -O2 -march=x86-64-v2 -fno-omit-frame-pointer
 SAN     ?=
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -I. $(SAN)
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -pthread -I. $(SAN)
 CFLAGS  += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread $(SAN)
 

@@ -1,4 +1,4 @@
-/* modelfile.c: whole-model files (modelfile.h). */
+/* modelfile.c: model files and stage checkpoints (modelfile.h). */
 #include "node/modelfile.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +13,9 @@ _Static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
 #error "modelfile.c writes floats in host order and assumes a little-endian host"
 #endif
 
-static const char s_magic[8] = { 'B', 'R', 'G', 'D', 'M', 'O', 'D', 'L' };
-#define HDR_LEN (8 + 4 + 7 * 4 + 24 + 8 + 8)
+#define CFG_LEN (7 * 4 + 24)
+#define MODEL_HDR_LEN (8 + 4 + CFG_LEN + 8 + 8)
+#define CKPT_HDR_LEN (8 + 4 + CFG_LEN + 8 + 4 + 4 + 8 + 8 + 8 + 8)
 
 size_t model_num_params(const model_config_t *cfg)
 {
@@ -24,87 +25,195 @@ size_t model_num_params(const model_config_t *cfg)
     return s.nparams;
 }
 
-static void s_put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void s_put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint32_t s_get32(const uint8_t *p) { uint32_t v = 0; for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i); return v; }
-static uint64_t s_get64(const uint8_t *p) { uint64_t v = 0; for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i); return v; }
+static uint8_t *s_put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); return p + 4; }
+static uint8_t *s_put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); return p + 8; }
+static uint32_t s_get32(const uint8_t **pp) { const uint8_t *p = *pp; uint32_t v = 0; for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i); *pp += 4; return v; }
+static uint64_t s_get64(const uint8_t **pp) { const uint8_t *p = *pp; uint64_t v = 0; for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i); *pp += 8; return v; }
 
-int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates,
-                   const float *params, size_t n, char *err, size_t errlen)
+static uint8_t *s_put_cfg(uint8_t *p, const model_config_t *cfg)
 {
-    uint8_t h[HDR_LEN] = {0}, *p = h;
-    memcpy(p, s_magic, 8); p += 8;
-    s_put32(p, MODELFILE_VERSION); p += 4;
     int32_t f[7] = { cfg->kind, cfg->V, cfg->maxT, cfg->C, cfg->L, cfg->NH, cfg->D };
-    for (int i = 0; i < 7; i++) { s_put32(p, (uint32_t)f[i]); p += 4; }
-    memcpy(p, cfg->name, strnlen(cfg->name, 23)); p += 24;
-    s_put64(p, (uint64_t)updates); p += 8;
-    s_put64(p, n); p += 8;
-    uLong crc = crc32(0L, h, HDR_LEN);
-    crc = crc32_z(crc, (const Bytef *)params, n * sizeof(float));
+    for (int i = 0; i < 7; i++) p = s_put32(p, (uint32_t)f[i]);
+    memset(p, 0, 24);
+    memcpy(p, cfg->name, strnlen(cfg->name, 23));
+    return p + 24;
+}
+
+/* Reads and checks a config; 0 or -1. */
+static int s_get_cfg(const uint8_t **p, model_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    int32_t f[7];
+    for (int i = 0; i < 7; i++) f[i] = (int32_t)s_get32(p);
+    cfg->kind = (model_kind_t)f[0]; cfg->V = f[1]; cfg->maxT = f[2]; cfg->C = f[3];
+    cfg->L = f[4]; cfg->NH = f[5]; cfg->D = f[6];
+    memcpy(cfg->name, *p, 23);
+    *p += 24;
+    char why[200];
+    if (cfg->kind != MODEL_GPT && cfg->kind != MODEL_MLP) return -1;
+    if (model_check(cfg, why, sizeof why) < 0) return -1;
+    if (cfg->kind == MODEL_GPT && cfg->V != 256) return -1;
+    if (cfg->kind == MODEL_MLP && (cfg->V < 2 || cfg->V > 100000 || cfg->D < 1 || cfg->D > (1 << 20))) return -1;
+    return 0;
+}
+
+/* Writes header h (hlen bytes), then the arrays, then the CRC, atomically. */
+static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
+                   char *err, size_t errlen)
+{
+    uLong crc = crc32(0L, h, (uInt)hlen);
+    for (int i = 0; i < narr; i++) crc = crc32_z(crc, (const Bytef *)arr[i], n * sizeof(float));
     uint8_t tail[4];
     s_put32(tail, (uint32_t)crc);
-
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    size_t plen = strlen(path) + 32;
+    char *tmp = malloc(plen);
+    if (!tmp) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); free(tmp); return -1; }
     FILE *fp = fdopen(fd, "wb");
-    int ok = fp && fwrite(h, 1, HDR_LEN, fp) == HDR_LEN && fwrite(params, sizeof(float), n, fp) == n
-             && fwrite(tail, 1, 4, fp) == 4 && fflush(fp) == 0 && fsync(fd) == 0;
+    int ok = fp && fwrite(h, 1, hlen, fp) == hlen;
+    for (int i = 0; ok && i < narr; i++) ok = fwrite(arr[i], sizeof(float), n, fp) == n;
+    ok = ok && fwrite(tail, 1, 4, fp) == 4 && fflush(fp) == 0 && fsync(fd) == 0;
     int saved = errno;
     if (fp) fclose(fp); else close(fd);
     if (!ok || rename(tmp, path) < 0) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(ok ? errno : saved));
         unlink(tmp);
+        free(tmp);
         return -1;
     }
+    free(tmp);
     return 0;
+}
+
+/* Reads the rest of a file after its header h: nfloats floats and the CRC;
+ * checks the CRC over h and the floats.  Returns the floats or NULL. */
+static float *s_read_body(FILE *fp, const char *path, const uint8_t *h, size_t hlen, size_t nfloats,
+                          char *err, size_t errlen)
+{
+    float *x = malloc(nfloats ? nfloats * sizeof(float) : 1);
+    if (!x) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
+    uint8_t tail[4];
+    if (fread(x, sizeof(float), nfloats, fp) != nfloats || fread(tail, 1, 4, fp) != 4) {
+        snprintf(err, errlen, "%s: truncated (expected %zu values)", path, nfloats);
+        free(x);
+        return NULL;
+    }
+    uLong crc = crc32(0L, h, (uInt)hlen);
+    crc = crc32_z(crc, (const Bytef *)x, nfloats * sizeof(float));
+    const uint8_t *tp = tail;
+    if ((uint32_t)crc != s_get32(&tp)) {
+        snprintf(err, errlen, "%s: checksum mismatch (file damaged)", path);
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates,
+                   const float *params, size_t n, char *err, size_t errlen)
+{
+    uint8_t h[MODEL_HDR_LEN], *p = h;
+    memcpy(p, "BRGDMODL", 8); p += 8;
+    p = s_put32(p, MODELFILE_VERSION);
+    p = s_put_cfg(p, cfg);
+    p = s_put64(p, (uint64_t)updates);
+    s_put64(p, n);
+    const float *arr[1] = { params };
+    return s_write(path, h, sizeof h, arr, 1, n, err, errlen);
+}
+
+/* Opens path and reads a header of hlen bytes with the given magic and format version. */
+static FILE *s_open(const char *path, const char *magic, uint32_t version, uint8_t *h, size_t hlen,
+                    const char *what, char *err, size_t errlen)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    if (fread(h, 1, hlen, fp) != hlen) {
+        snprintf(err, errlen, "%s: truncated header", path);
+    } else if (memcmp(h, magic, 8) != 0) {
+        snprintf(err, errlen, "%s: not a brigade %s (bad magic)", path, what);
+    } else {
+        const uint8_t *p = h + 8;
+        uint32_t v = s_get32(&p);
+        if (v == version) return fp;
+        snprintf(err, errlen, "%s: format version %u, this brigade reads %u", path, v, version);
+    }
+    fclose(fp);
+    return NULL;
 }
 
 float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, size_t *n,
                       char *err, size_t errlen)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
-    uint8_t h[HDR_LEN];
-    float *params = NULL;
-    if (fread(h, 1, HDR_LEN, fp) != HDR_LEN) { snprintf(err, errlen, "%s: truncated header", path); goto fail; }
-    if (memcmp(h, s_magic, 8) != 0) { snprintf(err, errlen, "%s: not a brigade model file (bad magic)", path); goto fail; }
-    const uint8_t *p = h + 8;
-    uint32_t ver = s_get32(p); p += 4;
-    if (ver != MODELFILE_VERSION) { snprintf(err, errlen, "%s: format version %u, this brigade reads %d", path, ver, MODELFILE_VERSION); goto fail; }
-    memset(cfg, 0, sizeof *cfg);
-    int32_t f[7];
-    for (int i = 0; i < 7; i++) { f[i] = (int32_t)s_get32(p); p += 4; }
-    cfg->kind = (model_kind_t)f[0]; cfg->V = f[1]; cfg->maxT = f[2]; cfg->C = f[3];
-    cfg->L = f[4]; cfg->NH = f[5]; cfg->D = f[6];
-    memcpy(cfg->name, p, 23); p += 24;
-    *updates = (int64_t)s_get64(p); p += 8;
-    uint64_t count = s_get64(p);
-    char why[200];
-    if ((cfg->kind != MODEL_GPT && cfg->kind != MODEL_MLP) || model_check(cfg, why, sizeof why) < 0
-        || (cfg->kind == MODEL_GPT && (cfg->V != 256)) || (cfg->kind == MODEL_MLP && (cfg->V < 2 || cfg->V > 100000 || cfg->D < 1 || cfg->D > 1 << 20))) {
+    uint8_t h[MODEL_HDR_LEN];
+    FILE *fp = s_open(path, "BRGDMODL", MODELFILE_VERSION, h, sizeof h, "model file", err, errlen);
+    if (!fp) return NULL;
+    const uint8_t *p = h + 12;
+    float *x = NULL;
+    if (s_get_cfg(&p, cfg) < 0) {
         snprintf(err, errlen, "%s: invalid model config", path);
-        goto fail;
+    } else {
+        *updates = (int64_t)s_get64(&p);
+        uint64_t count = s_get64(&p);
+        size_t want = model_num_params(cfg);
+        if (count != want)
+            snprintf(err, errlen, "%s: %llu parameters, the config needs %zu", path, (unsigned long long)count, want);
+        else if ((x = s_read_body(fp, path, h, sizeof h, want, err, errlen)))
+            *n = want;
     }
-    size_t want = model_num_params(cfg);
-    if (count != want) { snprintf(err, errlen, "%s: %llu parameters, the config needs %zu", path, (unsigned long long)count, want); goto fail; }
-    params = malloc(want * sizeof(float));
-    if (!params) { snprintf(err, errlen, "%s: out of memory", path); goto fail; }
-    uint8_t tail[4];
-    if (fread(params, sizeof(float), want, fp) != want || fread(tail, 1, 4, fp) != 4) {
-        snprintf(err, errlen, "%s: truncated (expected %zu parameters)", path, want);
-        goto fail;
+    fclose(fp);
+    return x;
+}
+
+int checkpoint_save(const char *path, const checkpoint_info_t *info, const float *params,
+                    const float *m, const float *v, size_t n, char *err, size_t errlen)
+{
+    uint8_t h[CKPT_HDR_LEN], *p = h;
+    memcpy(p, "BRGDCKPT", 8); p += 8;
+    p = s_put32(p, CHECKPOINT_VERSION);
+    p = s_put_cfg(p, &info->cfg);
+    p = s_put64(p, info->run);
+    p = s_put32(p, (uint32_t)info->stage);
+    p = s_put32(p, (uint32_t)info->nstages);
+    p = s_put64(p, (uint64_t)info->version);
+    p = s_put64(p, info->cursor);
+    p = s_put64(p, info->completed);
+    s_put64(p, n);
+    const float *arr[3] = { params, m, v };
+    return s_write(path, h, sizeof h, arr, 3, n, err, errlen);
+}
+
+float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, char *err, size_t errlen)
+{
+    uint8_t h[CKPT_HDR_LEN];
+    FILE *fp = s_open(path, "BRGDCKPT", CHECKPOINT_VERSION, h, sizeof h, "checkpoint", err, errlen);
+    if (!fp) return NULL;
+    const uint8_t *p = h + 12;
+    float *x = NULL;
+    memset(info, 0, sizeof *info);
+    if (s_get_cfg(&p, &info->cfg) < 0) {
+        snprintf(err, errlen, "%s: invalid model config", path);
+        fclose(fp);
+        return NULL;
     }
-    uLong crc = crc32(0L, h, HDR_LEN);
-    crc = crc32_z(crc, (const Bytef *)params, want * sizeof(float));
-    if ((uint32_t)crc != s_get32(tail)) { snprintf(err, errlen, "%s: checksum mismatch (file damaged)", path); goto fail; }
+    info->run = s_get64(&p);
+    info->stage = (int)s_get32(&p);
+    info->nstages = (int)s_get32(&p);
+    info->version = (int64_t)s_get64(&p);
+    info->cursor = s_get64(&p);
+    info->completed = s_get64(&p);
+    uint64_t count = s_get64(&p);
+    stage_t s;
+    char why[200];
+    if (stage_init(&s, &info->cfg, info->stage, info->nstages, why, sizeof why) < 0 || info->version < 0) {
+        snprintf(err, errlen, "%s: invalid stage split", path);
+    } else if (count != s.nparams) {
+        snprintf(err, errlen, "%s: %llu parameters, stage %d needs %zu", path, (unsigned long long)count, info->stage, s.nparams);
+    } else if ((x = s_read_body(fp, path, h, sizeof h, 3 * s.nparams, err, errlen))) {
+        *n = s.nparams;
+    }
     fclose(fp);
-    *n = want;
-    return params;
-fail:
-    free(params);
-    fclose(fp);
-    return NULL;
+    return x;
 }

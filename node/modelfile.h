@@ -1,9 +1,20 @@
-/* modelfile.h: the whole-model file written by `solo --save` and `brigade
- * assemble`, read by `solo --resume` and `brigade sample`.
- * Layout (little-endian): magic "BRGDMODL", u32 format version, the model
- * config (kind, V, maxT, C, L, NH, D as i32, name as 24 bytes), u64 updates
- * done, u64 parameter count, the parameters as f32 in unit order (the
- * 1-stage layout of model.h), u32 CRC-32 of everything before it. */
+/* modelfile.h: files of model state.
+ *
+ * A model file (`solo --save`, `brigade assemble`; read by `solo --resume`
+ * and `brigade sample`) holds the whole model:
+ *   magic "BRGDMODL", u32 format version, the model config (kind, V, maxT,
+ *   C, L, NH, D as i32, name as 24 bytes), u64 updates done, u64 parameter
+ *   count, the parameters as f32 in unit order (the 1-stage layout of
+ *   model.h), u32 CRC-32 of everything before it.
+ * A stage checkpoint (`node --checkpoint DIR`, file DIR/stage.ckpt) holds
+ * one stage's training state:
+ *   magic "BRGDCKPT", u32 format version, the model config as above, u64 run
+ *   id, u32 stage, u32 stages, u64 weight version, u64 data cursor, u64
+ *   microbatches completed, u64 parameter count n, then params, m and v (3n
+ *   f32), u32 CRC-32.
+ * All integers little-endian.  Files are written atomically: a temporary
+ * file, fsync, rename, so a crash mid-write leaves the previous file.
+ */
 #ifndef BRIGADE_MODELFILE_H
 #define BRIGADE_MODELFILE_H
 #include <stddef.h>
@@ -11,9 +22,10 @@
 #include "node/model.h"
 
 #define MODELFILE_VERSION 1
+#define CHECKPOINT_VERSION 1
 
-/* Writes cfg and params (n floats, the whole model) to path atomically (temp
- * file, fsync, rename).  0, or -1 with a reason. */
+/* Writes cfg and params (n floats, the whole model) to path atomically.
+ * 0, or -1 with a reason. */
 int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates,
                    const float *params, size_t n, char *err, size_t errlen);
 /* Reads a model file: fills cfg and updates, and returns a malloc'd array of
@@ -24,4 +36,21 @@ float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, s
                       char *err, size_t errlen);
 /* Parameters of the whole model (all stages of a 1-stage split). */
 size_t model_num_params(const model_config_t *cfg);
+
+/* What a stage checkpoint records besides the tensors. */
+typedef struct {
+    model_config_t cfg;   /* the model */
+    uint64_t run;         /* run id */
+    int stage, nstages;   /* the split */
+    int64_t version;      /* weight version */
+    uint64_t cursor;      /* data position (data stage) */
+    uint64_t completed;   /* microbatches completed here (last stage) */
+} checkpoint_info_t;
+
+/* Writes a stage checkpoint: params, m, v of n floats each. */
+int checkpoint_save(const char *path, const checkpoint_info_t *info, const float *params,
+                    const float *m, const float *v, size_t n, char *err, size_t errlen);
+/* Reads a stage checkpoint: fills info and returns a malloc'd array of 3n
+ * floats (params, m, v) with n in *n.  NULL with a reason. */
+float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, char *err, size_t errlen);
 #endif

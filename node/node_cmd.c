@@ -1,14 +1,17 @@
 /* node_cmd.c: `brigade node` (one pipeline stage of a swarm), `brigade
  * keygen` and `brigade status`. */
 #include "node/cli.h"
+#include "node/modelfile.h"
 #include "node/progress.h"
 #include "node/swarm.h"
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static node_t *s_node;
 
@@ -43,6 +46,29 @@ static uint64_t s_donor(node_t *n)
     }
     pthread_mutex_unlock(&n->peers.lock);
     return best;
+}
+
+int swarm_save_checkpoint(node_t *n, uint64_t cursor, char *err, size_t errlen)
+{
+    checkpoint_info_t info = {0};
+    info.cfg = n->o.cfg;
+    info.run = n->run;
+    info.stage = n->stage;
+    info.nstages = n->nstages;
+    info.version = n->st->version;
+    info.cursor = cursor;
+    info.completed = atomic_load(&n->completed);
+    return checkpoint_save(n->ckpt_path, &info, n->st->params, n->st->m, n->st->v, n->st->s.nparams, err, errlen);
+}
+
+/* A checkpoint left by an earlier run of this node, if any: 1 and filled, 0 none, -1 unreadable. */
+static int s_peek_checkpoint(node_t *n, checkpoint_info_t *info, float **state, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (!n->ckpt_path[0] || stat(n->ckpt_path, &sb) < 0) return 0;
+    size_t np;
+    *state = checkpoint_load(n->ckpt_path, info, &np, err, errlen);
+    return *state ? 1 : -1;
 }
 
 int cmd_node(int argc, char **argv)
@@ -89,6 +115,19 @@ int cmd_node(int argc, char **argv)
     atomic_store(&n->last_loss, (double)NAN);
     n->metrics = metrics_open(n->o.metrics, n->idshort, err, sizeof err);
     if (!n->metrics) return cli_fail(err);
+    checkpoint_info_t ck;
+    float *ck_state = NULL;
+    int have_ck = 0;
+    if (n->o.checkpoint[0]) {
+        if (mkdir(n->o.checkpoint, 0755) < 0 && errno != EEXIST) {
+            snprintf(err, sizeof err, "--checkpoint %s: %s", n->o.checkpoint, strerror(errno));
+            return cli_fail(err);
+        }
+        snprintf(n->ckpt_path, sizeof n->ckpt_path, "%s/stage.ckpt", n->o.checkpoint);
+        have_ck = s_peek_checkpoint(n, &ck, &ck_state, err, sizeof err);
+        if (have_ck < 0) return cli_fail(err);
+        if (have_ck && n->stage < 0) n->o.stage = n->stage = ck.stage;
+    }
     if (!n->o.join[0]) {
         /* this node creates the run */
         stage_t probe;
@@ -96,6 +135,10 @@ int cmd_node(int argc, char **argv)
         if (n->stage < 0) n->stage = 0;
         if (n->stage >= n->nstages) { snprintf(err, sizeof err, "--stage %d: the run has %d stages", n->stage, n->nstages); return cli_fail(err); }
         n->run = opts_run_id(&n->o);
+        if (have_ck && (ck.run != n->run || ck.stage != n->stage)) {
+            snprintf(err, sizeof err, "--checkpoint %s: holds stage %d of another run or stage; use another folder or the same options", n->o.checkpoint, ck.stage);
+            return cli_fail(err);
+        }
     }
     if (swarm_io_start(n, err, sizeof err) < 0) return cli_fail(err);
     openblas_set_num_threads(n->o.threads);
@@ -116,6 +159,26 @@ int cmd_node(int argc, char **argv)
     self.stage = (int16_t)n->stage;
     peers_upsert(&n->peers, &self, metrics_now());
     uint64_t donor = s_donor(n);
+    int use_ck = have_ck && ck.run == n->run && ck.stage == n->stage && ck.nstages == n->nstages;
+    if (use_ck && donor) {
+        /* resume from our own checkpoint unless a peer of the stage is ahead of it */
+        pthread_mutex_lock(&n->peers.lock);
+        int i = peers_find_locked(&n->peers, donor);
+        if (i >= 0 && (int64_t)n->peers.p[i].info.version <= ck.version) donor = 0;
+        pthread_mutex_unlock(&n->peers.lock);
+    }
+    if (use_ck && !donor) {
+        size_t np = n->st->s.nparams;
+        memcpy(n->st->params, ck_state, sizeof(float) * np);
+        memcpy(n->st->m, ck_state + np, sizeof(float) * np);
+        memcpy(n->st->v, ck_state + 2 * np, sizeof(float) * np);
+        n->st->version = ck.version;
+        atomic_store(&n->version, ck.version);
+        n->start_cursor = ck.cursor;
+        atomic_store(&n->completed, ck.completed);
+        fprintf(stderr, "brigade node: resumed stage %d at version %lld from %s\n", n->stage, (long long)ck.version, n->ckpt_path);
+    }
+    free(ck_state);
     if (donor) {
         fprintf(stderr, "brigade node: downloading stage %d's state from a peer...\n", n->stage);
         if (swarm_fetch_state(n, donor, err, sizeof err) < 0) return cli_fail(err);
@@ -154,10 +217,15 @@ int cmd_node(int argc, char **argv)
     int interrupted = atomic_load(&n->done) == 2;
     if (!n->status && interrupted) { n->status = 1; snprintf(n->why, sizeof n->why, "interrupted"); }
     if (!interrupted) swarm_io_bye(n);
+    if (n->ckpt_path[0]) {
+        if (swarm_save_checkpoint(n, n->start_cursor, err, sizeof err) < 0) fprintf(stderr, "brigade: %s\n", err);
+        else fprintf(stderr, "brigade node: checkpoint written to %s\n", n->ckpt_path);
+    }
     double wall = metrics_now() - n->t0;
     metrics_event(n->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
-                  "\"lost_microbatches\":0,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"drops\":%llu,\"why\":\"%s\"",
+                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"drops\":%llu,\"why\":\"%s\"",
                   n->status ? "error" : "ok", (long long)n->st->version, (unsigned long long)atomic_load(&n->tokens), wall,
+                  (unsigned long long)n->lost,
                   (unsigned long long)atomic_load(&n->bytes_sent), (unsigned long long)atomic_load(&n->bytes_sent_raw),
                   (unsigned long long)atomic_load(&n->drops), n->status ? n->why : "completed");
     fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", n->idshort, n->status ? n->why : "run complete",

@@ -72,6 +72,9 @@ typedef struct node {
     int status;                /* exit status */
     char why[256];             /* reason when status != 0 */
     double t0;                 /* metrics_now() at start */
+    char ckpt_path[OPT_PATH + 16];  /* DIR/stage.ckpt, or "" */
+    uint64_t start_cursor;     /* data position to start from (checkpoint) */
+    uint64_t lost;             /* microbatches given up (could not be re-issued) */
 } node_t;
 
 /* Sends an outbox item from any thread (ownership passes). */
@@ -85,6 +88,8 @@ void *swarm_io_thread(void *arg);
 void swarm_io_bye(node_t *n);   /* after the I/O thread ended: BYE to everyone, flush */
 /* Compute loop (swarm_compute.c), on the calling thread until done. */
 void swarm_compute(node_t *n);
+/* Writes this stage's checkpoint (compute thread, or after it ended). */
+int swarm_save_checkpoint(node_t *n, uint64_t cursor, char *err, size_t errlen);
 /* Loads this stage's state from a peer (STATE_REQ/STATE) during start-up. */
 int swarm_fetch_state(node_t *n, uint64_t donor, char *err, size_t errlen);
 #endif

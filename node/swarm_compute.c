@@ -17,6 +17,7 @@
 #define AVG_EVERY 10         /* updates between within-stage averaging */
 #define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
 #define PENDING_MAX 1024
+#define MAX_TRIES 20         /* a data-stage microbatch is given up after this many issues */
 
 typedef struct {
     int used;
@@ -194,6 +195,11 @@ static void s_after_backward(compute_t *c)
     c->loss_sum = 0;
     c->loss_n = 0;
     s_emit_update(c, loss);
+    if (n->ckpt_path[0] && c->st->version % n->o.save_every == 0) {
+        char err[300];
+        if (swarm_save_checkpoint(n, c->cursor, err, sizeof err) < 0)
+            metrics_event(n->metrics, "checkpoint", "\"ok\":false,\"why\":\"%s\"", err);
+    }
     /* within-stage averaging with the other peers of this stage */
     if (c->st->version % AVG_EVERY == 0) {
         uint64_t ids[PEERS_CAP];
@@ -463,7 +469,12 @@ static void s_timeouts(compute_t *c)
             pthread_mutex_unlock(&n->peers.lock);
         }
         if (n->stage == 0) {
-            if (gone || now - r->t > deadline) {
+            if ((gone || now - r->t > deadline) && r->tries >= MAX_TRIES) {
+                c->lost++;
+                metrics_event(n->metrics, "retry", "\"mb\":%llu,\"why\":\"given up after %d tries\"", (unsigned long long)r->mb, r->tries);
+                s_peer_returned(c, r->to, 0);
+                s_rec_free(c, r);
+            } else if (gone || now - r->t > deadline) {
                 if (s_issue(c, r) < 0) break;
             }
         } else if (gone || now - r->t > STALE_S) {
@@ -508,7 +519,7 @@ void swarm_compute(node_t *n)
     c->act_codec = codec_from_name(n->o.codec);
     c->grad_codec = codec_from_name(n->o.grad_codec);
     c->rate_t0 = s_now();
-    c->cursor = 0;
+    c->cursor = n->start_cursor;
     stash_init(&c->stash, c->st->s.nparams, n->o.stash == STASH_2BW);
     if (n->stage == 0 && data_batch_alloc(n->data, &c->batch, c->B) < 0) c->gs = NULL;
     if (!c->gs || !c->ecodec) {
@@ -582,9 +593,8 @@ void swarm_compute(node_t *n)
         }
     }
     progress_done();
-    for (int i = 0; i < REC_MAX; i++)
-        if (c->rec[i].used && n->stage == 0) c->lost += 0;  /* unfinished at the end: the run is over, nothing to re-issue */
-    n->st->version = c->st->version;
+    n->lost = c->lost;
+    n->start_cursor = c->cursor;
     for (int i = 0; i < c->nacts; i++) item_free(c->acts_q[i]);
     for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
     for (int i = 0; i < 16; i++) free(c->residual[i]);
