@@ -42,7 +42,9 @@ http_server_t *http_start(const char *host, int port, http_handler_fn fn, void *
 /* The port actually bound. */
 int http_port(const http_server_t *self);
 /* Stops serving (a client being served is dropped), joins the thread, closes
- * the socket, frees, sets *self_p to NULL.  NULL or *self_p NULL is a no-op. */
+ * the socket, frees, sets *self_p to NULL.  NULL or *self_p NULL is a no-op.
+ * Waits for a running handler: do not call it holding a lock the handler
+ * takes. */
 void http_stop(http_server_t **self_p);
 
 /* Appends n bytes to the body.  Returns 0, or -1 (and sets failed) when out

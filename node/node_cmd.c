@@ -48,6 +48,60 @@ static uint64_t s_donor(node_t *n)
     return best;
 }
 
+void node_note_loss(node_t *n, int64_t update, double loss)
+{
+    pthread_mutex_lock(&n->hist_lock);
+    status_history_add(&n->hist, (uint64_t)update, loss);
+    pthread_mutex_unlock(&n->hist_lock);
+}
+
+/* The status page: a snapshot of the node and its peer table. */
+static int s_http(void *arg, const char *path, http_reply_t *r)
+{
+    node_t *n = arg;
+    status_snapshot_t *s = n->snap;
+    memset(s, 0, sizeof *s);
+    snprintf(s->node, sizeof s->node, "%s", n->idshort);
+    snprintf(s->role, sizeof s->role, "node");
+    s->stage = n->stage;
+    s->nstages = n->nstages;
+    snprintf(s->model, sizeof s->model, "%s", n->o.cfg.name);
+    snprintf(s->run, sizeof s->run, "%016llx", (unsigned long long)n->run);
+    snprintf(s->join_addr, sizeof s->join_addr, "%s", n->join_addr);
+    s->uptime_s = metrics_now() - n->t0;
+    s->version = s->updates = (uint64_t)atomic_load(&n->version);
+    s->steps_total = n->target;
+    s->tokens = (double)atomic_load(&n->tokens);
+    s->tokens_per_s = s->uptime_s > 0 ? s->tokens / s->uptime_s : 0;
+    s->loss = atomic_load(&n->last_loss);
+    s->bytes_sent = atomic_load(&n->bytes_sent);
+    s->bytes_sent_raw = atomic_load(&n->bytes_sent_raw);
+    s->bytes_recv = atomic_load(&n->bytes_recv);
+    s->drops = atomic_load(&n->drops);
+    s->steps_done = peers_completed(&n->peers);
+    pthread_mutex_lock(&n->peers.lock);
+    for (int i = 0; i < n->peers.n && s->npeers < STATUS_PEERS_MAX; i++) {
+        const peer_t *p = &n->peers.p[i];
+        status_peer_t *q = &s->peers[s->npeers++];
+        node_id_short(p->info.id, q->id);
+        q->stage = p->info.stage;
+        snprintf(q->addr, sizeof q->addr, "%s", p->info.addr);
+        q->rate = p->info.rate;
+        q->rtt_ms = p->rtt_ms;
+        snprintf(q->health, sizeof q->health, "%s", p->health == PEER_GONE ? "gone" : p->health == PEER_SLOW ? "slow" : "alive");
+        q->version = p->info.version;
+        q->self = p->info.id == n->id;
+        if (q->self) q->version = s->version;
+        if (q->self && n->stage == n->nstages - 1 && !isfinite(s->loss)) s->loss = NAN;
+        if (!q->self && p->info.stage == n->nstages - 1 && n->stage != n->nstages - 1 && p->last_loss > 0) s->loss = p->last_loss;
+    }
+    pthread_mutex_unlock(&n->peers.lock);
+    pthread_mutex_lock(&n->hist_lock);
+    status_history_copy(s, &n->hist);
+    pthread_mutex_unlock(&n->hist_lock);
+    return status_serve(s, path, r);
+}
+
 int swarm_save_checkpoint(node_t *n, uint64_t cursor, char *err, size_t errlen)
 {
     checkpoint_info_t info = {0};
@@ -179,6 +233,20 @@ int cmd_node(int argc, char **argv)
         fprintf(stderr, "brigade node: resumed stage %d at version %lld from %s\n", n->stage, (long long)ck.version, n->ckpt_path);
     }
     free(ck_state);
+    if (!donor && !use_ck && n->o.join[0]) {
+        /* the stage has no live peer: if the run is under way, resume it from a backup */
+        uint32_t maxv = 0;
+        pthread_mutex_lock(&n->peers.lock);
+        for (int i = 0; i < n->peers.n; i++)
+            if (n->peers.p[i].info.version > maxv) maxv = n->peers.p[i].info.version;
+        pthread_mutex_unlock(&n->peers.lock);
+        if (maxv > 0) {
+            if (swarm_fetch_backup(n, 5.0, err, sizeof err) == 0)
+                fprintf(stderr, "brigade node: stage %d resumed from a backup at version %lld\n", n->stage, (long long)n->st->version);
+            else
+                fprintf(stderr, "brigade node: %s; stage %d starts from its initial weights\n", err, n->stage);
+        }
+    }
     if (donor) {
         fprintf(stderr, "brigade node: downloading stage %d's state from a peer...\n", n->stage);
         if (swarm_fetch_state(n, donor, err, sizeof err) < 0) return cli_fail(err);
@@ -197,6 +265,14 @@ int cmd_node(int argc, char **argv)
                   (unsigned long long)n->run, n->o.cfg.name, nparams, n->join_addr, n->nstages, n->o.codec,
                   n->o.grad_codec, (long long)n->st->version);
     n->t0 = metrics_now();
+    pthread_mutex_init(&n->hist_lock, NULL);
+    status_history_init(&n->hist);
+    if (n->o.http) {
+        n->snap = malloc(sizeof *n->snap);
+        n->http = n->snap ? http_start(NULL, n->o.http, s_http, n, err, sizeof err) : NULL;
+        if (!n->http) return cli_fail(n->snap ? err : "out of memory");
+        fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(n->http));
+    }
     s_node = n;
     signal(SIGINT, s_on_signal);
     signal(SIGTERM, s_on_signal);
@@ -235,6 +311,8 @@ int cmd_node(int argc, char **argv)
         atomic_store(&n->done, 1);
         swarm_io_bye(n);
     }
+    http_stop(&n->http);
+    free(n->snap);
     transport_destroy(&n->tr);
     codec_ctx_destroy(&n->dcodec);
     data_close(&n->data);

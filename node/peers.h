@@ -23,6 +23,11 @@ typedef struct {
     int outstanding;        /* our microbatches it holds (routing) */
     double turnaround;      /* EWMA seconds from our ACT to its GRAD */
     double last_loss;       /* its last reported loss (last stage) */
+    int strikes;            /* messages of it refused since the last ban */
+    double banned_until;    /* metrics_now() before which it is ignored */
+    double last_state_req;  /* rate limit of its STATE_REQs */
+    double norm_mean;       /* running mean of the per-value RMS of its tensors */
+    int norm_n;             /* tensors in that mean */
 } peer_t;
 
 typedef struct {

@@ -16,7 +16,7 @@ typedef struct {
     char id[24];            /* short hex id */
     int stage;              /* stage it serves, -1 unknown */
     char addr[128];         /* HOST:PORT it listens on */
-    double rate_mbs;        /* link rate, MB/s (non-finite or < 0: unknown) */
+    double rate;            /* microbatches per second it completes (gossip), < 0 or non-finite: unknown */
     double rtt_ms;          /* round trip, ms (non-finite or <= 0: unknown) */
     char health[8];         /* "alive", "slow", "gone" */
     uint64_t version;       /* its weight version */
@@ -63,25 +63,30 @@ typedef struct {
     status_point_t p[STATUS_LOSS_MAX];  /* the points, oldest first */
     int n;                              /* points used */
     uint64_t stride;                    /* updates per point (power of two) */
-    double acc;                         /* loss sum of the pending bucket */
+    double acc;                         /* sum of the finite losses of the pending bucket */
+    uint64_t acc_finite;                /* finite losses in the pending bucket */
     uint64_t acc_n;                     /* updates in the pending bucket */
+    uint64_t last_update;               /* update of the last add */
 } status_history_t;
 
+/* Empties the history. */
 void status_history_init(status_history_t *h);
-/* Adds the loss of one update (updates in increasing order).  A non-finite
- * loss makes its point NaN (a gap in the curve). */
+/* Adds the loss of one update (updates in increasing order).  A point's loss
+ * is the mean of the finite losses it stands for, NaN (a gap in the curve)
+ * when there are none. */
 void status_history_add(status_history_t *h, uint64_t update, double loss);
-/* Copies the history into the snapshot's loss_hist / nloss. */
+/* Copies the history into the snapshot's loss_hist / nloss (a bucket still
+ * filling is included as the last point, so the curve reaches the present). */
 void status_history_copy(status_snapshot_t *out, const status_history_t *h);
 
 /* Appends the snapshot as one JSON object: always valid JSON (strings
- * escaped, non-finite numbers as null).  Keys: node, role, stage, nstages,
- * model, run, join_addr, uptime_s, updates, version, steps_done, steps_total,
- * tokens, tokens_per_s, loss, bytes_sent, bytes_sent_raw, bytes_recv,
- * compression (raw/sent or null), drops, inflight, stages
- * [{stage, peers, alive}], peers [{id, stage, addr, rate_mbs, rtt_ms, health,
- * version, self}], loss_history [[update, loss], ...].  Returns 0 or -1
- * (reply->failed). */
+ * escaped, bytes >= 0x80 as \u00XX, non-finite numbers as null).  Keys:
+ * node, role, stage, nstages, model, run, join_addr, uptime_s, updates,
+ * version, steps_done, steps_total, tokens, tokens_per_s, loss, bytes_sent,
+ * bytes_sent_raw, bytes_recv, compression (raw/sent or null), drops,
+ * inflight, stages [{stage, peers, alive}], peers [{id, stage, addr, rate
+ * (microbatches/s), rtt_ms, health, version, self}], loss_history
+ * [[update, loss], ...].  Returns 0 or -1 (reply->failed). */
 int status_render_json(http_reply_t *out, const status_snapshot_t *s);
 /* Appends the HTML page (text escaped, meta refresh 2 s, inline SVG loss
  * curve).  Returns 0 or -1. */

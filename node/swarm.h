@@ -17,9 +17,15 @@
 #include "node/peers.h"
 #include "node/queue.h"
 #include "node/train.h"
+#include "node/http.h"
+#include "node/statuspage.h"
 
 #define ACT_FLAG_EVAL 0x1u     /* an evaluation microbatch: forward only */
 #define STATE_CHUNK (1u << 20) /* bytes per STATE message */
+#define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
+#define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
+#define BACKUP_EVERY 20        /* updates between backup snapshots of a stage served by one node... */
+#define BACKUP_MIN_S 30.0      /* ...and at least this many seconds (a snapshot is params + moments: not cheap) */
 
 /* A message between the threads.  Inbox: a decoded ACT/GRAD/AVG, a
  * STATE_REQ or a DONE for the compute thread.  Outbox: a message for the
@@ -75,6 +81,10 @@ typedef struct node {
     char ckpt_path[OPT_PATH + 16];  /* DIR/stage.ckpt, or "" */
     uint64_t start_cursor;     /* data position to start from (checkpoint) */
     uint64_t lost;             /* microbatches given up (could not be re-issued) */
+    http_server_t *http;       /* --http status page, or NULL */
+    pthread_mutex_t hist_lock; /* guards hist */
+    status_history_t hist;     /* loss curve for the status page */
+    status_snapshot_t *snap;   /* the page's snapshot, filled under the locks */
 } node_t;
 
 /* Sends an outbox item from any thread (ownership passes). */
@@ -88,8 +98,13 @@ void *swarm_io_thread(void *arg);
 void swarm_io_bye(node_t *n);   /* after the I/O thread ended: BYE to everyone, flush */
 /* Compute loop (swarm_compute.c), on the calling thread until done. */
 void swarm_compute(node_t *n);
+/* Records the loss of an update in the status page's history (any thread). */
+void node_note_loss(node_t *n, int64_t update, double loss);
 /* Writes this stage's checkpoint (compute thread, or after it ended). */
 int swarm_save_checkpoint(node_t *n, uint64_t cursor, char *err, size_t errlen);
 /* Loads this stage's state from a peer (STATE_REQ/STATE) during start-up. */
 int swarm_fetch_state(node_t *n, uint64_t donor, char *err, size_t errlen);
+/* Asks every peer for a backup snapshot of this node's stage (its only peer
+ * died) and loads the newest that comes within wait_s.  0 loaded, -1 none. */
+int swarm_fetch_backup(node_t *n, double wait_s, char *err, size_t errlen);
 #endif

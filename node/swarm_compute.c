@@ -57,7 +57,15 @@ typedef struct {
     double busy_s;                /* compute seconds (rate) */
     uint64_t fwd_done;
     double rate_t0;
+    double eval_loss;             /* evaluation round being summed (last stage) */
+    int eval_correct, eval_n;
+    uint32_t eval_round;
+    double last_backup;           /* when the last backup snapshot was pushed */
 } compute_t;
+
+static void s_emit_eval(compute_t *c, uint32_t round);
+static void s_issue_eval(compute_t *c);
+static void s_backup(compute_t *c);
 
 static double s_now(void) { return metrics_now(); }
 
@@ -192,9 +200,23 @@ static void s_after_backward(compute_t *c)
     atomic_store(&n->version, c->st->version);
     double loss = c->loss_n ? c->loss_sum / c->loss_n : NAN;
     if (c->loss_n) atomic_store(&n->last_loss, loss);
+    if (!c->loss_n) {
+        /* not the last stage: the curve shows the last stage's loss as gossip brings it */
+        pthread_mutex_lock(&n->peers.lock);
+        for (int i = 0; i < n->peers.n; i++)
+            if (n->peers.p[i].info.stage == n->nstages - 1 && n->peers.p[i].last_loss > 0) loss = n->peers.p[i].last_loss;
+        pthread_mutex_unlock(&n->peers.lock);
+    }
+    node_note_loss(n, c->st->version, loss);
+    if (!c->loss_n) loss = NAN;
     c->loss_sum = 0;
     c->loss_n = 0;
     s_emit_update(c, loss);
+    if (n->stage == 0 && n->o.eval_every > 0 && c->st->version % n->o.eval_every == 0) s_issue_eval(c);
+    if (n->nstages > 1 && c->st->version % BACKUP_EVERY == 0 && s_now() - c->last_backup >= BACKUP_MIN_S) {
+        c->last_backup = s_now();
+        s_backup(c);
+    }
     if (n->ckpt_path[0] && c->st->version % n->o.save_every == 0) {
         char err[300];
         if (swarm_save_checkpoint(n, c->cursor, err, sizeof err) < 0)
@@ -217,29 +239,40 @@ static void s_after_backward(compute_t *c)
     }
 }
 
-/* Sends the output of record r's slot to the best peer of the next stage. */
-static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t avoid)
+/* Sends the output in a to the best peer of the next stage (not `avoid`
+ * when another exists).  Returns the peer's id, 0 when there is none. */
+static uint64_t s_send_out(compute_t *c, const acts_t *a, uint64_t mb, uint32_t flags, const uint8_t *targets,
+                           uint64_t avoid)
 {
     node_t *n = c->n;
     int link;
     uint64_t to = peers_route(&n->peers, n->stage + 1, avoid, &link);
     if (!to && avoid) to = peers_route(&n->peers, n->stage + 1, 0, &link);
-    if (!to) return -1;
-    acts_t *a = c->pool[r->slot];
-    item_t *it = s_tensor_item(c, WIRE_ACT, to, r->mb, a->out, n->out_n, c->act_codec, NULL);
-    if (!it) return -1;
+    if (!to) return 0;
+    item_t *it = s_tensor_item(c, WIRE_ACT, to, mb, a->out, n->out_n, c->act_codec, NULL);
+    if (!it) return 0;
     it->frame[1] = malloc(n->targets_n);
-    if (!it->frame[1]) { item_free(it); return -1; }
+    if (!it->frame[1]) { item_free(it); return 0; }
     memcpy(it->frame[1], targets, n->targets_n);
     it->len[1] = n->targets_n;
     it->nframes = 2;
     it->raw_bytes += n->targets_n;
+    it->hdr.flags = flags;
+    node_send(n, it);
+    return to;
+}
+
+/* Sends record r's output on and remembers where it went. */
+static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t avoid)
+{
+    node_t *n = c->n;
+    uint64_t to = s_send_out(c, c->pool[r->slot], r->mb, 0, targets, avoid);
+    if (!to) return -1;
     r->to = to;
     pthread_mutex_lock(&n->peers.lock);
     int i = peers_find_locked(&n->peers, to);
     if (i >= 0) n->peers.p[i].outstanding++;
     pthread_mutex_unlock(&n->peers.lock);
-    node_send(n, it);
     return 0;
 }
 
@@ -288,6 +321,20 @@ static void s_backward(compute_t *c, mbrec_t *r)
     }
 }
 
+/* The last stage finished a microbatch: count it (for the whole swarm's
+ * progress), maybe update, and end the run when enough are done. */
+static void s_completed_one(compute_t *c)
+{
+    node_t *n = c->n;
+    atomic_fetch_add(&n->completed, 1);
+    pthread_mutex_lock(&n->peers.lock);
+    int i = peers_find_locked(&n->peers, n->id);
+    if (i >= 0) n->peers.p[i].completed = atomic_load(&n->completed);
+    pthread_mutex_unlock(&n->peers.lock);
+    s_after_backward(c);
+    if (peers_completed(&n->peers) >= n->target) atomic_store(&n->done, 1);
+}
+
 /* The data stage starts a new microbatch (or re-issues `old`). */
 static int s_issue(compute_t *c, mbrec_t *old)
 {
@@ -329,9 +376,8 @@ static int s_issue(compute_t *c, mbrec_t *old)
         c->loss_sum += a->loss;
         c->loss_n++;
         s_backward(c, r);
-        atomic_fetch_add(&n->completed, 1);
         s_rec_free(c, r);
-        s_after_backward(c);
+        s_completed_one(c);
     } else {
         s_forward(c, r);
         if (s_send_act(c, r, tg, avoid) < 0) {
@@ -344,11 +390,89 @@ static int s_issue(compute_t *c, mbrec_t *old)
     return 0;
 }
 
+/* Evaluation microbatch ids: round, batches in the round, index. */
+#define EVAL_MB(round, nval, idx) (((uint64_t)(round) << 32) | ((uint64_t)(nval) << 16) | (uint64_t)(idx))
+
+/* The data stage sends the validation batches through the pipeline, forward
+ * only, with the weights of this moment. */
+static void s_issue_eval(compute_t *c)
+{
+    node_t *n = c->n;
+    int nval = data_val_batches(n->data, c->B);
+    int cap = n->o.cfg.kind == MODEL_GPT ? 16 : 256;
+    if (nval > cap) nval = cap;
+    int slot = s_slot_get(c);
+    if (slot < 0) return;
+    acts_t *a = c->pool[slot];
+    uint8_t *tg = malloc(n->targets_n);
+    uint32_t round = (uint32_t)c->st->version;
+    for (int i = 0; tg && i < nval; i++) {
+        data_val_batch(n->data, &c->batch, i);
+        if (n->o.cfg.kind == MODEL_GPT) memcpy(a->tokens, c->batch.tokens, sizeof(int) * c->B * c->T);
+        else memcpy(a->x, c->batch.x, sizeof(float) * c->B * n->o.cfg.D);
+        for (size_t k = 0; k < n->targets_n; k++) tg[k] = (uint8_t)c->batch.targets[k];
+        stage_forward(&c->st->s, c->st->params, a);
+        if (n->nstages == 1) {
+            c->eval_loss += a->loss;
+            c->eval_correct += a->correct;
+            c->eval_n++;
+        } else {
+            s_send_out(c, a, EVAL_MB(round, nval, i), ACT_FLAG_EVAL, tg, 0);
+        }
+    }
+    if (n->nstages == 1) s_emit_eval(c, round);
+    free(tg);
+    c->slot_used[slot] = 0;
+}
+
+static void s_emit_eval(compute_t *c, uint32_t round)
+{
+    node_t *n = c->n;
+    if (c->eval_n == 0) return;
+    char b1[32], b2[32];
+    double vl = c->eval_loss / c->eval_n;
+    if (n->o.cfg.kind == MODEL_MLP)
+        metrics_event(n->metrics, "eval", "\"version\":%u,\"val_loss\":%s,\"val_acc\":%s,\"batches\":%d", round,
+                      metrics_num(b1, sizeof b1, vl), metrics_num(b2, sizeof b2, (double)c->eval_correct / ((double)c->eval_n * c->B)), c->eval_n);
+    else
+        metrics_event(n->metrics, "eval", "\"version\":%u,\"val_loss\":%s,\"batches\":%d", round, metrics_num(b1, sizeof b1, vl), c->eval_n);
+    c->eval_loss = 0;
+    c->eval_correct = 0;
+    c->eval_n = 0;
+}
+
+/* An evaluation microbatch: forward only; the last stage accumulates. */
+static int s_on_eval_act(compute_t *c, item_t *it)
+{
+    node_t *n = c->n;
+    int slot = s_slot_get(c);
+    if (slot < 0) return -1;
+    acts_t *a = c->pool[slot];
+    memcpy(a->in, it->tensor, sizeof(float) * n->in_n);
+    uint32_t round = (uint32_t)(it->hdr.mb >> 32);
+    int nval = (int)((it->hdr.mb >> 16) & 0xffff);
+    if (n->stage == n->nstages - 1) {
+        if (c->eval_n > 0 && round != c->eval_round) s_emit_eval(c, c->eval_round);  /* a round with losses */
+        c->eval_round = round;
+        for (size_t i = 0; i < n->targets_n; i++) a->targets[i] = it->frame[0][i];
+        stage_forward(&c->st->s, c->st->params, a);
+        c->eval_loss += a->loss;
+        c->eval_correct += a->correct;
+        if (++c->eval_n >= nval) s_emit_eval(c, round);
+    } else {
+        stage_forward(&c->st->s, c->st->params, a);
+        s_send_out(c, a, it->hdr.mb, ACT_FLAG_EVAL, it->frame[0], 0);
+    }
+    c->slot_used[slot] = 0;
+    return 0;
+}
+
 /* An activation from the previous stage: forward (and, on the last stage,
  * loss and backward at once). */
 static int s_on_act(compute_t *c, item_t *it)
 {
     node_t *n = c->n;
+    if (it->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, it);
     int slot = s_slot_get(c);
     if (slot < 0) return -1;
     mbrec_t *r = s_rec_new(c);
@@ -365,13 +489,7 @@ static int s_on_act(compute_t *c, item_t *it)
         c->loss_n++;
         s_backward(c, r);
         s_rec_free(c, r);
-        atomic_fetch_add(&n->completed, 1);
-        pthread_mutex_lock(&n->peers.lock);
-        int i = peers_find_locked(&n->peers, n->id);
-        if (i >= 0) n->peers.p[i].completed = atomic_load(&n->completed);
-        pthread_mutex_unlock(&n->peers.lock);
-        s_after_backward(c);
-        if (peers_completed(&n->peers) >= n->target) atomic_store(&n->done, 1);
+        s_completed_one(c);
     } else {
         s_forward(c, r);
         if (s_send_act(c, r, it->frame[0], 0) < 0) s_rec_free(c, r);  /* no next peer: the data stage re-issues it */
@@ -408,15 +526,15 @@ static void s_on_avg(compute_t *c, item_t *it)
     for (size_t i = 0; i < it->n; i++) p[i] = 0.5f * (p[i] + it->tensor[i]);
 }
 
-static void s_on_state_req(compute_t *c, item_t *it)
+/* Sends this stage's state (params, m, v) to peer in STATE chunks. */
+static void s_send_state(compute_t *c, uint64_t peer, uint32_t flags)
 {
     node_t *n = c->n;
     size_t np = c->st->s.nparams, total = 3 * np * sizeof(float);
-    const uint8_t *buf = (const uint8_t *)c->st->params;  /* params, grads, m, v are one allocation */
     uint8_t *snap = malloc(total);
     if (!snap) return;
-    memcpy(snap, buf, np * sizeof(float));
-    memcpy(snap + np * sizeof(float), c->st->m, 2 * np * sizeof(float));
+    memcpy(snap, c->st->params, np * sizeof(float));
+    memcpy(snap + np * sizeof(float), c->st->m, 2 * np * sizeof(float));  /* m and v follow grads in one allocation */
     uint32_t sum = frame_checksum(snap, total, 0);
     uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
     for (uint32_t k = 0; k < nchunks; k++) {
@@ -440,22 +558,54 @@ static void s_on_state_req(compute_t *c, item_t *it)
         o->hdr.run = n->run;
         o->hdr.stage = (uint16_t)n->stage;
         o->hdr.mb = k;
+        o->hdr.flags = flags;
         o->hdr.wversion = (uint32_t)c->st->version;
-        o->peer = it->peer;
+        o->peer = peer;
         node_send(n, o);
     }
     free(snap);
     char s[9];
-    node_id_short(it->peer, s);
-    metrics_event(n->metrics, "state", "\"to\":\"%s\",\"version\":%lld,\"bytes\":%zu", s, (long long)c->st->version, total);
+    node_id_short(peer, s);
+    metrics_event(n->metrics, flags & STATE_FLAG_BACKUP ? "backup" : "state", "\"to\":\"%s\",\"version\":%lld,\"bytes\":%zu",
+                  s, (long long)c->st->version, total);
+}
+
+static void s_on_state_req(compute_t *c, item_t *it)
+{
+    s_send_state(c, it->peer, STATE_FLAG_REPLY);
+}
+
+/* A stage served by this node alone pushes a snapshot of its state to a
+ * node of another stage every BACKUP_EVERY updates, so that a replacement
+ * can resume it if this node dies. */
+static void s_backup(compute_t *c)
+{
+    node_t *n = c->n;
+    uint64_t holder = 0;
+    int alone = 1;
+    pthread_mutex_lock(&n->peers.lock);
+    for (int i = 0; i < n->peers.n; i++) {
+        peer_t *p = &n->peers.p[i];
+        if (p->info.id == n->id || p->health == PEER_GONE) continue;
+        if (p->info.stage == n->stage) alone = 0;
+        /* the holder: the next stage's peer with the lowest id, or any other stage's */
+        int next = p->info.stage == (n->stage + 1) % n->nstages;
+        if (p->info.stage != n->stage && (!holder || next)) holder = p->info.id;
+    }
+    pthread_mutex_unlock(&n->peers.lock);
+    if (alone && holder) s_send_state(c, holder, STATE_FLAG_BACKUP);
 }
 
 /* Re-issues (data stage) or forgets (other stages) microbatches whose
  * gradient is overdue or whose next-stage peer is gone. */
+static int s_all_stages_served(node_t *n);
+
 static void s_timeouts(compute_t *c)
 {
     node_t *n = c->n;
     double now = s_now();
+    /* while a stage has no peer the swarm waits: nothing can complete, nothing is re-issued */
+    if (n->stage == 0 && !s_all_stages_served(n)) return;
     double deadline = c->turn_mean > 0 ? 4 * c->turn_mean + 8 * c->turn_dev : 30.0;
     if (deadline < 5.0) deadline = 5.0;
     for (int i = 0; i < REC_MAX; i++) {
@@ -519,6 +669,7 @@ void swarm_compute(node_t *n)
     c->act_codec = codec_from_name(n->o.codec);
     c->grad_codec = codec_from_name(n->o.grad_codec);
     c->rate_t0 = s_now();
+    c->last_backup = s_now();
     c->cursor = n->start_cursor;
     stash_init(&c->stash, c->st->s.nparams, n->o.stash == STASH_2BW);
     if (n->stage == 0 && data_batch_alloc(n->data, &c->batch, c->B) < 0) c->gs = NULL;

@@ -14,6 +14,11 @@
 #define PING_EVERY_S 0.5
 #define GONE_MIN_S 3.0
 #define DROP_LOG_FIRST 50
+#define BAN_STRIKES 20          /* refused messages that get a peer banned */
+#define BAN_S 60.0              /* for this long */
+#define STATE_REQ_EVERY_S 5.0   /* at most one state download per peer this often */
+#define NORM_FACTOR 50.0        /* a tensor this many times its stream's usual RMS is refused */
+#define NORM_WARMUP 8           /* tensors seen before the norm check applies */
 
 item_t *item_new(void)
 {
@@ -58,11 +63,57 @@ void node_send_simple(node_t *n, uint64_t peer, int type, uint64_t mb, uint32_t 
 static void s_drop(node_t *n, const char *why, uint64_t from)
 {
     uint64_t k = atomic_fetch_add(&n->drops, 1) + 1;
-    if (k <= DROP_LOG_FIRST || k % 100 == 0) {
-        char id[9];
-        node_id_short(from, id);
+    char id[9];
+    node_id_short(from, id);
+    if (k <= DROP_LOG_FIRST || k % 100 == 0)
         metrics_event(n->metrics, "drop", "\"why\":\"%s\",\"from\":\"%s\",\"drops\":%llu", why, id, (unsigned long long)k);
+    /* a repeat offender is ignored for a while */
+    pthread_mutex_lock(&n->peers.lock);
+    int i = peers_find_locked(&n->peers, from);
+    if (i >= 0 && from != n->id) {
+        peer_t *p = &n->peers.p[i];
+        if (++p->strikes >= BAN_STRIKES) {
+            p->strikes = 0;
+            p->banned_until = metrics_now() + BAN_S;
+            p->health = PEER_GONE;
+            metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"banned\",\"why\":\"%d refused messages, last: %s\",\"for_s\":%.0f",
+                          id, BAN_STRIKES, why, BAN_S);
+        }
     }
+    pthread_mutex_unlock(&n->peers.lock);
+}
+
+/* 1 when messages of peer id are ignored now (banned). */
+static int s_banned(node_t *n, uint64_t id)
+{
+    pthread_mutex_lock(&n->peers.lock);
+    int i = peers_find_locked(&n->peers, id);
+    int b = i >= 0 && n->peers.p[i].banned_until > metrics_now();
+    pthread_mutex_unlock(&n->peers.lock);
+    return b;
+}
+
+/* Checks a tensor's scale against the usual scale of its sender's stream:
+ * 0 when plausible (and learns from it), -1 when far outside. */
+static int s_norm_ok(node_t *n, uint64_t from, const float *t, size_t len)
+{
+    double ss = 0;
+    for (size_t i = 0; i < len; i++) ss += (double)t[i] * t[i];
+    double rms = sqrt(ss / (double)(len ? len : 1));
+    int ok = 1;
+    pthread_mutex_lock(&n->peers.lock);
+    int i = peers_find_locked(&n->peers, from);
+    if (i >= 0) {
+        peer_t *p = &n->peers.p[i];
+        if (p->norm_n >= NORM_WARMUP && rms > NORM_FACTOR * p->norm_mean + 1e-6) ok = 0;
+        else {
+            p->norm_n++;
+            double w = p->norm_n < 20 ? 1.0 / p->norm_n : 0.05;
+            p->norm_mean += w * (rms - p->norm_mean);
+        }
+    }
+    pthread_mutex_unlock(&n->peers.lock);
+    return ok ? 0 : -1;
 }
 
 static void s_on_transport_drop(void *arg, const char *why, const uint8_t *pubkey)
@@ -347,6 +398,11 @@ static void s_on_tensor(node_t *n, transport_msg_t *m)
     }
     for (size_t i = 0; i < expect; i++)
         if (!isfinite(t[i])) { item_free(it); free(t); free(tg); s_drop(n, "non-finite tensor", m->sender); return; }
+    if (type != WIRE_AVG && s_norm_ok(n, m->sender, t, expect) < 0) {
+        item_free(it); free(t); free(tg);
+        s_drop(n, "tensor norm far outside its stream's range", m->sender);
+        return;
+    }
     if (ntarg) {
         memcpy(tg, m->frame[1], ntarg);
         for (size_t i = 0; i < ntarg; i++)
@@ -376,10 +432,23 @@ typedef struct {
 
 static state_rx_t s_rx;
 
-static void s_on_state(node_t *n, transport_msg_t *m)
+/* Backups this node holds for stages served by a single node (pushed
+ * every BACKUP_EVERY updates), and the one being received. */
+#define BACKUP_STAGES 64
+typedef struct {
+    uint8_t *buf;          /* complete snapshot, or NULL */
+    size_t total;
+    uint32_t checksum;
+    int64_t version;
+    state_rx_t rx;         /* a snapshot arriving */
+} backup_t;
+
+static backup_t s_backups[BACKUP_STAGES];
+
+/* Checks a STATE chunk's preamble against an assembly; returns the chunk
+ * index, or -1 (dropped). */
+static int s_state_chunk(node_t *n, state_rx_t *x, transport_msg_t *m)
 {
-    state_rx_t *x = &s_rx;
-    if (!x->buf || m->sender != x->donor || m->nframes < 2) { s_drop(n, "unexpected STATE", m->sender); return; }
     rbuf_t r;
     rbuf_init(&r, m->frame[0], m->len[0]);
     uint64_t total = rbuf_get_u64(&r);
@@ -387,11 +456,17 @@ static void s_on_state(node_t *n, transport_msg_t *m)
     int64_t version = (int64_t)rbuf_get_u64(&r);
     uint32_t nchunks = rbuf_get_u32(&r);
     uint64_t idx = m->hdr.mb;
-    if (rbuf_error(&r) || total != x->total || nchunks != x->nchunks || idx >= nchunks) { s_drop(n, "malformed STATE", m->sender); return; }
+    if (rbuf_error(&r) || total != x->total || nchunks != x->nchunks || idx >= nchunks) { s_drop(n, "malformed STATE", m->sender); return -1; }
     size_t off = (size_t)idx * STATE_CHUNK, want = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
-    if (m->len[1] != want) { s_drop(n, "STATE chunk of the wrong size", m->sender); return; }
+    if (m->len[1] != want) { s_drop(n, "STATE chunk of the wrong size", m->sender); return -1; }
     if (x->got == 0) { x->checksum = sum; x->version = version; }
-    else if (sum != x->checksum || version != x->version) { s_drop(n, "STATE chunks of different snapshots", m->sender); return; }
+    else if (sum != x->checksum || version != x->version) {
+        /* a newer snapshot started: begin again with it */
+        memset(x->have, 0, x->nchunks);
+        x->got = 0;
+        x->checksum = sum;
+        x->version = version;
+    }
     if (!x->have[idx]) {
         memcpy(x->buf + off, m->frame[1], want);
         x->have[idx] = 1;
@@ -402,10 +477,99 @@ static void s_on_state(node_t *n, transport_msg_t *m)
             s_drop(n, "STATE checksum mismatch", m->sender);
             memset(x->have, 0, x->nchunks);
             x->got = 0;
-            return;
+            return -1;
         }
         x->complete = 1;
     }
+    return (int)idx;
+}
+
+/* Floats of stage s's parameters (for checking backup sizes). */
+static size_t s_stage_params(node_t *n, int s)
+{
+    stage_t st;
+    char err[200];
+    return stage_init(&st, &n->o.cfg, s, n->nstages, err, sizeof err) < 0 ? 0 : st.nparams;
+}
+
+static void s_on_backup_push(node_t *n, transport_msg_t *m)
+{
+    int st = -1;
+    int s = m->hdr.stage;
+    if (!s_known(n, m->sender, &st) || st != s || s >= BACKUP_STAGES || s >= n->nstages || m->nframes < 2) {
+        s_drop(n, "unexpected backup", m->sender);
+        return;
+    }
+    backup_t *b = &s_backups[s];
+    state_rx_t *x = &b->rx;
+    size_t total = 3 * s_stage_params(n, s) * sizeof(float);
+    if (!x->buf || x->total != total) {
+        free(x->buf);
+        free(x->have);
+        memset(x, 0, sizeof *x);
+        x->total = total;
+        x->nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+        x->buf = malloc(total);
+        x->have = calloc(x->nchunks, 1);
+        if (!x->buf || !x->have) { free(x->buf); free(x->have); memset(x, 0, sizeof *x); return; }
+    }
+    if (s_state_chunk(n, x, m) < 0 || !x->complete) return;
+    /* keep the complete snapshot; the assembly buffer becomes the held copy */
+    free(b->buf);
+    b->buf = x->buf;
+    b->total = x->total;
+    b->checksum = x->checksum;
+    b->version = x->version;
+    free(x->have);
+    memset(x, 0, sizeof *x);
+    char id[9];
+    node_id_short(m->sender, id);
+    metrics_event(n->metrics, "backup", "\"held_stage\":%d,\"version\":%lld,\"from\":\"%s\",\"bytes\":%zu",
+                  s, (long long)b->version, id, b->total);
+}
+
+/* Serves a held backup to a replacement node of that stage. */
+static void s_serve_backup(node_t *n, transport_msg_t *m)
+{
+    int s = m->hdr.stage;
+    if (s >= BACKUP_STAGES || s >= n->nstages || !s_backups[s].buf) return;  /* nothing held: silence */
+    backup_t *b = &s_backups[s];
+    uint32_t nchunks = (uint32_t)((b->total + STATE_CHUNK - 1) / STATE_CHUNK);
+    for (uint32_t k = 0; k < nchunks; k++) {
+        size_t off = (size_t)k * STATE_CHUNK, len = b->total - off < STATE_CHUNK ? b->total - off : STATE_CHUNK;
+        uint8_t pre[32];
+        wbuf_t w;
+        wbuf_init_fixed(&w, pre, sizeof pre);
+        wbuf_put_u64(&w, b->total);
+        wbuf_put_u32(&w, b->checksum);
+        wbuf_put_u64(&w, (uint64_t)b->version);
+        wbuf_put_u32(&w, nchunks);
+        wire_hdr_t h;
+        s_hdr(n, &h, WIRE_STATE);
+        h.stage = (uint16_t)s;
+        h.mb = k;
+        h.flags = STATE_FLAG_BACKUP | STATE_FLAG_REPLY;
+        h.wversion = (uint32_t)b->version;
+        const void *f[2] = { pre, b->buf + off };
+        size_t l[2] = { w.len, len };
+        /* the replacement may not be in our table yet: answer on the connection it used */
+        if (transport_reply(n->tr, m, &h, f, l, 2) == 0) s_account(n, l, 2, 0);
+    }
+    char id[9];
+    node_id_short(m->sender, id);
+    metrics_event(n->metrics, "backup", "\"served_stage\":%d,\"version\":%lld,\"to\":\"%s\"", s, (long long)b->version, id);
+}
+
+static void s_on_state(node_t *n, transport_msg_t *m)
+{
+    if (m->nframes < 2) { s_drop(n, "STATE without body", m->sender); return; }
+    if ((m->hdr.flags & STATE_FLAG_BACKUP) && !(m->hdr.flags & STATE_FLAG_REPLY)) { s_on_backup_push(n, m); return; }
+    state_rx_t *x = &s_rx;
+    if (!x->buf) return;  /* a late chunk of a download already done */
+    if (m->hdr.stage != n->stage) { s_drop(n, "STATE of another stage", m->sender); return; }
+    if (x->donor == 0) x->donor = m->sender;   /* a backup fetch takes the first holder that answers */
+    if (m->sender != x->donor) return;          /* another holder's copy: not needed */
+    s_state_chunk(n, x, m);
 }
 
 /* ---- dispatch ---- */
@@ -446,6 +610,7 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
         return;
     }
     if (m->hdr.run != n->run) { s_drop(n, "message of another run", m->sender); return; }
+    if (s_banned(n, m->sender)) { atomic_fetch_add(&n->drops, 1); return; }
     s_heard(n, m->sender);
     switch (type) {
     case WIRE_PEERS: s_on_peers(n, m); break;
@@ -463,7 +628,16 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
         break;
     case WIRE_STATE_REQ: {
         int st;
+        if (m->hdr.flags & STATE_FLAG_BACKUP) { s_serve_backup(n, m); break; }
         if (!n->st || !s_known(n, m->sender, &st) || m->hdr.stage != n->stage) { s_drop(n, "STATE_REQ this node cannot serve", m->sender); break; }
+        pthread_mutex_lock(&n->peers.lock);
+        int pi = peers_find_locked(&n->peers, m->sender), limited = 0;
+        if (pi >= 0) {
+            limited = metrics_now() - n->peers.p[pi].last_state_req < STATE_REQ_EVERY_S;
+            if (!limited) n->peers.p[pi].last_state_req = metrics_now();
+        }
+        pthread_mutex_unlock(&n->peers.lock);
+        if (limited) { s_drop(n, "STATE_REQ rate limit", m->sender); break; }
         item_t *it = item_new();
         if (!it) break;
         it->hdr = m->hdr;
@@ -713,6 +887,44 @@ int swarm_io_start(node_t *n, char *err, size_t errlen)
     if (!n->dcodec) { snprintf(err, errlen, "out of memory"); return -1; }
     if (n->o.join[0]) return s_join(n, err, errlen);
     return 0;
+}
+
+int swarm_fetch_backup(node_t *n, double wait_s, char *err, size_t errlen)
+{
+    state_rx_t *x = &s_rx;
+    size_t np = n->st->s.nparams;
+    memset(x, 0, sizeof *x);
+    x->total = 3 * np * sizeof(float);
+    x->nchunks = (uint32_t)((x->total + STATE_CHUNK - 1) / STATE_CHUNK);
+    x->buf = malloc(x->total);
+    x->have = calloc(x->nchunks, 1);
+    if (!x->buf || !x->have) { free(x->buf); free(x->have); x->buf = NULL; snprintf(err, errlen, "out of memory"); return -1; }
+    wire_hdr_t h;
+    s_hdr(n, &h, WIRE_STATE_REQ);
+    h.flags = STATE_FLAG_BACKUP;
+    uint64_t ids[PEERS_CAP];
+    int k = 0;
+    pthread_mutex_lock(&n->peers.lock);
+    for (int i = 0; i < n->peers.n; i++)
+        if (n->peers.p[i].info.id != n->id && n->peers.p[i].health != PEER_GONE) ids[k++] = n->peers.p[i].info.id;
+    pthread_mutex_unlock(&n->peers.lock);
+    for (int i = 0; i < k; i++) s_send(n, ids[i], &h, NULL, NULL, 0, 0);
+    double deadline = metrics_now() + wait_s;
+    while (!x->complete && metrics_now() < deadline && !atomic_load(&n->done)) s_poll_once(n, 50);
+    int ok = x->complete;
+    if (ok) {
+        memcpy(n->st->params, x->buf, sizeof(float) * np);
+        memcpy(n->st->m, x->buf + sizeof(float) * np, sizeof(float) * np);
+        memcpy(n->st->v, x->buf + 2 * sizeof(float) * np, sizeof(float) * np);
+        n->st->version = x->version;
+        atomic_store(&n->version, x->version);
+    } else {
+        snprintf(err, errlen, "no peer holds a backup of stage %d", n->stage);
+    }
+    free(x->buf);
+    free(x->have);
+    memset(x, 0, sizeof *x);
+    return ok ? 0 : -1;
 }
 
 int swarm_fetch_state(node_t *n, uint64_t donor, char *err, size_t errlen)

@@ -110,6 +110,8 @@ run_pass() {
     shift
     echo
     echo "== pass '$pass'${1:+: $*}"
+    cut -d' ' -f1-3 /proc/loadavg > "$WORK/load.$pass"
+    echo "load average: $(cat "$WORK/load.$pass")"
     "$@" "$BUILD/bench/bench_train" --models gpt-tiny,gpt-small --threads 1,2 --steps 6 --warmup 2 \
         --brigade "$BUILD/brigade" > "$WORK/train.$pass.out" 2>&1 || echo "bench_train failed" >&2
     echo "kernel that ran: $(kv "$WORK/train.$pass.out" env core)"
@@ -177,7 +179,11 @@ tattn=$(kv "$WORK/torch.set.out" torch attention model=gpt-small threads=1)
     echo "PyTorch: ${tver:-not available} on the CPU through $PY (attention: ${tattn:-n/a})."
     echo "A step is forward + backward + per-unit clipping + AdamW of the whole model in one"
     echo "stage, batch 8 of the preset's context; tokens/s from the fastest of 6 timed steps after"
-    echo "2 warm-up steps, for both brigade and PyTorch."
+    echo "2 warm-up steps, for both brigade and PyTorch.  At 1 thread all the work runs in the"
+    echo "calling thread and is timed by that thread's CPU clock (CLOCK_THREAD_CPUTIME_ID,"
+    echo "time.thread_time), which other processes on a shared machine do not inflate; with 2"
+    echo "threads only the wall clock can time it, so 2-thread figures suffer from any other load"
+    echo "(load average at the start of each pass: set $(cat "$WORK/load.set"), unset $(cat "$WORK/load.unset"))."
     echo
     echo "| figure | as set (kernel $(core set)) | both unset (kernel $(core unset)) | target |"
     echo "|---|---:|---:|---|"

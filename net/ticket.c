@@ -1,0 +1,512 @@
+/* ticket.c: owner keys, admission tickets, signed announcements. */
+#include "net/ticket.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define S_TICKET_SIGNED 80     /* ticket bytes covered by the signature */
+#define S_ANNOUNCE_SIGNED 184  /* announcement bytes covered by the signature */
+#define S_PATH_MAX 4096
+
+static void s_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int s_sodium(char *err, size_t errlen)
+{
+    if (sodium_init() < 0) {
+        s_err(err, errlen, "libsodium could not be initialised");
+        return -1;
+    }
+    return 0;
+}
+
+static void s_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void s_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void s_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t s_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t s_rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t s_rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* ---- files ---- */
+
+static int s_path(char *out, const char *dir, const char *name, char *err, size_t errlen)
+{
+    if (snprintf(out, S_PATH_MAX, "%s/%s", dir, name) >= S_PATH_MAX) {
+        s_err(err, errlen, "%s: path too long", dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes text to a new file (O_EXCL when excl) with mode. */
+static int s_write_file(const char *path, const char *text, mode_t mode, int excl,
+                        char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC) | O_CLOEXEC, mode);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            s_err(err, errlen, "%s already exists; refusing to overwrite an owner key", path);
+        else
+            s_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t n = strlen(text), off = 0;
+    while (off < n) {
+        ssize_t k = write(fd, text + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            s_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        off += (size_t)k;
+    }
+    if (close(fd) != 0) {
+        s_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the first 64 non-space characters of path as 32 hex-encoded bytes.
+ * secret: refuse group/world access.  Returns 0, 1 when missing, -1. */
+static int s_read_hex32(const char *path, uint8_t out[32], int secret, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            s_err(err, errlen, "%s: no such file (make one with: brigade keygen --out DIR)", path);
+            return 1;
+        }
+        s_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        s_err(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    if (secret && (st.st_mode & 077)) {
+        s_err(err, errlen, "%s: permissions %04o are too open for a secret key; run: chmod 600 %s",
+              path, (unsigned)(st.st_mode & 0777), path);
+        close(fd);
+        return -1;
+    }
+    char buf[160];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n < 0) {
+        s_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    buf[n] = '\0';
+    while (n > 0 && isspace((unsigned char)buf[n - 1])) buf[--n] = '\0';
+    size_t bin_len = 0;
+    int ok = n == 64 && sodium_hex2bin(out, 32, buf, 64, NULL, &bin_len, NULL) == 0 && bin_len == 32;
+    sodium_memzero(buf, sizeof buf);
+    if (!ok) {
+        sodium_memzero(out, 32);
+        s_err(err, errlen, "%s: does not hold a 64-digit hex key", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- owner key ---- */
+
+int owner_keys_generate(owner_keys_t *k, char *err, size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    if (s_sodium(err, errlen)) return -1;
+    if (crypto_sign_keypair(k->pub, k->sec) != 0) {
+        s_err(err, errlen, "cannot make a signing keypair");
+        return -1;
+    }
+    return 0;
+}
+
+void owner_keys_wipe(owner_keys_t *k) { sodium_memzero(k, sizeof *k); }
+
+void owner_pub_to_hex(char out[OWNER_PUB_HEX_LEN + 1], const uint8_t pub[32])
+{
+    sodium_bin2hex(out, OWNER_PUB_HEX_LEN + 1, pub, 32);
+}
+
+int owner_keys_save(const owner_keys_t *k, const char *dir, char *err, size_t errlen)
+{
+    if (s_sodium(err, errlen)) return -1;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        s_err(err, errlen, "cannot create directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char path[S_PATH_MAX], line[2 * 32 + 2];
+    if (s_path(path, dir, "owner.sign", err, errlen)) return -1;
+    sodium_bin2hex(line, sizeof line, k->sec, 32);          /* the seed half */
+    strcat(line, "\n");
+    int rc = s_write_file(path, line, 0600, 1, err, errlen);
+    sodium_memzero(line, sizeof line);
+    if (rc) return -1;
+    if (s_path(path, dir, "owner.pub", err, errlen)) return -1;
+    owner_pub_to_hex(line, k->pub);
+    strcat(line, "\n");
+    return s_write_file(path, line, 0644, 0, err, errlen);
+}
+
+int owner_keys_load(owner_keys_t *k, const char *dir, char *err, size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    if (s_sodium(err, errlen)) return -1;
+    char path[S_PATH_MAX];
+    uint8_t seed[32];
+    if (s_path(path, dir, "owner.sign", err, errlen)) return -1;
+    if (s_read_hex32(path, seed, 1, err, errlen) != 0) return -1;
+    int rc = crypto_sign_seed_keypair(k->pub, k->sec, seed);
+    sodium_memzero(seed, sizeof seed);
+    if (rc != 0) {
+        s_err(err, errlen, "%s: not a usable signing key", path);
+        owner_keys_wipe(k);
+        return -1;
+    }
+    if (s_path(path, dir, "owner.pub", err, errlen)) { owner_keys_wipe(k); return -1; }
+    uint8_t pub[32];
+    rc = s_read_hex32(path, pub, 0, err, errlen);
+    if (rc == 1) return 0;   /* optional: derived above */
+    if (rc < 0) { owner_keys_wipe(k); return -1; }
+    if (sodium_memcmp(pub, k->pub, 32) != 0) {
+        s_err(err, errlen, "%s does not match the public key of %s/owner.sign", path, dir);
+        owner_keys_wipe(k);
+        return -1;
+    }
+    return 0;
+}
+
+int owner_keys_ensure(const char *dir, char *err, size_t errlen)
+{
+    char path[S_PATH_MAX];
+    owner_keys_t k;
+    if (s_path(path, dir, "owner.sign", err, errlen)) return -1;
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        int rc = owner_keys_load(&k, dir, err, errlen);
+        owner_keys_wipe(&k);
+        return rc < 0 ? -1 : 0;
+    }
+    if (errno != ENOENT) {
+        s_err(err, errlen, "cannot look at %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (owner_keys_generate(&k, err, errlen) < 0) return -1;
+    int rc = owner_keys_save(&k, dir, err, errlen);
+    owner_keys_wipe(&k);
+    return rc < 0 ? -1 : 1;
+}
+
+int owner_pub_parse(uint8_t pub[32], const char *text, char *err, size_t errlen)
+{
+    if (s_sodium(err, errlen)) return -1;
+    size_t n = strlen(text), bin_len = 0;
+    if (n == OWNER_PUB_HEX_LEN
+        && sodium_hex2bin(pub, 32, text, n, NULL, &bin_len, NULL) == 0 && bin_len == 32)
+        return 0;
+    struct stat st;
+    char path[S_PATH_MAX];
+    if (stat(text, &st) != 0) {
+        s_err(err, errlen, "%s: neither 64 hex digits nor an owner.pub file or key directory", text);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (s_path(path, text, "owner.pub", err, errlen)) return -1;
+    } else {
+        snprintf(path, sizeof path, "%s", text);
+    }
+    return s_read_hex32(path, pub, 0, err, errlen) == 0 ? 0 : -1;
+}
+
+/* ---- tickets ---- */
+
+void ticket_encode(uint8_t out[TICKET_LEN], const ticket_t *t)
+{
+    memset(out, 0, TICKET_LEN);
+    s_le32(out, TICKET_MAGIC);
+    out[4] = t->version;
+    memcpy(out + 8, t->owner, 32);
+    memcpy(out + 40, t->peer, 32);
+    s_le64(out + 72, t->expires);
+    memcpy(out + 80, t->sig, 64);
+}
+
+int ticket_decode(ticket_t *t, const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (len != TICKET_LEN) {
+        s_err(err, errlen, "not a ticket: %zu bytes, expected %d", len, TICKET_LEN);
+        return -1;
+    }
+    if (s_rd32(buf) != TICKET_MAGIC) { s_err(err, errlen, "not a ticket: bad magic"); return -1; }
+    if (buf[4] != TICKET_VERSION) {
+        s_err(err, errlen, "ticket version %u not supported (expected %d)", (unsigned)buf[4], TICKET_VERSION);
+        return -1;
+    }
+    if (buf[5] | buf[6] | buf[7]) { s_err(err, errlen, "not a ticket: reserved bytes set"); return -1; }
+    t->version = buf[4];
+    memcpy(t->owner, buf + 8, 32);
+    memcpy(t->peer, buf + 40, 32);
+    t->expires = s_rd64(buf + 72);
+    memcpy(t->sig, buf + 80, 64);
+    return 0;
+}
+
+int ticket_issue(ticket_t *t, const owner_keys_t *owner, const uint8_t peer_pub[32],
+                 uint64_t expires, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (s_sodium(err, errlen)) return -1;
+    t->version = TICKET_VERSION;
+    memcpy(t->owner, owner->pub, 32);
+    memcpy(t->peer, peer_pub, 32);
+    t->expires = expires;
+    uint8_t buf[TICKET_LEN];
+    ticket_encode(buf, t);
+    if (crypto_sign_detached(t->sig, NULL, buf, S_TICKET_SIGNED, owner->sec) != 0) {
+        s_err(err, errlen, "cannot sign the ticket");
+        return -1;
+    }
+    return 0;
+}
+
+void ticket_encode_text(char out[TICKET_TEXT_LEN + 1], const ticket_t *t)
+{
+    uint8_t buf[TICKET_LEN];
+    ticket_encode(buf, t);
+    sodium_bin2base64(out, TICKET_TEXT_LEN + 1, buf, TICKET_LEN,
+                      sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+}
+
+int ticket_decode_text(ticket_t *t, const char *text, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (s_sodium(err, errlen)) return -1;
+    while (isspace((unsigned char)*text)) text++;
+    size_t n = strlen(text);
+    while (n > 0 && isspace((unsigned char)text[n - 1])) n--;
+    if (n != TICKET_TEXT_LEN) {
+        s_err(err, errlen, "not a ticket: %zu characters, expected %d", n, TICKET_TEXT_LEN);
+        return -1;
+    }
+    /* check the alphabet first: libsodium 1.0.18 maps some bytes >= 0x80 to
+     * base64 digits instead of refusing them */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) && c != '-' && c != '_') {
+            s_err(err, errlen, "not a ticket: not URL-safe base64");
+            return -1;
+        }
+    }
+    uint8_t buf[TICKET_LEN];
+    size_t bin_len = 0;
+    const char *end = NULL;
+    if (sodium_base642bin(buf, sizeof buf, text, n, NULL, &bin_len, &end,
+                          sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0
+        || bin_len != TICKET_LEN || end != text + n) {
+        s_err(err, errlen, "not a ticket: not URL-safe base64");
+        return -1;
+    }
+    return ticket_decode(t, buf, bin_len, err, errlen);
+}
+
+int ticket_verify(const ticket_t *t, const uint8_t owner_pub[32], const uint8_t peer_pub[32],
+                  uint64_t now, char *err, size_t errlen)
+{
+    if (s_sodium(err, errlen)) return -1;
+    if (t->version != TICKET_VERSION) { s_err(err, errlen, "ticket version not supported"); return -1; }
+    if (sodium_memcmp(t->owner, owner_pub, 32) != 0) {
+        s_err(err, errlen, "ticket from another owner");
+        return -1;
+    }
+    uint8_t buf[TICKET_LEN];
+    ticket_encode(buf, t);
+    if (crypto_sign_verify_detached(t->sig, buf, S_TICKET_SIGNED, owner_pub) != 0) {
+        s_err(err, errlen, "bad ticket signature");
+        return -1;
+    }
+    if (sodium_memcmp(t->peer, peer_pub, 32) != 0) {
+        s_err(err, errlen, "ticket for another peer key");
+        return -1;
+    }
+    if (t->expires != 0 && now >= t->expires) {
+        s_err(err, errlen, "ticket expired");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- announcements ---- */
+
+/* The X25519 scalar of a Curve25519 secret key (as crypto_scalarmult clamps it). */
+static void s_clamp(uint8_t k[32], const uint8_t sec[32])
+{
+    memcpy(k, sec, 32);
+    k[0] &= 248;
+    k[31] &= 127;
+    k[31] |= 64;
+}
+
+void announce_encode(uint8_t out[ANNOUNCE_LEN], const announce_t *a)
+{
+    memset(out, 0, ANNOUNCE_LEN);
+    s_le32(out, ANNOUNCE_MAGIC);
+    out[4] = ANNOUNCE_VERSION;
+    s_le16(out + 6, (uint16_t)a->stage);
+    s_le64(out + 8, a->id);
+    s_le64(out + 16, a->seq);
+    memcpy(out + 24, a->pubkey, 32);
+    memcpy(out + 56, a->sign_pub, 32);
+    size_t n = strnlen(a->addr, PEER_ADDR_MAX - 1);
+    memcpy(out + 88, a->addr, n);
+    memcpy(out + 184, a->sig, 64);
+}
+
+/* Ed25519 signature of m[0..mlen) with the raw scalar k whose public point is
+ * A: R = rB, s = r + H(R||A||m) k (mod L), r from fresh randomness, k and m. */
+static int s_sign_scalar(uint8_t sig[64], const uint8_t *m, size_t mlen,
+                         const uint8_t k[32], const uint8_t A[32])
+{
+    uint8_t wide[64], a[32], r[32], h[32], ha[32], z[64];
+    crypto_hash_sha512_state st;
+    memset(wide, 0, sizeof wide);
+    memcpy(wide, k, 32);
+    crypto_core_ed25519_scalar_reduce(a, wide);
+    randombytes_buf(z, sizeof z);
+    crypto_hash_sha512_init(&st);
+    crypto_hash_sha512_update(&st, z, sizeof z);
+    crypto_hash_sha512_update(&st, a, 32);
+    crypto_hash_sha512_update(&st, m, mlen);
+    crypto_hash_sha512_final(&st, wide);
+    crypto_core_ed25519_scalar_reduce(r, wide);
+    int rc = crypto_scalarmult_ed25519_base_noclamp(sig, r);   /* R */
+    if (rc == 0) {
+        crypto_hash_sha512_init(&st);
+        crypto_hash_sha512_update(&st, sig, 32);
+        crypto_hash_sha512_update(&st, A, 32);
+        crypto_hash_sha512_update(&st, m, mlen);
+        crypto_hash_sha512_final(&st, wide);
+        crypto_core_ed25519_scalar_reduce(h, wide);
+        crypto_core_ed25519_scalar_mul(ha, h, a);
+        crypto_core_ed25519_scalar_add(sig + 32, r, ha);
+    }
+    sodium_memzero(wide, sizeof wide);
+    sodium_memzero(a, sizeof a);
+    sodium_memzero(r, sizeof r);
+    sodium_memzero(ha, sizeof ha);
+    sodium_memzero(z, sizeof z);
+    return rc;
+}
+
+int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
+                  const keypair_t *kp, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    if (s_sodium(err, errlen)) return -1;
+    if (memcmp(self->pubkey, kp->pub, 32) != 0 || self->id != node_id_from_pubkey(kp->pub)) {
+        s_err(err, errlen, "announcement: the record is not this node's");
+        return -1;
+    }
+    size_t n = strnlen(self->addr, PEER_ADDR_MAX);
+    if (n == 0 || n >= PEER_ADDR_MAX) { s_err(err, errlen, "announcement: bad address"); return -1; }
+    if (self->stage < -1) { s_err(err, errlen, "announcement: bad stage"); return -1; }
+    a->stage = self->stage;
+    a->id = self->id;
+    a->seq = seq;
+    memcpy(a->pubkey, kp->pub, 32);
+    memcpy(a->addr, self->addr, n + 1);
+    uint8_t k[32], curve[32];
+    s_clamp(k, kp->sec);
+    int rc = crypto_scalarmult_ed25519_base_noclamp(a->sign_pub, k);
+    /* the Edwards point must map back to our X25519 public key */
+    if (rc == 0) rc = crypto_sign_ed25519_pk_to_curve25519(curve, a->sign_pub);
+    if (rc == 0 && memcmp(curve, kp->pub, 32) != 0) rc = -1;
+    if (rc == 0) {
+        uint8_t buf[ANNOUNCE_LEN];
+        announce_encode(buf, a);
+        rc = s_sign_scalar(a->sig, buf, S_ANNOUNCE_SIGNED, k, a->sign_pub);
+    }
+    sodium_memzero(k, sizeof k);
+    if (rc != 0) {
+        s_err(err, errlen, "announcement: cannot sign with this node key");
+        memset(a, 0, sizeof *a);
+        return -1;
+    }
+    return 0;
+}
+
+int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    if (s_sodium(err, errlen)) return -1;
+    if (len != ANNOUNCE_LEN) {
+        s_err(err, errlen, "announcement of %zu bytes, expected %d", len, ANNOUNCE_LEN);
+        return -1;
+    }
+    if (s_rd32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || buf[5] != 0) {
+        s_err(err, errlen, "announcement: bad magic or version");
+        return -1;
+    }
+    a->stage = (int16_t)s_rd16(buf + 6);
+    a->id = s_rd64(buf + 8);
+    a->seq = s_rd64(buf + 16);
+    memcpy(a->pubkey, buf + 24, 32);
+    memcpy(a->sign_pub, buf + 56, 32);
+    memcpy(a->sig, buf + 184, 64);
+    const uint8_t *addr = buf + 88;
+    size_t n = strnlen((const char *)addr, PEER_ADDR_MAX);
+    const char *why = NULL;
+    if (a->stage < -1) why = "bad stage";
+    else if (n == 0 || n >= PEER_ADDR_MAX) why = "bad address";
+    for (size_t i = 0; !why && i < PEER_ADDR_MAX; i++) {
+        if (i < n && (addr[i] <= 0x20 || addr[i] >= 0x7f)) why = "non-printable address";
+        if (i >= n && addr[i] != 0) why = "bytes after the address";
+    }
+    uint8_t curve[32];
+    if (!why && a->id != node_id_from_pubkey(a->pubkey)) why = "id does not match its key";
+    if (!why && (crypto_sign_ed25519_pk_to_curve25519(curve, a->sign_pub) != 0
+                 || sodium_memcmp(curve, a->pubkey, 32) != 0))
+        why = "signing key is not the node key";
+    if (!why && crypto_sign_verify_detached(a->sig, buf, S_ANNOUNCE_SIGNED, a->sign_pub) != 0)
+        why = "bad signature";
+    if (why) {
+        s_err(err, errlen, "announcement: %s", why);
+        memset(a, 0, sizeof *a);
+        return -1;
+    }
+    memcpy(a->addr, addr, n);
+    a->addr[n] = '\0';
+    return 0;
+}
+
+int announce_matches(const announce_t *a, const peer_info_t *p)
+{
+    return a->id == p->id && memcmp(a->pubkey, p->pubkey, 32) == 0
+        && a->stage == p->stage && strncmp(a->addr, p->addr, PEER_ADDR_MAX) == 0;
+}

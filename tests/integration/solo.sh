@@ -1,0 +1,115 @@
+#!/bin/sh
+# solo.sh: the in-process reference trainer from the outside: it learns, its
+# stage split and seed are exact, it saves/samples/resumes, and it refuses bad
+# input with one line and exit 2.  Prints "ok - NAME" or "FAIL - NAME: why".
+BRIGADE=${BRIGADE:-build/brigade}
+T=$(mktemp -d /tmp/brigade-solo.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+B="timeout 120 $BRIGADE"
+
+ok() { echo "ok - $1"; }
+bad() { echo "FAIL - $1: $2"; }
+# losses FILE: the training losses of the update events, one per line
+losses() {
+    python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("event") == "update" and isinstance(e.get("loss"), (int, float)):
+        print(e["loss"])' "$1"
+}
+# last_of FILE EVENT KEY: KEY of the last EVENT event
+last_of() {
+    python3 -c '
+import json, sys
+v = None
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("event") == sys.argv[2] and sys.argv[3] in e:
+        v = e[sys.argv[3]]
+print(v)' "$1" "$2" "$3"
+}
+# run NAME ARGS...: brigade solo ARGS with metrics to $T/NAME.jsonl, output to $T/NAME.out
+run() {
+    name=$1; shift
+    rm -f "$T/$name.jsonl"
+    $B solo "$@" --threads 1 --metrics "$T/$name.jsonl" >"$T/$name.out" 2>&1
+}
+why() { tail -n 1 "$T/$1.out"; }
+
+# 1. gpt-tiny on synthetic data halves its loss in 300 updates.
+if run learn --model gpt-tiny --data synthetic --steps 300 --seed 1; then
+    losses "$T/learn.jsonl" >"$T/learn.l"
+    r=$(python3 -c '
+import sys
+l = [float(x) for x in open(sys.argv[1])]
+f, e = sum(l[:5]) / 5, sum(l[-5:]) / 5
+print("%d losses, %.4f -> %.4f" % (len(l), f, e) if len(l) >= 10 and e <= 0.5 * f else "")' "$T/learn.l")
+    if [ -n "$r" ]; then ok "solo gpt-tiny loss halves ($r)"
+    else bad "solo gpt-tiny loss halves" "$(head -n 5 "$T/learn.l" | tr '\n' ' ')... $(tail -n 5 "$T/learn.l" | tr '\n' ' ')"; fi
+else bad "solo gpt-tiny loss halves" "exit $?: $(why learn)"; fi
+
+# 2. --stages 1 and --stages 3 are the same computation; 3. same seed twice, same losses.
+C="--model gpt-tiny --data synthetic --steps 20 --seed 7"
+if run s1 $C --stages 1 && run s3 $C --stages 3 && run s1b $C --stages 1; then
+    losses "$T/s1.jsonl" >"$T/s1.l"; losses "$T/s3.jsonl" >"$T/s3.l"; losses "$T/s1b.jsonl" >"$T/s1b.l"
+    r=$(python3 -c '
+import sys
+a = [float(x) for x in open(sys.argv[1])]; b = [float(x) for x in open(sys.argv[2])]
+w = max([abs(x - y) / max(1e-12, abs(x)) for x, y in zip(a, b)] or [1])
+print("ok %.2e" % w if len(a) == 20 and len(b) == 20 and w <= 1e-4 else "%d/%d losses, worst relative difference %.2e" % (len(a), len(b), w))' "$T/s1.l" "$T/s3.l")
+    case $r in ok*) ok "solo --stages 1 == --stages 3 over 20 updates (worst ${r#ok })" ;;
+               *) bad "solo --stages 1 == --stages 3" "$r" ;; esac
+    if [ "$(wc -l <"$T/s1.l")" -eq 20 ] && cmp -s "$T/s1.l" "$T/s1b.l"; then ok "solo same seed twice gives identical losses"
+    else bad "solo same seed twice gives identical losses" "$(paste "$T/s1.l" "$T/s1b.l" | awk '$1 != $2' | head -n 1)"; fi
+else bad "solo --stages 1 == --stages 3" "a run failed: $(why s1) $(why s3) $(why s1b)"; bad "solo same seed twice" "a run failed"; fi
+
+# 4. mlp-fmnist reaches 85% on the Fashion-MNIST validation set (300 updates of 128 at lr 1e-3: about 86%).
+if [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
+    if run fm --model mlp-fmnist --data fmnist --steps 300 --batch 128 --lr 1e-3 --seed 1; then
+        acc=$(last_of "$T/fm.jsonl" eval val_acc)
+        if python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.85 else 1)" 2>/dev/null; then ok "solo mlp-fmnist val_acc $acc >= 0.85"
+        else bad "solo mlp-fmnist val_acc >= 0.85" "val_acc $acc"; fi
+    else bad "solo mlp-fmnist val_acc >= 0.85" "exit: $(why fm)"; fi
+else bad "solo mlp-fmnist val_acc >= 0.85" "no data set in /usr/share/datasets/fashion-mnist"; fi
+
+# 5. --save, then sample prints text, then --resume continues from the saved version.
+if run save --model gpt-tiny --data synthetic --steps 20 --seed 3 --save "$T/m.bin"; then
+    if $B sample --model-file "$T/m.bin" --prompt "ab" >"$T/sample.out" 2>"$T/sample.err" && [ "$(wc -c <"$T/sample.out")" -ge 8 ]; then
+        ok "sample --model-file prints text ($(wc -c <"$T/sample.out") bytes)"
+    else bad "sample --model-file prints text" "$(tail -n 1 "$T/sample.err") ($(wc -c <"$T/sample.out") bytes out)"; fi
+    if run resume --data synthetic --steps 25 --seed 3 --resume "$T/m.bin"; then
+        r=$(python3 -c '
+import json, sys
+fresh = resumed = None
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("event") == "update" and fresh is None: fresh = e
+for line in open(sys.argv[2]):
+    e = json.loads(line)
+    if e.get("event") == "update" and resumed is None: resumed = e
+if not fresh or not resumed: print("no update events")
+elif resumed["version"] != 21: print("resumed at version %s, want 21" % resumed["version"])
+elif not resumed["loss"] < 0.6 * fresh["loss"]: print("resumed first loss %.4f vs fresh %.4f" % (resumed["loss"], fresh["loss"]))
+else: print("ok version 21, loss %.4f (fresh start %.4f)" % (resumed["loss"], fresh["loss"]))' "$T/save.jsonl" "$T/resume.jsonl")
+        case $r in ok*) ok "solo --resume continues (${r#ok })" ;; *) bad "solo --resume continues" "$r" ;; esac
+    else bad "solo --resume continues" "exit: $(why resume)"; fi
+else bad "solo --save" "exit: $(why save)"; bad "sample" "no model file"; bad "solo --resume" "no model file"; fi
+
+# 6. Bad input: one line on stderr, exit 2.
+mkdir -p "$T/empty"
+[ -f "$T/m.bin" ] && head -c 1000 "$T/m.bin" >"$T/trunc.bin" || printf 'garbage' >"$T/trunc.bin"
+expect2() {
+    name=$1; shift
+    $B "$@" >"$T/bad.out" 2>"$T/bad.err"; rc=$?
+    n=$(grep -c . "$T/bad.err")
+    if [ "$rc" = 2 ] && [ "$n" = 1 ]; then ok "$name: exit 2, $(cat "$T/bad.err")"
+    else bad "$name" "exit $rc, $n lines on stderr: $(head -n 3 "$T/bad.err" | tr '\n' '|')"; fi
+}
+expect2 "solo unknown option" solo --bogus-option 1
+expect2 "solo --model nope" solo --model nope
+expect2 "solo --data text:/nonexistent" solo --data text:/nonexistent --steps 1
+expect2 "solo --data fmnist:<empty dir>" solo --model mlp-fmnist --data "fmnist:$T/empty" --steps 1
+expect2 "sample truncated model file" sample --model-file "$T/trunc.bin"
+exit 0

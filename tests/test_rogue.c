@@ -1,0 +1,565 @@
+/* test_rogue.c: a hostile peer for the integration tests.
+ *
+ * Without arguments it only proves it builds ("ok - rogue_tool_builds").
+ *
+ *   test_rogue --target HOST:PORT/KEY --run RUNID_HEX --seconds S
+ *              [--rate MSGS_PER_S] [--seed N] [--attack-avg] [--attack-control]
+ *
+ * connects to the target with a fresh CurveZMQ identity (so it passes the
+ * handshake of an open swarm), listens on 127.0.0.1 so that the swarm can
+ * reach it, JOINs like a real joiner (header run = RUNID, body = its address
+ * and a wanted stage) and reads the WELCOME: the run config and the peer
+ * table tell it the target's stage and tensor sizes.  Then, for S seconds,
+ * it sends a mix of hostile messages: random header bytes, truncated
+ * headers, an oversized frame, wrong run / magic / version / sender, unknown
+ * types, ACT/GRAD with garbage frames, wrong shapes, lying frame headers,
+ * well-formed int8 frames of the right shape holding 1e30, frames whose
+ * scale was made NaN/Inf (checksum fixed), replays of its own messages,
+ * PEERS with forged records, and STATE_REQ floods.  It re-JOINs now and then
+ * asking for the stage next to the target's, so that its tensors pass the
+ * stage checks.  --attack-avg adds AVG messages of huge finite weights (a
+ * member of the target's stage poisoning its weights); --attack-control adds
+ * DONE and PEERS claiming the run's progress is complete.  Both are off by
+ * default: they test defenses beyond the message checks.
+ *
+ * It never waits on a send (everything is non-blocking), bounds its run
+ * time to S + 12 seconds, and prints one line per kind "rogue: sent KIND N"
+ * and a summary "rogue: admitted=yes|no sent=N blocked=N received=N".
+ * Exit 0 after a run; 2 for bad arguments or when it cannot start. */
+#include "compress/codec.h"
+#include "net/keys.h"
+#include "net/wire.h"
+#include "node/model.h"
+#include "node/options.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+enum {
+    K_RANDOM_HDR, K_TRUNC_HDR, K_OVERSIZE, K_WRONG_RUN, K_WRONG_MAGIC, K_WRONG_VERSION,
+    K_WRONG_SENDER, K_UNKNOWN_TYPE, K_GARBAGE_TENSOR, K_WRONG_SHAPE, K_LYING_FRAME,
+    K_HUGE, K_NAN_SCALE, K_REPLAY, K_FORGED_PEERS, K_STOLEN_RECORD, K_STATE_REQ,
+    K_NO_FRAMES, K_TOO_MANY_FRAMES, K_JOIN, K_AVG, K_CONTROL, K_COUNT
+};
+static const char *s_kind[K_COUNT] = {
+    "random_header", "truncated_header", "oversized_frame", "wrong_run", "wrong_magic",
+    "wrong_version", "wrong_sender", "unknown_type", "garbage_tensor", "wrong_shape",
+    "lying_frame_header", "huge_values", "nan_scale", "replay", "forged_peers",
+    "stolen_record", "state_req", "no_frames", "too_many_frames", "join", "avg_poison",
+    "control"
+};
+
+#define S_MAX_FRAMES 20
+#define S_REPLAYS 16
+
+typedef struct {
+    void *ctx, *dealer, *router;  /* zmq */
+    keypair_t kp;                 /* our fresh identity */
+    uint64_t id;                  /* our node id */
+    uint64_t run;                 /* the run we attack */
+    uint64_t target_id;           /* the target's node id */
+    char adv[PEER_ADDR_MAX];      /* where we listen */
+    int admitted;                 /* WELCOME seen */
+    int nstages, tstage;          /* run's stages, target's stage (-1 unknown) */
+    size_t in_n, out_n, targets_n, nparams;  /* target stage's sizes */
+    int V;                        /* vocabulary (targets) */
+    peer_info_t others[64];       /* peers from the WELCOME table */
+    int nothers;
+    uint64_t rng;                 /* xorshift state */
+    uint64_t sent[K_COUNT];
+    uint64_t blocked, received;
+    codec_ctx_t *codec;
+    /* replay buffer: copies of earlier messages */
+    uint8_t *rep[S_REPLAYS][3];
+    size_t rep_len[S_REPLAYS][3];
+    int rep_n[S_REPLAYS];
+    int rep_count;
+} rogue_t;
+
+static double s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t s_rand(rogue_t *r)
+{
+    uint64_t x = r->rng;
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    return r->rng = x;
+}
+
+static void s_fill(rogue_t *r, uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)s_rand(r);
+}
+
+/* Sends frames without blocking; keeps a copy for replay when keep.
+ * Returns 0 when queued. */
+static int s_sendv(rogue_t *r, int kind, const void *const *f, const size_t *l, int n, int keep)
+{
+    for (int i = 0; i < n; i++) {
+        if (zmq_send(r->dealer, f[i], l[i], ZMQ_DONTWAIT | (i + 1 < n ? ZMQ_SNDMORE : 0)) < 0) {
+            if (i == 0) { r->blocked++; return -1; }
+            /* a multipart message is atomic: later parts never fail after the first */
+            r->blocked++;
+            return -1;
+        }
+    }
+    r->sent[kind]++;
+    if (keep && n <= 3) {
+        int k = r->rep_count++ % S_REPLAYS;
+        for (int i = 0; i < r->rep_n[k]; i++) free(r->rep[k][i]);
+        r->rep_n[k] = 0;
+        for (int i = 0; i < n; i++) {
+            r->rep[k][i] = malloc(l[i] ? l[i] : 1);
+            if (!r->rep[k][i]) break;
+            memcpy(r->rep[k][i], f[i], l[i]);
+            r->rep_len[k][i] = l[i];
+            r->rep_n[k] = i + 1;
+        }
+    }
+    return 0;
+}
+
+static void s_hdr(rogue_t *r, uint8_t out[WIRE_HDR_LEN], int type, int stage, uint64_t mb)
+{
+    wire_hdr_t h;
+    wire_hdr_init(&h, (wire_type_t)type);
+    h.run = r->run;
+    h.sender = r->id;
+    h.mb = mb;
+    h.stage = stage < 0 ? WIRE_STAGE_NONE : (uint16_t)stage;
+    wire_hdr_encode(out, &h);
+}
+
+static void s_join(rogue_t *r, int want)
+{
+    uint8_t h[WIRE_HDR_LEN], body[256];
+    s_hdr(r, h, WIRE_JOIN, -1, 0);
+    wbuf_t w;
+    wbuf_init_fixed(&w, body, sizeof body);
+    wbuf_put_str(&w, r->adv);
+    wbuf_put_u32(&w, (uint32_t)(int32_t)want);
+    const void *f[2] = { h, body };
+    size_t l[2] = { WIRE_HDR_LEN, w.len };
+    s_sendv(r, K_JOIN, f, l, 2, 0);
+}
+
+/* Reads a WELCOME: run config, our assignment, the table. */
+static void s_welcome(rogue_t *r, zmq_msg_t *parts, int n)
+{
+    if (n < 4 || zmq_msg_size(&parts[0]) != WIRE_HDR_LEN) return;
+    wire_hdr_t h;
+    char err[256];
+    if (wire_hdr_decode(&h, zmq_msg_data(&parts[0]), WIRE_HDR_LEN, err, sizeof err) < 0 || h.type != WIRE_WELCOME) return;
+    opts_t o;
+    opts_defaults(&o);
+    rbuf_t rc, rt;
+    rbuf_init(&rc, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]));
+    if (opts_decode_run(&rc, &o, err, sizeof err) < 0) return;
+    static peer_info_t recs[256];
+    int k = 0;
+    rbuf_init(&rt, zmq_msg_data(&parts[3]), zmq_msg_size(&parts[3]));
+    if (peers_decode(&rt, recs, 256, &k, err, sizeof err) < 0) return;
+    r->run = h.run;
+    r->nstages = o.stages;
+    r->V = o.cfg.V;
+    r->nothers = 0;
+    for (int i = 0; i < k; i++) {
+        if (recs[i].id == r->target_id) r->tstage = recs[i].stage;
+        if (recs[i].id != r->id && r->nothers < 64) r->others[r->nothers++] = recs[i];
+    }
+    if (r->tstage >= 0 && r->tstage < o.stages) {
+        stage_t st;
+        if (stage_init(&st, &o.cfg, r->tstage, o.stages, err, sizeof err) == 0) {
+            int T = o.cfg.kind == MODEL_GPT ? o.cfg.maxT : 1;
+            r->in_n = stage_in_size(&st, o.batch, T);
+            r->out_n = stage_out_size(&st, o.batch, T);
+            r->targets_n = (size_t)o.batch * T;
+            r->nparams = st.nparams;
+        }
+    }
+    r->admitted = 1;
+}
+
+/* Drains both sockets; WELCOMEs are read, the rest counted and dropped. */
+static void s_drain(rogue_t *r, int timeout_ms)
+{
+    zmq_pollitem_t items[2] = { { r->dealer, 0, ZMQ_POLLIN, 0 }, { r->router, 0, ZMQ_POLLIN, 0 } };
+    if (zmq_poll(items, 2, timeout_ms) <= 0) return;
+    for (int s = 0; s < 2; s++) {
+        void *sock = s == 0 ? r->dealer : r->router;
+        for (int budget = 0; budget < 200; budget++) {
+            zmq_msg_t parts[S_MAX_FRAMES];
+            int n = 0, more = 1, ok = 1;
+            while (more) {
+                zmq_msg_t m;
+                zmq_msg_init(&m);
+                if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&m); ok = n > 0; break; }
+                more = zmq_msg_more(&m);
+                if (n < S_MAX_FRAMES) parts[n++] = m;
+                else zmq_msg_close(&m);
+            }
+            if (n == 0 || !ok) { for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]); break; }
+            r->received++;
+            if (s == 0) s_welcome(r, parts, n);
+            for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+        }
+    }
+}
+
+/* A tensor frame of n values all equal to v (n == 0: 16 values). */
+static long s_frame(rogue_t *r, uint8_t **out, size_t n, float v, int codec)
+{
+    if (n == 0) n = 16;
+    float *x = malloc(n * sizeof(float));
+    size_t cap = frame_bound(n, codec);
+    *out = malloc(cap);
+    if (!x || !*out) { free(x); free(*out); *out = NULL; return -1; }
+    for (size_t i = 0; i < n; i++) x[i] = v * (float)((i % 7) + 1) / 7.0f * ((i & 1) ? -1.0f : 1.0f);
+    uint32_t shape[1] = { (uint32_t)n };
+    encode_opts_t eo = { 0 };
+    eo.zstd = 1;   /* never: the payload stays raw, scales at a known place */
+    char err[200];
+    long len = frame_encode(r->codec, *out, cap, x, shape, 1, codec, &eo, err, sizeof err);
+    free(x);
+    if (len < 0) { free(*out); *out = NULL; }
+    return len;
+}
+
+/* ACT (to the target's stage, from the stage before) or GRAD (from after). */
+static void s_tensor(rogue_t *r, int kind, int type, const uint8_t *frame, size_t len)
+{
+    uint8_t h[WIRE_HDR_LEN];
+    s_hdr(r, h, type, r->tstage < 0 ? 0 : r->tstage, s_rand(r) & 0xffffff);
+    size_t nt = r->targets_n ? r->targets_n : 64;
+    uint8_t *tg = calloc(nt, 1);
+    if (!tg) return;
+    for (size_t i = 0; i < nt; i++) tg[i] = (uint8_t)(s_rand(r) % (uint64_t)(r->V > 0 ? r->V : 256));
+    const void *f[3] = { h, frame, tg };
+    size_t l[3] = { WIRE_HDR_LEN, len, nt };
+    s_sendv(r, kind, f, l, type == WIRE_ACT ? 3 : 2, 1);
+    free(tg);
+}
+
+static void s_attack(rogue_t *r, int kind, int allow_avg, int allow_control)
+{
+    uint8_t h[WIRE_HDR_LEN], buf[512];
+    int act = s_rand(r) & 1;
+    int type = act ? WIRE_ACT : WIRE_GRAD;
+    size_t want_n = act ? r->in_n : r->out_n;
+    const void *f[S_MAX_FRAMES];
+    size_t l[S_MAX_FRAMES];
+    switch (kind) {
+    case K_RANDOM_HDR: {
+        size_t n = s_rand(r) % 80;
+        s_fill(r, buf, n);
+        f[0] = buf; l[0] = n;
+        s_sendv(r, kind, f, l, 1, 0);
+        break;
+    }
+    case K_TRUNC_HDR:
+        s_hdr(r, h, WIRE_PING, r->tstage, 1);
+        f[0] = h; l[0] = s_rand(r) % WIRE_HDR_LEN;
+        s_sendv(r, kind, f, l, 1, 0);
+        break;
+    case K_OVERSIZE: {
+        /* beyond the transport's 64 MiB frame limit: ZeroMQ drops the connection */
+        size_t n = (65u << 20);
+        uint8_t *big = calloc(n, 1);
+        if (!big) break;
+        s_hdr(r, h, WIRE_ACT, r->tstage, 2);
+        f[0] = h; l[0] = WIRE_HDR_LEN; f[1] = big; l[1] = n;
+        s_sendv(r, kind, f, l, 2, 0);
+        free(big);
+        break;
+    }
+    case K_WRONG_RUN: case K_WRONG_MAGIC: case K_WRONG_VERSION: case K_WRONG_SENDER: case K_UNKNOWN_TYPE: {
+        s_hdr(r, h, WIRE_PING, r->tstage, 3);
+        if (kind == K_WRONG_RUN) { uint64_t bad = r->run ^ (s_rand(r) | 1); for (int i = 0; i < 8; i++) h[8 + i] = (uint8_t)(bad >> (8 * i)); }
+        if (kind == K_WRONG_MAGIC) h[s_rand(r) % 4] ^= 0x20;
+        if (kind == K_WRONG_VERSION) { h[4] = (uint8_t)(2 + s_rand(r) % 200); h[5] = (uint8_t)s_rand(r); }
+        if (kind == K_WRONG_SENDER) {
+            uint64_t other = r->nothers ? r->others[s_rand(r) % (uint64_t)r->nothers].id : s_rand(r);
+            for (int i = 0; i < 8; i++) h[16 + i] = (uint8_t)(other >> (8 * i));
+        }
+        if (kind == K_UNKNOWN_TYPE) { uint16_t t = (uint16_t)(s_rand(r) & 1 ? 0 : WIRE_TYPE_END + s_rand(r) % 1000); h[6] = (uint8_t)t; h[7] = (uint8_t)(t >> 8); }
+        f[0] = h; l[0] = WIRE_HDR_LEN;
+        s_sendv(r, kind, f, l, 1, 0);
+        break;
+    }
+    case K_GARBAGE_TENSOR: {
+        size_t n = 1 + s_rand(r) % sizeof buf;
+        s_fill(r, buf, n);
+        if (s_rand(r) & 1) { buf[0] = 'B'; buf[1] = 'T'; buf[2] = 'F'; buf[3] = '1'; }   /* right magic */
+        s_tensor(r, kind, type, buf, n);
+        break;
+    }
+    case K_WRONG_SHAPE: {
+        uint8_t *fr;
+        size_t n = want_n ? want_n + 1 + s_rand(r) % 100 : 1 + s_rand(r) % 1000;
+        if (s_rand(r) & 1 && want_n > 2) n = want_n / 2;
+        long len = s_frame(r, &fr, n, 1.0f, CODEC_INT8);
+        if (len > 0) s_tensor(r, kind, type, fr, (size_t)len);
+        free(fr);
+        break;
+    }
+    case K_LYING_FRAME: {
+        /* a valid header that claims far more values / payload than it carries */
+        uint8_t *fr;
+        long len = s_frame(r, &fr, 64, 1.0f, CODEC_FP32);
+        if (len <= 0) break;
+        uint32_t lie = (uint32_t)(want_n ? want_n : 1u << 27);
+        for (int i = 0; i < 4; i++) fr[28 + i] = (uint8_t)(lie >> (8 * i));
+        if (s_rand(r) & 1) for (int i = 0; i < 8; i++) fr[20 + i] = 0xff;   /* payload length */
+        s_tensor(r, kind, type, fr, (size_t)len);
+        free(fr);
+        break;
+    }
+    case K_HUGE: case K_NAN_SCALE: {
+        uint8_t *fr;
+        long len = s_frame(r, &fr, want_n, kind == K_HUGE ? 1e30f : 1.0f, CODEC_INT8);
+        if (len <= 0) break;
+        if (kind == K_NAN_SCALE) {
+            int ndim = fr[7];
+            size_t hdr = 32 + 4 * (size_t)ndim;
+            uint16_t bad = (s_rand(r) & 1) ? 0x7E00 : 0x7C00;   /* fp16 NaN, Inf */
+            if ((size_t)len >= hdr + 2) {
+                fr[hdr] = (uint8_t)bad; fr[hdr + 1] = (uint8_t)(bad >> 8);
+                uint32_t ck = frame_checksum(fr, hdr - 4, 0);
+                ck = frame_checksum(fr + hdr, (size_t)len - hdr, ck);
+                for (int i = 0; i < 4; i++) fr[hdr - 4 + i] = (uint8_t)(ck >> (8 * i));
+            }
+        }
+        s_tensor(r, kind, type, fr, (size_t)len);
+        free(fr);
+        break;
+    }
+    case K_REPLAY: {
+        if (r->rep_count == 0) break;
+        int k = (int)(s_rand(r) % (uint64_t)(r->rep_count < S_REPLAYS ? r->rep_count : S_REPLAYS));
+        if (r->rep_n[k] == 0) break;
+        for (int i = 0; i < r->rep_n[k]; i++) { f[i] = r->rep[k][i]; l[i] = r->rep_len[k][i]; }
+        s_sendv(r, kind, f, l, r->rep_n[k], 0);
+        break;
+    }
+    case K_FORGED_PEERS: case K_STOLEN_RECORD: case K_CONTROL: {
+        /* forged: another node's id with our key (peers_decode must refuse);
+         * stolen: another node's real id and key with our address and a
+         * different stage (only a signed announcement can refuse it);
+         * control: a record of ourselves and a claim that the run is done */
+        peer_info_t p;
+        memset(&p, 0, sizeof p);
+        if (r->nothers && kind != K_CONTROL) p = r->others[s_rand(r) % (uint64_t)r->nothers];
+        else { p.id = r->id; memcpy(p.pubkey, r->kp.pub, 32); }
+        if (kind == K_FORGED_PEERS) memcpy(p.pubkey, r->kp.pub, 32);
+        if (kind == K_FORGED_PEERS && !r->nothers) p.id ^= 1;
+        snprintf(p.addr, sizeof p.addr, "%s", r->adv);
+        p.stage = (int16_t)(r->nstages > 0 ? (int)(s_rand(r) % (uint64_t)r->nstages) : 0);
+        wbuf_t w;
+        wbuf_init(&w, 4096);
+        peers_encode(&w, &p, 1);
+        wbuf_put_u64(&w, kind == K_CONTROL ? UINT64_C(1) << 40 : 0);   /* completed */
+        wbuf_put_f32(&w, kind == K_CONTROL ? 0.0f : NAN);               /* loss */
+        wbuf_put_u8(&w, kind == K_CONTROL ? 1 : 0);                     /* done */
+        s_hdr(r, h, WIRE_PEERS, r->tstage, 0);
+        f[0] = h; l[0] = WIRE_HDR_LEN; f[1] = w.data; l[1] = w.len;
+        if (!wbuf_error(&w)) s_sendv(r, kind, f, l, 2, 0);
+        wbuf_free(&w);
+        if (kind == K_CONTROL) {
+            s_hdr(r, h, WIRE_DONE, r->tstage, 0);
+            f[0] = h; l[0] = WIRE_HDR_LEN;
+            s_sendv(r, kind, f, l, 1, 0);
+        }
+        break;
+    }
+    case K_STATE_REQ:
+        for (int i = 0; i < 20; i++) {
+            s_hdr(r, h, WIRE_STATE_REQ, r->tstage, (uint64_t)i);
+            f[0] = h; l[0] = WIRE_HDR_LEN;
+            s_sendv(r, kind, f, l, 1, 0);
+        }
+        break;
+    case K_NO_FRAMES:
+        s_hdr(r, h, (int)(WIRE_JOIN + s_rand(r) % (WIRE_TYPE_END - 1)), r->tstage, 4);
+        f[0] = h; l[0] = WIRE_HDR_LEN;
+        s_sendv(r, kind, f, l, 1, 0);
+        break;
+    case K_TOO_MANY_FRAMES:
+        s_hdr(r, h, WIRE_PEERS, r->tstage, 5);
+        f[0] = h; l[0] = WIRE_HDR_LEN;
+        for (int i = 1; i < S_MAX_FRAMES; i++) { f[i] = buf; l[i] = 8; }
+        s_sendv(r, kind, f, l, S_MAX_FRAMES, 0);
+        break;
+    case K_AVG: {
+        if (!allow_avg || !r->nparams) break;
+        uint8_t *fr;
+        long len = s_frame(r, &fr, r->nparams, 1e30f, CODEC_INT8);
+        if (len > 0) {
+            s_hdr(r, h, WIRE_AVG, r->tstage, 0);
+            f[0] = h; l[0] = WIRE_HDR_LEN; f[1] = fr; l[1] = (size_t)len;
+            s_sendv(r, kind, f, l, 2, 0);
+        }
+        free(fr);
+        break;
+    }
+    default: break;
+    }
+    (void)allow_control;
+}
+
+static int s_usage(const char *why)
+{
+    fprintf(stderr, "test_rogue: %s\nusage: test_rogue --target HOST:PORT/KEY --run RUNID_HEX --seconds S "
+            "[--rate N] [--seed N] [--attack-avg] [--attack-control]\n", why);
+    return 2;
+}
+
+static int s_setup(rogue_t *r, const char *target, char *err, size_t errlen)
+{
+    char host[ADDR_HOST_MAX];
+    int port;
+    uint8_t tkey[32];
+    if (addr_parse(target, host, sizeof host, &port, tkey, err, errlen) < 0) return -1;
+    r->target_id = node_id_from_pubkey(tkey);
+    if (keypair_generate(&r->kp, err, errlen) < 0) return -1;
+    r->id = node_id_from_pubkey(r->kp.pub);
+    r->ctx = zmq_ctx_new();
+    r->router = zmq_socket(r->ctx, ZMQ_ROUTER);
+    r->dealer = zmq_socket(r->ctx, ZMQ_DEALER);
+    if (!r->ctx || !r->router || !r->dealer) { snprintf(err, errlen, "zmq: %s", zmq_strerror(errno)); return -1; }
+    int zero = 0, one = 1, hwm = 2000;
+    char tz85[KEY_Z85_LEN + 1];
+    key_to_z85(tz85, tkey);
+    zmq_setsockopt(r->router, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(r->router, ZMQ_CURVE_SERVER, &one, sizeof one);
+    zmq_setsockopt(r->router, ZMQ_CURVE_SECRETKEY, r->kp.sec_z85, KEY_Z85_LEN);
+    zmq_setsockopt(r->dealer, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(r->dealer, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(r->dealer, ZMQ_CURVE_SERVERKEY, tz85, KEY_Z85_LEN);
+    zmq_setsockopt(r->dealer, ZMQ_CURVE_PUBLICKEY, r->kp.pub_z85, KEY_Z85_LEN);
+    zmq_setsockopt(r->dealer, ZMQ_CURVE_SECRETKEY, r->kp.sec_z85, KEY_Z85_LEN);
+    if (zmq_bind(r->router, "tcp://127.0.0.1:*") != 0) { snprintf(err, errlen, "cannot listen: %s", zmq_strerror(errno)); return -1; }
+    char ep[256];
+    size_t eplen = sizeof ep;
+    zmq_getsockopt(r->router, ZMQ_LAST_ENDPOINT, ep, &eplen);
+    const char *colon = strrchr(ep, ':');
+    snprintf(r->adv, sizeof r->adv, "127.0.0.1:%s", colon ? colon + 1 : "0");
+    char url[400];
+    int v6 = strchr(host, ':') != NULL;
+    snprintf(url, sizeof url, v6 ? "tcp://[%s]:%d" : "tcp://%s:%d", host, port);
+    if (v6) zmq_setsockopt(r->dealer, ZMQ_IPV6, &one, sizeof one);
+    if (zmq_connect(r->dealer, url) != 0) { snprintf(err, errlen, "cannot connect to %s: %s", url, zmq_strerror(errno)); return -1; }
+    r->codec = codec_ctx_new(1);
+    if (!r->codec) { snprintf(err, errlen, "out of memory"); return -1; }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 1) {
+        printf("ok - rogue_tool_builds\n");
+        return 0;
+    }
+    const char *target = NULL, *runhex = NULL;
+    double seconds = -1, rate = 200;
+    uint64_t seed = 0;
+    int allow_avg = 0, allow_control = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
+        else if (!strcmp(argv[i], "--run") && i + 1 < argc) runhex = argv[++i];
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--rate") && i + 1 < argc) rate = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--attack-avg")) allow_avg = 1;
+        else if (!strcmp(argv[i], "--attack-control")) allow_control = 1;
+        else return s_usage("unknown option or missing value");
+    }
+    if (!target || !runhex || !(seconds >= 0 && seconds <= 3600) || !(rate > 0 && rate <= 1e5))
+        return s_usage("--target, --run and --seconds (0..3600) are required");
+    char *end;
+    errno = 0;
+    uint64_t run = strtoull(runhex, &end, 16);
+    if (errno || *end || end == runhex) return s_usage("--run: not a hex number");
+
+    static rogue_t rg;
+    rogue_t *r = &rg;
+    memset(r, 0, sizeof *r);
+    r->run = run;
+    r->tstage = -1;
+    r->rng = seed ? seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)r ^ 0x9E3779B97F4A7C15ull;
+    char err[400];
+    if (s_setup(r, target, err, sizeof err) < 0) { fprintf(stderr, "test_rogue: %s\n", err); return 2; }
+
+    double t0 = s_now(), hard_end = t0 + seconds + 12.0;
+    /* join like a real joiner, up to 10 s */
+    s_join(r, -1);
+    double resend = s_now() + 2.0;
+    while (!r->admitted && s_now() < t0 + 10.0 && s_now() < hard_end) {
+        s_drain(r, 50);
+        if (s_now() > resend) { s_join(r, -1); resend = s_now() + 2.0; }
+    }
+    printf("rogue: admitted=%s target_stage=%d stages=%d in=%zu out=%zu\n", r->admitted ? "yes" : "no",
+           r->tstage, r->nstages, r->in_n, r->out_n);
+    fflush(stdout);
+
+    double start = s_now(), stop = start + seconds, next_join = start, last_oversize = 0;
+    double gap = 1.0 / rate, next_send = start;
+    int kinds[K_COUNT], nk = 0;
+    for (int k = 0; k < K_COUNT; k++) {
+        if (k == K_JOIN) continue;
+        if (k == K_AVG && !allow_avg) continue;
+        if (k == K_CONTROL && !allow_control) continue;
+        kinds[nk++] = k;
+    }
+    int phase = 0;
+    while (s_now() < stop && s_now() < hard_end) {
+        double now = s_now();
+        if (now >= next_join) {
+            /* take the stage before, after, or at the target's, in turn, so that
+             * ACT, GRAD and STATE_REQ/AVG pass the stage checks */
+            int want = -1;
+            if (r->tstage >= 0 && r->nstages > 0) {
+                int cand[3] = { r->tstage - 1, r->tstage + 1, r->tstage };
+                want = cand[phase++ % 3];
+                if (want < 0 || want >= r->nstages) want = r->tstage;
+            }
+            s_join(r, want);
+            next_join = now + 1.0;
+        }
+        if (now >= next_send) {
+            int kind = kinds[s_rand(r) % (uint64_t)nk];
+            if (kind == K_OVERSIZE && now - last_oversize < 5.0) kind = K_GARBAGE_TENSOR;
+            if (kind == K_OVERSIZE) last_oversize = now;
+            s_attack(r, kind, allow_avg, allow_control);
+            next_send += gap;
+            if (next_send < now - 1.0) next_send = now;   /* do not burst after a stall */
+        }
+        double wait = next_send - s_now();
+        s_drain(r, wait > 0 ? (int)(wait * 1000) + 1 : 0);
+    }
+    uint64_t total = 0;
+    for (int k = 0; k < K_COUNT; k++) {
+        total += r->sent[k];
+        printf("rogue: sent %s %" PRIu64 "\n", s_kind[k], r->sent[k]);
+    }
+    printf("rogue: admitted=%s sent=%" PRIu64 " blocked=%" PRIu64 " received=%" PRIu64 " seconds=%.1f\n",
+           r->admitted ? "yes" : "no", total, r->blocked, r->received, s_now() - start);
+    fflush(stdout);
+    for (int k = 0; k < S_REPLAYS; k++)
+        for (int i = 0; i < r->rep_n[k]; i++) free(r->rep[k][i]);
+    codec_ctx_destroy(&r->codec);
+    zmq_close(r->dealer);
+    zmq_close(r->router);
+    zmq_ctx_term(r->ctx);
+    keypair_wipe(&r->kp);
+    return 0;
+}
