@@ -3,7 +3,7 @@ CC      ?= cc
 PKGS    := libzmq libzstd libsodium openblas zlib
 PREFIX  ?= /usr/local
 BUILD   ?= build
-OPT     ?= -O2 -march=x86-64-v2 -fno-omit-frame-pointer
+OPT     ?= -O2 -march=native -fno-omit-frame-pointer
 SAN     ?=
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -pthread -I. $(SAN)

@@ -41,7 +41,15 @@ int model_check(const model_config_t *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "--dim %d: must be 1..8192", cfg->C);
         return -1;
     }
+    if (cfg->kind == MODEL_MLP && (cfg->V < 2 || cfg->V > 65536 || cfg->D < 1 || cfg->D > (1 << 20))) {
+        snprintf(err, errlen, "mlp: classes %d and inputs %d out of range", cfg->V, cfg->D);
+        return -1;
+    }
     if (cfg->kind == MODEL_GPT) {
+        if (cfg->V != 256) {
+            snprintf(err, errlen, "gpt: vocabulary %d, brigade's gpt reads bytes (256)", cfg->V);
+            return -1;
+        }
         if (cfg->NH < 1 || cfg->C % cfg->NH != 0) {
             snprintf(err, errlen, "--heads %d: must divide --dim %d", cfg->NH, cfg->C);
             return -1;
@@ -50,6 +58,14 @@ int model_check(const model_config_t *cfg, char *err, size_t errlen)
             snprintf(err, errlen, "--ctx %d: must be 2..4096", cfg->maxT);
             return -1;
         }
+    }
+    /* parameters of the whole model, counted in double so no size overflows */
+    double C = cfg->C, n;
+    if (cfg->kind == MODEL_GPT) n = (double)cfg->V * C + (double)cfg->maxT * C + cfg->L * (12 * C * C + 13 * C) + 2 * C + (double)cfg->V * C;
+    else n = (double)cfg->D * C + C + (cfg->L - 1) * (C * C + C) + C * cfg->V + cfg->V;
+    if (n > (double)MODEL_MAX_PARAMS) {
+        snprintf(err, errlen, "model too large: %.0f parameters (at most %llu)", n, (unsigned long long)MODEL_MAX_PARAMS);
+        return -1;
     }
     return 0;
 }
@@ -86,7 +102,7 @@ void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, 
 
 static void s_add(stage_t *s, int unit, size_t size, int decay)
 {
-    assert(s->ntensors < STAGE_MAX_TENSORS);
+    assert(s->ntensors < STAGE_MAX_TENSORS);  /* model_check bounds L, so this holds */
     param_tensor_t *t = &s->tensors[s->ntensors++];
     t->offset = s->nparams;
     t->size = size;

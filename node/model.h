@@ -51,7 +51,8 @@ typedef struct {
     int decay;            /* 1: AdamW weight decay applies (matrices) */
 } param_tensor_t;
 
-#define STAGE_MAX_TENSORS 512
+#define STAGE_MAX_TENSORS 1600   /* 128 blocks x 12 tensors + embedding + head */
+#define MODEL_MAX_PARAMS (1ULL << 28)  /* refuse bigger models (1 GiB of fp32 weights) */
 
 /* The static description of one stage of a split. */
 typedef struct {

@@ -157,7 +157,6 @@ int cmd_node(int argc, char **argv)
         if (keypair_load(&n->keys, n->o.keys, err, sizeof err) < 0) return cli_fail(err);
     } else {
         if (keypair_generate(&n->keys, err, sizeof err) < 0) return cli_fail(err);
-        fprintf(stderr, "brigade node: using a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
     }
     n->id = node_id_from_pubkey(n->keys.pub);
     node_id_short(n->id, n->idshort);
@@ -259,6 +258,8 @@ int cmd_node(int argc, char **argv)
     size_t nparams = n->st->s.nparams;
     fprintf(stderr, "brigade node %s: stage %d of %d, %s, %zu parameters here\n", n->idshort, n->stage, n->nstages,
             n->o.cfg.name, nparams);
+    if (!n->o.keys[0])
+        fprintf(stderr, "brigade node: a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
     fprintf(stderr, "join with: --join %s\n", n->join_addr);
     metrics_event(n->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":\"%s\",\"params\":%zu,"
                   "\"join_addr\":\"%s\",\"stages\":%d,\"codec\":\"%s\",\"grad_codec\":\"%s\",\"version\":%lld",
@@ -391,7 +392,7 @@ int cmd_status(int argc, char **argv)
             }
             printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %.4f\n",
                    (unsigned long long)m.hdr.run, model, nst, (unsigned long long)done, (unsigned long long)target, loss);
-            printf("%-6s %-9s %-24s %10s %9s %8s\n", "stage", "peer", "address", "mb/s", "rtt ms", "version");
+            printf("%-6s %-9s %-24s %10s %9s %8s\n", "stage", "peer", "address", "ubatch/s", "rtt ms", "version");
             for (uint32_t s = 0; s < nst; s++) {
                 int any = 0;
                 for (int i = 0; i < k; i++) {

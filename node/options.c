@@ -46,7 +46,7 @@ static const opt_def_t s_opts[] = {
     { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default 2 x stages)" },
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)" },
     { "threads", T_INT, O(threads), 0, BOTH, "T", "BLAS threads (default 1)" },
-    { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates, 0 = at the end only (default 0)" },
+    { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates (default 0: solo at the end only, node none)" },
     { "metrics", T_STR, O(metrics), S(metrics), BOTH, "FILE", "append JSON Lines metrics to FILE" },
     { "checkpoint", T_STR, O(checkpoint), S(checkpoint), BOTH, "DIR", "stage checkpoints in DIR; a restart resumes" },
     { "save-every", T_INT, O(save_every), 0, BOTH, "N", "checkpoint every N updates (default 50)" },
@@ -168,10 +168,8 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
 {
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            opts_help(stdout, which);
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return 1;
-        }
         if (strncmp(a, "--", 2) != 0) {
             snprintf(err, errlen, "unexpected argument '%s' (options start with --; see --help)", a);
             return -1;
@@ -220,8 +218,8 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (o->micro < 1 || o->micro > 65536) { snprintf(err, errlen, "--micro %d: must be 1..65536", o->micro); return -1; }
     if (o->threads < 1 || o->threads > 256) { snprintf(err, errlen, "--threads %d: must be 1..256", o->threads); return -1; }
     if (!(o->optim.lr > 0.0f) || o->optim.lr > 10.0f) { snprintf(err, errlen, "--lr %g: must be in (0, 10]", o->optim.lr); return -1; }
-    if (o->optim.wd < 0.0f || o->optim.clip < 0.0f || o->optim.warmup < 0) {
-        snprintf(err, errlen, "--wd, --clip and --warmup must not be negative");
+    if (!(o->optim.wd >= 0.0f && o->optim.wd <= 10.0f) || !(o->optim.clip >= 0.0f && o->optim.clip <= 1e6f) || o->optim.warmup < 0) {
+        snprintf(err, errlen, "--wd must be in [0, 10], --clip in [0, 1e6], --warmup >= 0");
         return -1;
     }
     if (o->eval_every < 0 || o->save_every < 1) { snprintf(err, errlen, "--eval-every must be >= 0 and --save-every >= 1"); return -1; }
@@ -319,7 +317,8 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
         || n.steps < 1 || n.batch < 1 || n.batch > 65536 || n.micro < 1 || n.micro > 65536
         || n.optim.warmup < 0 || (n.schedule != SCHED_ASYNC && n.schedule != SCHED_GPIPE)
         || (n.stash != STASH_FULL && n.stash != STASH_2BW) || n.max_inflight < 0 || n.max_inflight > 4096
-        || !(n.optim.lr > 0.0f && n.optim.lr <= 10.0f) || !(n.optim.wd >= 0.0f) || !(n.optim.clip >= 0.0f)
+        || !(n.optim.lr > 0.0f && n.optim.lr <= 10.0f) || !(n.optim.wd >= 0.0f && n.optim.wd <= 10.0f)
+        || !(n.optim.clip >= 0.0f && n.optim.clip <= 1e6f) || n.steps > 100000000
         || codec_from_name(n.codec) < 0 || codec_from_name(n.grad_codec) < 0 || n.eval_every < 0) {
         snprintf(err, errlen, "run config: values out of range");
         return -1;

@@ -141,7 +141,13 @@ int cmd_solo(int argc, char **argv)
     char err[512];
     opts_defaults(&s->o);
     int r = opts_parse(&s->o, OPTS_SOLO, argc, argv, 2, err, sizeof err);
-    if (r == 1) return 0;
+    if (r == 1) {
+        printf("usage: brigade solo [options]\n\nTrains the whole model in one process: the reference the swarm is checked\n"
+               "against.  --stages K cuts it as a K-stage swarm would, passing activations and\n"
+               "gradients through --codec/--grad-codec at the cuts.\n\noptions:\n");
+        opts_help(stdout, OPTS_SOLO);
+        return 0;
+    }
     if (r < 0 || opts_resolve(&s->o, err, sizeof err) < 0) return cli_fail(err);
     opts_t *o = &s->o;
     if (o->stages == 0) o->stages = 1;

@@ -520,9 +520,23 @@ static void s_on_grad(compute_t *c, item_t *it)
     s_after_backward(c);
 }
 
+/* Averages this stage's weights with a replica's; refuses weights that are
+ * far from ours (replicas drift apart slowly; a far copy is a bad peer). */
 static void s_on_avg(compute_t *c, item_t *it)
 {
     float *p = c->st->params;
+    double d2 = 0, p2 = 0;
+    for (size_t i = 0; i < it->n; i++) {
+        double d = (double)it->tensor[i] - p[i];
+        d2 += d * d;
+        p2 += (double)p[i] * p[i];
+    }
+    if (d2 > 0.25 * p2) {
+        atomic_fetch_add(&c->n->drops, 1);
+        metrics_event(c->n->metrics, "drop", "\"why\":\"averaging weights too far from ours (%.2f relative)\",\"from\":\"%08llx\"",
+                      sqrt(d2 / (p2 > 0 ? p2 : 1)), (unsigned long long)(it->peer >> 32));
+        return;
+    }
     for (size_t i = 0; i < it->n; i++) p[i] = 0.5f * (p[i] + it->tensor[i]);
 }
 

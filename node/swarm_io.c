@@ -17,8 +17,8 @@
 #define BAN_STRIKES 20          /* refused messages that get a peer banned */
 #define BAN_S 60.0              /* for this long */
 #define STATE_REQ_EVERY_S 5.0   /* at most one state download per peer this often */
-#define NORM_FACTOR 50.0        /* a tensor this many times its stream's usual RMS is refused */
-#define NORM_WARMUP 8           /* tensors seen before the norm check applies */
+#define NORM_FACTOR 1000.0        /* a tensor this many times its stream's usual RMS is refused */
+#define NORM_WARMUP 16          /* tensors seen before the norm check applies */
 
 item_t *item_new(void)
 {
@@ -876,7 +876,12 @@ int swarm_io_start(node_t *n, char *err, size_t errlen)
         memcpy(n->adv, n->o.advertise, strlen(n->o.advertise) + 1);
     } else {
         const char *h = n->listen_host;
-        if (!strcmp(h, "0.0.0.0") || !strcmp(h, "*") || !strcmp(h, "::")) h = "127.0.0.1";
+        if (!strcmp(h, "0.0.0.0") || !strcmp(h, "*") || !strcmp(h, "::")) {
+            h = "127.0.0.1";
+            if (n->o.join[0] || 1)
+                fprintf(stderr, "brigade node: listening on all interfaces without --advertise: peers are told 127.0.0.1, "
+                                "which only works on this machine (pass --advertise PUBLIC_HOST:PORT)\n");
+        }
         hostport_format(n->adv, sizeof n->adv, h, n->listen_port);
     }
     char ah[ADDR_HOST_MAX];

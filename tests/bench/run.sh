@@ -133,7 +133,7 @@ run_pass() {
     "$@" "$BUILD/bench/bench_codec" "$GRADS" > "$WORK/codec.$pass.grads" 2>&1
     for s in synth acts grads; do
         echo
-        sed -n '/^## codecs/,/^$/p' "$WORK/codec.$pass.$s"
+        sed -n '/^## codecs/,/^## payload/p' "$WORK/codec.$pass.$s" | grep -v '^## payload'
     done
 }
 

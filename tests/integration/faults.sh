@@ -1,0 +1,63 @@
+#!/bin/sh
+# faults.sh: the swarm survives what volunteers' machines do (kill -9, pause)
+# and refuses bad starts with one line and exit 2.  Swarm cases go through
+# tests/harness.  Prints "ok - NAME" or "FAIL - NAME: why".
+BRIGADE=${BRIGADE:-build/brigade}
+HARNESS=$(dirname "$0")/../harness
+T=$(mktemp -d /tmp/brigade-faults.XXXXXX)
+HOLDER=""
+trap '[ -n "$HOLDER" ] && kill "$HOLDER" 2>/dev/null; [ -n "$KEEP" ] || rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+
+hx() {
+    name=$1; shift
+    python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/$name" --timeout 180 "$@" >"$T/$name.out" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
+        echo "ok - $name ($(grep '^check ' "$T/$name.out" | grep -v '^check finished' | sed 's/^check [a-z-]*: ok (//; s/)$//' | tr '\n' ';' | sed 's/;$//'))"
+    else
+        echo "FAIL - $name: harness exit $rc: $(grep -E '^FAILED|^harness' "$T/$name.out" | tr '\n' ' ')"
+    fi
+}
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+TINY="--model gpt-tiny --data synthetic"
+
+# kill -9 one peer of a 2-peer stage once 60 losses are logged.
+hx kill9-one-of-two-peers --stages 4 --replicas 2 --fault "kill9 6 after 60" \
+    --creator-args "$TINY --steps 250 --seed 2" \
+    --expect-exit 0 --expect-loss-ratio 0.6 --expect-lost 0 --expect-failover
+
+# SIGSTOP one peer of a 2-peer stage for 4 s, then SIGCONT.
+hx sigstop-4s-one-of-two-peers --stages 4 --replicas 2 --fault "stop 5 after 50 for 4" \
+    --creator-args "$TINY --steps 250 --seed 2" \
+    --expect-exit 0 --expect-loss-ratio 0.6 --expect-lost 0 --expect-tokens-grow
+
+# one_line_exit2 NAME PATTERN CMD...: CMD exits 2 within the bound with exactly
+# one line on stderr, matching PATTERN (case-insensitive extended regex).
+one_line_exit2() {
+    name=$1; pat=$2; shift 2
+    timeout 25 "$@" >"$T/o.out" 2>"$T/o.err"; rc=$?
+    n=$(grep -c . "$T/o.err")
+    if [ $rc = 2 ] && [ "$n" = 1 ] && grep -Eqi "$pat" "$T/o.err"; then echo "ok - $name: $(cat "$T/o.err")"
+    elif [ $rc = 124 ]; then echo "FAIL - $name: still running after 25 s"
+    else echo "FAIL - $name: exit $rc, $n lines on stderr, want 2 and one line matching '$pat': $(head -n 3 "$T/o.err" | tr '\n' '|')"; fi
+}
+"$BRIGADE" keygen --out "$T/k1" >/dev/null 2>&1 && "$BRIGADE" keygen --out "$T/k2" >/dev/null 2>&1 \
+    || echo "FAIL - keygen: $("$BRIGADE" keygen --out "$T/k3" 2>&1 | tail -n 1)"
+KEY=$(head -n 1 "$T/k1/node.pub" 2>/dev/null)
+
+one_line_exit2 "node bad option" "bogus" "$BRIGADE" node --bogus-option
+one_line_exit2 "node unreachable bootstrap" "$(free_port >"$T/p"; cat "$T/p")" \
+    "$BRIGADE" node --listen "127.0.0.1:$(free_port)" --keys "$T/k2" --threads 1 --join "127.0.0.1:$(cat "$T/p")/$KEY"
+
+# Port in use: a plain listener holds the port; a node asked to listen there refuses.
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(60)' "$T/held" &
+HOLDER=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$T/held" ] && break; sleep 0.2; done
+one_line_exit2 "node port in use" "in use" "$BRIGADE" node --listen "127.0.0.1:$(cat "$T/held")" --keys "$T/k2" \
+    $TINY --stages 1 --steps 5 --threads 1
+kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null; HOLDER=""
+exit 0

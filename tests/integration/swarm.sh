@@ -1,0 +1,45 @@
+#!/bin/sh
+# swarm.sh: real multi-process swarms on 127.0.0.1 through tests/harness:
+# exact parity with solo, learning with int8 on the wire, two peers per stage,
+# and a node that joins mid-run.  Prints "ok - NAME" or "FAIL - NAME: why".
+BRIGADE=${BRIGADE:-build/brigade}
+HARNESS=$(dirname "$0")/../harness
+T=$(mktemp -d /tmp/brigade-swarm.XXXXXX)
+trap '[ -n "$KEEP" ] || rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+
+# hx NAME HARNESS-ARGS...: one harness run; its checks decide ok/FAIL.
+hx() {
+    name=$1; shift
+    python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/$name" --timeout 180 "$@" >"$T/$name.out" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
+        echo "ok - $name ($(grep '^check ' "$T/$name.out" | grep -v '^check finished' | sed 's/^check [a-z-]*: ok (//; s/)$//' | tr '\n' ';' | sed 's/;$//'))"
+    else
+        echo "FAIL - $name: harness exit $rc: $(grep -E '^FAILED|^harness' "$T/$name.out" | tr '\n' ' ')"
+    fi
+}
+TINY="--model gpt-tiny --data synthetic"
+
+hx parity-4-nodes-vs-solo --stages 4 \
+    --creator-args "$TINY --steps 30 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1" \
+    --expect-exit 0 --expect-parity 30
+
+hx int8-4-stages-learns --stages 4 \
+    --creator-args "$TINY --steps 200 --seed 1 --codec int8 --grad-codec int8" \
+    --expect-exit 0 --expect-loss-ratio 0.5 --expect-wire-ratio 3.9 --expect-lost 0 --expect-tokens-grow
+
+hx eight-nodes-2-per-stage --stages 4 --replicas 2 \
+    --creator-args "$TINY --steps 200 --seed 1" \
+    --expect-exit 0 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
+
+# Node 4 starts once 60 losses are logged, on stage 2 which node 2 already serves.
+hx late-joiner-middle-stage --stages 4 --nodes 5 --node 4 "--stage 2" --fault "start 4 after 60" \
+    --creator-args "$TINY --steps 250 --seed 1" \
+    --expect-exit 0 --expect-state 4 --expect-no-jump 4 0.1 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
+
+# The same on the data stage, whose donor is the bootstrap itself.
+hx late-joiner-data-stage --stages 4 --nodes 5 --node 4 "--stage 0" --fault "start 4 after 60" \
+    --creator-args "$TINY --steps 250 --seed 1" \
+    --expect-exit 0 --expect-state 4 --expect-no-jump 4 0.1 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
+exit 0
