@@ -17,6 +17,7 @@ static void s_usage(FILE *f)
         "  status  HOST:PORT/KEY                  the swarm map: stages, peers, rates, loss\n"
         "  sample  --model-file F [--prompt S]    generate text from a trained gpt\n"
         "  assemble CHECKPOINT_DIR... --out FILE  stage checkpoints -> one model file\n"
+        "  ticket  --owner DIR --peer PUBKEY [--expires T]   admission ticket for a closed swarm\n"
         "\ntrainer options (solo):\n");
     opts_help(f, OPTS_SOLO);
 }
@@ -34,6 +35,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "keygen")) return cmd_keygen(argc, argv);
     if (!strcmp(cmd, "status")) return cmd_status(argc, argv);
     if (!strcmp(cmd, "assemble")) return cmd_assemble(argc, argv);
+    if (!strcmp(cmd, "ticket")) return cmd_ticket(argc, argv);
     fprintf(stderr, "brigade: unknown command '%s' (see brigade --help)\n", cmd);
     return 2;
 }

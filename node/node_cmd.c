@@ -158,6 +158,37 @@ int cmd_node(int argc, char **argv)
     } else {
         if (keypair_generate(&n->keys, err, sizeof err) < 0) return cli_fail(err);
     }
+    if (n->o.owner[0] && n->o.join[0]) return cli_fail("--owner starts a closed swarm; a joiner passes --ticket instead");
+    if (n->o.owner[0]) {
+        /* a closed swarm: the run carries the owner's public key; this node admits itself */
+        owner_keys_t ok;
+        ticket_t t;
+        if (owner_keys_load(&ok, n->o.owner, err, sizeof err) < 0) return cli_fail(err);
+        n->o.closed = 1;
+        memcpy(n->o.owner_pub, ok.pub, 32);
+        int r2 = ticket_issue(&t, &ok, n->keys.pub, 0, err, sizeof err);
+        owner_keys_wipe(&ok);
+        if (r2 < 0) return cli_fail(err);
+        ticket_encode(n->ticket, &t);
+    } else if (n->o.ticket[0]) {
+        char text[TICKET_TEXT_LEN + 64] = {0};
+        const char *src = n->o.ticket;
+        if (src[0] == '@') {
+            FILE *f = fopen(src + 1, "r");
+            if (!f) { snprintf(err, sizeof err, "--ticket %s: %s", src, strerror(errno)); return cli_fail(err); }
+            size_t got = fread(text, 1, sizeof text - 1, f);
+            fclose(f);
+            while (got && (text[got - 1] == '\n' || text[got - 1] == '\r' || text[got - 1] == ' ')) text[--got] = 0;
+            src = text;
+        }
+        ticket_t t;
+        char why[256];
+        if (ticket_decode_text(&t, src, why, sizeof why) < 0) {
+            snprintf(err, sizeof err, "--ticket: %s", why);
+            return cli_fail(err);
+        }
+        ticket_encode(n->ticket, &t);
+    }
     n->id = node_id_from_pubkey(n->keys.pub);
     node_id_short(n->id, n->idshort);
     n->stage = n->o.stage;
@@ -193,7 +224,20 @@ int cmd_node(int argc, char **argv)
             return cli_fail(err);
         }
     }
+    char local_data[OPT_PATH];
+    int local_data_given = opts_given(&n->o, "data");
+    snprintf(local_data, sizeof local_data, "%s", n->o.data);
     if (swarm_io_start(n, err, sizeof err) < 0) return cli_fail(err);
+    if (n->o.join[0] && n->stage == 0) {
+        /* the data path comes from whoever started the run: a joiner reads files only when it names them itself */
+        if (local_data_given) {
+            snprintf(n->o.data, sizeof n->o.data, "%s", local_data);
+        } else if (strncmp(n->o.data, "synthetic", 9) != 0 && strcmp(n->o.data, "fmnist") != 0) {
+            snprintf(err, sizeof err, "this run reads '%s' on its data stage (0); to serve it, pass --data with your own copy "
+                     "of that data, or --stage N for another stage", n->o.data);
+            return cli_fail(err);
+        }
+    }
     openblas_set_num_threads(n->o.threads);
     n->target = (uint64_t)n->o.steps * n->o.micro;
     metrics_set_stage(n->metrics, n->stage);
@@ -344,7 +388,12 @@ int cmd_keygen(int argc, char **argv)
         keypair_wipe(&kp);
         return cli_fail(err);
     }
-    printf("public key: %s\nwritten: %s/node.key (secret, 0600) and %s/node.pub\n", kp.pub_z85, dir, dir);
+    if (owner_keys_ensure(dir, err, sizeof err) < 0) {
+        keypair_wipe(&kp);
+        return cli_fail(err);
+    }
+    printf("public key: %s\nwritten: %s/node.key (secret, 0600) and %s/node.pub,\n"
+           "         %s/owner.sign (run-owner signing key, 0600) and %s/owner.pub\n", kp.pub_z85, dir, dir, dir, dir);
     keypair_wipe(&kp);
     return 0;
 }

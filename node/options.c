@@ -57,6 +57,8 @@ static const opt_def_t s_opts[] = {
     { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)" },
     { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)" },
     { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)" },
+    { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)" },
+    { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)" },
     { "http", T_INT, O(http), 0, OPTS_NODE, "PORT", "serve a status page on 127.0.0.1:PORT" },
     { "emu-latency-ms", T_DOUBLE, O(emu_latency_ms), 0, OPTS_NODE, "MS", "test: delay outgoing messages" },
     { "emu-jitter-ms", T_DOUBLE, O(emu_jitter_ms), 0, OPTS_NODE, "MS", "test: random extra delay" },
@@ -250,10 +252,12 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
     const model_config_t *c = &o->cfg;
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
-             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d seed=%llu",
+             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d seed=%llu closed=%d owner=%02x%02x%02x%02x%02x%02x%02x%02x",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
              o->batch, o->micro, o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
-             o->grad_codec, o->schedule, o->stash, (unsigned long long)o->seed);
+             o->grad_codec, o->schedule, o->stash, (unsigned long long)o->seed, o->closed,
+             o->owner_pub[0], o->owner_pub[1], o->owner_pub[2], o->owner_pub[3], o->owner_pub[4], o->owner_pub[5],
+             o->owner_pub[6], o->owner_pub[7]);
 }
 
 uint64_t opts_run_id(const opts_t *o)
@@ -284,6 +288,8 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_str(w, o->grad_codec);
     wbuf_put_u64(w, o->seed);
     wbuf_put_u32(w, (uint32_t)o->eval_every);
+    wbuf_put_u8(w, (uint8_t)(o->closed ? 1 : 0));
+    wbuf_put_raw(w, o->owner_pub, 32);
 }
 
 int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
@@ -308,7 +314,9 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     rbuf_get_str(r, n.grad_codec, sizeof n.grad_codec);
     n.seed = rbuf_get_u64(r);
     n.eval_every = (int)rbuf_get_u32(r);
-    if (rbuf_error(r)) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
+    n.closed = rbuf_get_u8(r);
+    rbuf_get_raw(r, n.owner_pub, 32);
+    if (rbuf_error(r) || n.closed > 1) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
     snprintf(n.model, sizeof n.model, "%s", c->name);
     char why[256];
     stage_t probe;

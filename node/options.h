@@ -31,6 +31,10 @@ typedef struct {
     /* node */
     char listen[256], join[512], advertise[256], keys[OPT_PATH];
     int stage;                   /* -1: auto */
+    char owner[OPT_PATH];        /* creator of a closed swarm: the owner key folder */
+    char ticket[OPT_PATH];       /* joiner of a closed swarm: ticket text or @FILE */
+    int closed;                  /* run config: only ticket holders are admitted */
+    uint8_t owner_pub[32];       /* run config: the owner's Ed25519 public key */
     int http;
     /* link emulation (tests) */
     double emu_latency_ms, emu_bandwidth_mbit, emu_jitter_ms, emu_loss, emu_slowdown;

@@ -24,6 +24,7 @@ typedef struct {
     double turnaround;      /* EWMA seconds from our ACT to its GRAD */
     double last_loss;       /* its last reported loss (last stage) */
     int strikes;            /* messages of it refused since the last ban */
+    int admitted;           /* closed swarm: its ticket was verified here */
     double banned_until;    /* metrics_now() before which it is ignored */
     double last_state_req;  /* rate limit of its STATE_REQs */
     double norm_mean;       /* running mean of the per-value RMS of its tensors */

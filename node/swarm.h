@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "compress/codec.h"
 #include "net/keys.h"
+#include "net/ticket.h"
 #include "net/transport.h"
 #include "node/data.h"
 #include "node/metrics.h"
@@ -21,6 +22,7 @@
 #include "node/statuspage.h"
 
 #define ACT_FLAG_EVAL 0x1u     /* an evaluation microbatch: forward only */
+#define JOIN_FLAG_INTRO 0x1u   /* JOIN: an introduction (ticket) to a peer, no WELCOME wanted */
 #define STATE_CHUNK (1u << 20) /* bytes per STATE message */
 #define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
 #define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
@@ -81,6 +83,7 @@ typedef struct node {
     char ckpt_path[OPT_PATH + 16];  /* DIR/stage.ckpt, or "" */
     uint64_t start_cursor;     /* data position to start from (checkpoint) */
     uint64_t lost;             /* microbatches given up (could not be re-issued) */
+    uint8_t ticket[TICKET_LEN];   /* closed swarm: this node's admission ticket */
     http_server_t *http;       /* --http status page, or NULL */
     pthread_mutex_t hist_lock; /* guards hist */
     status_history_t hist;     /* loss curve for the status page */

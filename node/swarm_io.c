@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define JOIN_WAIT_S 15.0
@@ -93,6 +94,16 @@ static int s_banned(node_t *n, uint64_t id)
     return b;
 }
 
+/* Closed swarm: 1 when peer id showed a valid ticket here. */
+static int s_admitted(node_t *n, uint64_t id)
+{
+    pthread_mutex_lock(&n->peers.lock);
+    int i = peers_find_locked(&n->peers, id);
+    int a = i >= 0 && n->peers.p[i].admitted;
+    pthread_mutex_unlock(&n->peers.lock);
+    return a;
+}
+
 /* Checks a tensor's scale against the usual scale of its sender's stream:
  * 0 when plausible (and learns from it), -1 when far outside. */
 static int s_norm_ok(node_t *n, uint64_t from, const float *t, size_t len)
@@ -136,9 +147,35 @@ static void s_self_info(node_t *n, peer_info_t *p)
     pthread_mutex_unlock(&n->peers.lock);
 }
 
+/* The JOIN body: our address, the stage we want, our ticket (closed swarm). */
+static void s_put_join(node_t *n, wbuf_t *w, int want)
+{
+    wbuf_put_str(w, n->adv);
+    wbuf_put_u32(w, (uint32_t)(int32_t)want);
+    wbuf_put_bytes(w, n->ticket, n->o.ticket[0] || n->o.owner[0] ? TICKET_LEN : 0);
+}
+
+/* In a closed swarm, a new link starts with an introduction: our ticket. */
+static void s_introduce(node_t *n, int link)
+{
+    wbuf_t w;
+    wbuf_init(&w, 1024);
+    s_put_join(n, &w, n->stage);
+    wire_hdr_t h;
+    wire_hdr_init(&h, WIRE_JOIN);
+    h.run = n->run;
+    h.flags = JOIN_FLAG_INTRO;
+    h.stage = n->stage < 0 ? WIRE_STAGE_NONE : (uint16_t)n->stage;
+    const void *f[1] = { w.data };
+    size_t l[1] = { w.len };
+    if (!wbuf_error(&w)) transport_send(n->tr, link, &h, f, l, 1);
+    wbuf_free(&w);
+}
+
 /* The link to peer id, connecting on first use; -1 when unknown. */
 static int s_link(node_t *n, uint64_t id)
 {
+    int fresh = 0;
     pthread_mutex_lock(&n->peers.lock);
     int i = peers_find_locked(&n->peers, id), link = -1;
     if (i >= 0 && id != n->id) {
@@ -148,10 +185,12 @@ static int s_link(node_t *n, uint64_t id)
             int port;
             if (hostport_parse(p->info.addr, host, sizeof host, &port, 0, err, sizeof err) == 0)
                 p->link = transport_connect(n->tr, host, port, p->info.pubkey, err, sizeof err);
+            fresh = p->link >= 0;
         }
         link = p->link;
     }
     pthread_mutex_unlock(&n->peers.lock);
+    if (fresh && n->o.closed) s_introduce(n, link);
     return link;
 }
 
@@ -269,11 +308,50 @@ static void s_on_join(node_t *n, transport_msg_t *m)
     char adv[PEER_ADDR_MAX];
     rbuf_get_str(&r, adv, sizeof adv);
     int32_t want = (int32_t)rbuf_get_u32(&r);
+    size_t tlen = 0;
+    const uint8_t *tbytes = rbuf_get_bytes(&r, TICKET_LEN, &tlen);
     char host[ADDR_HOST_MAX], err[256];
     int port;
     if (rbuf_error(&r) || hostport_parse(adv, host, sizeof host, &port, 0, err, sizeof err) < 0
         || want < -1 || want >= n->nstages) {
         s_drop(n, "malformed JOIN", m->sender);
+        return;
+    }
+    if (n->o.closed) {
+        ticket_t t;
+        char why[200];
+        if (tlen != TICKET_LEN) snprintf(why, sizeof why, "no admission ticket");
+        else if (ticket_decode(&t, tbytes, tlen, why, sizeof why) == 0 &&
+                 ticket_verify(&t, n->o.owner_pub, m->sender_pub, (uint64_t)time(NULL), why, sizeof why) == 0)
+            why[0] = 0;
+        if (why[0]) {
+            char id[9];
+            node_id_short(m->sender, id);
+            metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"refused\",\"why\":\"%s\"", id, why);
+            s_drop(n, why, m->sender);
+            if (!(m->hdr.flags & JOIN_FLAG_INTRO)) {
+                /* tell the joiner why, so it can say so instead of waiting */
+                wire_hdr_t h;
+                s_hdr(n, &h, WIRE_BYE);
+                const void *f[1] = { why };
+                size_t l[1] = { strlen(why) };
+                transport_reply(n->tr, m, &h, f, l, 1);
+            }
+            return;
+        }
+    }
+    if (m->hdr.flags & JOIN_FLAG_INTRO) {
+        /* a member opening a link to us: learn it, admit it, nothing to answer */
+        peer_info_t info = {0};
+        info.id = m->sender;
+        memcpy(info.addr, adv, sizeof info.addr);
+        memcpy(info.pubkey, m->sender_pub, 32);
+        info.stage = (int16_t)want;
+        s_add_peer(n, &info, "introduction");
+        pthread_mutex_lock(&n->peers.lock);
+        int k = peers_find_locked(&n->peers, m->sender);
+        if (k >= 0) n->peers.p[k].admitted = 1;
+        pthread_mutex_unlock(&n->peers.lock);
         return;
     }
     int stage = want;
@@ -300,6 +378,7 @@ static void s_on_join(node_t *n, transport_msg_t *m)
         snprintf(p->info.addr, sizeof p->info.addr, "%s", adv);
         p->health = PEER_ALIVE;
         p->last_heard = metrics_now();
+        p->admitted = 1;
     }
     pthread_mutex_unlock(&n->peers.lock);
 
@@ -579,6 +658,10 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
     atomic_fetch_add(&n->bytes_recv, WIRE_HDR_LEN);
     for (int i = 0; i < m->nframes; i++) atomic_fetch_add(&n->bytes_recv, m->len[i]);
     int type = m->hdr.type;
+    if (type == WIRE_STATUS_REQ && n->o.closed && !s_admitted(n, m->sender)) {
+        s_drop(n, "STATUS_REQ without admission (closed swarm)", m->sender);
+        return;
+    }
     if (type == WIRE_STATUS_REQ) {
         wbuf_t w;
         wbuf_init(&w, 1 << 22);
@@ -611,6 +694,7 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
     }
     if (m->hdr.run != n->run) { s_drop(n, "message of another run", m->sender); return; }
     if (s_banned(n, m->sender)) { atomic_fetch_add(&n->drops, 1); return; }
+    if (n->o.closed && !s_admitted(n, m->sender)) { s_drop(n, "no admission ticket", m->sender); return; }
     s_heard(n, m->sender);
     switch (type) {
     case WIRE_PEERS: s_on_peers(n, m); break;
@@ -786,8 +870,7 @@ static int s_join(node_t *n, char *err, size_t errlen)
     if (link < 0) { snprintf(err, errlen, "--join %s: %s", n->o.join, why); return -1; }
     wbuf_t w;
     wbuf_init(&w, 1024);
-    wbuf_put_str(&w, n->adv);
-    wbuf_put_u32(&w, (uint32_t)(int32_t)n->o.stage);
+    s_put_join(n, &w, n->o.stage);
     wire_hdr_t h;
     wire_hdr_init(&h, WIRE_JOIN);
     const void *f[1] = { w.data };
@@ -800,6 +883,16 @@ static int s_join(node_t *n, char *err, size_t errlen)
         int r = transport_poll(n->tr, 100, &m);
         if (metrics_now() > resend) { transport_send(n->tr, link, &h, f, l, 1); resend = metrics_now() + 3.0; }
         if (r != 1) continue;
+        if (m.hdr.type == WIRE_BYE && m.nframes >= 1 && m.len[0] < 200) {
+            char why[200];
+            memcpy(why, m.frame[0], m.len[0]);
+            why[m.len[0]] = 0;
+            for (char *q = why; *q; q++) if (*q < 32 || *q > 126) *q = '?';
+            snprintf(err, errlen, "--join %s: refused by the swarm: %s (a closed swarm needs --ticket from its owner)", n->o.join, why);
+            transport_msg_close(&m);
+            wbuf_free(&w);
+            return -1;
+        }
         if (m.hdr.type == WIRE_WELCOME && m.nframes >= 3) {
             opts_t o = n->o;
             rbuf_t rc, ra, rt;
@@ -840,6 +933,7 @@ static int s_join(node_t *n, char *err, size_t errlen)
             pthread_mutex_lock(&n->peers.lock);
             int i = peers_find_locked(&n->peers, m.sender);
             if (i >= 0 && n->peers.p[i].link < 0) n->peers.p[i].link = link;
+            if (i >= 0) n->peers.p[i].admitted = 1;  /* the node we chose to join */
             pthread_mutex_unlock(&n->peers.lock);
             ok = 1;
         }
