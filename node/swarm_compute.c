@@ -657,6 +657,33 @@ static int s_all_stages_served(node_t *n)
     return 1;
 }
 
+/* The data stage's window when --max-inflight is not given: enough
+ * microbatches to cover the pipeline's network round trip with compute
+ * (Little's law: latency / time per microbatch), at least 2 per stage and at
+ * most 8 per stage (each one holds activations at every stage). */
+static int s_auto_window(compute_t *c)
+{
+    node_t *n = c->n;
+    int K = n->nstages;
+    double rtt = 0;
+    int nr = 0;
+    pthread_mutex_lock(&n->peers.lock);
+    for (int i = 0; i < n->peers.n; i++)
+        if (n->peers.p[i].info.id != n->id && n->peers.p[i].health != PEER_GONE && n->peers.p[i].rtt_ms > 0) {
+            rtt += n->peers.p[i].rtt_ms;
+            nr++;
+        }
+    pthread_mutex_unlock(&n->peers.lock);
+    double per_mb = c->fwd_done ? c->busy_s / (double)c->fwd_done : 0;  /* my compute per microbatch */
+    if (!nr || per_mb <= 0) return 2 * K;
+    /* forward and backward cross K-1 links each way: (K-1) round trips */
+    double latency = (K - 1) * (rtt / nr) * 1e-3;
+    int w = K + (int)ceil(latency / per_mb);
+    if (w < 2 * K) w = 2 * K;
+    if (w > 8 * K) w = 8 * K;
+    return w;
+}
+
 static void s_update_rate(compute_t *c)
 {
     node_t *n = c->n;
@@ -694,6 +721,7 @@ void swarm_compute(node_t *n)
     }
     int max_inflight = n->o.max_inflight > 0 ? n->o.max_inflight : 2 * n->nstages;
     if (n->o.schedule == SCHED_GPIPE) max_inflight = n->o.micro;
+    int auto_window = n->o.max_inflight == 0 && n->o.schedule != SCHED_GPIPE;
     double next_timeout = 0;
     while (!atomic_load(&n->done)) {
         /* 1. take everything that arrived: gradients first (1F1B) */
@@ -742,6 +770,7 @@ void swarm_compute(node_t *n)
         if (now >= next_timeout) {
             s_timeouts(c);
             s_update_rate(c);
+            if (auto_window && n->stage == 0) max_inflight = s_auto_window(c);
             next_timeout = now + 0.2;
         }
         if (!did) {
