@@ -14,7 +14,7 @@
 
 #define POOL_MAX 64          /* activation slots (microbatches held at once) */
 #define REC_MAX 256          /* microbatch records */
-#define AVG_EVERY 10         /* updates between within-stage averaging */
+#define AVG_EVERY 20         /* updates between within-stage averaging (weights sent as fp16) */
 #define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
 #define PENDING_MAX 1024
 #define MAX_TRIES 20         /* a data-stage microbatch is given up after this many issues */
@@ -233,7 +233,7 @@ static void s_after_backward(compute_t *c)
         }
         pthread_mutex_unlock(&n->peers.lock);
         for (int i = 0; i < k; i++) {
-            item_t *it = s_tensor_item(c, WIRE_AVG, ids[i], (uint64_t)c->st->version, c->st->params, c->st->s.nparams, codec_from_name("fp32"), NULL);
+            item_t *it = s_tensor_item(c, WIRE_AVG, ids[i], (uint64_t)c->st->version, c->st->params, c->st->s.nparams, codec_from_name("fp16"), NULL);
             if (it) node_send(n, it);
         }
     }

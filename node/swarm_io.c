@@ -17,7 +17,7 @@
 #define DROP_LOG_FIRST 50
 #define BAN_STRIKES 20          /* refused messages that get a peer banned */
 #define BAN_S 60.0              /* for this long */
-#define STATE_REQ_EVERY_S 5.0   /* at most one state download per peer this often */
+#define STATE_REQ_EVERY_S 2.0   /* at most one state download per peer this often */
 #define NORM_FACTOR 1000.0        /* a tensor this many times its stream's usual RMS is refused */
 #define NORM_WARMUP 16          /* tensors seen before the norm check applies */
 
@@ -155,7 +155,9 @@ static void s_put_join(node_t *n, wbuf_t *w, int want)
     wbuf_put_bytes(w, n->ticket, n->o.ticket[0] || n->o.owner[0] ? TICKET_LEN : 0);
 }
 
-/* In a closed swarm, a new link starts with an introduction: our ticket. */
+/* A new link starts with an introduction: who we are, where we listen,
+ * which stage we serve, and (closed swarm) our ticket, so the peer knows us
+ * before our first real message even when gossip has not told it yet. */
 static void s_introduce(node_t *n, int link)
 {
     wbuf_t w;
@@ -190,7 +192,7 @@ static int s_link(node_t *n, uint64_t id)
         link = p->link;
     }
     pthread_mutex_unlock(&n->peers.lock);
-    if (fresh && n->o.closed) s_introduce(n, link);
+    if (fresh) s_introduce(n, link);
     return link;
 }
 
@@ -348,6 +350,7 @@ static void s_on_join(node_t *n, transport_msg_t *m)
         memcpy(info.pubkey, m->sender_pub, 32);
         info.stage = (int16_t)want;
         s_add_peer(n, &info, "introduction");
+        s_heard(n, m->sender);
         pthread_mutex_lock(&n->peers.lock);
         int k = peers_find_locked(&n->peers, m->sender);
         if (k >= 0) n->peers.p[k].admitted = 1;
@@ -717,7 +720,7 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
         pthread_mutex_lock(&n->peers.lock);
         int pi = peers_find_locked(&n->peers, m->sender), limited = 0;
         if (pi >= 0) {
-            limited = metrics_now() - n->peers.p[pi].last_state_req < STATE_REQ_EVERY_S;
+            limited = n->peers.p[pi].last_state_req > 0 && metrics_now() - n->peers.p[pi].last_state_req < STATE_REQ_EVERY_S;
             if (!limited) n->peers.p[pi].last_state_req = metrics_now();
         }
         pthread_mutex_unlock(&n->peers.lock);
@@ -1043,7 +1046,7 @@ int swarm_fetch_state(node_t *n, uint64_t donor, char *err, size_t errlen)
             wire_hdr_t h;
             s_hdr(n, &h, WIRE_STATE_REQ);
             s_send(n, donor, &h, NULL, NULL, 0, 0);
-            resend = metrics_now() + 10.0;
+            resend = metrics_now() + 3.0;
         }
         s_poll_once(n, 50);
         s_drain_outbox(n);

@@ -1,0 +1,1008 @@
+/* test_runtime: the stage runtime's building blocks: weight stash, peer
+ * table and routing, the thread-safe queue, the option table with the run
+ * config codec and run id, and stage checkpoints. */
+#include "tests/check.h"
+#include "net/wire.h"
+#include "node/modelfile.h"
+#include "node/options.h"
+#include "node/peers.h"
+#include "node/queue.h"
+#include "node/stash.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- stash ------------------------------------------------------------- */
+
+#define SN 1000  /* floats per weight copy */
+
+/* Weights of version v: a pattern no other version shares. */
+static void s_fill(float *w, int64_t v)
+{
+    for (int i = 0; i < SN; i++) w[i] = (float)v * 1000.0f + (float)i * 0.001f + 0.5f;
+}
+
+static int s_is_version(const float *w, int64_t v)
+{
+    float want[SN];
+    s_fill(want, v);
+    return w && memcmp(w, want, sizeof want) == 0;
+}
+
+/* One optimizer update of the live weights: stash, then overwrite in place. */
+static int s_update(stash_t *s, float *live, int64_t *live_v)
+{
+    int rc = stash_before_update(s, *live_v, live);
+    (*live_v)++;
+    s_fill(live, *live_v);
+    return rc;
+}
+
+static void test_stash_full_keeps_versions_in_use(void)
+{
+    stash_t s;
+    float live[SN];
+    int64_t lv = 0;
+    stash_init(&s, SN, 0);
+    s_fill(live, 0);
+    CHECK(stash_versions(&s, lv) == 1);
+    /* microbatches a (v0), b (v1), c and d (v2) start; the stage updates after each */
+    stash_ref(&s, 0);
+    CHECK(s_update(&s, live, &lv) == 0);
+    stash_ref(&s, 1);
+    CHECK(s_update(&s, live, &lv) == 0);
+    stash_ref(&s, 2);
+    stash_ref(&s, 2);
+    CHECK(s_update(&s, live, &lv) == 0);
+    CHECK(lv == 3);
+    CHECK(stash_versions(&s, lv) == 4);
+    /* two more updates with nothing in flight at the live version: no copies */
+    CHECK(s_update(&s, live, &lv) == 0);
+    CHECK(s_update(&s, live, &lv) == 0);
+    CHECK(stash_versions(&s, lv) == 4);
+    CHECK(s_is_version(live, 5));
+    CHECK(s_is_version(stash_params(&s, 0, lv, live), 0));
+    CHECK(s_is_version(stash_params(&s, 1, lv, live), 1));
+    CHECK(s_is_version(stash_params(&s, 2, lv, live), 2));
+    CHECK(stash_params(&s, 5, lv, live) == live);
+    CHECK(stash_params(&s, 0, lv, live) != live);
+    /* the live version in flight: returns the live pointer, no copy */
+    stash_ref(&s, 5);
+    CHECK(stash_params(&s, 5, lv, live) == live);
+    CHECK(stash_versions(&s, lv) == 4);
+    /* backward passes finish: each unref frees its version */
+    stash_unref(&s, 1, lv);
+    CHECK(stash_versions(&s, lv) == 3);
+    CHECK(s_is_version(stash_params(&s, 0, lv, live), 0));
+    CHECK(s_is_version(stash_params(&s, 2, lv, live), 2));
+    stash_unref(&s, 2, lv);  /* one of two microbatches of v2 */
+    CHECK(stash_versions(&s, lv) == 3);
+    CHECK(s_is_version(stash_params(&s, 2, lv, live), 2));
+    stash_unref(&s, 2, lv);
+    CHECK(stash_versions(&s, lv) == 2);
+    stash_unref(&s, 0, lv);
+    CHECK(stash_versions(&s, lv) == 1);
+    stash_unref(&s, 5, lv);
+    CHECK(stash_versions(&s, lv) == 1);
+    CHECK(s.peak == 4);
+    /* the live version's microbatch is gone: the next update copies nothing */
+    CHECK(s_update(&s, live, &lv) == 0);
+    CHECK(stash_versions(&s, lv) == 1);
+    stash_fini(&s);
+}
+
+static void test_stash_full_many_rounds(void)
+{
+    /* a steady pipeline: 3 microbatches in flight, one update per microbatch;
+     * every backward must see exactly its forward's weights */
+    stash_t s;
+    float live[SN];
+    int64_t lv = 0;
+    int64_t ring[3];
+    int head = 0, bad = 0;
+    stash_init(&s, SN, 0);
+    s_fill(live, 0);
+    for (int k = 0; k < 3; k++) { stash_ref(&s, lv); ring[k] = lv; }
+    for (int step = 0; step < 40; step++) {
+        int64_t v = ring[head];
+        if (!s_is_version(stash_params(&s, v, lv, live), v)) bad++;
+        stash_unref(&s, v, lv);
+        if (s_update(&s, live, &lv) < 0) bad++;
+        stash_ref(&s, lv);
+        ring[head] = lv;
+        head = (head + 1) % 3;
+        if (stash_versions(&s, lv) > 4) bad++;
+    }
+    CHECKF(bad == 0, "%d wrong backward weights or excess versions", bad);
+    for (int k = 0; k < 3; k++) stash_unref(&s, ring[k], lv);
+    CHECK(stash_versions(&s, lv) == 1);
+    stash_fini(&s);
+}
+
+static void test_stash_2bw_keeps_two(void)
+{
+    stash_t s;
+    float live[SN];
+    int64_t lv = 0;
+    stash_init(&s, SN, 1);
+    s_fill(live, 0);
+    stash_ref(&s, 0);                   /* a at v0 */
+    CHECK(s_update(&s, live, &lv) == 0);
+    CHECK(stash_versions(&s, lv) == 2);
+    CHECK(s_is_version(stash_params(&s, 0, lv, live), 0));
+    stash_ref(&s, 1);                   /* b at v1 */
+    CHECK(s_update(&s, live, &lv) == 0);
+    CHECK(stash_versions(&s, lv) == 2);
+    /* a's v0 was dropped: it runs with the oldest kept copy, v1 */
+    CHECK(s_is_version(stash_params(&s, 1, lv, live), 1));
+    CHECKF(s_is_version(stash_params(&s, 0, lv, live), 1), "v0 microbatch should get the v1 copy, got %s",
+           stash_params(&s, 0, lv, live) == live ? "the live weights" : "something else");
+    stash_ref(&s, 2);                   /* c at v2 */
+    CHECK(s_update(&s, live, &lv) == 0);
+    CHECK(stash_versions(&s, lv) == 2);
+    CHECK(s_is_version(stash_params(&s, 2, lv, live), 2));
+    CHECK(s_is_version(stash_params(&s, 1, lv, live), 2));
+    CHECK(s_is_version(stash_params(&s, 0, lv, live), 2));
+    CHECK(stash_params(&s, lv, lv, live) == live);
+    CHECK(s.peak <= 2);
+    stash_unref(&s, 0, lv);
+    stash_unref(&s, 1, lv);
+    CHECK(stash_versions(&s, lv) == 2);
+    CHECK(s_is_version(stash_params(&s, 2, lv, live), 2));
+    stash_unref(&s, 2, lv);
+    CHECK(stash_versions(&s, lv) == 1);
+    stash_fini(&s);
+}
+
+static void test_stash_2bw_many_rounds(void)
+{
+    stash_t s;
+    float live[SN];
+    int64_t lv = 0, ring[4];
+    int head = 0, over = 0, wrong = 0;
+    stash_init(&s, SN, 1);
+    s_fill(live, 0);
+    for (int k = 0; k < 4; k++) { stash_ref(&s, lv); ring[k] = lv; }
+    for (int step = 0; step < 30; step++) {
+        int64_t v = ring[head];
+        const float *w = stash_params(&s, v, lv, live);
+        /* the weights of v itself, or of a newer version that is not live */
+        int ok = 0;
+        for (int64_t u = v; u < lv; u++) ok |= s_is_version(w, u);
+        if (v == lv) ok = w == live;
+        if (!ok) wrong++;
+        stash_unref(&s, v, lv);
+        s_update(&s, live, &lv);
+        stash_ref(&s, lv);
+        ring[head] = lv;
+        head = (head + 1) % 4;
+        if (stash_versions(&s, lv) > 2) over++;
+    }
+    CHECKF(over == 0, "%d times more than 2 versions held", over);
+    CHECKF(wrong == 0, "%d backward passes got the live or unrelated weights", wrong);
+    CHECK(s.peak <= 2);
+    for (int k = 0; k < 4; k++) stash_unref(&s, ring[k], lv);
+    CHECK(stash_versions(&s, lv) == 1);
+    stash_fini(&s);
+}
+
+/* ---- peers ------------------------------------------------------------- */
+
+static peer_info_t s_info(uint64_t id, int stage, float rate)
+{
+    peer_info_t p;
+    memset(&p, 0, sizeof p);
+    p.id = id;
+    snprintf(p.addr, sizeof p.addr, "127.0.0.1:%d", 30000 + (int)(id % 1000));
+    p.stage = (int16_t)stage;
+    p.rate = rate;
+    return p;
+}
+
+/* Sets a peer's routing measurements. */
+static void s_measure(peers_t *t, uint64_t id, int outstanding, double turnaround, double rtt_ms, int link)
+{
+    pthread_mutex_lock(&t->lock);
+    int i = peers_find_locked(t, id);
+    if (i >= 0) {
+        t->p[i].outstanding = outstanding;
+        t->p[i].turnaround = turnaround;
+        t->p[i].rtt_ms = rtt_ms;
+        t->p[i].link = link;
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void s_health(peers_t *t, uint64_t id, peer_health_t h)
+{
+    pthread_mutex_lock(&t->lock);
+    int i = peers_find_locked(t, id);
+    if (i >= 0) t->p[i].health = h;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void test_peers_upsert(void)
+{
+    peers_t t;
+    peers_init(&t, 100);
+    peer_info_t me = s_info(100, 0, 1.0f);
+    CHECK(peers_upsert(&t, &me, 1.0) == 1);
+    peer_info_t a = s_info(7, 1, 2.0f);
+    CHECK(peers_upsert(&t, &a, 1.0) == 1);
+    CHECK(t.n == 2);
+    /* a known peer: refreshed record, our own measurements kept */
+    s_measure(&t, 7, 3, 0.25, 42.0, 5);
+    a.stage = 2;
+    a.rate = 9.0f;
+    snprintf(a.addr, sizeof a.addr, "127.0.0.1:31999");
+    CHECK(peers_upsert(&t, &a, 2.0) == 0);
+    CHECK(t.n == 2);
+    pthread_mutex_lock(&t.lock);
+    int i = peers_find_locked(&t, 7);
+    CHECK(i >= 0);
+    if (i >= 0) {
+        CHECK(t.p[i].info.stage == 2);
+        CHECK(t.p[i].info.rate == 9.0f);
+        CHECK(strcmp(t.p[i].info.addr, "127.0.0.1:31999") == 0);
+        CHECK(t.p[i].rtt_ms == 42.0);
+        CHECK(t.p[i].outstanding == 3);
+        CHECK(t.p[i].link == 5);
+    }
+    CHECK(peers_find_locked(&t, 12345) == -1);
+    pthread_mutex_unlock(&t.lock);
+    /* a record about self from someone else is ignored */
+    peer_info_t fake = s_info(100, 3, 50.0f);
+    CHECK(peers_upsert(&t, &fake, 3.0) == 0);
+    pthread_mutex_lock(&t.lock);
+    i = peers_find_locked(&t, 100);
+    CHECK(i >= 0 && t.p[i].info.stage == 0 && t.p[i].info.rate == 1.0f);
+    pthread_mutex_unlock(&t.lock);
+    /* the table is bounded */
+    int full = 0, added = 0;
+    for (uint64_t id = 1000; id < 1000 + PEERS_CAP; id++) {
+        peer_info_t p = s_info(id, 0, 1.0f);
+        int r = peers_upsert(&t, &p, 4.0);
+        if (r == 1) added++;
+        if (r == -1) full++;
+    }
+    CHECK(added == PEERS_CAP - 2);
+    CHECK(full == 2);
+    CHECK(t.n == PEERS_CAP);
+    peers_fini(&t);
+}
+
+static void test_peers_pick_stage(void)
+{
+    peers_t t;
+    peers_init(&t, 1);
+    CHECK(peers_pick_stage(&t, 3) == 0);   /* empty: the first */
+    peer_info_t p;
+    p = s_info(10, 0, 5.0f); peers_upsert(&t, &p, 0);
+    p = s_info(11, 1, 2.0f); peers_upsert(&t, &p, 0);
+    p = s_info(12, 2, 1.0f); peers_upsert(&t, &p, 0);
+    p = s_info(13, 2, 1.0f); peers_upsert(&t, &p, 0);
+    /* counts 1,1,2: stage 0 and 1 tie on count, stage 1 has the lower rate */
+    CHECK(peers_pick_stage(&t, 3) == 1);
+    int count[3];
+    peers_stage_counts(&t, 3, count);
+    CHECK(count[0] == 1 && count[1] == 1 && count[2] == 2);
+    /* one more on stage 1: stage 0 is now the least served */
+    p = s_info(14, 1, 0.1f); peers_upsert(&t, &p, 0);
+    CHECK(peers_pick_stage(&t, 3) == 0);
+    /* a stage nobody serves beats everything */
+    CHECK(peers_pick_stage(&t, 4) == 3);
+    /* gone peers do not count: stage 2 drops to one peer (rate 1) */
+    s_health(&t, 12, PEER_GONE);
+    CHECK(peers_pick_stage(&t, 3) == 2);
+    peers_stage_counts(&t, 3, count);
+    CHECK(count[2] == 1);
+    /* full tie on count and rate: the lowest index */
+    peers_t u;
+    peers_init(&u, 1);
+    p = s_info(20, 2, 1.0f); peers_upsert(&u, &p, 0);
+    p = s_info(21, 1, 1.0f); peers_upsert(&u, &p, 0);
+    p = s_info(22, 0, 3.0f); peers_upsert(&u, &p, 0);
+    CHECK(peers_pick_stage(&u, 3) == 1);
+    p = s_info(22, 0, 1.0f); peers_upsert(&u, &p, 0);
+    CHECK(peers_pick_stage(&u, 3) == 0);
+    peers_fini(&u);
+    peers_fini(&t);
+}
+
+static void test_peers_route(void)
+{
+    peers_t t;
+    peers_init(&t, 1);
+    peer_info_t p;
+    p = s_info(1, 1, 1.0f); peers_upsert(&t, &p, 0);     /* self, on stage 1 */
+    p = s_info(2, 1, 1.0f); peers_upsert(&t, &p, 0);
+    p = s_info(3, 1, 1.0f); peers_upsert(&t, &p, 0);
+    p = s_info(4, 2, 1.0f); peers_upsert(&t, &p, 0);
+    s_measure(&t, 1, 0, 0.001, 0.0, 9);   /* self would be the best: never picked */
+    int link = -7;
+    CHECK(peers_route(&t, 3, 0, &link) == 0);  /* nobody serves stage 3 */
+    CHECK(link == -7);
+    /* outstanding counts with +1: 2 costs (0+1)*0.1 = 0.1, 3 costs (1+1)*0.06 = 0.12 */
+    s_measure(&t, 2, 0, 0.10, 0.0, 20);
+    s_measure(&t, 3, 1, 0.06, 0.0, 30);
+    CHECK(peers_route(&t, 1, 0, &link) == 2);
+    CHECK(link == 20);
+    /* 3 idle: 0.06 < 0.1 */
+    s_measure(&t, 3, 0, 0.06, 0.0, 30);
+    CHECK(peers_route(&t, 1, 0, &link) == 3);
+    CHECK(link == 30);
+    /* the RTT (ms) adds: 2 costs 0.1 + 0.02 = 0.12, 3 costs 0.06 + 0.1 = 0.16 */
+    s_measure(&t, 2, 0, 0.10, 20.0, 20);
+    s_measure(&t, 3, 0, 0.06, 100.0, 30);
+    CHECK(peers_route(&t, 1, 0, &link) == 2);
+    /* a 0.2 s turnaround with 0 RTT beats 0.1 s with 150 ms */
+    s_measure(&t, 2, 0, 0.10, 150.0, 20);
+    s_measure(&t, 3, 0, 0.20, 0.0, 30);
+    CHECK(peers_route(&t, 1, 0, &link) == 3);
+    /* avoid */
+    CHECK(peers_route(&t, 1, 3, &link) == 2);
+    CHECK(link == 20);
+    /* gone peers are skipped */
+    s_health(&t, 3, PEER_GONE);
+    CHECK(peers_route(&t, 1, 0, &link) == 2);
+    CHECK(peers_route(&t, 1, 2, &link) == 0);
+    s_health(&t, 2, PEER_GONE);
+    CHECK(peers_route(&t, 1, 0, &link) == 0);
+    CHECK(peers_route(&t, 2, 0, &link) == 4);
+    peers_fini(&t);
+}
+
+static void test_peers_completed(void)
+{
+    peers_t t;
+    peers_init(&t, 1);
+    CHECK(peers_completed(&t) == 0);
+    uint64_t want = 0;
+    for (uint64_t id = 1; id <= 5; id++) {
+        peer_info_t p = s_info(id, 1, 1.0f);
+        peers_upsert(&t, &p, 0);
+        pthread_mutex_lock(&t.lock);
+        t.p[peers_find_locked(&t, id)].completed = id * 1000003ull;
+        pthread_mutex_unlock(&t.lock);
+        want += id * 1000003ull;
+    }
+    s_health(&t, 4, PEER_GONE);  /* the work of a gone peer still counts */
+    CHECK(peers_completed(&t) == want);
+    peers_fini(&t);
+}
+
+/* ---- queue ------------------------------------------------------------- */
+
+typedef struct {
+    queue_item_t link;
+    int value;
+} qitem_t;
+
+static int s_freed;
+static void s_free_item(queue_item_t *it) { s_freed++; free(it); }
+
+static qitem_t *s_qitem(int v)
+{
+    qitem_t *it = calloc(1, sizeof *it);
+    it->value = v;
+    return it;
+}
+
+static void test_queue_fifo(void)
+{
+    queue_t q;
+    queue_init(&q);
+    CHECK(queue_pop(&q, 0) == NULL);
+    for (int i = 0; i < 100; i++) queue_push(&q, &s_qitem(i)->link);
+    CHECK(queue_len(&q) == 100);
+    int order_ok = 1;
+    for (int i = 0; i < 60; i++) {
+        qitem_t *it = (qitem_t *)queue_pop(&q, 0);
+        if (!it || it->value != i) order_ok = 0;
+        free(it);
+    }
+    CHECK(order_ok);
+    CHECK(queue_len(&q) == 40);
+    /* interleaved pushes keep the order */
+    queue_push(&q, &s_qitem(1000)->link);
+    qitem_t *it = (qitem_t *)queue_pop(&q, 0);
+    CHECK(it && it->value == 60);
+    free(it);
+    s_freed = 0;
+    queue_fini(&q, s_free_item);  /* 61..99 and 1000 */
+    CHECK(s_freed == 40);
+}
+
+static void test_queue_timeout_empty(void)
+{
+    queue_t q;
+    queue_init(&q);
+    CHECK(queue_pop(&q, 150) == NULL);
+    CHECK(queue_pop(&q, 1) == NULL);
+    CHECK(queue_len(&q) == 0);
+    /* still usable after a timeout */
+    queue_push(&q, &s_qitem(5)->link);
+    qitem_t *it = (qitem_t *)queue_pop(&q, 150);
+    CHECK(it && it->value == 5);
+    free(it);
+    queue_fini(&q, NULL);
+}
+
+typedef struct {
+    queue_t *q;
+    int n;          /* items to push */
+    int delay_ms;   /* before the first push */
+} pusher_t;
+
+static void *s_pusher(void *arg)
+{
+    pusher_t *p = arg;
+    struct timespec ts = { 0, (long)p->delay_ms * 1000000L };
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < p->n; i++) queue_push(p->q, &s_qitem(i)->link);
+    return NULL;
+}
+
+static void test_queue_cross_thread(void)
+{
+    queue_t q;
+    queue_init(&q);
+    /* a pop waiting with a long timeout is woken by the push */
+    pusher_t p = { &q, 1, 100 };
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, s_pusher, &p) == 0);
+    qitem_t *it = (qitem_t *)queue_pop(&q, 20000);
+    CHECK(it && it->value == 0);
+    free(it);
+    pthread_join(th, NULL);
+    /* many items from another thread arrive complete and in order */
+    pusher_t many = { &q, 20000, 0 };
+    CHECK(pthread_create(&th, NULL, s_pusher, &many) == 0);
+    int next = 0, bad = 0;
+    while (next < many.n) {
+        it = (qitem_t *)queue_pop(&q, 20000);
+        if (!it) { bad++; break; }
+        if (it->value != next) bad++;
+        next++;
+        free(it);
+    }
+    pthread_join(th, NULL);
+    CHECKF(bad == 0 && next == many.n, "bad=%d next=%d", bad, next);
+    CHECK(queue_len(&q) == 0);
+    queue_fini(&q, s_free_item);
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+/* Parses a space-separated command line (after the command word). */
+static int s_parse(opts_t *o, int which, const char *line, char *err, size_t errlen)
+{
+    char buf[1024];
+    char *argv[64];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", line);
+    argv[argc++] = "brigade";
+    for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    argv[argc] = NULL;
+    opts_defaults(o);
+    err[0] = 0;
+    return opts_parse(o, which, argc, argv, 1, err, errlen);
+}
+
+/* The line must be refused by parse (or resolve when parse accepts it) with
+ * a message containing frag. */
+static int s_refused(int which, const char *line, const char *frag)
+{
+    opts_t o;
+    char err[512];
+    int rc = s_parse(&o, which, line, err, sizeof err);
+    if (rc == 0) rc = opts_resolve(&o, err, sizeof err);
+    if (rc != -1) { printf("  '%s' was accepted (rc %d)\n", line, rc); return 0; }
+    if (!strstr(err, frag)) { printf("  '%s': message '%s' lacks '%s'\n", line, err, frag); return 0; }
+    return 1;
+}
+
+static void test_opts_parse_good(void)
+{
+    opts_t o;
+    char err[512];
+    int rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny --layers 2 --stages 2 --steps 30 --codec int4 "
+                     "--grad-codec=fp16 --lr 3e-4 --seed 18446744073709551615 --stage auto --listen 127.0.0.1:1 "
+                     "--schedule gpipe --stash 2bw", err, sizeof err);
+    CHECKF(rc == 0, "%s", err);
+    CHECK(opts_resolve(&o, err, sizeof err) == 0);
+    CHECK(o.cfg.L == 2 && o.cfg.C == 128 && o.cfg.NH == 4 && o.cfg.V == 256 && o.cfg.maxT == 64);
+    CHECK(o.stages == 2 && o.steps == 30);
+    CHECK(strcmp(o.codec, "int4") == 0 && strcmp(o.grad_codec, "fp16") == 0);
+    CHECK(o.optim.lr == 3e-4f);
+    CHECK(o.seed == UINT64_MAX);
+    CHECK(o.stage == -1);
+    CHECK(o.schedule == SCHED_GPIPE && o.stash == STASH_2BW);
+    CHECK(o.optim.total == 30);
+    CHECK(strcmp(o.listen, "127.0.0.1:1") == 0);
+    CHECK(opts_given(&o, "codec") && opts_given(&o, "grad-codec") && opts_given(&o, "listen"));
+    CHECK(!opts_given(&o, "batch") && !opts_given(&o, "join") && !opts_given(&o, "no-such"));
+    CHECK(o.batch == 8);   /* gpt default */
+    rc = s_parse(&o, OPTS_NODE, "--stage 3", err, sizeof err);
+    CHECK(rc == 0 && o.stage == 3);
+    rc = s_parse(&o, OPTS_SOLO, "--model mlp-fmnist --save /tmp/x.model", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0);
+    CHECK(o.batch == 64 && strcmp(o.save, "/tmp/x.model") == 0);
+    CHECK(s_parse(&o, OPTS_SOLO, "--steps 3 --help", err, sizeof err) == 1);
+}
+
+static void test_opts_parse_bad(void)
+{
+    CHECK(s_refused(OPTS_NODE, "--bogus 1", "unknown option"));
+    CHECK(s_refused(OPTS_NODE, "--bogus", "bogus"));
+    CHECK(s_refused(OPTS_SOLO, "--listen 127.0.0.1:1", "unknown option"));  /* node only */
+    CHECK(s_refused(OPTS_NODE, "--save x", "unknown option"));              /* solo only */
+    CHECK(s_refused(OPTS_NODE, "stray", "unexpected argument"));
+    CHECK(s_refused(OPTS_NODE, "--steps", "needs a value"));
+    CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --join", "--join"));
+    CHECK(s_refused(OPTS_NODE, "--steps 12x", "not a valid integer"));
+    CHECK(s_refused(OPTS_NODE, "--batch 99999999999", "not a valid integer"));
+    CHECK(s_refused(OPTS_NODE, "--seed -1", "seed"));
+    CHECK(s_refused(OPTS_NODE, "--lr abc", "not a valid number"));
+    CHECK(s_refused(OPTS_NODE, "--lr nan", "lr"));
+    CHECK(s_refused(OPTS_NODE, "--codec int3", "unknown codec"));
+    CHECK(s_refused(OPTS_NODE, "--grad-codec zstd", "unknown codec"));
+    CHECK(s_refused(OPTS_NODE, "--stage middle", "want auto"));
+    CHECK(s_refused(OPTS_NODE, "--stage -1", "--stage"));
+    CHECK(s_refused(OPTS_NODE, "--schedule sync", "async or gpipe"));
+    CHECK(s_refused(OPTS_NODE, "--stash half", "full or 2bw"));
+    /* resolve: values that parse but do not fit together */
+    CHECK(s_refused(OPTS_NODE, "--model gpt-huge", "gpt-huge"));
+    CHECK(s_refused(OPTS_NODE, "--heads 3", "--heads"));
+    CHECK(s_refused(OPTS_NODE, "--layers 100000", "--layers"));
+    CHECK(s_refused(OPTS_NODE, "--steps 0", "--steps"));
+    CHECK(s_refused(OPTS_NODE, "--batch -3", "--batch"));
+    CHECK(s_refused(OPTS_NODE, "--threads 0", "--threads"));
+    CHECK(s_refused(OPTS_NODE, "--lr 0", "--lr"));
+    CHECK(s_refused(OPTS_NODE, "--clip inf", "--clip"));
+    CHECK(s_refused(OPTS_NODE, "--emu-loss 1.5", "--emu-loss"));
+}
+
+/* A creator's options with every run field away from its default. */
+static void s_creator(opts_t *o)
+{
+    char err[512];
+    int rc = s_parse(o, OPTS_NODE, "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic "
+                     "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 "
+                     "--codec int4 --grad-codec bf16 --schedule gpipe --stash 2bw --max-inflight 6 --seed 99 "
+                     "--eval-every 11 --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2",
+                     err, sizeof err);
+    if (rc != 0 || opts_resolve(o, err, sizeof err) != 0) {
+        printf("  creator options refused: %s\n", err);
+        check_case_failed = 1;
+    }
+    o->closed = 1;
+    for (int i = 0; i < 32; i++) o->owner_pub[i] = (uint8_t)(0xA0 + i);
+}
+
+/* A joiner's options: only local ones. */
+static void s_joiner(opts_t *o)
+{
+    char err[512];
+    s_parse(o, OPTS_NODE, "--listen 127.0.0.1:40002 --join 127.0.0.1:40001/abc --metrics /tmp/joiner.jsonl "
+            "--threads 3 --stage 1 --checkpoint /tmp/ck --keys /tmp/keys --emu-latency-ms 5", err, sizeof err);
+    opts_resolve(o, err, sizeof err);
+}
+
+static size_t s_encode(const opts_t *o, uint8_t *buf, size_t cap)
+{
+    wbuf_t w;
+    wbuf_init_fixed(&w, buf, cap);
+    opts_encode_run(&w, o);
+    return wbuf_error(&w) ? 0 : w.len;
+}
+
+static void test_opts_run_roundtrip(void)
+{
+    opts_t c, j;
+    s_creator(&c);
+    s_joiner(&j);
+    uint8_t buf[8192];
+    size_t len = s_encode(&c, buf, sizeof buf);
+    CHECK(len > 0);
+    rbuf_t r;
+    rbuf_init(&r, buf, len);
+    char err[256] = "";
+    int rc = opts_decode_run(&r, &j, err, sizeof err);
+    CHECKF(rc == 0, "%s", err);
+    if (rc != 0) return;
+    CHECK(rbuf_remaining(&r) == 0);
+    /* every run field */
+    CHECK(memcmp(&j.cfg, &c.cfg, sizeof c.cfg) == 0);
+    CHECK(strcmp(j.model, c.model) == 0);
+    CHECK(strcmp(j.data, c.data) == 0);
+    CHECK(j.stages == 3 && j.steps == 123 && j.batch == 5 && j.micro == 2);
+    CHECK(j.optim.lr == c.optim.lr && j.optim.wd == c.optim.wd && j.optim.clip == c.optim.clip);
+    CHECK(j.optim.warmup == 7 && j.optim.total == 123);
+    CHECK(strcmp(j.codec, "int4") == 0 && strcmp(j.grad_codec, "bf16") == 0);
+    CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
+    CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.seed == 99);
+    CHECK(j.closed == 1 && memcmp(j.owner_pub, c.owner_pub, 32) == 0);
+    CHECK(opts_run_id(&j) == opts_run_id(&c));
+    char a[2048], b[2048];
+    opts_run_text(&c, a, sizeof a);
+    opts_run_text(&j, b, sizeof b);
+    CHECK(strcmp(a, b) == 0);
+    /* the local ones stay the joiner's */
+    CHECK(strcmp(j.listen, "127.0.0.1:40002") == 0);
+    CHECK(strcmp(j.join, "127.0.0.1:40001/abc") == 0);
+    CHECK(strcmp(j.metrics, "/tmp/joiner.jsonl") == 0);
+    CHECK(strcmp(j.checkpoint, "/tmp/ck") == 0 && strcmp(j.keys, "/tmp/keys") == 0);
+    CHECK(j.threads == 3 && j.stage == 1 && j.emu_latency_ms == 5.0);
+}
+
+static void test_opts_run_truncated(void)
+{
+    opts_t c, j, keep;
+    s_creator(&c);
+    s_joiner(&j);
+    keep = j;
+    uint8_t buf[8192];
+    size_t len = s_encode(&c, buf, sizeof buf);
+    CHECK(len > 0);
+    int accepted = 0, changed = 0, noreason = 0;
+    for (size_t n = 0; n < len; n++) {
+        uint8_t *cut = malloc(n ? n : 1);  /* exact size: ASan sees any over-read */
+        memcpy(cut, buf, n);
+        rbuf_t r;
+        rbuf_init(&r, cut, n);
+        char err[256] = "";
+        if (opts_decode_run(&r, &j, err, sizeof err) == 0) accepted++;
+        else if (!err[0]) noreason++;
+        if (memcmp(&j, &keep, sizeof j) != 0) { changed++; j = keep; }
+        free(cut);
+    }
+    CHECKF(accepted == 0, "%d truncations accepted", accepted);
+    CHECKF(changed == 0, "%d failed decodes changed the options", changed);
+    CHECKF(noreason == 0, "%d failures without a reason", noreason);
+}
+
+/* Encodes c, decodes into a joiner: 0 when accepted. */
+static int s_decode_of(const opts_t *c)
+{
+    opts_t j;
+    s_joiner(&j);
+    uint8_t buf[8192];
+    size_t len = s_encode(c, buf, sizeof buf);
+    if (!len) return -2;
+    rbuf_t r;
+    rbuf_init(&r, buf, len);
+    char err[256];
+    return opts_decode_run(&r, &j, err, sizeof err);
+}
+
+static void test_opts_run_out_of_range(void)
+{
+    opts_t base, c;
+    s_creator(&base);
+    CHECK(s_decode_of(&base) == 0);
+    c = base; c.optim.clip = INFINITY;      CHECK(s_decode_of(&c) == -1);
+    c = base; c.optim.lr = NAN;             CHECK(s_decode_of(&c) == -1);
+    c = base; c.optim.lr = -1.0f;           CHECK(s_decode_of(&c) == -1);
+    c = base; c.optim.wd = INFINITY;        CHECK(s_decode_of(&c) == -1);
+    c = base; c.cfg.L = 1000000;            CHECK(s_decode_of(&c) == -1);
+    c = base; c.cfg.C = 1 << 30;            CHECK(s_decode_of(&c) == -1);
+    c = base; c.cfg.NH = 3;                 CHECK(s_decode_of(&c) == -1);
+    c = base; c.cfg.V = -5;                 CHECK(s_decode_of(&c) == -1);
+    c = base; c.cfg.kind = (model_kind_t)7; CHECK(s_decode_of(&c) == -1);
+    c = base; snprintf(c.codec, sizeof c.codec, "int3");      CHECK(s_decode_of(&c) == -1);
+    c = base; c.grad_codec[0] = 0; CHECK(s_decode_of(&c) == -1);
+    c = base; c.stages = c.cfg.L + 1;       CHECK(s_decode_of(&c) == -1);   /* more stages than layers */
+    c = base; c.stages = 100000;            CHECK(s_decode_of(&c) == -1);
+    c = base; c.stages = 0;                 CHECK(s_decode_of(&c) == -1);
+    c = base; c.stages = -2;                CHECK(s_decode_of(&c) == -1);
+    c = base; c.steps = 0;                  CHECK(s_decode_of(&c) == -1);
+    c = base; c.batch = 0;                  CHECK(s_decode_of(&c) == -1);
+    c = base; c.batch = 1 << 30;            CHECK(s_decode_of(&c) == -1);
+    c = base; c.micro = -1;                 CHECK(s_decode_of(&c) == -1);
+    c = base; c.schedule = 2;               CHECK(s_decode_of(&c) == -1);
+    c = base; c.stash = 9;                  CHECK(s_decode_of(&c) == -1);
+    c = base; c.max_inflight = -1;          CHECK(s_decode_of(&c) == -1);
+    c = base; c.eval_every = -1;            CHECK(s_decode_of(&c) == -1);
+    /* a flag byte that is neither 0 nor 1 */
+    uint8_t buf[8192];
+    size_t len = s_encode(&base, buf, sizeof buf);
+    CHECK(len > 33);
+    buf[len - 33] = 2;
+    rbuf_t r;
+    rbuf_init(&r, buf, len);
+    opts_t j;
+    s_joiner(&j);
+    char err[256];
+    CHECK(opts_decode_run(&r, &j, err, sizeof err) == -1);
+}
+
+static void test_opts_run_id(void)
+{
+    opts_t base, c;
+    s_creator(&base);
+    uint64_t id = opts_run_id(&base);
+    CHECK(id == opts_run_id(&base));
+    int same = 0;
+#define DIFF(stmt) do { c = base; stmt; if (opts_run_id(&c) == id) { same++; printf("  run id unchanged by: %s\n", #stmt); } } while (0)
+    DIFF(snprintf(c.cfg.name, sizeof c.cfg.name, "gpt-small"));
+    DIFF(c.cfg.L = 4);
+    DIFF(c.cfg.C = 128);
+    DIFF(c.cfg.NH = 4);
+    DIFF(c.cfg.maxT = 64);
+    DIFF(snprintf(c.data, sizeof c.data, "text:/tmp/x"));
+    DIFF(c.stages = 2);
+    DIFF(c.steps = 124);
+    DIFF(c.batch = 6);
+    DIFF(c.micro = 3);
+    DIFF(c.optim.lr = 0.0021f);
+    DIFF(c.optim.wd = 0.06f);
+    DIFF(c.optim.warmup = 8);
+    DIFF(c.optim.clip = 0.6f);
+    DIFF(snprintf(c.codec, sizeof c.codec, "int8"));
+    DIFF(snprintf(c.grad_codec, sizeof c.grad_codec, "int8"));
+    DIFF(c.schedule = SCHED_ASYNC);
+    DIFF(c.stash = STASH_FULL);
+    DIFF(c.seed = 100);
+    DIFF(c.closed = 0);
+    DIFF(c.owner_pub[0] ^= 1);
+    CHECKF(same == 0, "%d run fields do not change the run id", same);
+#undef DIFF
+    /* local options never change it */
+    int moved = 0;
+#define SAME(stmt) do { c = base; stmt; if (opts_run_id(&c) != id) { moved++; printf("  run id changed by: %s\n", #stmt); } } while (0)
+    SAME(snprintf(c.listen, sizeof c.listen, "0.0.0.0:9"));
+    SAME(snprintf(c.join, sizeof c.join, "127.0.0.1:1/x"));
+    SAME(snprintf(c.metrics, sizeof c.metrics, "/tmp/other.jsonl"));
+    SAME(snprintf(c.checkpoint, sizeof c.checkpoint, "/tmp/ck2"));
+    SAME(snprintf(c.keys, sizeof c.keys, "/tmp/k2"));
+    SAME(snprintf(c.ticket, sizeof c.ticket, "abc"));
+    SAME(c.threads = 7);
+    SAME(c.stage = 2);
+    SAME(c.http = 8080);
+    SAME(c.emu_latency_ms = 50);
+    SAME(c.emu_slowdown = 3);
+    SAME(c.save_every = 3);
+#undef SAME
+    CHECKF(moved == 0, "%d local options change the run id", moved);
+}
+
+/* The whole owner key and --max-inflight (sent to joiners and part of the
+ * computation: 1 makes the swarm sequential) belong to the run identity. */
+static void test_opts_run_id_all_run_fields(void)
+{
+    opts_t base, c;
+    s_creator(&base);
+    uint64_t id = opts_run_id(&base);
+    c = base; c.owner_pub[31] ^= 1;
+    CHECKF(opts_run_id(&c) != id, "owner key byte 31 does not change the run id");
+    c = base; c.owner_pub[12] ^= 0x80;
+    CHECKF(opts_run_id(&c) != id, "owner key byte 12 does not change the run id");
+    c = base; c.max_inflight = 1;
+    CHECKF(opts_run_id(&c) != id, "--max-inflight does not change the run id");
+}
+
+/* ---- checkpoints ------------------------------------------------------- */
+
+static char s_dir[64];
+
+static void s_path(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", s_dir, name);
+}
+
+static long s_file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static int s_rewrite(const char *path, long off, uint8_t xor_mask, long truncate_to)
+{
+    FILE *fp = fopen(path, "r+b");
+    if (!fp) return -1;
+    if (xor_mask) {
+        fseek(fp, off, SEEK_SET);
+        int ch = fgetc(fp);
+        fseek(fp, off, SEEK_SET);
+        fputc((ch ^ xor_mask) & 0xFF, fp);
+    }
+    fclose(fp);
+    if (truncate_to >= 0 && truncate(path, truncate_to) != 0) return -1;
+    return 0;
+}
+
+typedef struct {
+    checkpoint_info_t info;
+    size_t n;
+    float *p, *m, *v;
+} ckpt_case_t;
+
+static int s_ckpt_case(ckpt_case_t *k)
+{
+    memset(k, 0, sizeof *k);
+    char err[256];
+    if (model_preset(&k->info.cfg, "gpt-tiny", err, sizeof err) < 0) return -1;
+    k->info.cfg.L = 3;
+    stage_t s;
+    if (stage_init(&s, &k->info.cfg, 1, 3, err, sizeof err) < 0) return -1;
+    k->info.run = 0xFEDCBA9876543210ull;
+    k->info.stage = 1;
+    k->info.nstages = 3;
+    k->info.version = 4242;
+    k->info.cursor = 0x1122334455667788ull;
+    k->info.completed = 987654321ull;
+    k->n = s.nparams;
+    k->p = malloc(sizeof(float) * k->n);
+    k->m = malloc(sizeof(float) * k->n);
+    k->v = malloc(sizeof(float) * k->n);
+    for (size_t i = 0; i < k->n; i++) {
+        k->p[i] = sinf((float)i) * 0.1f;
+        k->m[i] = (float)i * 1e-7f - 0.25f;
+        k->v[i] = 1.0f / (float)(i + 1);
+    }
+    k->p[0] = -0.0f;
+    k->v[k->n - 1] = 1e-38f;
+    return 0;
+}
+
+static void s_ckpt_free(ckpt_case_t *k)
+{
+    free(k->p); free(k->m); free(k->v);
+}
+
+static void test_checkpoint_roundtrip(void)
+{
+    ckpt_case_t k;
+    CHECK(s_ckpt_case(&k) == 0);
+    char path[128], err[512] = "";
+    s_path(path, sizeof path, "stage.ckpt");
+    CHECKF(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0, "%s", err);
+    CHECK(s_file_size(path) > (long)(3 * k.n * sizeof(float)));
+    checkpoint_info_t got;
+    size_t n = 0;
+    float *x = checkpoint_load(path, &got, &n, err, sizeof err);
+    CHECKF(x != NULL, "%s", err);
+    if (x) {
+        CHECK(n == k.n);
+        CHECK(memcmp(x, k.p, n * sizeof(float)) == 0);
+        CHECK(memcmp(x + n, k.m, n * sizeof(float)) == 0);
+        CHECK(memcmp(x + 2 * n, k.v, n * sizeof(float)) == 0);
+        CHECK(got.run == k.info.run);
+        CHECK(got.stage == 1 && got.nstages == 3);
+        CHECK(got.version == 4242);
+        CHECK(got.cursor == k.info.cursor);
+        CHECK(got.completed == k.info.completed);
+        CHECK(got.cfg.kind == k.info.cfg.kind && got.cfg.L == 3 && got.cfg.C == k.info.cfg.C
+              && got.cfg.NH == k.info.cfg.NH && got.cfg.maxT == k.info.cfg.maxT && got.cfg.V == k.info.cfg.V);
+        CHECK(strcmp(got.cfg.name, "gpt-tiny") == 0);
+        free(x);
+    }
+    /* overwriting is atomic: a second save replaces the first, no temp file left */
+    k.info.version = 4243;
+    CHECK(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
+    x = checkpoint_load(path, &got, &n, err, sizeof err);
+    CHECK(x && got.version == 4243);
+    free(x);
+    char tmpname[160];
+    snprintf(tmpname, sizeof tmpname, "%s.tmp.%d", path, (int)getpid());
+    CHECK(access(tmpname, F_OK) != 0);
+    s_ckpt_free(&k);
+}
+
+static void test_checkpoint_damaged(void)
+{
+    ckpt_case_t k;
+    CHECK(s_ckpt_case(&k) == 0);
+    char path[128], err[512];
+    s_path(path, sizeof path, "bad.ckpt");
+    long size = 0;
+    checkpoint_info_t got;
+    size_t n;
+    /* a flipped byte in the tensors, in a header counter, in the CRC itself */
+    long offs[3] = { 0, 0, 0 };
+    CHECK(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
+    size = s_file_size(path);
+    offs[0] = size - 4 - (long)(k.n * sizeof(float)) - 3;   /* inside m */
+    offs[1] = 8 + 4 + 52 + 8 + 4 + 4 + 8 + 8 + 2;           /* inside `completed` */
+    offs[2] = size - 2;                                     /* the CRC */
+    for (int t = 0; t < 3; t++) {
+        CHECK(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
+        CHECK(s_rewrite(path, offs[t], 0x10, -1) == 0);
+        err[0] = 0;
+        float *x = checkpoint_load(path, &got, &n, err, sizeof err);
+        CHECKF(x == NULL, "flip at %ld accepted", offs[t]);
+        CHECKF(strstr(err, "checksum") != NULL, "flip at %ld: '%s'", offs[t], err);
+        CHECK(strstr(err, path) != NULL);
+        free(x);
+    }
+    /* truncated: in the body, in the CRC, in the header, empty */
+    long cuts[4] = { size - 100, size - 1, 20, 0 };
+    for (int t = 0; t < 4; t++) {
+        CHECK(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
+        CHECK(s_rewrite(path, 0, 0, cuts[t]) == 0);
+        err[0] = 0;
+        float *x = checkpoint_load(path, &got, &n, err, sizeof err);
+        CHECKF(x == NULL, "cut at %ld accepted", cuts[t]);
+        CHECKF(strstr(err, "truncated") != NULL, "cut at %ld: '%s'", cuts[t], err);
+        free(x);
+    }
+    /* wrong magic: a model file, and garbage */
+    CHECK(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
+    CHECK(s_rewrite(path, 4, 0x01, -1) == 0);
+    float *x = checkpoint_load(path, &got, &n, err, sizeof err);
+    CHECK(x == NULL && strstr(err, "magic") != NULL);
+    free(x);
+    char mpath[128];
+    s_path(mpath, sizeof mpath, "whole.model");
+    CHECK(modelfile_save(mpath, &k.info.cfg, 3, k.p, k.n, err, sizeof err) == 0);
+    x = checkpoint_load(mpath, &got, &n, err, sizeof err);
+    CHECK(x == NULL && strstr(err, "magic") != NULL);
+    free(x);
+    /* a missing file */
+    s_path(path, sizeof path, "missing.ckpt");
+    x = checkpoint_load(path, &got, &n, err, sizeof err);
+    CHECK(x == NULL && strstr(err, "missing.ckpt") != NULL);
+    free(x);
+    s_ckpt_free(&k);
+}
+
+static void test_checkpoint_bad_values(void)
+{
+    /* a checkpoint whose split does not fit its config is refused even with
+     * a valid checksum */
+    ckpt_case_t k;
+    CHECK(s_ckpt_case(&k) == 0);
+    char path[128], err[512];
+    s_path(path, sizeof path, "split.ckpt");
+    checkpoint_info_t bad = k.info, got;
+    bad.stage = 5;   /* of 3 */
+    CHECK(checkpoint_save(path, &bad, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
+    size_t n;
+    float *x = checkpoint_load(path, &got, &n, err, sizeof err);
+    CHECK(x == NULL);
+    free(x);
+    bad = k.info;
+    bad.stage = 0;   /* stage 0 holds a different number of parameters */
+    CHECK(checkpoint_save(path, &bad, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
+    x = checkpoint_load(path, &got, &n, err, sizeof err);
+    CHECK(x == NULL && strstr(err, "parameters") != NULL);
+    free(x);
+    s_ckpt_free(&k);
+}
+
+int main(void)
+{
+    snprintf(s_dir, sizeof s_dir, "/tmp/brigade-runtime.XXXXXX");
+    if (!mkdtemp(s_dir)) { perror("mkdtemp"); return 1; }
+    RUN(test_stash_full_keeps_versions_in_use);
+    RUN(test_stash_full_many_rounds);
+    RUN(test_stash_2bw_keeps_two);
+    RUN(test_stash_2bw_many_rounds);
+    RUN(test_peers_upsert);
+    RUN(test_peers_pick_stage);
+    RUN(test_peers_route);
+    RUN(test_peers_completed);
+    RUN(test_queue_fifo);
+    RUN(test_queue_timeout_empty);
+    RUN(test_queue_cross_thread);
+    RUN(test_opts_parse_good);
+    RUN(test_opts_parse_bad);
+    RUN(test_opts_run_roundtrip);
+    RUN(test_opts_run_truncated);
+    RUN(test_opts_run_out_of_range);
+    RUN(test_opts_run_id);
+    RUN(test_opts_run_id_all_run_fields);
+    RUN(test_checkpoint_roundtrip);
+    RUN(test_checkpoint_damaged);
+    RUN(test_checkpoint_bad_values);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
+    if (system(cmd) != 0) printf("  could not remove %s\n", s_dir);
+    CHECK_EXIT();
+}
