@@ -23,7 +23,7 @@ all: $(BUILD)/brigade
 deps:
 	@sh tests/deps.sh
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
