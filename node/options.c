@@ -252,12 +252,12 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
     const model_config_t *c = &o->cfg;
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
-             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d seed=%llu closed=%d owner=%02x%02x%02x%02x%02x%02x%02x%02x",
+             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d seed=%llu eval-every=%d closed=%d owner=",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
              o->batch, o->micro, o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
-             o->grad_codec, o->schedule, o->stash, (unsigned long long)o->seed, o->closed,
-             o->owner_pub[0], o->owner_pub[1], o->owner_pub[2], o->owner_pub[3], o->owner_pub[4], o->owner_pub[5],
-             o->owner_pub[6], o->owner_pub[7]);
+             o->grad_codec, o->schedule, o->stash, o->max_inflight, (unsigned long long)o->seed, o->eval_every, o->closed);
+    size_t k = strlen(buf);
+    for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
 }
 
 uint64_t opts_run_id(const opts_t *o)

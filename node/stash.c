@@ -52,7 +52,7 @@ static int s_serving(const stash_t *s, int64_t v)
 {
     int i = s_find(s, v);
     if (i >= 0 && s->slot[i].params) return i;
-    if (i >= 0) return -1;  /* live */
+    /* its copy was folded away (2bw): the oldest newer copy kept, else the live weights */
     int best = -1;
     for (int k = 0; k < s->nslots; k++)
         if (s->slot[k].params && s->slot[k].version > v && (best < 0 || s->slot[k].version < s->slot[best].version))
