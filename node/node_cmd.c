@@ -249,6 +249,7 @@ int cmd_node(int argc, char **argv)
     n->in_n = stage_in_size(&n->st->s, n->o.batch, T);
     n->out_n = stage_out_size(&n->st->s, n->o.batch, T);
     n->targets_n = (size_t)n->o.batch * T;
+    n->nparams = n->st->s.nparams;
     peer_info_t self = {0};
     self.id = n->id;
     memcpy(self.addr, n->adv, sizeof self.addr);
@@ -344,10 +345,11 @@ int cmd_node(int argc, char **argv)
     }
     double wall = metrics_now() - n->t0;
     metrics_event(n->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
-                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"drops\":%llu,\"why\":\"%s\"",
+                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,\"why\":\"%s\"",
                   n->status ? "error" : "ok", (long long)n->st->version, (unsigned long long)atomic_load(&n->tokens), wall,
                   (unsigned long long)n->lost,
                   (unsigned long long)atomic_load(&n->bytes_sent), (unsigned long long)atomic_load(&n->bytes_sent_raw),
+                  (unsigned long long)atomic_load(&n->bytes_sent_state),
                   (unsigned long long)atomic_load(&n->drops), n->status ? n->why : "completed");
     fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", n->idshort, n->status ? n->why : "run complete",
             wall, (long long)n->st->version);

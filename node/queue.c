@@ -40,18 +40,32 @@ void queue_push(queue_t *q, queue_item_t *item)
     pthread_mutex_unlock(&q->lock);
 }
 
+/* With the lock held: waits up to timeout_ms for an item. */
+static void s_wait_locked(queue_t *q, int timeout_ms)
+{
+    if (q->head || timeout_ms <= 0) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    while (!q->head)
+        if (pthread_cond_timedwait(&q->cond, &q->lock, &ts) == ETIMEDOUT) break;
+}
+
+int queue_wait(queue_t *q, int timeout_ms)
+{
+    pthread_mutex_lock(&q->lock);
+    s_wait_locked(q, timeout_ms);
+    int any = q->head != NULL;
+    pthread_mutex_unlock(&q->lock);
+    return any;
+}
+
 queue_item_t *queue_pop(queue_t *q, int timeout_ms)
 {
     pthread_mutex_lock(&q->lock);
-    if (!q->head && timeout_ms > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        while (!q->head)
-            if (pthread_cond_timedwait(&q->cond, &q->lock, &ts) == ETIMEDOUT) break;
-    }
+    s_wait_locked(q, timeout_ms);
     queue_item_t *it = q->head;
     if (it) {
         q->head = it->next;

@@ -25,4 +25,7 @@ void queue_push(queue_t *q, queue_item_t *item);
  * NULL when none came. */
 queue_item_t *queue_pop(queue_t *q, int timeout_ms);
 size_t queue_len(queue_t *q);
+/* Waits up to timeout_ms until the queue is not empty (nothing is removed).
+ * Returns 1 when it has items. */
+int queue_wait(queue_t *q, int timeout_ms);
 #endif

@@ -26,8 +26,9 @@
 #define STATE_CHUNK (1u << 20) /* bytes per STATE message */
 #define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
 #define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
-#define BACKUP_EVERY 20        /* updates between backup snapshots of a stage served by one node... */
-#define BACKUP_MIN_S 30.0      /* ...and at least this many seconds (a snapshot is params + moments: not cheap) */
+#define BACKUP_EVERY 20        /* backup snapshots of a stage served by one node: at most every 20 updates, */
+#define BACKUP_MIN_S 60.0      /* at most once a minute, */
+#define BACKUP_BUDGET 0.05     /* and only when they stay within 5% of the bytes this node sends */
 
 /* A message between the threads.  Inbox: a decoded ACT/GRAD/AVG, a
  * STATE_REQ or a DONE for the compute thread.  Outbox: a message for the
@@ -69,9 +70,11 @@ typedef struct node {
     data_t *data;              /* data-stage nodes */
     size_t in_n, out_n;        /* floats of the tensors crossing into/out of this stage */
     size_t targets_n;          /* targets per microbatch */
+    size_t nparams;            /* floats in this stage's parameters (read by the I/O thread) */
     atomic_int done;           /* the run has finished (or this node must stop) */
     atomic_int io_stop;        /* the I/O thread must exit */
     atomic_uint_fast64_t bytes_sent, bytes_sent_raw, bytes_recv, drops;
+    atomic_uint_fast64_t bytes_sent_state;  /* of bytes_sent: stage state (downloads served, backups) */
     atomic_uint_fast64_t completed;      /* last stage: microbatches finished here */
     _Atomic double last_loss;            /* last stage: last update's loss */
     atomic_int_fast64_t version;         /* for gossip */
@@ -107,6 +110,15 @@ void node_note_loss(node_t *n, int64_t update, double loss);
 int swarm_save_checkpoint(node_t *n, uint64_t cursor, char *err, size_t errlen);
 /* Loads this stage's state from a peer (STATE_REQ/STATE) during start-up. */
 int swarm_fetch_state(node_t *n, uint64_t donor, char *err, size_t errlen);
+/* A state download while the I/O thread runs (a stage move): begin sets up
+ * the receiving buffer for a stage of nparams floats (chunks from the first
+ * peer that answers are taken); poll copies a complete download into st and
+ * returns 1, else 0; end releases the buffer.  Any thread. */
+int swarm_rx_begin(node_t *n, size_t nparams);
+int swarm_rx_poll(node_t *n, stage_state_t *st);
+void swarm_rx_end(void);
+/* Loads the backup of `stage` this node holds into st: 1, or 0 when none. */
+int swarm_own_backup(node_t *n, int stage, stage_state_t *st);
 /* Asks every peer for a backup snapshot of this node's stage (its only peer
  * died) and loads the newest that comes within wait_s.  0 loaded, -1 none. */
 int swarm_fetch_backup(node_t *n, double wait_s, char *err, size_t errlen);

@@ -61,6 +61,8 @@ typedef struct {
     int eval_correct, eval_n;
     uint32_t eval_round;
     double last_backup;           /* when the last backup snapshot was pushed */
+    double last_move;             /* when this node last moved to another stage */
+    uint64_t backup_sent_mark;    /* bytes_sent at the last backup */
 } compute_t;
 
 static void s_emit_eval(compute_t *c, uint32_t round);
@@ -158,11 +160,12 @@ static void s_emit_update(compute_t *c, double loss)
     int64_t v = c->st->version;
     metrics_event(n->metrics, "update",
                   "\"version\":%lld,\"tokens\":%llu,\"loss\":%s,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
-                  "\"bytes_recv\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu",
+                  "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu",
                   (long long)v, (unsigned long long)atomic_load(&n->tokens),
                   last ? metrics_num(lb, sizeof lb, loss) : "null",
                   (unsigned long long)atomic_load(&n->bytes_sent), (unsigned long long)atomic_load(&n->bytes_sent_raw),
-                  (unsigned long long)atomic_load(&n->bytes_recv), stash_versions(&c->stash, v), c->inflight,
+                  (unsigned long long)atomic_load(&n->bytes_recv), (unsigned long long)atomic_load(&n->bytes_sent_state),
+                  stash_versions(&c->stash, v), c->inflight,
                   (unsigned long long)atomic_load(&n->drops), (unsigned long long)c->retries);
     double el = s_now() - n->t0;
     uint64_t sent = atomic_load(&n->bytes_sent), raw = atomic_load(&n->bytes_sent_raw);
@@ -213,8 +216,11 @@ static void s_after_backward(compute_t *c)
     c->loss_n = 0;
     s_emit_update(c, loss);
     if (n->stage == 0 && n->o.eval_every > 0 && c->st->version % n->o.eval_every == 0) s_issue_eval(c);
-    if (n->nstages > 1 && c->st->version % BACKUP_EVERY == 0 && s_now() - c->last_backup >= BACKUP_MIN_S) {
+    uint64_t sent = atomic_load(&n->bytes_sent), snapshot = 3 * c->st->s.nparams * sizeof(float);
+    if (n->nstages > 1 && c->st->version % BACKUP_EVERY == 0 && s_now() - c->last_backup >= BACKUP_MIN_S
+        && (double)(sent - c->backup_sent_mark) * BACKUP_BUDGET >= (double)snapshot) {
         c->last_backup = s_now();
+        c->backup_sent_mark = sent;
         s_backup(c);
     }
     if (n->ckpt_path[0] && c->st->version % n->o.save_every == 0) {
@@ -256,7 +262,7 @@ static uint64_t s_send_out(compute_t *c, const acts_t *a, uint64_t mb, uint32_t 
     memcpy(it->frame[1], targets, n->targets_n);
     it->len[1] = n->targets_n;
     it->nframes = 2;
-    it->raw_bytes += n->targets_n;
+    it->raw_bytes += n->targets_n * sizeof(float);  /* the targets are a tensor too: 4 bytes each as raw fp32, 1 on the wire */
     it->hdr.flags = flags;
     node_send(n, it);
     return to;
@@ -575,6 +581,7 @@ static void s_send_state(compute_t *c, uint64_t peer, uint32_t flags)
         o->hdr.flags = flags;
         o->hdr.wversion = (uint32_t)c->st->version;
         o->peer = peer;
+        atomic_fetch_add(&n->bytes_sent_state, WIRE_HDR_LEN + o->len[0] + o->len[1]);
         node_send(n, o);
     }
     free(snap);
@@ -629,7 +636,7 @@ static void s_timeouts(compute_t *c)
         if (r->to) {
             pthread_mutex_lock(&n->peers.lock);
             int k = peers_find_locked(&n->peers, r->to);
-            gone = k < 0 || n->peers.p[k].health == PEER_GONE;
+            gone = k < 0 || n->peers.p[k].health == PEER_GONE || n->peers.p[k].info.stage != n->stage + 1;
             pthread_mutex_unlock(&n->peers.lock);
         }
         if (n->stage == 0) {
@@ -687,13 +694,154 @@ static int s_auto_window(compute_t *c)
 static void s_update_rate(compute_t *c)
 {
     node_t *n = c->n;
-    double el = s_now() - c->rate_t0;
-    if (el < 1.0) return;
-    float rate = (float)(c->fwd_done / el);
+    /* capacity: microbatches per second of compute (forward and backward),
+     * what this node could do if never idle; 0 until it has worked */
+    if (c->busy_s < 0.5) return;
+    float rate = (float)(c->fwd_done / c->busy_s);
     pthread_mutex_lock(&n->peers.lock);
     int i = peers_find_locked(&n->peers, n->id);
     if (i >= 0) n->peers.p[i].info.rate = rate;
     pthread_mutex_unlock(&n->peers.lock);
+}
+
+/* The per-stage objects of the compute loop: made at start and again after
+ * a move to another stage. */
+static int s_stage_setup(compute_t *c)
+{
+    node_t *n = c->n;
+    c->st = n->st;
+    c->gs = grad_scratch_new(&c->st->s, c->B, c->T);
+    stash_init(&c->stash, c->st->s.nparams, n->o.stash == STASH_2BW);
+    c->bwd_count = 0;
+    c->loss_sum = 0;
+    c->loss_n = 0;
+    c->busy_s = 0;
+    c->fwd_done = 0;
+    if (n->stage == 0 && !c->batch.targets && data_batch_alloc(n->data, &c->batch, c->B) < 0) return -1;
+    return c->gs ? 0 : -1;
+}
+
+static void s_stage_teardown(compute_t *c)
+{
+    for (int i = 0; i < c->nacts; i++) item_free(c->acts_q[i]);
+    c->nacts = 0;
+    for (int i = 0; i < REC_MAX; i++)
+        if (c->rec[i].used) s_peer_returned(c, c->rec[i].to, 0);
+    memset(c->rec, 0, sizeof c->rec);
+    c->inflight = 0;
+    for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
+    memset(c->slot_used, 0, sizeof c->slot_used);
+    c->npool = 0;
+    for (int i = 0; i < 16; i++) { free(c->residual[i]); c->residual[i] = NULL; c->res_peer[i] = 0; }
+    grad_scratch_destroy(&c->gs);
+    stash_fini(&c->stash);
+}
+
+#define MOVE_FIRST_S 20.0     /* no move before a node has run this long */
+#define MOVE_COOLDOWN_S 60.0  /* nor sooner than this after its last move */
+#define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
+
+/* Moves this node to stage `to`: drops its work at the old stage (the data
+ * stage re-issues it), downloads the new stage's state from a peer of it
+ * (or a backup), and serves it. */
+static void s_move(compute_t *c, int to, const char *why)
+{
+    node_t *n = c->n;
+    char err[300];
+    int from = n->stage;
+    stage_state_t *st = stage_state_new(&n->o.cfg, to, n->nstages, n->o.seed, err, sizeof err);
+    if (!st || swarm_rx_begin(n, st->s.nparams) < 0) { stage_state_destroy(&st); return; }
+    s_stage_teardown(c);
+    /* from here on the I/O thread refuses tensors of the old stage */
+    n->nparams = st->s.nparams;
+    n->in_n = stage_in_size(&st->s, c->B, c->T);
+    n->out_n = stage_out_size(&st->s, c->B, c->T);
+    n->stage = to;
+    metrics_set_stage(n->metrics, to);
+    uint64_t donor = 0;
+    uint32_t best = 0;
+    pthread_mutex_lock(&n->peers.lock);
+    for (int i = 0; i < n->peers.n; i++) {
+        peer_t *p = &n->peers.p[i];
+        if (p->info.id == n->id) { p->info.stage = (int16_t)to; p->info.rate = 0; continue; }
+        if (p->info.stage == to && p->health != PEER_GONE && (!donor || p->info.version >= best)) { donor = p->info.id; best = p->info.version; }
+    }
+    pthread_mutex_unlock(&n->peers.lock);
+    item_t *req = item_new();
+    if (req) {
+        wire_hdr_init(&req->hdr, WIRE_STATE_REQ);
+        req->hdr.run = n->run;
+        req->hdr.stage = (uint16_t)to;
+        req->hdr.flags = donor ? 0 : STATE_FLAG_BACKUP;
+        req->peer = donor;   /* 0: ask everyone for a backup */
+        req->raw_bytes = WIRE_HDR_LEN;
+        node_send(n, req);
+    }
+    int got = !donor && swarm_own_backup(n, to, st);
+    for (int i = 0; i < 600 && !got && !atomic_load(&n->done); i++) {  /* 30 s at most */
+        got = swarm_rx_poll(n, st);
+        if (!got) usleep(50000);
+    }
+    swarm_rx_end();
+    stage_state_t *old = n->st;
+    n->st = st;
+    atomic_store(&n->version, st->version);
+    stage_state_destroy(&old);
+    if (s_stage_setup(c) < 0) {
+        snprintf(n->why, sizeof n->why, "out of memory after moving to stage %d", to);
+        n->status = 1;
+        atomic_store(&n->done, 1);
+        return;
+    }
+    c->last_move = s_now();
+    metrics_event(n->metrics, "move", "\"from\":%d,\"to\":%d,\"why\":\"%s\",\"version\":%lld,\"state\":\"%s\"",
+                  from, to, why, (long long)st->version, got ? (donor ? "downloaded" : "backup") : "initial");
+    progress_line(1, 0, "moved from stage %d to stage %d (%s); its state %s at version %lld", from, to, why,
+                  got ? "downloaded" : "not found, initial weights", (long long)st->version);
+    progress_done();
+}
+
+/* Rebalancing (every few seconds): a node of a stage served by several
+ * peers moves to a stage with none, or to the slowest stage when that makes
+ * the slowest stage MOVE_GAIN times faster.  Only the highest-id peer of a
+ * stage moves, at most once per MOVE_COOLDOWN_S; the data stage (which
+ * holds the data) neither gives nor takes nodes. */
+static void s_consider_move(compute_t *c)
+{
+    node_t *n = c->n;
+    double now = s_now();
+    if (n->stage == 0 || n->nstages < 3 || now - n->t0 < MOVE_FIRST_S || now - c->last_move < MOVE_COOLDOWN_S) return;
+    enum { MAXS = 256 };
+    if (n->nstages > MAXS) return;
+    int count[MAXS] = {0}, unknown = 0, highest = 1;
+    double cap[MAXS] = {0}, mine = 0;
+    pthread_mutex_lock(&n->peers.lock);
+    for (int i = 0; i < n->peers.n; i++) {
+        peer_t *p = &n->peers.p[i];
+        int s = p->info.stage;
+        if (p->health == PEER_GONE || s < 0 || s >= n->nstages) continue;
+        count[s]++;
+        cap[s] += p->info.rate;
+        if (s > 0 && p->info.rate <= 0) unknown = 1;
+        if (p->info.id == n->id) mine = p->info.rate;
+        else if (s == n->stage && p->info.id > n->id) highest = 0;
+    }
+    pthread_mutex_unlock(&n->peers.lock);
+    if (count[n->stage] < 2 || !highest) return;
+    for (int s = 1; s < n->nstages; s++)
+        if (count[s] == 0) { s_move(c, s, "stage without peers"); return; }
+    if (unknown || mine <= 0) return;
+    int b = 1;
+    for (int s = 2; s < n->nstages; s++)
+        if (cap[s] < cap[b]) b = s;
+    if (b == n->stage) return;
+    double after_mine = cap[n->stage] - mine, after_b = cap[b] + mine;
+    double new_min = after_mine < after_b ? after_mine : after_b;
+    if (new_min >= MOVE_GAIN * cap[b]) {
+        char why[96];
+        snprintf(why, sizeof why, "stage %d is the slowest (%.1f vs %.1f microbatches/s here)", b, cap[b], cap[n->stage]);
+        s_move(c, b, why);
+    }
 }
 
 void swarm_compute(node_t *n)
@@ -702,19 +850,16 @@ void swarm_compute(node_t *n)
     compute_t *c = &C;
     memset(c, 0, sizeof *c);
     c->n = n;
-    c->st = n->st;
     c->B = n->o.batch;
     c->T = n->o.cfg.kind == MODEL_GPT ? n->o.cfg.maxT : 1;
-    c->gs = grad_scratch_new(&c->st->s, c->B, c->T);
     c->ecodec = codec_ctx_new(1);
     c->act_codec = codec_from_name(n->o.codec);
     c->grad_codec = codec_from_name(n->o.grad_codec);
     c->rate_t0 = s_now();
     c->last_backup = s_now();
+    c->last_move = -1e9;
     c->cursor = n->start_cursor;
-    stash_init(&c->stash, c->st->s.nparams, n->o.stash == STASH_2BW);
-    if (n->stage == 0 && data_batch_alloc(n->data, &c->batch, c->B) < 0) c->gs = NULL;
-    if (!c->gs || !c->ecodec) {
+    if (s_stage_setup(c) < 0 || !c->ecodec) {
         snprintf(n->why, sizeof n->why, "out of memory for activations");
         n->status = 1;
         atomic_store(&n->done, 1);
@@ -722,7 +867,7 @@ void swarm_compute(node_t *n)
     int max_inflight = n->o.max_inflight > 0 ? n->o.max_inflight : 2 * n->nstages;
     if (n->o.schedule == SCHED_GPIPE) max_inflight = n->o.micro;
     int auto_window = n->o.max_inflight == 0 && n->o.schedule != SCHED_GPIPE;
-    double next_timeout = 0;
+    double next_timeout = 0, next_move = 0;
     while (!atomic_load(&n->done)) {
         /* 1. take everything that arrived: gradients first (1F1B) */
         int did = 0;
@@ -773,27 +918,17 @@ void swarm_compute(node_t *n)
             if (auto_window && n->stage == 0) max_inflight = s_auto_window(c);
             next_timeout = now + 0.2;
         }
-        if (!did) {
-            q = queue_pop(&n->inbox, 5);
-            if (q) {
-                /* put it back in front: simplest is to handle it next round */
-                item_t *it = (item_t *)q;
-                if (it->hdr.type == WIRE_ACT && c->nacts < PENDING_MAX) c->acts_q[c->nacts++] = it;
-                else if (it->hdr.type == WIRE_GRAD) { s_on_grad(c, it); item_free(it); }
-                else if (it->hdr.type == WIRE_AVG) { s_on_avg(c, it); item_free(it); }
-                else if (it->hdr.type == WIRE_STATE_REQ) { s_on_state_req(c, it); item_free(it); }
-                else item_free(it);
-            }
+        if (now >= next_move) {
+            s_consider_move(c);
+            next_move = now + 5.0;
         }
+        /* 4. nothing to do: wait for the next message (taken at the top) */
+        if (!did) queue_wait(&n->inbox, 5);
     }
     progress_done();
     n->lost = c->lost;
     n->start_cursor = c->cursor;
-    for (int i = 0; i < c->nacts; i++) item_free(c->acts_q[i]);
-    for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
-    for (int i = 0; i < 16; i++) free(c->residual[i]);
-    grad_scratch_destroy(&c->gs);
+    s_stage_teardown(c);
     codec_ctx_destroy(&c->ecodec);
     data_batch_free(&c->batch);
-    stash_fini(&c->stash);
 }

@@ -459,8 +459,12 @@ static void s_on_tensor(node_t *n, transport_msg_t *m)
     int want_stage;
     if (type == WIRE_ACT) { expect = n->in_n; want_stage = n->stage - 1; }
     else if (type == WIRE_GRAD) { expect = n->out_n; want_stage = n->stage + 1; }
-    else { expect = n->st->s.nparams; want_stage = n->stage; }
-    if (m->hdr.stage != n->stage) { s_drop(n, "tensor for another stage", m->sender); return; }
+    else { expect = n->nparams; want_stage = n->stage; }
+    if (m->hdr.stage != n->stage) {
+        /* in flight while a peer (or this node) moved to another stage: not an offence */
+        atomic_fetch_add(&n->drops, 1);
+        return;
+    }
     if (from_stage != want_stage) { s_drop(n, "tensor from a peer of the wrong stage", m->sender); return; }
     if (m->nframes < 1 || expect == 0) { s_drop(n, "tensor message without tensor", m->sender); return; }
     frame_info_t fi;
@@ -513,6 +517,7 @@ typedef struct {
 } state_rx_t;
 
 static state_rx_t s_rx;
+static pthread_mutex_t s_rx_lock = PTHREAD_MUTEX_INITIALIZER;  /* s_rx is shared with a moving compute thread */
 
 /* Backups this node holds for stages served by a single node (pushed
  * every BACKUP_EVERY updates), and the one being received. */
@@ -526,6 +531,25 @@ typedef struct {
 } backup_t;
 
 static backup_t s_backups[BACKUP_STAGES];
+static pthread_mutex_t s_backup_lock = PTHREAD_MUTEX_INITIALIZER;  /* a moving compute thread may read them */
+
+int swarm_own_backup(node_t *n, int stage, stage_state_t *st)
+{
+    (void)n;
+    int ok = 0;
+    pthread_mutex_lock(&s_backup_lock);
+    backup_t *b = stage >= 0 && stage < BACKUP_STAGES ? &s_backups[stage] : NULL;
+    size_t np = st->s.nparams;
+    if (b && b->buf && b->total == 3 * np * sizeof(float)) {
+        memcpy(st->params, b->buf, sizeof(float) * np);
+        memcpy(st->m, b->buf + sizeof(float) * np, sizeof(float) * np);
+        memcpy(st->v, b->buf + 2 * sizeof(float) * np, sizeof(float) * np);
+        st->version = b->version;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&s_backup_lock);
+    return ok;
+}
 
 /* Checks a STATE chunk's preamble against an assembly; returns the chunk
  * index, or -1 (dropped). */
@@ -597,11 +621,13 @@ static void s_on_backup_push(node_t *n, transport_msg_t *m)
     }
     if (s_state_chunk(n, x, m) < 0 || !x->complete) return;
     /* keep the complete snapshot; the assembly buffer becomes the held copy */
+    pthread_mutex_lock(&s_backup_lock);
     free(b->buf);
     b->buf = x->buf;
     b->total = x->total;
     b->checksum = x->checksum;
     b->version = x->version;
+    pthread_mutex_unlock(&s_backup_lock);
     free(x->have);
     memset(x, 0, sizeof *x);
     char id[9];
@@ -635,7 +661,10 @@ static void s_serve_backup(node_t *n, transport_msg_t *m)
         const void *f[2] = { pre, b->buf + off };
         size_t l[2] = { w.len, len };
         /* the replacement may not be in our table yet: answer on the connection it used */
-        if (transport_reply(n->tr, m, &h, f, l, 2) == 0) s_account(n, l, 2, 0);
+        if (transport_reply(n->tr, m, &h, f, l, 2) == 0) {
+            s_account(n, l, 2, 0);
+            atomic_fetch_add(&n->bytes_sent_state, WIRE_HDR_LEN + l[0] + l[1]);
+        }
     }
     char id[9];
     node_id_short(m->sender, id);
@@ -647,11 +676,56 @@ static void s_on_state(node_t *n, transport_msg_t *m)
     if (m->nframes < 2) { s_drop(n, "STATE without body", m->sender); return; }
     if ((m->hdr.flags & STATE_FLAG_BACKUP) && !(m->hdr.flags & STATE_FLAG_REPLY)) { s_on_backup_push(n, m); return; }
     state_rx_t *x = &s_rx;
-    if (!x->buf) return;  /* a late chunk of a download already done */
-    if (m->hdr.stage != n->stage) { s_drop(n, "STATE of another stage", m->sender); return; }
-    if (x->donor == 0) x->donor = m->sender;   /* a backup fetch takes the first holder that answers */
-    if (m->sender != x->donor) return;          /* another holder's copy: not needed */
-    s_state_chunk(n, x, m);
+    pthread_mutex_lock(&s_rx_lock);
+    if (x->buf && !x->complete && m->hdr.stage == n->stage) {   /* else a late chunk of a download already done */
+        if (x->donor == 0) x->donor = m->sender;  /* a backup fetch takes the first holder that answers */
+        if (m->sender == x->donor) s_state_chunk(n, x, m);
+    }
+    pthread_mutex_unlock(&s_rx_lock);
+}
+
+int swarm_rx_begin(node_t *n, size_t nparams)
+{
+    (void)n;
+    state_rx_t *x = &s_rx;
+    pthread_mutex_lock(&s_rx_lock);
+    free(x->buf);
+    free(x->have);
+    memset(x, 0, sizeof *x);
+    x->total = 3 * nparams * sizeof(float);
+    x->nchunks = (uint32_t)((x->total + STATE_CHUNK - 1) / STATE_CHUNK);
+    x->buf = malloc(x->total);
+    x->have = calloc(x->nchunks, 1);
+    int ok = x->buf && x->have;
+    if (!ok) { free(x->buf); free(x->have); memset(x, 0, sizeof *x); }
+    pthread_mutex_unlock(&s_rx_lock);
+    return ok ? 0 : -1;
+}
+
+int swarm_rx_poll(node_t *n, stage_state_t *st)
+{
+    (void)n;
+    state_rx_t *x = &s_rx;
+    pthread_mutex_lock(&s_rx_lock);
+    int done = x->buf && x->complete;
+    if (done) {
+        size_t np = st->s.nparams;
+        memcpy(st->params, x->buf, sizeof(float) * np);
+        memcpy(st->m, x->buf + sizeof(float) * np, sizeof(float) * np);
+        memcpy(st->v, x->buf + 2 * sizeof(float) * np, sizeof(float) * np);
+        st->version = x->version;
+    }
+    pthread_mutex_unlock(&s_rx_lock);
+    return done;
+}
+
+void swarm_rx_end(void)
+{
+    pthread_mutex_lock(&s_rx_lock);
+    free(s_rx.buf);
+    free(s_rx.have);
+    memset(&s_rx, 0, sizeof s_rx);
+    pthread_mutex_unlock(&s_rx_lock);
 }
 
 /* ---- dispatch ---- */
@@ -804,8 +878,15 @@ static void s_drain_outbox(node_t *n)
     while ((q = queue_pop(&n->outbox, 0))) {
         item_t *it = (item_t *)q;
         if (it->peer == 0) {
-            /* a broadcast */
-            s_broadcast(n, it->hdr.type);
+            /* to every live peer, header as given */
+            uint64_t ids[PEERS_CAP];
+            int k = 0;
+            pthread_mutex_lock(&n->peers.lock);
+            for (int i = 0; i < n->peers.n; i++)
+                if (n->peers.p[i].info.id != n->id && n->peers.p[i].health != PEER_GONE) ids[k++] = n->peers.p[i].info.id;
+            pthread_mutex_unlock(&n->peers.lock);
+            const void *f[3] = { it->frame[0], it->frame[1], it->frame[2] };
+            for (int i = 0; i < k; i++) s_send(n, ids[i], &it->hdr, f, it->len, it->nframes, it->raw_bytes);
         } else {
             const void *f[3] = { it->frame[0], it->frame[1], it->frame[2] };
             if (s_send(n, it->peer, &it->hdr, f, it->len, it->nframes, it->raw_bytes) != 0)
@@ -991,80 +1072,59 @@ int swarm_io_start(node_t *n, char *err, size_t errlen)
     return 0;
 }
 
+/* Start-up downloads (before the I/O thread runs): sends req to `to` (0:
+ * every live peer) every resend_s and polls the transport until the state
+ * is complete or wait_s passed.  0 loaded into n->st, -1 not. */
+static int s_fetch(node_t *n, uint64_t to, uint32_t flags, double wait_s, double resend_s)
+{
+    if (swarm_rx_begin(n, n->st->s.nparams) < 0) return -1;
+    if (to) {
+        pthread_mutex_lock(&s_rx_lock);
+        s_rx.donor = to;
+        pthread_mutex_unlock(&s_rx_lock);
+    }
+    double deadline = metrics_now() + wait_s, resend = 0;
+    int ok = 0;
+    while (!ok && metrics_now() < deadline && !atomic_load(&n->done)) {
+        if (metrics_now() >= resend) {
+            wire_hdr_t h;
+            s_hdr(n, &h, WIRE_STATE_REQ);
+            h.flags = flags;
+            if (to) {
+                s_send(n, to, &h, NULL, NULL, 0, 0);
+            } else {
+                uint64_t ids[PEERS_CAP];
+                int k = 0;
+                pthread_mutex_lock(&n->peers.lock);
+                for (int i = 0; i < n->peers.n; i++)
+                    if (n->peers.p[i].info.id != n->id && n->peers.p[i].health != PEER_GONE) ids[k++] = n->peers.p[i].info.id;
+                pthread_mutex_unlock(&n->peers.lock);
+                for (int i = 0; i < k; i++) s_send(n, ids[i], &h, NULL, NULL, 0, 0);
+            }
+            resend = metrics_now() + resend_s;
+        }
+        s_poll_once(n, 50);
+        s_drain_outbox(n);
+        ok = swarm_rx_poll(n, n->st);
+    }
+    swarm_rx_end();
+    if (ok) atomic_store(&n->version, n->st->version);
+    return ok ? 0 : -1;
+}
+
 int swarm_fetch_backup(node_t *n, double wait_s, char *err, size_t errlen)
 {
-    state_rx_t *x = &s_rx;
-    size_t np = n->st->s.nparams;
-    memset(x, 0, sizeof *x);
-    x->total = 3 * np * sizeof(float);
-    x->nchunks = (uint32_t)((x->total + STATE_CHUNK - 1) / STATE_CHUNK);
-    x->buf = malloc(x->total);
-    x->have = calloc(x->nchunks, 1);
-    if (!x->buf || !x->have) { free(x->buf); free(x->have); x->buf = NULL; snprintf(err, errlen, "out of memory"); return -1; }
-    wire_hdr_t h;
-    s_hdr(n, &h, WIRE_STATE_REQ);
-    h.flags = STATE_FLAG_BACKUP;
-    uint64_t ids[PEERS_CAP];
-    int k = 0;
-    pthread_mutex_lock(&n->peers.lock);
-    for (int i = 0; i < n->peers.n; i++)
-        if (n->peers.p[i].info.id != n->id && n->peers.p[i].health != PEER_GONE) ids[k++] = n->peers.p[i].info.id;
-    pthread_mutex_unlock(&n->peers.lock);
-    for (int i = 0; i < k; i++) s_send(n, ids[i], &h, NULL, NULL, 0, 0);
-    double deadline = metrics_now() + wait_s;
-    while (!x->complete && metrics_now() < deadline && !atomic_load(&n->done)) s_poll_once(n, 50);
-    int ok = x->complete;
-    if (ok) {
-        memcpy(n->st->params, x->buf, sizeof(float) * np);
-        memcpy(n->st->m, x->buf + sizeof(float) * np, sizeof(float) * np);
-        memcpy(n->st->v, x->buf + 2 * sizeof(float) * np, sizeof(float) * np);
-        n->st->version = x->version;
-        atomic_store(&n->version, x->version);
-    } else {
-        snprintf(err, errlen, "no peer holds a backup of stage %d", n->stage);
-    }
-    free(x->buf);
-    free(x->have);
-    memset(x, 0, sizeof *x);
-    return ok ? 0 : -1;
+    if (s_fetch(n, 0, STATE_FLAG_BACKUP, wait_s, wait_s) == 0) return 0;
+    snprintf(err, errlen, "no peer holds a backup of stage %d", n->stage);
+    return -1;
 }
 
 int swarm_fetch_state(node_t *n, uint64_t donor, char *err, size_t errlen)
 {
-    state_rx_t *x = &s_rx;
-    size_t np = n->st->s.nparams;
-    memset(x, 0, sizeof *x);
-    x->donor = donor;
-    x->total = 3 * np * sizeof(float);
-    x->nchunks = (uint32_t)((x->total + STATE_CHUNK - 1) / STATE_CHUNK);
-    x->buf = malloc(x->total);
-    x->have = calloc(x->nchunks, 1);
-    if (!x->buf || !x->have) { free(x->buf); free(x->have); x->buf = NULL; snprintf(err, errlen, "out of memory"); return -1; }
-    double deadline = metrics_now() + 60.0, resend = 0;
-    while (!x->complete && metrics_now() < deadline && !atomic_load(&n->done)) {
-        if (metrics_now() >= resend) {
-            wire_hdr_t h;
-            s_hdr(n, &h, WIRE_STATE_REQ);
-            s_send(n, donor, &h, NULL, NULL, 0, 0);
-            resend = metrics_now() + 3.0;
-        }
-        s_poll_once(n, 50);
-        s_drain_outbox(n);
-    }
-    int ok = x->complete;
-    if (ok) {
-        memcpy(n->st->params, x->buf, sizeof(float) * np);
-        memcpy(n->st->m, x->buf + sizeof(float) * np, sizeof(float) * np);
-        memcpy(n->st->v, x->buf + 2 * sizeof(float) * np, sizeof(float) * np);
-        n->st->version = x->version;
-        atomic_store(&n->version, x->version);
-    } else {
-        char s[9];
-        node_id_short(donor, s);
-        snprintf(err, errlen, "could not download stage %d's state from peer %s in 60 s", n->stage, s);
-    }
-    free(x->buf);
-    free(x->have);
-    memset(x, 0, sizeof *x);
-    return ok ? 0 : -1;
+    double t0 = metrics_now();
+    if (s_fetch(n, donor, 0, 60.0, 3.0) == 0) return 0;
+    char s[9];
+    node_id_short(donor, s);
+    snprintf(err, errlen, "could not download stage %d's state from peer %s in %.0f s", n->stage, s, metrics_now() - t0);
+    return -1;
 }
