@@ -737,7 +737,8 @@ static void s_stage_teardown(compute_t *c)
     stash_fini(&c->stash);
 }
 
-#define MOVE_FIRST_S 20.0     /* no move before a node has run this long */
+#define MOVE_FIRST_S 20.0     /* no move before a node has run this long, */
+#define MOVE_BALANCE_S 120.0  /* nor a move for speed (not to fill an empty stage) before this: rates settle first */
 #define MOVE_COOLDOWN_S 60.0  /* nor sooner than this after its last move */
 #define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
 
@@ -830,7 +831,7 @@ static void s_consider_move(compute_t *c)
     if (count[n->stage] < 2 || !highest) return;
     for (int s = 1; s < n->nstages; s++)
         if (count[s] == 0) { s_move(c, s, "stage without peers"); return; }
-    if (unknown || mine <= 0) return;
+    if (unknown || mine <= 0 || now - n->t0 < MOVE_BALANCE_S) return;
     int b = 1;
     for (int s = 2; s < n->nstages; s++)
         if (cap[s] < cap[b]) b = s;

@@ -423,14 +423,17 @@ static void s_on_peers(node_t *n, transport_msg_t *m)
         if (recs[i].id == m->sender && memcmp(recs[i].pubkey, m->sender_pub, 32) != 0) continue;
         s_add_peer(n, &recs[i], "gossip");
     }
+    /* the run's progress and its end are the last stage's to tell */
+    int last = 0;
     pthread_mutex_lock(&n->peers.lock);
     int i = peers_find_locked(&n->peers, m->sender);
-    if (i >= 0) {
+    if (i >= 0 && n->peers.p[i].info.stage == n->nstages - 1) {
+        last = 1;
         if (completed > n->peers.p[i].completed) n->peers.p[i].completed = completed;
         if (isfinite(loss)) n->peers.p[i].last_loss = loss;
     }
     pthread_mutex_unlock(&n->peers.lock);
-    if (done && !atomic_load(&n->done)) atomic_store(&n->done, 1);
+    if (done && last && !atomic_load(&n->done)) atomic_store(&n->done, 1);
 }
 
 static void s_on_pong(node_t *n, transport_msg_t *m)
@@ -819,9 +822,12 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
         pthread_mutex_unlock(&n->peers.lock);
         break;
     }
-    case WIRE_DONE:
-        atomic_store(&n->done, 1);
+    case WIRE_DONE: {
+        int st = -1;
+        if (s_known(n, m->sender, &st) && st == n->nstages - 1) atomic_store(&n->done, 1);
+        else s_drop(n, "DONE from a peer that is not of the last stage", m->sender);
         break;
+    }
     default:
         s_drop(n, "unexpected message type", m->sender);
     }
@@ -919,7 +925,8 @@ void *swarm_io_thread(void *arg)
         if (now >= next_gossip) { s_broadcast(n, WIRE_PEERS); next_gossip = now + GOSSIP_EVERY_S; }
         if (now >= next_health) { s_check_health(n); next_health = now + 0.25; }
         if (atomic_load(&n->done) && !done_sent) {
-            s_broadcast(n, WIRE_DONE);
+            /* only a run that completed ends the swarm; an interrupted or failed node just leaves */
+            if (n->stage == n->nstages - 1 && atomic_load(&n->done) == 1 && n->status == 0) s_broadcast(n, WIRE_DONE);
             s_broadcast(n, WIRE_PEERS);
             done_sent = 1;
         }
@@ -932,7 +939,7 @@ void *swarm_io_thread(void *arg)
 void swarm_io_bye(node_t *n)
 {
     if (!atomic_load(&n->done)) return;
-    s_broadcast(n, WIRE_DONE);
+    if (n->stage == n->nstages - 1 && n->status == 0) s_broadcast(n, WIRE_DONE);
     s_broadcast(n, WIRE_BYE);
     /* let the emulated links and ZeroMQ deliver what is queued */
     for (int i = 0; i < 10; i++) s_poll_once(n, 20);

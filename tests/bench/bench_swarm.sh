@@ -24,6 +24,8 @@ if [ -d "$FORTUNES" ]; then DATA=text:$FORTUNES; else DATA=synthetic; fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/brigade-swarm.XXXXXX")
 [ -n "${KEEP:-}" ] && echo "bench_swarm: keeping $WORK" || trap 'rm -rf "$WORK"' EXIT INT TERM
 t_start=$(date +%s)
+# A private copy of the binary: every run uses the same one even if the tree is rebuilt meanwhile.
+cp "$BRIGADE" "$WORK/brigade" && BRIGADE=$WORK/brigade || { echo "$0: cannot copy $BRIGADE" >&2; exit 1; }
 
 # m.py: figures from metrics files.
 cat > "$WORK/m.py" <<'PY'

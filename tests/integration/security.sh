@@ -17,7 +17,7 @@ cleanup() {
     [ -n "$KEEP" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 
 cat >"$T/m.py" <<'EOF'
 import json, sys
