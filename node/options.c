@@ -214,7 +214,7 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (o->ctx) o->cfg.maxT = o->ctx;
     if (model_check(&o->cfg, err, errlen) < 0)
         return -1;
-    if (o->batch == 0) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
+    if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (o->steps < 1) { snprintf(err, errlen, "--steps %d: must be at least 1", o->steps); return -1; }
     if (o->batch < 1 || o->batch > 65536) { snprintf(err, errlen, "--batch %d: must be 1..65536", o->batch); return -1; }
     if (o->micro < 1 || o->micro > 65536) { snprintf(err, errlen, "--micro %d: must be 1..65536", o->micro); return -1; }

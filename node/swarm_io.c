@@ -767,13 +767,13 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
         wbuf_free(&w);
         return;
     }
+    if (s_banned(n, m->sender)) { atomic_fetch_add(&n->drops, 1); return; }  /* not even counted as a strike */
     if (type == WIRE_JOIN) {
         if (m->hdr.run != 0 && m->hdr.run != n->run) { s_drop(n, "JOIN for another run", m->sender); return; }
         s_on_join(n, m);
         return;
     }
     if (m->hdr.run != n->run) { s_drop(n, "message of another run", m->sender); return; }
-    if (s_banned(n, m->sender)) { atomic_fetch_add(&n->drops, 1); return; }
     if (n->o.closed && !s_admitted(n, m->sender)) { s_drop(n, "no admission ticket", m->sender); return; }
     s_heard(n, m->sender);
     switch (type) {

@@ -148,6 +148,7 @@ static void s_join(rogue_t *r, int want)
     wbuf_init_fixed(&w, body, sizeof body);
     wbuf_put_str(&w, r->adv);
     wbuf_put_u32(&w, (uint32_t)(int32_t)want);
+    wbuf_put_u32(&w, 0);  /* no ticket (an open swarm) */
     const void *f[2] = { h, body };
     size_t l[2] = { WIRE_HDR_LEN, w.len };
     s_sendv(r, K_JOIN, f, l, 2, 0);

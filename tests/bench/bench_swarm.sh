@@ -24,6 +24,7 @@ if [ -d "$FORTUNES" ]; then DATA=text:$FORTUNES; else DATA=synthetic; fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/brigade-swarm.XXXXXX")
 [ -n "${KEEP:-}" ] && echo "bench_swarm: keeping $WORK" || trap 'rm -rf "$WORK"' EXIT INT TERM
 t_start=$(date +%s)
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3     # no shim: it is called often
 # A private copy of the binary: every run uses the same one even if the tree is rebuilt meanwhile.
 cp "$BRIGADE" "$WORK/brigade" && BRIGADE=$WORK/brigade || { echo "$0: cannot copy $BRIGADE" >&2; exit 1; }
 
@@ -98,7 +99,7 @@ elif cmd == "smooth":      # file of "x y" -> running mean of N
         x, y = line.split(); buf.append(float(y)); buf = buf[-n:]
         print(x, "%.5f" % (sum(buf) / len(buf)))
 PY
-M() { python3 "$WORK/m.py" "$@"; }
+M() { $PY "$WORK/m.py" "$@"; }
 ratio() {
     awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "" || a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f\n", a / b }'
 }
@@ -157,7 +158,7 @@ for r in $(seq 1 "$REPS"); do
     echo "$(swarm s_gpipe_$r 300 "$SMALL --schedule gpipe")" >> "$WORK/s_gpipe"
     echo "$(swarm s_gpipe_emu_$r 300 "$SMALL --schedule gpipe" --emu "$EMU")" >> "$WORK/s_gpipe_emu"
 done
-REPS_T=$((REPS + 1))
+REPS_T=$REPS
 for r in $(seq 1 "$REPS_T"); do
     echo "== gpt-tiny round $r"
     echo "$(solo t_solo_$r $TINY --threads 2)" >> "$WORK/t_solo"
@@ -201,7 +202,10 @@ M losses "$WORK/lg_async" > "$WORK/lg_async.raw"
 M losses "$WORK/lg_gpipe" > "$WORK/lg_gpipe.raw"
 M smooth "$WORK/lg_async.raw" 10 > "$WORK/lg_async.dat"
 M smooth "$WORK/lg_gpipe.raw" 10 > "$WORK/lg_gpipe.dat"
-for c in fp32 int8 int4; do M losses "$WORK/ct_$c.jsonl" > "$WORK/ct_$c.dat"; done
+for c in fp32 int8 int4; do
+    M losses "$WORK/ct_$c.jsonl" > "$WORK/ct_$c.raw"
+    M smooth "$WORK/ct_$c.raw" 20 > "$WORK/ct_$c.dat"
+done
 
 # ---------------------------------------------------------------------------
 # Plots.
@@ -218,7 +222,7 @@ fi
 # ---------------------------------------------------------------------------
 # 35-codec-training.md
 fin() { M evals "$WORK/ct_$1.jsonl" | tail -n 1 | awk '{ print $3 }'; }
-rel() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%+.2f%%\n", 100 * (a - b) / b }'; }
+rel() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%+.3f%%\n", 100 * (a - b) / b }'; }
 f32=$(fin fp32); f8=$(fin int8); f4=$(fin int4)
 {
     echo "## Training impact of the codecs (issue 3)"
@@ -245,7 +249,7 @@ f32=$(fin fp32); f8=$(fin int8); f4=$(fin int4)
     M evals "$WORK/ct_fp32.jsonl" > "$WORK/e32"; M evals "$WORK/ct_int8.jsonl" > "$WORK/e8"; M evals "$WORK/ct_int4.jsonl" > "$WORK/e4"
     paste -d' ' "$WORK/e32" "$WORK/e8" "$WORK/e4" | awk '{ printf "| %s | %s | %.4f | %.4f | %.4f |\n", $1, $2, $3, $6, $9 }'
     echo
-    echo "Training loss vs tokens: ![loss vs tokens by codec](loss_codecs.png)"
+    echo "Training loss vs tokens (running mean of 20 updates): ![loss vs tokens by codec](loss_codecs.png)"
 } > "$RESULTS_DIR/35-codec-training.md"
 
 # ---------------------------------------------------------------------------

@@ -11,6 +11,6 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
 set yrange [0:*]
-set key top right
+set key outside bottom center horizontal
 plot dir."/bytes.dat" using 2:xtic(1) title "sent (quantized + zstd)", \
      "" using 3 title "raw fp32 of the same tensors"

@@ -6,7 +6,7 @@ set terminal pngcairo size 800,500 font "sans,11"
 set output out
 set title sprintf("Training loss vs tokens by codec (%s, solo --stages 4)", model)
 set xlabel "tokens"
-set ylabel "training loss"
+set ylabel "training loss (running mean of 20 updates)"
 set grid
 set key top right
 plot dir."/ct_fp32.dat" using 1:2 with lines lw 2 title "fp32 / fp32", \

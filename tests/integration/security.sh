@@ -110,11 +110,15 @@ finish() {
     WAITED=$((i / 10))
 }
 
-# wait_event FILE EVENT SECONDS: 0 once FILE holds an EVENT line.
+# wait_event FILE EVENT SECONDS [PID]: 0 once FILE holds an EVENT line;
+# 1 after SECONDS or once PID has exited without writing it.
 wait_event() {
     i=0
     while [ $i -lt $(($3 * 10)) ]; do
         grep -q "\"event\":\"$2\"" "$1" 2>/dev/null && return 0
+        if [ -n "$4" ] && ! kill -0 "$4" 2>/dev/null; then
+            grep -q "\"event\":\"$2\"" "$1" 2>/dev/null; return $?
+        fi
         sleep 0.1; i=$((i + 1))
     done
     return 1
@@ -141,7 +145,7 @@ else
     start rc0 "$BRIGADE" node --listen "127.0.0.1:$BASE" $RUN --stages 2 --stage 0 --steps 300 --seed 3 \
         --metrics "$T/rc0.jsonl"
     C=$LAST
-    if ! wait_event "$T/rc0.jsonl" start 15; then
+    if ! wait_event "$T/rc0.jsonl" start 15 "$C"; then
         finish "$C" 1
         echo "FAIL - rogue: the creator wrote no start event (exit $RC): $(oneline "$T/rc0.err")"
     else
@@ -150,18 +154,19 @@ else
         start rc1 "$BRIGADE" node --listen "127.0.0.1:$((BASE + 1))" --join "$ADDR" --threads 1 \
             --metrics "$T/rc1.jsonl"
         J=$LAST
-        wait_event "$T/rc1.jsonl" start 15
+        wait_event "$T/rc1.jsonl" start 15 "$J"
         start rogue "$ROGUE" --target "$ADDR" --run "$RID" --seconds 10
         R=$LAST
         finish "$C" 75; crc=$RC; cw=$WAITED
         finish "$J" 10; jrc=$RC
         finish "$R" 25; rrc=$RC
-        set -- $(M losses "$T/rc1.jsonl"); nl=$1; first=$2; last=$3
+        set -- $(M losses "$T/rc1.jsonl"); nl=${1:-0}; first=${2:-0}; last=${3:-0}
         drops=$(M drops "$T/rc0.jsonl" "$T/rc1.jsonl")
-        set -- $drops; ndrop=$1; dmax=$2
+        set -- $drops; ndrop=${1:-0}; dmax=${2:-0}
         dwhy=$(echo "$drops" | cut -d' ' -f3-)
         crash=$(crashed rc0 rc1)
         summary=$(grep '^rogue: admitted=' "$T/rogue.out" | tail -n 1)
+        lost="$(M get "$T/rc0.jsonl" end lost_microbatches)/$(M get "$T/rc1.jsonl" end lost_microbatches)"
         why=""
         [ "$crc" = 0 ] || why="$why creator exit $crc ($(oneline "$T/rc0.err" 3));"
         [ "$jrc" = 0 ] || why="$why joiner exit $jrc ($(oneline "$T/rc1.err" 3));"
@@ -173,7 +178,7 @@ else
         [ -z "$crash" ] || why="$why crash: $crash;"
         [ "$rrc" = 0 ] || why="$why rogue tool exit $rrc ($(oneline "$T/rogue.err"));"
         if [ -z "$why" ]; then
-            echo "ok - rogue: run completed in ${cw}s, loss $first -> $last, $ndrop drop events (drops $dmax; $dwhy), $summary"
+            echo "ok - rogue: run completed in ${cw}s, loss $first -> $last, lost microbatches $lost, $ndrop drop events (drops $dmax; $dwhy), $summary"
         else
             echo "FAIL - rogue:$why [$summary]"
         fi
@@ -205,7 +210,7 @@ EXPIRED_AT=$(date +%s)
 start cc0 "$BRIGADE" node --listen "127.0.0.1:$((BASE + 4))" --keys "$T/owner" --owner "$T/owner" \
     $RUN --stages 2 --stage 0 --steps 40 --seed 4 --metrics "$T/cc0.jsonl"
 C=$LAST
-if ! wait_event "$T/cc0.jsonl" start 15; then
+if ! wait_event "$T/cc0.jsonl" start 15 "$C"; then
     finish "$C" 1
     echo "FAIL - closed: the creator wrote no start event (exit $RC): $(oneline "$T/cc0.err")"
     exit 0
@@ -252,6 +257,7 @@ why=""
 [ "$(M end "$T/good.jsonl")" = ok ] || why="$why ticket holder end status $(M end "$T/good.jsonl");"
 crash=$(crashed cc0 good no_ticket expired other_key other_owner)
 [ -z "$crash" ] || why="$why crash: $crash;"
+[ "$nref" -ge 1 ] || why="$why the creator logged no peer event what=refused;"
 if [ -z "$why" ]; then
     echo "ok - closed: the ticket holder joined and the run completed ($(M get "$T/good.jsonl" end updates) updates; creator logged $nref refusals)"
 else
