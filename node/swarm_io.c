@@ -421,6 +421,12 @@ static void s_on_peers(node_t *n, transport_msg_t *m)
     if (rbuf_error(&r)) { s_drop(n, "malformed PEERS", m->sender); return; }
     for (int i = 0; i < k; i++) {
         if (recs[i].id == m->sender && memcmp(recs[i].pubkey, m->sender_pub, 32) != 0) continue;
+        /* a peer's address and stage change only on its own word: others may add
+         * peers we do not know yet, never rewrite one we know */
+        if (recs[i].id != m->sender) {
+            int st;
+            if (s_known(n, recs[i].id, &st)) continue;
+        }
         s_add_peer(n, &recs[i], "gossip");
     }
     /* the run's progress and its end are the last stage's to tell */

@@ -124,7 +124,7 @@ if pts and not faults:      # no fault: the lowest 2 s window of the middle of t
 print(json.dumps(out))
 PY
 # fig RUN KEY: one figure of f.py's JSON.
-fig() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d.get(sys.argv[2]); print("" if v is None else v)' "$WORK/$1.fig" "$2"; }
+fig() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d.get(sys.argv[2]); v=round(v, 3 if abs(v) < 10 else 1) if isinstance(v, float) else v; print("" if v is None else v)' "$WORK/$1.fig" "$2"; }
 
 # run NAME NODES TIMEOUT CREATOR-ARGS [harness options...]
 run() {
