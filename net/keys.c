@@ -61,13 +61,13 @@ int keypair_generate(keypair_t *kp, char *err, size_t errlen)
 void keypair_wipe(keypair_t *kp) { sodium_memzero(kp, sizeof *kp); }
 
 /* Writes all of text to a new file path created with mode, O_EXCL when excl. */
-static int s_write_file(const char *path, const char *text, mode_t mode, int excl,
-                        char *err, size_t errlen)
+int keyfile_write(const char *path, const char *text, unsigned mode, int excl,
+                  char *err, size_t errlen)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC) | O_CLOEXEC, mode);
+    int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC) | O_CLOEXEC, (mode_t)mode);
     if (fd < 0) {
         if (errno == EEXIST)
-            s_err(err, errlen, "%s already exists; refusing to overwrite a node identity", path);
+            s_err(err, errlen, "%s already exists; refusing to overwrite a key", path);
         else
             s_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
         return -1;
@@ -103,18 +103,15 @@ int keypair_save(const keypair_t *kp, const char *dir, char *err, size_t errlen)
         return -1;
     }
     snprintf(line, sizeof line, "%s\n", kp->sec_z85);
-    int rc = s_write_file(path, line, 0600, 1, err, errlen);
+    int rc = keyfile_write(path, line, 0600, 1, err, errlen);
     sodium_memzero(line, sizeof line);
     if (rc) return -1;
     snprintf(path, sizeof path, "%s/node.pub", dir);
     snprintf(line, sizeof line, "%s\n", kp->pub_z85);
-    return s_write_file(path, line, 0644, 0, err, errlen);
+    return keyfile_write(path, line, 0644, 0, err, errlen);
 }
 
-/* Reads the first line of path (at most 40 key chars) into out[41].
- * check_mode refuses group/world access.  Returns 0, 1 if missing, -1. */
-static int s_read_key_file(const char *path, char out[KEY_Z85_LEN + 1], int check_mode,
-                           char *err, size_t errlen)
+int keyfile_read(const char *path, char *out, size_t outlen, int secret, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -131,13 +128,13 @@ static int s_read_key_file(const char *path, char out[KEY_Z85_LEN + 1], int chec
         close(fd);
         return -1;
     }
-    if (check_mode && (st.st_mode & 077)) {
+    if (secret && (st.st_mode & 077)) {
         s_err(err, errlen, "%s: permissions %04o are too open for a secret key; run: chmod 600 %s",
               path, (unsigned)(st.st_mode & 0777), path);
         close(fd);
         return -1;
     }
-    char buf[128];
+    char buf[256];
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n < 0) {
@@ -146,14 +143,29 @@ static int s_read_key_file(const char *path, char out[KEY_Z85_LEN + 1], int chec
     }
     buf[n] = '\0';
     while (n > 0 && isspace((unsigned char)buf[n - 1])) buf[--n] = '\0';
-    int ok = n == KEY_Z85_LEN;
-    if (ok) memcpy(out, buf, KEY_Z85_LEN + 1);
+    int ok = (size_t)n < outlen;
+    if (ok) memcpy(out, buf, (size_t)n + 1);
     sodium_memzero(buf, sizeof buf);
     if (!ok) {
-        s_err(err, errlen, "%s: does not hold a 40-character Z85 key", path);
+        s_err(err, errlen, "%s: too long for a key file", path);
         return -1;
     }
     return 0;
+}
+
+/* Reads a 40-character Z85 key file into out[41]: 0, 1 if missing, -1. */
+static int s_read_key_file(const char *path, char out[KEY_Z85_LEN + 1], int check_mode,
+                           char *err, size_t errlen)
+{
+    char text[KEY_Z85_LEN + 2];
+    int rc = keyfile_read(path, text, sizeof text, check_mode, err, errlen);
+    if (rc == 0 && strlen(text) != KEY_Z85_LEN) {
+        s_err(err, errlen, "%s: does not hold a 40-character Z85 key", path);
+        rc = -1;
+    }
+    if (rc == 0) memcpy(out, text, KEY_Z85_LEN + 1);
+    sodium_memzero(text, sizeof text);
+    return rc;
 }
 
 int keypair_load(keypair_t *kp, const char *dir, char *err, size_t errlen)

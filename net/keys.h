@@ -38,6 +38,16 @@ int keypair_save(const keypair_t *kp, const char *dir, char *err, size_t errlen)
  * one-line reason in err; kp is wiped on failure. */
 int keypair_load(keypair_t *kp, const char *dir, char *err, size_t errlen);
 
+/* Writes text to path with mode (a new file only when excl).  0, or -1
+ * with a reason in err.  Shared by every key file. */
+int keyfile_write(const char *path, const char *text, unsigned mode, int excl,
+                  char *err, size_t errlen);
+
+/* Reads the first line of a key file into out (outlen bytes, trailing
+ * space removed); secret refuses a file readable or writable by group or
+ * others.  Returns 0, 1 when the file is missing, -1 with a reason. */
+int keyfile_read(const char *path, char *out, size_t outlen, int secret, char *err, size_t errlen);
+
 /* Overwrites the whole keypair with zeros (sodium_memzero). */
 void keypair_wipe(keypair_t *kp);
 

@@ -59,73 +59,16 @@ static int s_path(char *out, const char *dir, const char *name, char *err, size_
     return 0;
 }
 
-/* Writes text to a new file (O_EXCL when excl) with mode. */
-static int s_write_file(const char *path, const char *text, mode_t mode, int excl,
-                        char *err, size_t errlen)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC) | O_CLOEXEC, mode);
-    if (fd < 0) {
-        if (errno == EEXIST)
-            s_err(err, errlen, "%s already exists; refusing to overwrite an owner key", path);
-        else
-            s_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t k = write(fd, text + off, n - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            s_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
-            close(fd);
-            return -1;
-        }
-        off += (size_t)k;
-    }
-    if (close(fd) != 0) {
-        s_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* Reads the first 64 non-space characters of path as 32 hex-encoded bytes.
- * secret: refuse group/world access.  Returns 0, 1 when missing, -1. */
+/* Reads a key file holding 32 hex-encoded bytes.  secret: refuse
+ * group/world access.  Returns 0, 1 when missing, -1. */
 static int s_read_hex32(const char *path, uint8_t out[32], int secret, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            s_err(err, errlen, "%s: no such file (make one with: brigade keygen --out DIR)", path);
-            return 1;
-        }
-        s_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        s_err(err, errlen, "%s: not a regular file", path);
-        close(fd);
-        return -1;
-    }
-    if (secret && (st.st_mode & 077)) {
-        s_err(err, errlen, "%s: permissions %04o are too open for a secret key; run: chmod 600 %s",
-              path, (unsigned)(st.st_mode & 0777), path);
-        close(fd);
-        return -1;
-    }
-    char buf[160];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n < 0) {
-        s_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    buf[n] = '\0';
-    while (n > 0 && isspace((unsigned char)buf[n - 1])) buf[--n] = '\0';
+    char text[80];
+    int rc = keyfile_read(path, text, sizeof text, secret, err, errlen);
+    if (rc != 0) return rc;
     size_t bin_len = 0;
-    int ok = n == 64 && sodium_hex2bin(out, 32, buf, 64, NULL, &bin_len, NULL) == 0 && bin_len == 32;
-    sodium_memzero(buf, sizeof buf);
+    int ok = strlen(text) == 64 && sodium_hex2bin(out, 32, text, 64, NULL, &bin_len, NULL) == 0 && bin_len == 32;
+    sodium_memzero(text, sizeof text);
     if (!ok) {
         sodium_memzero(out, 32);
         s_err(err, errlen, "%s: does not hold a 64-digit hex key", path);
@@ -165,13 +108,13 @@ int owner_keys_save(const owner_keys_t *k, const char *dir, char *err, size_t er
     if (s_path(path, dir, "owner.sign", err, errlen)) return -1;
     sodium_bin2hex(line, sizeof line, k->sec, 32);          /* the seed half */
     strcat(line, "\n");
-    int rc = s_write_file(path, line, 0600, 1, err, errlen);
+    int rc = keyfile_write(path, line, 0600, 1, err, errlen);
     sodium_memzero(line, sizeof line);
     if (rc) return -1;
     if (s_path(path, dir, "owner.pub", err, errlen)) return -1;
     owner_pub_to_hex(line, k->pub);
     strcat(line, "\n");
-    return s_write_file(path, line, 0644, 0, err, errlen);
+    return keyfile_write(path, line, 0644, 0, err, errlen);
 }
 
 int owner_keys_load(owner_keys_t *k, const char *dir, char *err, size_t errlen)
