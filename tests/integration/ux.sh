@@ -1,0 +1,63 @@
+#!/bin/sh
+# ux.sh: what a person meets: help texts, one-line errors, the --http status
+# page (HTML with SVG, and JSON), and `brigade status` against a live node.
+# Prints "ok - NAME" or "FAIL - NAME: why".
+BRIGADE=${BRIGADE:-build/brigade}
+T=$(mktemp -d /tmp/brigade-ux.XXXXXX)
+PID=""
+cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+ok() { echo "ok - $1"; }
+bad() { echo "FAIL - $1: $2"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# help: every command and option a volunteer needs is there
+"$BRIGADE" --help >"$T/h" 2>&1 && "$BRIGADE" node --help >"$T/hn" 2>&1 || bad help "--help exited non-zero"
+missing=""
+for o in --join --listen --stage --codec --max-inflight --metrics --checkpoint --http --advertise --keys --ticket; do
+    grep -q -- "$o" "$T/hn" || missing="$missing $o"
+done
+for c in solo node keygen status sample assemble ticket; do grep -q "^  $c " "$T/h" || missing="$missing $c"; done
+[ -z "$missing" ] && ok "help lists the commands and node options" || bad help "missing:$missing"
+[ "$(grep -c -- '--join HOST:PORT/KEY ' "$T/hn")" = 1 ] && ok "node --help prints its table once" || bad "node help" "option table printed $(grep -c -- '--join HOST:PORT/KEY ' "$T/hn") times"
+
+# a bad value: one line naming the option, exit 2
+"$BRIGADE" node --stage banana >"$T/e" 2>&1; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q -- "--stage" "$T/e"; then ok "bad --stage: one line, exit 2"
+else bad "bad --stage" "exit $rc: $(cat "$T/e")"; fi
+
+# the status page and brigade status against a single-stage node
+P=$(free_port); H=$(free_port)
+"$BRIGADE" node --listen 127.0.0.1:$P --http $H --model gpt-tiny --data synthetic --stages 1 --steps 100000 \
+    --threads 1 --metrics "$T/m.jsonl" 2>"$T/n.err" &
+PID=$!
+A=""
+for _ in $(seq 100); do
+    A=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    e=json.loads(l)
+    if e.get("event")=="start": print(e["join_addr"]); break' "$T/m.jsonl" 2>/dev/null)
+    [ -n "$A" ] && break; sleep 0.1
+done
+[ -n "$A" ] || bad "node start" "no start event: $(tail -n 2 "$T/n.err")"
+sleep 3
+if curl -sf "http://127.0.0.1:$H/status.json" >"$T/s.json" && python3 - "$T/s.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["nstages"] == 1 and s["stage"] == 0, s
+assert any(p.get("self") for p in s["peers"]), "no row for the node itself"
+assert s["updates"] > 0 and len(s["loss_history"]) > 0, "no progress in the page"
+PY
+then ok "/status.json is JSON with the node, its peers and the loss curve"; else bad "/status.json" "$(head -c 300 "$T/s.json")"; fi
+curl -sf "http://127.0.0.1:$H/" | grep -q '<svg' && ok "status page draws the loss curve (svg)" || bad "status page" "no <svg> on /"
+curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$H/nope" | grep -q 404 && ok "unknown page is 404" || bad "404" "unknown path not 404"
+"$BRIGADE" status "$A" >"$T/st" 2>&1 && grep -q "127.0.0.1:$P" "$T/st" && ok "brigade status shows the swarm map" \
+    || bad "brigade status" "$(cat "$T/st")"
+kill -TERM "$PID"
+for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$PID" 2>/dev/null; then bad "SIGTERM" "node still running 5 s after SIGTERM"
+elif grep -q '"event":"end"' "$T/m.jsonl"; then ok "SIGTERM stops a node and it writes its end event"
+else bad "SIGTERM" "the node stopped without an end event"; fi
+PID=""
+exit 0
