@@ -125,6 +125,29 @@ static int s_peek_checkpoint(node_t *n, checkpoint_info_t *info, float **state, 
     return *state ? 1 : -1;
 }
 
+/* A ticket given as text or @FILE, into its bytes.  0, or -1 with a reason. */
+static int s_read_ticket(const char *arg, uint8_t out[TICKET_LEN], char *err, size_t errlen)
+{
+    char text[TICKET_TEXT_LEN + 64] = {0};
+    const char *src = arg;
+    if (src[0] == '@') {
+        FILE *f = fopen(src + 1, "r");
+        if (!f) { snprintf(err, errlen, "--ticket %s: %s", src, strerror(errno)); return -1; }
+        size_t got = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        while (got && (text[got - 1] == '\n' || text[got - 1] == '\r' || text[got - 1] == ' ')) text[--got] = 0;
+        src = text;
+    }
+    ticket_t t;
+    char why[256];
+    if (ticket_decode_text(&t, src, why, sizeof why) < 0) {
+        snprintf(err, errlen, "--ticket: %s", why);
+        return -1;
+    }
+    ticket_encode(out, &t);
+    return 0;
+}
+
 int cmd_node(int argc, char **argv)
 {
     static node_t N;
@@ -171,23 +194,7 @@ int cmd_node(int argc, char **argv)
         if (r2 < 0) return cli_fail(err);
         ticket_encode(n->ticket, &t);
     } else if (n->o.ticket[0]) {
-        char text[TICKET_TEXT_LEN + 64] = {0};
-        const char *src = n->o.ticket;
-        if (src[0] == '@') {
-            FILE *f = fopen(src + 1, "r");
-            if (!f) { snprintf(err, sizeof err, "--ticket %s: %s", src, strerror(errno)); return cli_fail(err); }
-            size_t got = fread(text, 1, sizeof text - 1, f);
-            fclose(f);
-            while (got && (text[got - 1] == '\n' || text[got - 1] == '\r' || text[got - 1] == ' ')) text[--got] = 0;
-            src = text;
-        }
-        ticket_t t;
-        char why[256];
-        if (ticket_decode_text(&t, src, why, sizeof why) < 0) {
-            snprintf(err, sizeof err, "--ticket: %s", why);
-            return cli_fail(err);
-        }
-        ticket_encode(n->ticket, &t);
+        if (s_read_ticket(n->o.ticket, n->ticket, err, sizeof err) < 0) return cli_fail(err);
     }
     n->id = node_id_from_pubkey(n->keys.pub);
     node_id_short(n->id, n->idshort);
@@ -377,7 +384,10 @@ int cmd_keygen(int argc, char **argv)
     const char *dir = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: brigade keygen --out DIR\n  writes DIR/node.key (secret, mode 0600) and DIR/node.pub\n");
+            printf("usage: brigade keygen --out DIR\n"
+                   "  writes DIR/node.key (secret, mode 0600) and DIR/node.pub: a node identity (--keys DIR),\n"
+                   "  and DIR/owner.sign (secret, 0600) and DIR/owner.pub: a run owner's signing key\n"
+                   "  (brigade node --owner DIR starts a closed swarm; brigade ticket --owner DIR admits peers)\n");
             return 0;
         }
         if (!strcmp(argv[i], "--out") && i + 1 < argc) dir = argv[++i];
@@ -403,15 +413,29 @@ int cmd_keygen(int argc, char **argv)
 int cmd_status(int argc, char **argv)
 {
     if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
-        printf("usage: brigade status HOST:PORT/KEY\n  prints the swarm map as that node sees it\n");
+        printf("usage: brigade status HOST:PORT/KEY [--keys DIR --ticket T|@FILE]\n"
+               "  prints the swarm map as that node sees it; a closed swarm answers only\n"
+               "  a key with a ticket (--keys DIR of that key and its --ticket)\n");
         return argc < 3 ? 2 : 0;
     }
     char host[ADDR_HOST_MAX], err[512];
+    const char *keys = NULL, *tk = NULL;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--keys") && i + 1 < argc) keys = argv[++i];
+        else if (!strcmp(argv[i], "--ticket") && i + 1 < argc) tk = argv[++i];
+        else { snprintf(err, sizeof err, "status: unknown option '%s' (see brigade status --help)", argv[i]); return cli_fail(err); }
+    }
     int port;
     uint8_t key[32];
     if (addr_parse(argv[2], host, sizeof host, &port, key, err, sizeof err) < 0) return cli_fail(err);
     keypair_t kp;
-    if (keypair_generate(&kp, err, sizeof err) < 0) return cli_fail(err);
+    if (keys ? keypair_load(&kp, keys, err, sizeof err) < 0 : keypair_generate(&kp, err, sizeof err) < 0) return cli_fail(err);
+    uint8_t tbytes[TICKET_LEN];
+    int have_ticket = 0;
+    if (tk) {
+        if (s_read_ticket(tk, tbytes, err, sizeof err) < 0) { keypair_wipe(&kp); return cli_fail(err); }
+        have_ticket = 1;
+    }
     transport_opts_t to = {0};
     to.listen_host = "127.0.0.1";
     to.keys = &kp;
@@ -421,7 +445,9 @@ int cmd_status(int argc, char **argv)
     if (link < 0) { transport_destroy(&tr); return cli_fail(err); }
     wire_hdr_t h;
     wire_hdr_init(&h, WIRE_STATUS_REQ);
-    transport_send(tr, link, &h, NULL, NULL, 0);
+    const void *f[1] = { tbytes };
+    size_t l[1] = { TICKET_LEN };
+    transport_send(tr, link, &h, f, l, have_ticket ? 1 : 0);
     double deadline = metrics_now() + 10.0;
     int rc = 1;
     while (metrics_now() < deadline) {

@@ -43,7 +43,7 @@ static const opt_def_t s_opts[] = {
     { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)" },
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe" },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work" },
-    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default 2 x stages)" },
+    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages)" },
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)" },
     { "threads", T_INT, O(threads), 0, BOTH, "T", "BLAS threads (default 1)" },
     { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates (default 0: solo at the end only, node none)" },

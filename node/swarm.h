@@ -120,6 +120,6 @@ void swarm_rx_end(void);
 /* Loads the backup of `stage` this node holds into st: 1, or 0 when none. */
 int swarm_own_backup(node_t *n, int stage, stage_state_t *st);
 /* Asks every peer for a backup snapshot of this node's stage (its only peer
- * died) and loads the newest that comes within wait_s.  0 loaded, -1 none. */
+ * died) and loads the first that arrives whole within wait_s.  0 loaded, -1 none. */
 int swarm_fetch_backup(node_t *n, double wait_s, char *err, size_t errlen);
 #endif

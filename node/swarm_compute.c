@@ -609,7 +609,7 @@ static void s_backup(compute_t *c)
         peer_t *p = &n->peers.p[i];
         if (p->info.id == n->id || p->health == PEER_GONE) continue;
         if (p->info.stage == n->stage) alone = 0;
-        /* the holder: the next stage's peer with the lowest id, or any other stage's */
+        /* the holder: a peer of the next stage, else of any other stage */
         int next = p->info.stage == (n->stage + 1) % n->nstages;
         if (p->info.stage != n->stage && (!holder || next)) holder = p->info.id;
     }
@@ -779,7 +779,8 @@ static void s_move(compute_t *c, int to, const char *why)
         node_send(n, req);
     }
     int got = !donor && swarm_own_backup(n, to, st);
-    for (int i = 0; i < 600 && !got && !atomic_load(&n->done); i++) {  /* 30 s at most */
+    int polls = donor ? 600 : 100;  /* 30 s for a download, 5 s for a backup that may not exist */
+    for (int i = 0; i < polls && !got && !atomic_load(&n->done); i++) {
         got = swarm_rx_poll(n, st);
         if (!got) usleep(50000);
     }

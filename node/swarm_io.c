@@ -251,7 +251,7 @@ static void s_send_table(node_t *n, uint64_t peer)
     s_put_table(n, &w);
     wbuf_put_u64(&w, atomic_load(&n->completed));
     wbuf_put_f32(&w, (float)atomic_load(&n->last_loss));
-    wbuf_put_u8(&w, (uint8_t)atomic_load(&n->done));
+    wbuf_put_u8(&w, (uint8_t)(atomic_load(&n->done) == 1 && n->status == 0));  /* completed, not interrupted */
     if (!wbuf_error(&w)) {
         wire_hdr_t h;
         s_hdr(n, &h, WIRE_PEERS);
@@ -745,8 +745,14 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
     for (int i = 0; i < m->nframes; i++) atomic_fetch_add(&n->bytes_recv, m->len[i]);
     int type = m->hdr.type;
     if (type == WIRE_STATUS_REQ && n->o.closed && !s_admitted(n, m->sender)) {
-        s_drop(n, "STATUS_REQ without admission (closed swarm)", m->sender);
-        return;
+        /* `brigade status --keys DIR --ticket T` shows its ticket with the request */
+        ticket_t t;
+        char why[200] = "no admission ticket";
+        if (m->nframes < 1 || ticket_decode(&t, m->frame[0], m->len[0], why, sizeof why) < 0
+            || ticket_verify(&t, n->o.owner_pub, m->sender_pub, (uint64_t)time(NULL), why, sizeof why) < 0) {
+            s_drop(n, "STATUS_REQ without a valid ticket (closed swarm)", m->sender);
+            return;
+        }
     }
     if (type == WIRE_STATUS_REQ) {
         wbuf_t w;
