@@ -47,7 +47,8 @@ typedef struct {
     int act_codec, grad_codec;
     uint64_t res_peer[16];        /* error-feedback streams: gradient residual per upstream peer */
     float *residual[16];
-    batch_t batch;
+    batch_t batch;                /* data stage: the batch being issued */
+    uint8_t *targets8;            /* data stage: its targets as sent (one byte each) */
     uint64_t cursor, mb_seq;
     int bwd_count;                /* backward passes since the last update */
     double loss_sum;
@@ -56,7 +57,6 @@ typedef struct {
     uint64_t retries, lost;
     double busy_s;                /* compute seconds (rate) */
     uint64_t fwd_done;
-    double rate_t0;
     double eval_loss;             /* evaluation round being summed (last stage) */
     int eval_correct, eval_n;
     uint32_t eval_round;
@@ -367,13 +367,15 @@ static int s_issue(compute_t *c, mbrec_t *old)
     r->mb = ((n->id & 0xffffffULL) << 40) | (++c->mb_seq & 0xffffffffffULL);
     r->tries++;
     uint64_t cur = r->cursor;
-    data_next_train(n->data, &c->batch, n->shard == 0 ? 0 : n->shard, n->shard == 0 ? 1 : n->shard + 1, &cur);
+    /* the first data-stage node reads the stream solo reads (shard 0 of 1: parity);
+     * the k-th reads shard k of k+1, another random stream of the same data */
+    data_next_train(n->data, &c->batch, n->shard, n->shard + 1, &cur);
     if (!old) c->cursor = cur;
     acts_t *a = c->pool[slot];
     const model_config_t *cfg = &n->o.cfg;
     if (cfg->kind == MODEL_GPT) memcpy(a->tokens, c->batch.tokens, sizeof(int) * c->B * c->T);
     else memcpy(a->x, c->batch.x, sizeof(float) * c->B * cfg->D);
-    uint8_t targets[65536], *tg = n->targets_n <= sizeof targets ? targets : malloc(n->targets_n);
+    uint8_t *tg = c->targets8;
     for (size_t i = 0; i < n->targets_n; i++) tg[i] = (uint8_t)c->batch.targets[i];
     if (n->nstages == 1) {
         /* a single stage: forward, loss and backward here */
@@ -392,7 +394,6 @@ static int s_issue(compute_t *c, mbrec_t *old)
             r->t = s_now() - 1e9;
         }
     }
-    if (tg != targets) free(tg);
     return 0;
 }
 
@@ -410,9 +411,9 @@ static void s_issue_eval(compute_t *c)
     int slot = s_slot_get(c);
     if (slot < 0) return;
     acts_t *a = c->pool[slot];
-    uint8_t *tg = malloc(n->targets_n);
+    uint8_t *tg = c->targets8;
     uint32_t round = (uint32_t)c->st->version;
-    for (int i = 0; tg && i < nval; i++) {
+    for (int i = 0; i < nval; i++) {
         data_val_batch(n->data, &c->batch, i);
         if (n->o.cfg.kind == MODEL_GPT) memcpy(a->tokens, c->batch.tokens, sizeof(int) * c->B * c->T);
         else memcpy(a->x, c->batch.x, sizeof(float) * c->B * n->o.cfg.D);
@@ -427,7 +428,6 @@ static void s_issue_eval(compute_t *c)
         }
     }
     if (n->nstages == 1) s_emit_eval(c, round);
-    free(tg);
     c->slot_used[slot] = 0;
 }
 
@@ -718,6 +718,7 @@ static int s_stage_setup(compute_t *c)
     c->busy_s = 0;
     c->fwd_done = 0;
     if (n->stage == 0 && !c->batch.targets && data_batch_alloc(n->data, &c->batch, c->B) < 0) return -1;
+    if (n->stage == 0 && !c->targets8 && !(c->targets8 = malloc(n->targets_n))) return -1;
     return c->gs ? 0 : -1;
 }
 
@@ -857,7 +858,6 @@ void swarm_compute(node_t *n)
     c->ecodec = codec_ctx_new(1);
     c->act_codec = codec_from_name(n->o.codec);
     c->grad_codec = codec_from_name(n->o.grad_codec);
-    c->rate_t0 = s_now();
     c->last_backup = s_now();
     c->last_move = -1e9;
     c->cursor = n->start_cursor;
@@ -933,4 +933,6 @@ void swarm_compute(node_t *n)
     s_stage_teardown(c);
     codec_ctx_destroy(&c->ecodec);
     data_batch_free(&c->batch);
+    free(c->targets8);
+    c->targets8 = NULL;
 }
