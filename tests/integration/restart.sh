@@ -1,0 +1,62 @@
+#!/bin/sh
+# restart.sh: kill every node of a swarm with -9, restart them with the same
+# folders, keys and ports: each resumes its stage from its checkpoint and the
+# run completes without starting over.  Prints "ok - NAME" or "FAIL - NAME: why".
+BRIGADE=${BRIGADE:-build/brigade}
+T=$(mktemp -d /tmp/brigade-restart.XXXXXX)
+PIDS=""
+cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ev() {  # ev FILE EVENT KEY: that key of every EVENT line, one per line
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    try: e=json.loads(l)
+    except ValueError: continue
+    if e.get("event")==sys.argv[2] and e.get(sys.argv[3]) is not None: print(e[sys.argv[3]])' "$1" "$2" "$3" 2>/dev/null
+}
+"$BRIGADE" keygen --out "$T/k0" >/dev/null && "$BRIGADE" keygen --out "$T/k1" >/dev/null || { echo "FAIL - keygen"; exit 0; }
+P0=$(free_port); P1=$(free_port)
+RUN="--model gpt-tiny --data synthetic --stages 2 --steps 400 --seed 4 --threads 1 --save-every 20"
+start() {  # start ROUND
+    "$BRIGADE" node --listen 127.0.0.1:$P0 --keys "$T/k0" --checkpoint "$T/ck0" $RUN --metrics "$T/n0.$1.jsonl" 2>"$T/n0.$1.err" &
+    N0=$!
+    A=""
+    for _ in $(seq 150); do A=$(ev "$T/n0.$1.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+    "$BRIGADE" node --listen 127.0.0.1:$P1 --keys "$T/k1" --checkpoint "$T/ck1" --join "$A" --threads 1 \
+        --metrics "$T/n1.$1.jsonl" 2>"$T/n1.$1.err" &
+    N1=$!
+    PIDS="$N0 $N1"
+}
+start 1
+# wait until both stages have checkpointed at least once (version >= 40 logged), bounded
+for _ in $(seq 600); do
+    [ "$(ev "$T/n1.1.jsonl" update version | tail -n 1)" -ge 60 ] 2>/dev/null && break; sleep 0.2
+done
+kill -9 $N0 $N1; wait $N0 $N1 2>/dev/null
+v1=$(ev "$T/n1.1.jsonl" update version | tail -n 1)
+first=$(ev "$T/n1.1.jsonl" update loss | head -n 5 | awk '{s+=$1} END {if (NR) print s/NR}')
+[ -f "$T/ck0/stage.ckpt" ] && [ -f "$T/ck1/stage.ckpt" ] || { echo "FAIL - checkpoints written: missing after $v1 updates"; exit 0; }
+echo "ok - checkpoints written by both stages before the kill (last stage at update $v1)"
+
+start 2
+end=$(( $(date +%s) + 240 ))
+for p in $N0 $N1; do
+    while kill -0 "$p" 2>/dev/null; do [ "$(date +%s)" -ge "$end" ] && break; sleep 0.5; done
+done
+wait $N0; r0=$?; wait $N1; r1=$?
+PIDS=""
+s0=$(ev "$T/n0.2.jsonl" start version | head -n 1); s1=$(ev "$T/n1.2.jsonl" start version | head -n 1)
+if [ "$r0" = 0 ] && [ "$r1" = 0 ]; then echo "ok - the restarted swarm completed"
+else echo "FAIL - restart completes: exits $r0 $r1: $(tail -n 1 "$T/n0.2.err") | $(tail -n 1 "$T/n1.2.err")"; fi
+if [ "${s0:-0}" -ge 20 ] && [ "${s1:-0}" -ge 20 ]; then echo "ok - both stages resumed from their checkpoints (versions $s0 and $s1)"
+else echo "FAIL - resume: restarted at versions '${s0}' and '${s1}', want >= 20 (the first checkpoint)"; fi
+again=$(ev "$T/n1.2.jsonl" update loss | head -n 5 | awk '{s+=$1} END {if (NR) print s/NR}')
+n2=$(ev "$T/n1.2.jsonl" update loss | wc -l)
+if python3 -c "import sys; sys.exit(0 if float('${again:-nan}') < 0.8 * float('${first:-0}') else 1)" 2>/dev/null; then
+    echo "ok - training went on where it stopped (loss $first at the start, $again after the restart)"
+else echo "FAIL - no restart from scratch: loss $first at the start, ${again:-none} after the restart"; fi
+if [ "$n2" -lt 400 ]; then echo "ok - the restart did not redo the run ($n2 more updates to reach 400)"
+else echo "FAIL - redo: $n2 updates after the restart"; fi
+exit 0
