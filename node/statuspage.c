@@ -227,11 +227,11 @@ static void s_html(http_reply_t *o, const char *s, size_t maxlen)
 }
 #define S_HTML_FIELD(o, field) s_html((o), (field), sizeof(field))
 
-/* Formats x with fmt, or "–" when x is not finite. */
+/* Formats x with fmt, or "-" when x is not finite. */
 static const char *s_fmt(char *buf, size_t len, const char *fmt, double x)
 {
     if (isfinite(x)) snprintf(buf, len, fmt, x);
-    else snprintf(buf, len, "\xe2\x80\x93");
+    else snprintf(buf, len, "-");
     return buf;
 }
 
@@ -284,7 +284,7 @@ static void s_peer_box(http_reply_t *o, const status_peer_t *p)
     S_HTML_FIELD(o, p->health);
     S_LIT(o, "<br><span class=\"mono\">");
     S_HTML_FIELD(o, p->addr);
-    http_reply_printf(o, "</span><br>%s mb/s &middot; RTT %s ms &middot; v%" PRIu64 "</div>",
+    http_reply_printf(o, "</span><br>%s ubatch/s &middot; RTT %s ms &middot; v%" PRIu64 "</div>",
                       s_fmt(a, sizeof a, "%.2f", p->rate >= 0 ? p->rate : NAN),
                       s_fmt(b, sizeof b, "%.1f", p->rtt_ms > 0 ? p->rtt_ms : NAN), p->version);
 }
@@ -294,7 +294,7 @@ static void s_peer_box(http_reply_t *o, const status_peer_t *p)
 static void s_swarm_map(http_reply_t *o, const status_snapshot_t *s)
 {
     int np = s_npeers(s);
-    S_LIT(o, "<table class=\"map\"><tr><th>stage</th><th>peers: rate in microbatches/s (mb/s), "
+    S_LIT(o, "<table class=\"map\"><tr><th>stage</th><th>peers: capacity in microbatches per compute-second (ubatch/s), "
           "round trip, weight version</th></tr>");
     for (int st = 0; st < s->nstages && st < 4096; st++) {
         int n = 0, alive = 0;
