@@ -302,8 +302,28 @@ static void s_add_peer(node_t *n, const peer_info_t *info, const char *why)
 
 /* ---- message handlers ---- */
 
+#define JOIN_PER_S 20   /* JOINs (not introductions) answered per second, all keys together */
+
+/* 1 when another JOIN may be answered now (a token bucket refilled at JOIN_PER_S). */
+static int s_join_allowed(void)
+{
+    static double tokens = JOIN_PER_S, last = 0;
+    double now = metrics_now();
+    tokens += (now - last) * JOIN_PER_S;
+    if (tokens > JOIN_PER_S) tokens = JOIN_PER_S;
+    last = now;
+    if (tokens < 1) return 0;
+    tokens -= 1;
+    return 1;
+}
+
 static void s_on_join(node_t *n, transport_msg_t *m)
 {
+    if (!(m->hdr.flags & JOIN_FLAG_INTRO) && !s_join_allowed()) {
+        /* a flood of joiners: drop, they retry every 3 s */
+        atomic_fetch_add(&n->drops, 1);
+        return;
+    }
     if (m->nframes < 1) { s_drop(n, "JOIN without body", m->sender); return; }
     rbuf_t r;
     rbuf_init(&r, m->frame[0], m->len[0]);
