@@ -6,6 +6,7 @@
 #define BRIGADE_PEERS_H
 #include <pthread.h>
 #include <stdint.h>
+#include "net/ticket.h"
 #include "net/wire.h"
 
 #define PEERS_CAP 256
@@ -25,6 +26,8 @@ typedef struct {
     double last_loss;       /* its last reported loss (last stage) */
     int strikes;            /* messages of it refused since the last ban */
     int admitted;           /* closed swarm: its ticket was verified here */
+    uint8_t announce[ANNOUNCE_LEN]; /* its own signed announcement (addr, stage), as received */
+    uint64_t announce_seq;  /* the seq of that announcement; 0: none */
     double banned_until;    /* metrics_now() before which it is ignored */
     double last_state_req;  /* rate limit of its STATE_REQs */
     double norm_mean;       /* running mean of the per-value RMS of its tensors */

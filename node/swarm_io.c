@@ -222,14 +222,51 @@ static void s_hdr(node_t *n, wire_hdr_t *h, int type)
     h->wversion = (uint32_t)atomic_load(&n->version);
 }
 
-/* The table (alive peers and self) for WELCOME, PEERS and STATUS. */
+static void s_add_peer(node_t *n, const peer_info_t *info, const char *why);
+
+/* Signs this node's own announcement again when its address or stage
+ * changed since the last one (the seq is the wall clock in ms, so it only
+ * grows, across restarts too).  Call with the peers lock held. */
+static void s_self_announce_locked(node_t *n, peer_t *self)
+{
+    announce_t a;
+    char err[160];
+    if (self->announce_seq && announce_verify(&a, self->announce, ANNOUNCE_LEN, err, sizeof err) == 0
+        && a.stage == self->info.stage && strcmp(a.addr, self->info.addr) == 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seq = (uint64_t)ts.tv_sec * 1000 + (uint64_t)(ts.tv_nsec / 1000000);
+    if (seq <= self->announce_seq) seq = self->announce_seq + 1;
+    if (announce_sign(&a, &self->info, seq, &n->keys, err, sizeof err) == 0) {
+        announce_encode(self->announce, &a);
+        self->announce_seq = seq;
+    }
+}
+
+/* The table (alive peers and self) for WELCOME, PEERS and STATUS: the
+ * records, then a u32 count and each record's signed announcement (empty
+ * when we hold none for it), forwarded as received. */
 static void s_put_table(node_t *n, wbuf_t *w)
 {
     peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_CAP);
-    if (!recs) { w->err = 1; return; }
+    uint8_t (*blobs)[ANNOUNCE_LEN] = malloc((size_t)ANNOUNCE_LEN * PEERS_CAP);
+    int *has = malloc(sizeof(int) * PEERS_CAP);
+    if (!recs || !blobs || !has) { free(recs); free(blobs); free(has); w->err = 1; return; }
     int k = 0;
-    s_self_info(n, &recs[k++]);
+    s_self_info(n, &recs[k]);
     pthread_mutex_lock(&n->peers.lock);
+    int si = peers_find_locked(&n->peers, n->id);
+    has[k] = 0;
+    if (si >= 0) {
+        peer_t *self = &n->peers.p[si];
+        self->info.stage = (int16_t)n->stage;
+        memcpy(self->info.addr, n->adv, sizeof self->info.addr);
+        s_self_announce_locked(n, self);
+        memcpy(blobs[k], self->announce, ANNOUNCE_LEN);
+        has[k] = self->announce_seq != 0;
+    }
+    k++;
     double now = metrics_now();
     for (int i = 0; i < n->peers.n && k < PEERS_CAP; i++) {
         peer_t *p = &n->peers.p[i];
@@ -237,11 +274,62 @@ static void s_put_table(node_t *n, wbuf_t *w)
         recs[k] = p->info;
         recs[k].rtt_ms = (float)p->rtt_ms;
         recs[k].seen_ms = (uint64_t)((now - p->last_heard) * 1000.0);
+        memcpy(blobs[k], p->announce, ANNOUNCE_LEN);
+        has[k] = p->announce_seq != 0;
         k++;
     }
     pthread_mutex_unlock(&n->peers.lock);
     peers_encode(w, recs, k);
+    wbuf_put_u32(w, (uint32_t)k);
+    for (int i = 0; i < k; i++) wbuf_put_bytes(w, blobs[i], has[i] ? ANNOUNCE_LEN : 0);
     free(recs);
+    free(blobs);
+    free(has);
+}
+
+/* Takes the records of a table sent by `sender`: its own record on its word
+ * (the link authenticated it), anyone else's only with that peer's valid
+ * signed announcement, newer than the one held, vouching for the record's
+ * address and stage.  Returns -1 when the announcement part is malformed. */
+static int s_take_table(node_t *n, rbuf_t *r, const peer_info_t *recs, int k, uint64_t sender,
+                        const uint8_t sender_pub[32], const char *why)
+{
+    uint32_t nb = rbuf_get_u32(r);
+    if (rbuf_error(r) || nb != (uint32_t)k) return -1;
+    for (int i = 0; i < k; i++) {
+        size_t len = 0;
+        const uint8_t *blob = rbuf_get_bytes(r, ANNOUNCE_LEN, &len);
+        if (rbuf_error(r)) return -1;
+        const peer_info_t *rec = &recs[i];
+        if (rec->id == n->id) continue;
+        announce_t a;
+        char err[160];
+        int valid = len == ANNOUNCE_LEN && announce_verify(&a, blob, len, err, sizeof err) == 0 && announce_matches(&a, rec);
+        if (rec->id == sender) {
+            if (memcmp(rec->pubkey, sender_pub, 32) != 0) continue;
+            s_add_peer(n, rec, why);
+        } else if (!valid) {
+            continue;  /* a third party's word alone is not enough */
+        }
+        pthread_mutex_lock(&n->peers.lock);
+        int j = peers_find_locked(&n->peers, rec->id);
+        pthread_mutex_unlock(&n->peers.lock);
+        if (j < 0) {
+            s_add_peer(n, rec, why);
+        }
+        pthread_mutex_lock(&n->peers.lock);
+        j = peers_find_locked(&n->peers, rec->id);
+        if (j >= 0 && valid && a.seq >= n->peers.p[j].announce_seq) {
+            peer_t *p = &n->peers.p[j];
+            if (strcmp(p->info.addr, a.addr) != 0 && p->link >= 0) { transport_disconnect(n->tr, p->link); p->link = -1; }
+            memcpy(p->info.addr, a.addr, sizeof p->info.addr);
+            p->info.stage = a.stage;
+            memcpy(p->announce, blob, ANNOUNCE_LEN);
+            p->announce_seq = a.seq;
+        }
+        pthread_mutex_unlock(&n->peers.lock);
+    }
+    return 0;
 }
 
 static void s_send_table(node_t *n, uint64_t peer)
@@ -434,21 +522,15 @@ static void s_on_peers(node_t *n, transport_msg_t *m)
     static peer_info_t recs[PEERS_CAP];
     int k = 0;
     char err[200];
-    if (peers_decode(&r, recs, PEERS_CAP, &k, err, sizeof err) < 0) { s_drop(n, "malformed PEERS", m->sender); return; }
+    if (peers_decode(&r, recs, PEERS_CAP, &k, err, sizeof err) < 0
+        || s_take_table(n, &r, recs, k, m->sender, m->sender_pub, "gossip") < 0) {
+        s_drop(n, "malformed PEERS", m->sender);
+        return;
+    }
     uint64_t completed = rbuf_get_u64(&r);
     float loss = rbuf_get_f32(&r);
     int done = rbuf_get_u8(&r);
     if (rbuf_error(&r)) { s_drop(n, "malformed PEERS", m->sender); return; }
-    for (int i = 0; i < k; i++) {
-        if (recs[i].id == m->sender && memcmp(recs[i].pubkey, m->sender_pub, 32) != 0) continue;
-        /* a peer's address and stage change only on its own word: others may add
-         * peers we do not know yet, never rewrite one we know */
-        if (recs[i].id != m->sender) {
-            int st;
-            if (s_known(n, recs[i].id, &st)) continue;
-        }
-        s_add_peer(n, &recs[i], "gossip");
-    }
     /* the run's progress and its end are the last stage's to tell */
     int last = 0;
     pthread_mutex_lock(&n->peers.lock);
@@ -1051,7 +1133,12 @@ static int s_join(node_t *n, char *err, size_t errlen)
             n->stage = stage;
             n->nstages = o.stages;
             n->shard = shard;
-            for (int i = 0; i < k; i++) s_add_peer(n, &recs[i], "welcome");
+            if (s_take_table(n, &rt, recs, k, m.sender, m.sender_pub, "welcome") < 0) {
+                snprintf(err, errlen, "--join %s: malformed WELCOME", n->o.join);
+                transport_msg_close(&m);
+                wbuf_free(&w);
+                return -1;
+            }
             /* the bootstrap's link is the one we opened */
             pthread_mutex_lock(&n->peers.lock);
             int i = peers_find_locked(&n->peers, m.sender);
