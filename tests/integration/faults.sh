@@ -27,6 +27,18 @@ hx kill9-one-of-two-peers --stages 4 --replicas 2 --fault "kill9 6 after 60" \
     --creator-args "$TINY --steps 250 --seed 2" \
     --expect-exit 0 --expect-loss-ratio 0.6 --expect-lost 0 --expect-failover
 
+# The only peer of stage 2 dies once nodes have run 20 s; stage 1 has two
+# peers, so one of them moves to stage 2 (a `move` event) and the run completes.
+hx only-peer-killed-a-node-moves --stages 4 --nodes 5 --node 4 "--stage 1" --fault "kill9 2 after 330" \
+    --creator-args "$TINY --steps 700 --seed 3" \
+    --expect-exit 0 --expect-lost 0 --expect-tokens-grow
+if grep -h '"event":"move"' "$T"/only-peer-killed-a-node-moves/*/*.jsonl "$T"/only-peer-killed-a-node-moves/*.jsonl 2>/dev/null \
+        | grep -q '"to":2'; then
+    echo "ok - a peer of stage 1 moved to the emptied stage 2"
+else
+    echo "FAIL - move: no node moved to stage 2 after its only peer was killed"
+fi
+
 # SIGSTOP one peer of a 2-peer stage for 4 s, then SIGCONT.
 hx sigstop-4s-one-of-two-peers --stages 4 --replicas 2 --fault "stop 5 after 50 for 4" \
     --creator-args "$TINY --steps 250 --seed 2" \
