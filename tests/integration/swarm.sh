@@ -34,16 +34,18 @@ hx eight-nodes-2-per-stage --stages 4 --replicas 2 \
     --expect-exit 0 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
 
 # Node 4 starts once 60 losses are logged, on stage 2 which node 2 already serves.
-# "No jump": the 5 losses after it joined are within 25% of the 5 before (a
+# "No jump": the 5 losses after it joined are within 60% of the 5 before. A
 # replica that started from fresh weights instead of the downloaded state
-# makes them ~150% higher; the stale-by-a-few-updates snapshot and batch noise
-# move them by up to ~20% on a slow machine, e.g. under AddressSanitizer).
+# makes them ~140% higher. Usually they move by +3..6%, but early in a run
+# (update ~60 of 250, the loss still falling fast) a snapshot that is a few
+# updates stale by the time the joiner serves has cost up to +52% once, on a
+# slow or loaded machine, until averaging merges the replicas.
 hx late-joiner-middle-stage --stages 4 --nodes 5 --node 4 "--stage 2" --fault "start 4 after 60" \
     --creator-args "$TINY --steps 250 --seed 1" \
-    --expect-exit 0 --expect-state 4 --expect-no-jump 4 0.25 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
+    --expect-exit 0 --expect-state 4 --expect-no-jump 4 0.6 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
 
 # The same on the data stage, whose donor is the bootstrap itself.
 hx late-joiner-data-stage --stages 4 --nodes 5 --node 4 "--stage 0" --fault "start 4 after 60" \
     --creator-args "$TINY --steps 250 --seed 1" \
-    --expect-exit 0 --expect-state 4 --expect-no-jump 4 0.25 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
+    --expect-exit 0 --expect-state 4 --expect-no-jump 4 0.6 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
 exit 0
