@@ -39,6 +39,18 @@ else
     echo "FAIL - move: no node moved to stage 2 after its only peer was killed"
 fi
 
+# The bootstrap (node 0) dies; the others train on, and a node started later
+# joins through another live node.
+hx bootstrap-dies-late-join-elsewhere --stages 4 --replicas 2 --nodes 9 \
+    --fault "kill9 0 after 60" --fault "start 8 after 100" \
+    --creator-args "$TINY --steps 300 --seed 6" \
+    --expect-exit 0 --expect-lost 0 --expect-loss-ratio 0.6 --expect-tokens-grow
+
+# 1% of every node's outgoing messages are lost: lost microbatches are re-issued.
+hx emulated-loss-1pct --stages 4 --emu "loss=0.01" \
+    --creator-args "$TINY --steps 200 --seed 7" \
+    --expect-exit 0 --expect-lost 0 --expect-loss-ratio 0.6 --expect-failover
+
 # SIGSTOP one peer of a 2-peer stage for 4 s, then SIGCONT.
 hx sigstop-4s-one-of-two-peers --stages 4 --replicas 2 --fault "stop 5 after 50 for 4" \
     --creator-args "$TINY --steps 250 --seed 2" \

@@ -59,4 +59,15 @@ if python3 -c "import sys; sys.exit(0 if float('${again:-nan}') < 0.8 * float('$
 else echo "FAIL - no restart from scratch: loss $first at the start, ${again:-none} after the restart"; fi
 if [ "$n2" -lt 400 ]; then echo "ok - the restart did not redo the run ($n2 more updates to reach 400)"
 else echo "FAIL - redo: $n2 updates after the restart"; fi
+# the stage checkpoints make one model file that sample reads
+if "$BRIGADE" assemble "$T/ck0" "$T/ck1" --out "$T/model.bin" >"$T/asm" 2>&1 \
+        && "$BRIGADE" sample --model-file "$T/model.bin" --prompt "the " --length 50 >"$T/sample" 2>&1 \
+        && [ "$(wc -c <"$T/sample")" -ge 50 ]; then
+    echo "ok - assemble joins the stage checkpoints into a model file that sample reads ($(cat "$T/asm"))"
+else
+    echo "FAIL - assemble/sample: $(tail -n 1 "$T/asm") $(tail -n 1 "$T/sample")"
+fi
+"$BRIGADE" assemble "$T/ck0" --out "$T/half.bin" >"$T/asm2" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q "stage 1" "$T/asm2"; then echo "ok - assemble refuses an incomplete set of stages"
+else echo "FAIL - assemble incomplete: exit $rc: $(cat "$T/asm2")"; fi
 exit 0
