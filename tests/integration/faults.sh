@@ -9,16 +9,7 @@ HOLDER=""
 trap '[ -n "$HOLDER" ] && kill "$HOLDER" 2>/dev/null; [ -n "$KEEP" ] || rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-hx() {
-    name=$1; shift
-    python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/$name" --timeout 180 "$@" >"$T/$name.out" 2>&1
-    rc=$?
-    if [ $rc = 0 ]; then
-        echo "ok - $name ($(grep '^check ' "$T/$name.out" | grep -v '^check finished' | sed 's/^check [a-z-]*: ok (//; s/)$//' | tr '\n' ';' | sed 's/;$//'))"
-    else
-        echo "FAIL - $name: harness exit $rc: $(grep -E '^FAILED|^harness' "$T/$name.out" | tr '\n' ' ')"
-    fi
-}
+. "$(dirname "$0")/hx.inc"
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 TINY="--model gpt-tiny --data synthetic"
 

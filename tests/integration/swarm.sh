@@ -8,17 +8,7 @@ T=$(mktemp -d /tmp/brigade-swarm.XXXXXX)
 trap '[ -n "$KEEP" ] || rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-# hx NAME HARNESS-ARGS...: one harness run; its checks decide ok/FAIL.
-hx() {
-    name=$1; shift
-    python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/$name" --timeout 180 "$@" >"$T/$name.out" 2>&1
-    rc=$?
-    if [ $rc = 0 ]; then
-        echo "ok - $name ($(grep '^check ' "$T/$name.out" | grep -v '^check finished' | sed 's/^check [a-z-]*: ok (//; s/)$//' | tr '\n' ';' | sed 's/;$//'))"
-    else
-        echo "FAIL - $name: harness exit $rc: $(grep -E '^FAILED|^harness' "$T/$name.out" | tr '\n' ' ')"
-    fi
-}
+. "$(dirname "$0")/hx.inc"
 TINY="--model gpt-tiny --data synthetic"
 
 hx parity-4-nodes-vs-solo --stages 4 \
