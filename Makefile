@@ -10,7 +10,8 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -
 CFLAGS  += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread $(SAN)
 
-LIB_SRC := $(wildcard compress/*.c) $(wildcard net/*.c) $(filter-out node/main.c,$(wildcard node/*.c))
+LIB_SRC := $(wildcard compress/*.c) $(wildcard net/*.c) $(wildcard node/engine/*.c) $(wildcard node/runtime/*.c) \
+           $(filter-out node/cli/main.c,$(wildcard node/cli/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -31,7 +32,7 @@ $(BUILD)/libbrigade.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/brigade: $(BUILD)/node/main.o $(BUILD)/libbrigade.a
+$(BUILD)/brigade: $(BUILD)/node/cli/main.o $(BUILD)/libbrigade.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libbrigade.a tests/check.h
@@ -70,4 +71,4 @@ install: $(BUILD)/brigade
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/node/main.d
+-include $(LIB_OBJ:.o=.d) $(BUILD)/node/cli/main.d

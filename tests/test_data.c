@@ -1,7 +1,7 @@
 /* test_data.c: the data sources of node/data.h: synthetic tokens and images,
  * text files and folders, Fashion-MNIST (the installed files and broken
  * copies written to a temporary folder). */
-#include "node/data.h"
+#include "node/engine/data.h"
 #include "tests/check.h"
 /* RUN() in check.h puts "else x; y;" on one line */
 #pragma GCC diagnostic ignored "-Wmisleading-indentation"

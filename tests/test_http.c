@@ -1,8 +1,8 @@
 /* test_http.c: the status page server (node/http.h) and its rendering
  * (node/statuspage.h), over 127.0.0.1 only. */
 #include "tests/check.h"
-#include "node/http.h"
-#include "node/statuspage.h"
+#include "node/cli/http.h"
+#include "node/cli/statuspage.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

@@ -1,7 +1,7 @@
 /* test_layers.c: every layer's backward against central finite differences,
  * the accumulate (+=) semantics of every backward, forward passes against
  * plain double-precision references, and the causality of attention. */
-#include "node/layers.h"
+#include "node/engine/layers.h"
 /* RUN() in check.h puts two statements after an else on one line. */
 #pragma GCC diagnostic ignored "-Wmisleading-indentation"
 #include "tests/check.h"

@@ -1,10 +1,10 @@
 /* test_model.c: whole-model gradients against finite differences, the stage
  * split (K stages compute what 1 stage computes), determinism, model files. */
 #include "tests/check.h"
-#include "node/model.h"
-#include "node/modelfile.h"
-#include "node/rng.h"
-#include "node/train.h"
+#include "node/engine/model.h"
+#include "node/engine/modelfile.h"
+#include "node/engine/rng.h"
+#include "node/engine/train.h"
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>

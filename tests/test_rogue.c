@@ -29,8 +29,8 @@
 #include "compress/codec.h"
 #include "net/keys.h"
 #include "net/wire.h"
-#include "node/model.h"
-#include "node/options.h"
+#include "node/engine/model.h"
+#include "node/runtime/options.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -3,11 +3,11 @@
  * config codec and run id, and stage checkpoints. */
 #include "tests/check.h"
 #include "net/wire.h"
-#include "node/modelfile.h"
-#include "node/options.h"
-#include "node/peers.h"
-#include "node/queue.h"
-#include "node/stash.h"
+#include "node/engine/modelfile.h"
+#include "node/runtime/options.h"
+#include "node/runtime/peers.h"
+#include "node/runtime/queue.h"
+#include "node/runtime/stash.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -36,10 +36,10 @@
  * tensor that crosses the cut between stages C and C+1 (0-based) forward
  * (the activation) and backward (its gradient) during the last M updates, as
  * raw little-endian float32, for bench_codec. */
-#include "node/data.h"
-#include "node/model.h"
-#include "node/optim.h"
-#include "node/train.h"
+#include "node/engine/data.h"
+#include "node/engine/model.h"
+#include "node/engine/optim.h"
+#include "node/engine/train.h"
 
 #include <cblas.h>
 #include <errno.h>

@@ -4,7 +4,7 @@ speed comparison with tests/bench/bench_train.
     /usr/bin/python3 tests/bench/torch_gpt.py [--model gpt-small] [--threads 1]
                                               [--batch 8] [--steps 5] [--warmup 2]
 
-The model is the one of node/model.c: byte-level (V = 256), learned token and
+The model is the one of node/engine/model.c: byte-level (V = 256), learned token and
 position embeddings, pre-LN GPT-2 blocks (ln1 -> qkv -> causal attention ->
 proj -> residual; ln2 -> fc 4C -> GELU (tanh) -> proj -> residual), final
 layernorm, untied head (V, C) without bias, softmax cross-entropy.  A step is

@@ -1,4 +1,4 @@
-// fuzz-sources: node/options.c node/model.c node/layers.c node/optim.c node/data.c net/wire.c net/keys.c compress/*.c
+// fuzz-sources: node/runtime/options.c node/engine/model.c node/engine/layers.c node/engine/optim.c node/engine/data.c net/wire.c net/keys.c compress/*.c
 /* fuzz_runcfg.c: libFuzzer target for the run config a joiner receives in
  * WELCOME (opts_decode_run).
  *
@@ -8,8 +8,8 @@
  * decodes to the same run id, and a refused one must leave the caller's
  * options untouched. */
 #include "net/wire.h"
-#include "node/model.h"
-#include "node/options.h"
+#include "node/engine/model.h"
+#include "node/runtime/options.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -1,14 +1,14 @@
 /* gen_corpus.c: writes the seed corpora of the fuzz targets header, peers,
  * runcfg and ticket into tests/fuzz/corpus/<name>/ (valid encodings made by
  * the real encoders).  Build and run from the repository root:
- *   cc -std=c11 -D_GNU_SOURCE -I. tests/fuzz/gen_corpus.c node/options.c \
- *      node/model.c node/layers.c node/optim.c node/data.c net/keys.c net/wire.c \
+ *   cc -std=c11 -D_GNU_SOURCE -I. tests/fuzz/gen_corpus.c node/runtime/options.c \
+ *      node/engine/model.c node/engine/layers.c node/engine/optim.c node/engine/data.c net/keys.c net/wire.c \
  *      net/ticket.c compress/frame.c compress/quant.c -o /tmp/gen_corpus $(pkg-config --cflags --libs libzmq libzstd libsodium openblas zlib) -lm -pthread
  *   /tmp/gen_corpus */
 #include "net/keys.h"
 #include "net/ticket.h"
 #include "net/wire.h"
-#include "node/options.h"
+#include "node/runtime/options.h"
 
 #include <sodium.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* options.c: the trainer option table (options.h). */
-#include "node/options.h"
+#include "node/runtime/options.h"
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>

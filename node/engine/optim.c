@@ -1,5 +1,5 @@
 /* optim.c: AdamW, the learning-rate schedule and per-unit clipping (optim.h). */
-#include "node/optim.h"
+#include "node/engine/optim.h"
 #include <math.h>
 
 void optim_defaults(optim_config_t *o)

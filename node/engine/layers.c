@@ -12,7 +12,7 @@
  * in the element-wise forwards gelu, relu and residual, which may also run
  * exactly in place (out == inp, out == a or out == b; no partial overlap).
  */
-#include "node/layers.h"
+#include "node/engine/layers.h"
 
 #include <assert.h>
 #include <cblas.h>

@@ -43,7 +43,7 @@
  *   of the validation part, images the validation samples in order.  There
  *   are floor(W/B) batches of B (at least 1; indices wrap only if W < B).
  */
-#include "node/data.h"
+#include "node/engine/data.h"
 
 #include <assert.h>
 #include <dirent.h>

@@ -1,9 +1,10 @@
 /* node_cmd.c: `brigade node` (one pipeline stage of a swarm), `brigade
  * keygen` and `brigade status`. */
-#include "node/cli.h"
-#include "node/modelfile.h"
-#include "node/progress.h"
-#include "node/swarm.h"
+#include "node/cli/cli.h"
+#include "node/engine/modelfile.h"
+#include "node/runtime/progress.h"
+#include "node/runtime/swarm.h"
+#include "node/cli/statuspage.h"
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -48,18 +49,30 @@ static uint64_t s_donor(node_t *n)
     return best;
 }
 
-void node_note_loss(node_t *n, int64_t update, double loss)
+/* The --http status page of a node: its loss history and the snapshot it renders. */
+typedef struct {
+    node_t *n;                 /* the node shown */
+    pthread_mutex_t lock;      /* guards hist */
+    status_history_t hist;     /* loss curve */
+    status_snapshot_t *snap;   /* the page's snapshot, filled under the locks */
+    http_server_t *http;       /* the server, or NULL */
+} page_t;
+
+/* Records the loss of an update in the page's history (any thread). */
+static void s_note_loss(void *arg, int64_t update, double loss)
 {
-    pthread_mutex_lock(&n->hist_lock);
-    status_history_add(&n->hist, (uint64_t)update, loss);
-    pthread_mutex_unlock(&n->hist_lock);
+    page_t *pg = arg;
+    pthread_mutex_lock(&pg->lock);
+    status_history_add(&pg->hist, (uint64_t)update, loss);
+    pthread_mutex_unlock(&pg->lock);
 }
 
 /* The status page: a snapshot of the node and its peer table. */
 static int s_http(void *arg, const char *path, http_reply_t *r)
 {
-    node_t *n = arg;
-    status_snapshot_t *s = n->snap;
+    page_t *pg = arg;
+    node_t *n = pg->n;
+    status_snapshot_t *s = pg->snap;
     memset(s, 0, sizeof *s);
     snprintf(s->node, sizeof s->node, "%s", n->idshort);
     snprintf(s->role, sizeof s->role, "node");
@@ -96,9 +109,9 @@ static int s_http(void *arg, const char *path, http_reply_t *r)
         if (!q->self && p->info.stage == n->nstages - 1 && n->stage != n->nstages - 1 && p->last_loss > 0) s->loss = p->last_loss;
     }
     pthread_mutex_unlock(&n->peers.lock);
-    pthread_mutex_lock(&n->hist_lock);
-    status_history_copy(s, &n->hist);
-    pthread_mutex_unlock(&n->hist_lock);
+    pthread_mutex_lock(&pg->lock);
+    status_history_copy(s, &pg->hist);
+    pthread_mutex_unlock(&pg->lock);
     return status_serve(s, path, r);
 }
 
@@ -318,13 +331,18 @@ int cmd_node(int argc, char **argv)
                   (unsigned long long)n->run, n->o.cfg.name, nparams, n->join_addr, n->nstages, n->o.codec,
                   n->o.grad_codec, (long long)n->st->version);
     n->t0 = metrics_now();
-    pthread_mutex_init(&n->hist_lock, NULL);
-    status_history_init(&n->hist);
+    static page_t PG;
+    page_t *pg = &PG;
+    pg->n = n;
+    pthread_mutex_init(&pg->lock, NULL);
+    status_history_init(&pg->hist);
+    n->on_loss = s_note_loss;
+    n->on_loss_arg = pg;
     if (n->o.http) {
-        n->snap = malloc(sizeof *n->snap);
-        n->http = n->snap ? http_start(NULL, n->o.http, s_http, n, err, sizeof err) : NULL;
-        if (!n->http) return cli_fail(n->snap ? err : "out of memory");
-        fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(n->http));
+        pg->snap = malloc(sizeof *pg->snap);
+        pg->http = pg->snap ? http_start(NULL, n->o.http, s_http, pg, err, sizeof err) : NULL;
+        if (!pg->http) return cli_fail(pg->snap ? err : "out of memory");
+        fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(pg->http));
     }
     s_node = n;
     signal(SIGINT, s_on_signal);
@@ -365,8 +383,8 @@ int cmd_node(int argc, char **argv)
         atomic_store(&n->done, 1);
         swarm_io_bye(n);
     }
-    http_stop(&n->http);
-    free(n->snap);
+    http_stop(&pg->http);
+    free(pg->snap);
     transport_destroy(&n->tr);
     codec_ctx_destroy(&n->dcodec);
     data_close(&n->data);

@@ -7,7 +7,7 @@
 #ifndef BRIGADE_STATUSPAGE_H
 #define BRIGADE_STATUSPAGE_H
 #include <stdint.h>
-#include "node/http.h"
+#include "node/cli/http.h"
 
 #define STATUS_PEERS_MAX 256    /* peers in a snapshot (PEERS_CAP) */
 #define STATUS_LOSS_MAX  2000   /* loss history points in a snapshot */

@@ -12,14 +12,12 @@
 #include "net/keys.h"
 #include "net/ticket.h"
 #include "net/transport.h"
-#include "node/data.h"
-#include "node/metrics.h"
-#include "node/options.h"
-#include "node/peers.h"
-#include "node/queue.h"
-#include "node/train.h"
-#include "node/http.h"
-#include "node/statuspage.h"
+#include "node/engine/data.h"
+#include "node/runtime/metrics.h"
+#include "node/runtime/options.h"
+#include "node/runtime/peers.h"
+#include "node/runtime/queue.h"
+#include "node/engine/train.h"
 
 #define ACT_FLAG_EVAL 0x1u     /* an evaluation microbatch: forward only */
 #define JOIN_FLAG_INTRO 0x1u   /* JOIN: an introduction (ticket) to a peer, no WELCOME wanted */
@@ -87,10 +85,8 @@ typedef struct node {
     uint64_t start_cursor;     /* data position to start from (checkpoint) */
     uint64_t lost;             /* microbatches given up (could not be re-issued) */
     uint8_t ticket[TICKET_LEN];   /* closed swarm: this node's admission ticket */
-    http_server_t *http;       /* --http status page, or NULL */
-    pthread_mutex_t hist_lock; /* guards hist */
-    status_history_t hist;     /* loss curve for the status page */
-    status_snapshot_t *snap;   /* the page's snapshot, filled under the locks */
+    void (*on_loss)(void *arg, int64_t update, double loss);  /* observer of each update's loss (any thread), or NULL */
+    void *on_loss_arg;
 } node_t;
 
 /* Sends an outbox item from any thread (ownership passes). */
@@ -104,8 +100,6 @@ void *swarm_io_thread(void *arg);
 void swarm_io_bye(node_t *n);   /* after the I/O thread ended: BYE to everyone, flush */
 /* Compute loop (swarm_compute.c), on the calling thread until done. */
 void swarm_compute(node_t *n);
-/* Records the loss of an update in the status page's history (any thread). */
-void node_note_loss(node_t *n, int64_t update, double loss);
 /* Writes this stage's checkpoint (compute thread, or after it ended). */
 int swarm_save_checkpoint(node_t *n, uint64_t cursor, char *err, size_t errlen);
 /* Loads this stage's state from a peer (STATE_REQ/STATE) during start-up. */

@@ -1,8 +1,8 @@
 /* sample.c: `brigade sample`, text generation from a trained gpt model file. */
-#include "node/cli.h"
-#include "node/model.h"
-#include "node/modelfile.h"
-#include "node/rng.h"
+#include "node/cli/cli.h"
+#include "node/engine/model.h"
+#include "node/engine/modelfile.h"
+#include "node/engine/rng.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* queue.c: thread-safe FIFO (queue.h). */
-#include "node/queue.h"
+#include "node/runtime/queue.h"
 #include <errno.h>
 #include <time.h>
 

@@ -1,6 +1,6 @@
 /* progress.c: progress lines (progress.h). */
-#include "node/progress.h"
-#include "node/metrics.h"
+#include "node/runtime/progress.h"
+#include "node/runtime/metrics.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>

@@ -4,8 +4,8 @@
 #define BRIGADE_OPTIONS_H
 #include <stdint.h>
 #include <stdio.h>
-#include "node/model.h"
-#include "node/optim.h"
+#include "node/engine/model.h"
+#include "node/engine/optim.h"
 
 enum { SCHED_ASYNC = 0, SCHED_GPIPE = 1 };
 enum { STASH_FULL = 0, STASH_2BW = 1 };

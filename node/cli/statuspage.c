@@ -1,5 +1,5 @@
 /* statuspage.c: the status page and /status.json (statuspage.h). */
-#include "node/statuspage.h"
+#include "node/cli/statuspage.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>

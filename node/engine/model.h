@@ -19,7 +19,7 @@
 #define BRIGADE_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
-#include "node/data.h"
+#include "node/engine/data.h"
 
 typedef enum { MODEL_GPT = 1, MODEL_MLP = 2 } model_kind_t;
 

@@ -1,5 +1,5 @@
 /* peers.c: the swarm table (peers.h). */
-#include "node/peers.h"
+#include "node/runtime/peers.h"
 #include <string.h>
 
 void peers_init(peers_t *t, uint64_t self)

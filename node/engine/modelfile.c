@@ -1,5 +1,5 @@
 /* modelfile.c: model files and stage checkpoints (modelfile.h). */
-#include "node/modelfile.h"
+#include "node/engine/modelfile.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

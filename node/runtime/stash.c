@@ -1,5 +1,5 @@
 /* stash.c: weight versions for in-flight microbatches (stash.h). */
-#include "node/stash.h"
+#include "node/runtime/stash.h"
 #include <stdlib.h>
 #include <string.h>
 

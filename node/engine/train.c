@@ -1,5 +1,5 @@
 /* train.c: stage training state (train.h). */
-#include "node/train.h"
+#include "node/engine/train.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

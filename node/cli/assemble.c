@@ -1,7 +1,7 @@
 /* assemble.c: `brigade assemble CHECKPOINT_DIR... --out FILE` joins the stage
  * checkpoints of one run into a whole-model file. */
-#include "node/cli.h"
-#include "node/modelfile.h"
+#include "node/cli/cli.h"
+#include "node/engine/modelfile.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

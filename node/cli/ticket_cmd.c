@@ -2,7 +2,7 @@
  * an admission ticket for a closed swarm, printed on stdout. */
 #include "net/keys.h"
 #include "net/ticket.h"
-#include "node/cli.h"
+#include "node/cli/cli.h"
 
 #include <ctype.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* http.c: the status page's HTTP server (http.h). */
-#include "node/http.h"
+#include "node/cli/http.h"
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -4,8 +4,8 @@
 #ifndef BRIGADE_TRAIN_H
 #define BRIGADE_TRAIN_H
 #include <stdint.h>
-#include "node/model.h"
-#include "node/optim.h"
+#include "node/engine/model.h"
+#include "node/engine/optim.h"
 
 typedef struct {
     stage_t s;         /* layout of this stage */

@@ -1,5 +1,5 @@
 /* metrics.c: JSON Lines metrics (metrics.h). */
-#include "node/metrics.h"
+#include "node/runtime/metrics.h"
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>

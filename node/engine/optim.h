@@ -4,7 +4,7 @@
  * how the model is split, and needs nothing from other stages. */
 #ifndef BRIGADE_OPTIM_H
 #define BRIGADE_OPTIM_H
-#include "node/model.h"
+#include "node/engine/model.h"
 
 typedef struct {
     float lr;       /* peak learning rate */

@@ -19,7 +19,7 @@
 #define BRIGADE_MODELFILE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "node/model.h"
+#include "node/engine/model.h"
 
 #define MODELFILE_VERSION 1
 #define CHECKPOINT_VERSION 1

@@ -1,6 +1,6 @@
 /* main.c: the `brigade` command line. */
-#include "node/cli.h"
-#include "node/options.h"
+#include "node/cli/cli.h"
+#include "node/runtime/options.h"
 #include <stdio.h>
 #include <string.h>
 

@@ -2,14 +2,14 @@
  * With --stages K the model is cut into K stages exactly as the swarm cuts
  * it, and the activations and gradients crossing each cut go through the
  * chosen codecs (--codec, --grad-codec) as they would on the wire. */
-#include "node/cli.h"
-#include "node/data.h"
-#include "node/metrics.h"
-#include "node/model.h"
-#include "node/modelfile.h"
-#include "node/options.h"
-#include "node/progress.h"
-#include "node/train.h"
+#include "node/cli/cli.h"
+#include "node/engine/data.h"
+#include "node/runtime/metrics.h"
+#include "node/engine/model.h"
+#include "node/engine/modelfile.h"
+#include "node/runtime/options.h"
+#include "node/runtime/progress.h"
+#include "node/engine/train.h"
 #include "compress/codec.h"
 #include <cblas.h>
 #include <math.h>

@@ -2,9 +2,9 @@
  * schedule with weight stashing (or the gpipe baseline), routing of
  * microbatches to the next stage, optimizer updates, re-issue of lost
  * microbatches, and within-stage averaging. */
-#include "node/swarm.h"
-#include "node/progress.h"
-#include "node/stash.h"
+#include "node/runtime/swarm.h"
+#include "node/runtime/progress.h"
+#include "node/runtime/stash.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,7 +210,7 @@ static void s_after_backward(compute_t *c)
             if (n->peers.p[i].info.stage == n->nstages - 1 && n->peers.p[i].last_loss > 0) loss = n->peers.p[i].last_loss;
         pthread_mutex_unlock(&n->peers.lock);
     }
-    node_note_loss(n, c->st->version, loss);
+    if (n->on_loss) n->on_loss(n->on_loss_arg, c->st->version, loss);
     if (!c->loss_n) loss = NAN;
     c->loss_sum = 0;
     c->loss_n = 0;

@@ -1,8 +1,8 @@
 /* swarm_io.c: the I/O side of a node: the transport, joining a swarm,
  * gossip, heartbeats and failure detection, and checking and decoding
  * everything that arrives before the compute thread sees it. */
-#include "node/swarm.h"
-#include "node/progress.h"
+#include "node/runtime/swarm.h"
+#include "node/runtime/progress.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

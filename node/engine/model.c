@@ -1,8 +1,8 @@
 /* model.c: presets, the stage split, parameter layout and initialisation, and
  * the forward/backward passes of a stage (see model.h). */
-#include "node/model.h"
-#include "node/layers.h"
-#include "node/rng.h"
+#include "node/engine/model.h"
+#include "node/engine/layers.h"
+#include "node/engine/rng.h"
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
