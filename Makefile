@@ -18,7 +18,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test asan demo bench fuzz install clean
+.PHONY: all deps test asan tsan demo bench fuzz install clean
 all: $(BUILD)/brigade
 
 deps:
@@ -53,6 +53,14 @@ asan: deps
 	@$(MAKE) --no-print-directory test BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 
+# The same tests built with ThreadSanitizer; any report (in a test binary or
+# in a node process an integration test starts) counts as a failure.
+tsan: deps
+	@$(MAKE) --no-print-directory $(BUILD)-tsan/brigade BUILD=$(BUILD)-tsan OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=thread"
+	@$(MAKE) --no-print-directory $(patsubst $(BUILD)/%,$(BUILD)-tsan/%,$(TEST_BIN)) BUILD=$(BUILD)-tsan \
+	  OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=thread"
+	@BUILD=$(BUILD)-tsan SAN_REPORTS=ThreadSanitizer sh tests/run.sh
+
 demo: deps
 	@$(MAKE) --no-print-directory $(BUILD)/brigade
 	@sh examples/demo.sh
@@ -69,6 +77,6 @@ install: $(BUILD)/brigade
 	install -m 0755 $(BUILD)/brigade $(DESTDIR)$(PREFIX)/bin/brigade
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/node/cli/main.d

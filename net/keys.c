@@ -58,6 +58,16 @@ int keypair_generate(keypair_t *kp, char *err, size_t errlen)
     return 0;
 }
 
+int keypair_from_seed(keypair_t *kp, const uint8_t seed[32], char *err, size_t errlen)
+{
+    memset(kp, 0, sizeof *kp);
+    if (s_sodium(err, errlen)) return -1;
+    crypto_box_seed_keypair(kp->pub, kp->sec, seed);
+    key_to_z85(kp->pub_z85, kp->pub);
+    key_to_z85(kp->sec_z85, kp->sec);
+    return 0;
+}
+
 void keypair_wipe(keypair_t *kp) { sodium_memzero(kp, sizeof *kp); }
 
 /* Writes all of text to a new file path created with mode, O_EXCL when excl. */

@@ -27,6 +27,10 @@ typedef struct {
  * (libsodium could not initialise). */
 int keypair_generate(keypair_t *kp, char *err, size_t errlen);
 
+/* The keypair derived from a 32-byte seed (deterministic: the simulator's
+ * virtual nodes).  Returns 0, or -1 with a reason in err. */
+int keypair_from_seed(keypair_t *kp, const uint8_t seed[32], char *err, size_t errlen);
+
 /* Writes dir/node.key (mode 0600, refused if it already exists) and
  * dir/node.pub, creating dir (mode 0700) when missing.  Returns 0, or -1
  * with a reason naming the file in err. */

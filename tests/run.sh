@@ -1,9 +1,17 @@
 #!/bin/sh
 # Runs every unit test binary and every integration script under tests/,
 # counts the cases and ends with "N passed, M failed".
+# SAN_REPORTS=ThreadSanitizer (make tsan): every process the tests start
+# writes its sanitizer reports to a folder; a test with a report fails and
+# the report is printed.
 BUILD=${BUILD:-build}
 export BRIGADE=${BRIGADE:-$BUILD/brigade}
 log=$(mktemp); pass=0; fail=0
+sandir=""
+if [ -n "$SAN_REPORTS" ]; then
+  sandir=$(mktemp -d)
+  export TSAN_OPTIONS="log_path=$sandir/report second_deadlock_stack=1 $TSAN_OPTIONS"
+fi
 for t in "$BUILD"/tests/test_* tests/integration/*.sh; do
   [ -x "$t" ] || [ -f "$t" ] || continue
   name=$(basename "$t")
@@ -12,10 +20,19 @@ for t in "$BUILD"/tests/test_* tests/integration/*.sh; do
   rc=$?
   p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^FAIL - ' "$log")
   if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; echo "FAIL - $name exited $rc" >>"$log"; fi
+  if [ -n "$sandir" ] && [ -n "$(ls "$sandir")" ]; then
+    n=$(cat "$sandir"/* | grep -c "WARNING: $SAN_REPORTS")
+    if [ "$n" != 0 ]; then
+      f=$((f + 1)); echo "FAIL - $name: $n $SAN_REPORTS reports" >>"$log"
+      cat "$sandir"/* >>"$log"
+    fi
+    rm -f "$sandir"/*
+  fi
   pass=$((pass + p)); fail=$((fail + f))
   printf '%-28s %3d ok %3d failed  (%ds)\n' "$name" "$p" "$f" $(( $(date +%s) - start ))
   [ "$f" != 0 ] && sed 's/^/    /' "$log"
 done
 rm -f "$log"
+[ -n "$sandir" ] && rm -rf "$sandir"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

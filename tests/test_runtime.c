@@ -6,6 +6,7 @@
 #include "node/engine/modelfile.h"
 #include "node/runtime/options.h"
 #include "node/runtime/peers.h"
+#include "node/runtime/router.h"
 #include "node/runtime/queue.h"
 #include "node/runtime/stash.h"
 
@@ -204,75 +205,64 @@ static peer_info_t s_info(uint64_t id, int stage, float rate)
     return p;
 }
 
-/* Sets a peer's routing measurements. */
-static void s_measure(peers_t *t, uint64_t id, int outstanding, double turnaround, double rtt_ms, int link)
-{
-    pthread_mutex_lock(&t->lock);
-    int i = peers_find_locked(t, id);
-    if (i >= 0) {
-        t->p[i].outstanding = outstanding;
-        t->p[i].turnaround = turnaround;
-        t->p[i].rtt_ms = rtt_ms;
-        t->p[i].link = link;
-    }
-    pthread_mutex_unlock(&t->lock);
-}
-
 static void s_health(peers_t *t, uint64_t id, peer_health_t h)
 {
-    pthread_mutex_lock(&t->lock);
-    int i = peers_find_locked(t, id);
-    if (i >= 0) t->p[i].health = h;
-    pthread_mutex_unlock(&t->lock);
+    peer_t *p = peers_find(t, id);
+    if (p) p->health = h;
 }
 
 static void test_peers_upsert(void)
 {
     peers_t t;
-    peers_init(&t, 100);
+    CHECK(peers_init(&t, 100) == 0);
     peer_info_t me = s_info(100, 0, 1.0f);
     CHECK(peers_upsert(&t, &me, 1.0) == 1);
     peer_info_t a = s_info(7, 1, 2.0f);
     CHECK(peers_upsert(&t, &a, 1.0) == 1);
     CHECK(t.n == 2);
     /* a known peer: refreshed record, our own measurements kept */
-    s_measure(&t, 7, 3, 0.25, 42.0, 5);
+    peer_t *p = peers_find(&t, 7);
+    CHECK(p != NULL);
+    if (p) { p->rtt_ms = 42.0; p->link = 5; }
     a.stage = 2;
     a.rate = 9.0f;
     snprintf(a.addr, sizeof a.addr, "127.0.0.1:31999");
     CHECK(peers_upsert(&t, &a, 2.0) == 0);
     CHECK(t.n == 2);
-    pthread_mutex_lock(&t.lock);
-    int i = peers_find_locked(&t, 7);
-    CHECK(i >= 0);
-    if (i >= 0) {
-        CHECK(t.p[i].info.stage == 2);
-        CHECK(t.p[i].info.rate == 9.0f);
-        CHECK(strcmp(t.p[i].info.addr, "127.0.0.1:31999") == 0);
-        CHECK(t.p[i].rtt_ms == 42.0);
-        CHECK(t.p[i].outstanding == 3);
-        CHECK(t.p[i].link == 5);
+    p = peers_find(&t, 7);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK(p->info.stage == 2);
+        CHECK(p->info.rate == 9.0f);
+        CHECK(strcmp(p->info.addr, "127.0.0.1:31999") == 0);
+        CHECK(p->rtt_ms == 42.0);
+        CHECK(p->link == 5);
     }
-    CHECK(peers_find_locked(&t, 12345) == -1);
-    pthread_mutex_unlock(&t.lock);
+    CHECK(peers_find(&t, 12345) == NULL);
     /* a record about self from someone else is ignored */
     peer_info_t fake = s_info(100, 3, 50.0f);
     CHECK(peers_upsert(&t, &fake, 3.0) == 0);
-    pthread_mutex_lock(&t.lock);
-    i = peers_find_locked(&t, 100);
-    CHECK(i >= 0 && t.p[i].info.stage == 0 && t.p[i].info.rate == 1.0f);
-    pthread_mutex_unlock(&t.lock);
-    /* the table is bounded */
+    p = peers_find(&t, 100);
+    CHECK(p && p->info.stage == 0 && p->info.rate == 1.0f);
+    /* the table grows (records move) and stays bounded; every record stays findable */
     int full = 0, added = 0;
     for (uint64_t id = 1000; id < 1000 + PEERS_CAP; id++) {
-        peer_info_t p = s_info(id, 0, 1.0f);
-        int r = peers_upsert(&t, &p, 4.0);
+        peer_info_t q = s_info(id, 0, 1.0f);
+        int r = peers_upsert(&t, &q, 4.0);
         if (r == 1) added++;
         if (r == -1) full++;
     }
     CHECK(added == PEERS_CAP - 2);
     CHECK(full == 2);
     CHECK(t.n == PEERS_CAP);
+    int found = 0;
+    for (uint64_t id = 1000; id < 1000 + PEERS_CAP - 2; id++) {
+        p = peers_find(&t, id);
+        found += p && p->info.id == id;
+    }
+    CHECK(found == PEERS_CAP - 2);
+    p = peers_find(&t, 7);
+    CHECK(p && p->rtt_ms == 42.0);
     peers_fini(&t);
 }
 
@@ -314,47 +304,68 @@ static void test_peers_pick_stage(void)
     peers_fini(&t);
 }
 
-static void test_peers_route(void)
+/* Sets a peer's RTT and health in a view. */
+static void s_view_set(peer_view_t *v, uint64_t id, double rtt_ms, int health)
 {
-    peers_t t;
-    peers_init(&t, 1);
-    peer_info_t p;
-    p = s_info(1, 1, 1.0f); peers_upsert(&t, &p, 0);     /* self, on stage 1 */
-    p = s_info(2, 1, 1.0f); peers_upsert(&t, &p, 0);
-    p = s_info(3, 1, 1.0f); peers_upsert(&t, &p, 0);
-    p = s_info(4, 2, 1.0f); peers_upsert(&t, &p, 0);
-    s_measure(&t, 1, 0, 0.001, 0.0, 9);   /* self would be the best: never picked */
-    int link = -7;
-    CHECK(peers_route(&t, 3, 0, &link) == 0);  /* nobody serves stage 3 */
-    CHECK(link == -7);
+    for (int i = 0; i < v->n; i++)
+        if (v->p[i].id == id) { v->p[i].rtt_ms = (float)rtt_ms; v->p[i].health = health; }
+}
+
+/* Sets what the router knows of a peer. */
+static void s_route_set(router_t *rt, uint64_t id, int outstanding, double turnaround)
+{
+    route_t *r = router_get(rt, id, 1);
+    if (r) { r->outstanding = outstanding; r->turnaround = turnaround; }
+}
+
+static void test_router_pick(void)
+{
+    peer_view_t *v = peer_view_new(3);
+    v->p[0] = (view_peer_t){ .id = 2, .stage = 1 };
+    v->p[1] = (view_peer_t){ .id = 3, .stage = 1 };
+    v->p[2] = (view_peer_t){ .id = 4, .stage = 2 };
+    router_t rt;
+    router_init(&rt);
+    CHECK(router_pick(&rt, v, 3, 0) == 0);  /* nobody serves stage 3 */
     /* outstanding counts with +1: 2 costs (0+1)*0.1 = 0.1, 3 costs (1+1)*0.06 = 0.12 */
-    s_measure(&t, 2, 0, 0.10, 0.0, 20);
-    s_measure(&t, 3, 1, 0.06, 0.0, 30);
-    CHECK(peers_route(&t, 1, 0, &link) == 2);
-    CHECK(link == 20);
+    s_route_set(&rt, 2, 0, 0.10);
+    s_route_set(&rt, 3, 1, 0.06);
+    CHECK(router_pick(&rt, v, 1, 0) == 2);
     /* 3 idle: 0.06 < 0.1 */
-    s_measure(&t, 3, 0, 0.06, 0.0, 30);
-    CHECK(peers_route(&t, 1, 0, &link) == 3);
-    CHECK(link == 30);
+    router_returned(&rt, 3, 0);
+    CHECK(router_get(&rt, 3, 0)->outstanding == 0);
+    CHECK(router_pick(&rt, v, 1, 0) == 3);
     /* the RTT (ms) adds: 2 costs 0.1 + 0.02 = 0.12, 3 costs 0.06 + 0.1 = 0.16 */
-    s_measure(&t, 2, 0, 0.10, 20.0, 20);
-    s_measure(&t, 3, 0, 0.06, 100.0, 30);
-    CHECK(peers_route(&t, 1, 0, &link) == 2);
+    s_view_set(v, 2, 20.0, PEER_ALIVE);
+    s_view_set(v, 3, 100.0, PEER_ALIVE);
+    CHECK(router_pick(&rt, v, 1, 0) == 2);
     /* a 0.2 s turnaround with 0 RTT beats 0.1 s with 150 ms */
-    s_measure(&t, 2, 0, 0.10, 150.0, 20);
-    s_measure(&t, 3, 0, 0.20, 0.0, 30);
-    CHECK(peers_route(&t, 1, 0, &link) == 3);
+    s_view_set(v, 2, 150.0, PEER_ALIVE);
+    s_view_set(v, 3, 0.0, PEER_ALIVE);
+    s_route_set(&rt, 3, 0, 0.20);
+    CHECK(router_pick(&rt, v, 1, 0) == 3);
+    /* sending makes a peer busier; a measured turnaround moves the mean 20% of the way */
+    router_sent(&rt, 3);
+    router_sent(&rt, 3);
+    CHECK(router_get(&rt, 3, 0)->outstanding == 2);
+    CHECK(router_pick(&rt, v, 1, 0) == 2);   /* 3: 3 x 0.2 = 0.6 > 0.1 + 0.15 */
+    router_returned(&rt, 3, 0.7);
+    CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 0.3) < 1e-12);
     /* avoid */
-    CHECK(peers_route(&t, 1, 3, &link) == 2);
-    CHECK(link == 20);
+    CHECK(router_pick(&rt, v, 1, 2) == 3);
+    /* a slow peer costs 4x + 1 s */
+    s_route_set(&rt, 3, 0, 0.01);
+    s_view_set(v, 3, 0.0, PEER_SLOW);
+    CHECK(router_pick(&rt, v, 1, 0) == 2);
     /* gone peers are skipped */
-    s_health(&t, 3, PEER_GONE);
-    CHECK(peers_route(&t, 1, 0, &link) == 2);
-    CHECK(peers_route(&t, 1, 2, &link) == 0);
-    s_health(&t, 2, PEER_GONE);
-    CHECK(peers_route(&t, 1, 0, &link) == 0);
-    CHECK(peers_route(&t, 2, 0, &link) == 4);
-    peers_fini(&t);
+    s_view_set(v, 3, 0.0, PEER_GONE);
+    CHECK(router_pick(&rt, v, 1, 0) == 2);
+    CHECK(router_pick(&rt, v, 1, 2) == 0);
+    s_view_set(v, 2, 0.0, PEER_GONE);
+    CHECK(router_pick(&rt, v, 1, 0) == 0);
+    CHECK(router_pick(&rt, v, 2, 0) == 4);
+    router_fini(&rt);
+    free(v);
 }
 
 static void test_peers_completed(void)
@@ -366,13 +377,15 @@ static void test_peers_completed(void)
     for (uint64_t id = 1; id <= 5; id++) {
         peer_info_t p = s_info(id, 1, 1.0f);
         peers_upsert(&t, &p, 0);
-        pthread_mutex_lock(&t.lock);
-        t.p[peers_find_locked(&t, id)].completed = id * 1000003ull;
-        pthread_mutex_unlock(&t.lock);
-        want += id * 1000003ull;
+        peers_find(&t, id)->completed = id * 1000003ull;
+        if (id != 1) want += id * 1000003ull;
     }
     s_health(&t, 4, PEER_GONE);  /* the work of a gone peer still counts */
-    CHECK(peers_completed(&t) == want);
+    /* the snapshot for the compute side: self left out, its progress too */
+    peer_view_t *v = peers_view(&t);
+    CHECK(v && v->n == 4 && v->completed == want);
+    CHECK(v && peer_view_find(v, 1) == NULL && peer_view_find(v, 4) && peer_view_find(v, 4)->health == PEER_GONE);
+    free(v);
     peers_fini(&t);
 }
 
@@ -986,7 +999,7 @@ int main(void)
     RUN(test_stash_2bw_many_rounds);
     RUN(test_peers_upsert);
     RUN(test_peers_pick_stage);
-    RUN(test_peers_route);
+    RUN(test_router_pick);
     RUN(test_peers_completed);
     RUN(test_queue_fifo);
     RUN(test_queue_timeout_empty);

@@ -1,26 +1,21 @@
 /* node_cmd.c: `brigade node` (one pipeline stage of a swarm), `brigade
  * keygen` and `brigade status`. */
 #include "node/cli/cli.h"
-#include "node/engine/modelfile.h"
-#include "node/runtime/progress.h"
-#include "node/runtime/swarm.h"
+#include "node/cli/progress.h"
 #include "node/cli/statuspage.h"
+#include "node/engine/modelfile.h"
+#include "node/runtime/node.h"
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include <sys/stat.h>
-
-static node_t *s_node;
-
-static void s_on_signal(int sig)
-{
-    (void)sig;
-    if (s_node) atomic_store(&s_node->done, 2);
-}
 
 static void s_node_help(void)
 {
@@ -32,110 +27,90 @@ static void s_node_help(void)
     opts_help(stdout, OPTS_NODE);
 }
 
-/* Picks a donor: the alive peer of our stage with the highest version. */
-static uint64_t s_donor(node_t *n)
-{
-    uint64_t best = 0;
-    uint32_t bv = 0;
-    pthread_mutex_lock(&n->peers.lock);
-    for (int i = 0; i < n->peers.n; i++) {
-        peer_t *p = &n->peers.p[i];
-        if (p->info.id != n->id && p->info.stage == n->stage && p->health != PEER_GONE && (!best || p->info.version >= bv)) {
-            best = p->info.id;
-            bv = p->info.version;
-        }
-    }
-    pthread_mutex_unlock(&n->peers.lock);
-    return best;
-}
-
-/* The --http status page of a node: its loss history and the snapshot it renders. */
+/* What the user sees of a running node: the progress line and the --http
+ * status page, fed by the node's reports (compute thread) and read by the
+ * page's server thread. */
 typedef struct {
     node_t *n;                 /* the node shown */
-    pthread_mutex_t lock;      /* guards hist */
+    double t0;                 /* when it started */
+    pthread_mutex_t lock;      /* guards hist and last */
     status_history_t hist;     /* loss curve */
-    status_snapshot_t *snap;   /* the page's snapshot, filled under the locks */
+    node_report_t last;        /* the latest report */
+    status_snapshot_t *snap;   /* the page's snapshot (server thread) */
+    node_peer_row_t *rows;     /* scratch for the peer table (server thread) */
     http_server_t *http;       /* the server, or NULL */
-} page_t;
+} view_t;
 
-/* Records the loss of an update in the page's history (any thread). */
-static void s_note_loss(void *arg, int64_t update, double loss)
+/* After each update: the progress line and the page's history. */
+static void s_on_report(void *arg, const node_report_t *r)
 {
-    page_t *pg = arg;
-    pthread_mutex_lock(&pg->lock);
-    status_history_add(&pg->hist, (uint64_t)update, loss);
-    pthread_mutex_unlock(&pg->lock);
+    view_t *v = arg;
+    pthread_mutex_lock(&v->lock);
+    status_history_add(&v->hist, (uint64_t)r->version, r->loss);
+    v->last = *r;
+    pthread_mutex_unlock(&v->lock);
+    char lossbuf[32] = "-";
+    if (r->last && isfinite(r->loss)) snprintf(lossbuf, sizeof lossbuf, "%.4f", r->loss);
+    double el = r->elapsed_s;
+    progress_line(0, 5.0, "stage %d/%d | peers %d | update %lld | loss %s | %.0f tok/s | out %.1f kB/s x%.2f | stash %d | rtt %.1f ms",
+                  r->stage, r->nstages, r->peers, (long long)r->version, lossbuf, el > 0 ? r->tokens / el : 0.0,
+                  el > 0 ? r->bytes_sent / el / 1e3 : 0.0, r->bytes_sent ? (double)r->bytes_sent_raw / r->bytes_sent : 0.0,
+                  r->stash, r->rtt_ms);
+}
+
+static void s_on_say(void *arg, const char *line)
+{
+    (void)arg;
+    progress_line(1, 0, "%s", line);
+    progress_done();
 }
 
 /* The status page: a snapshot of the node and its peer table. */
 static int s_http(void *arg, const char *path, http_reply_t *r)
 {
-    page_t *pg = arg;
-    node_t *n = pg->n;
-    status_snapshot_t *s = pg->snap;
+    view_t *v = arg;
+    node_t *n = v->n;
+    const opts_t *o = node_opts(n);
+    status_snapshot_t *s = v->snap;
     memset(s, 0, sizeof *s);
-    snprintf(s->node, sizeof s->node, "%s", n->idshort);
+    pthread_mutex_lock(&v->lock);
+    node_report_t last = v->last;
+    status_history_copy(s, &v->hist);
+    pthread_mutex_unlock(&v->lock);
+    snprintf(s->node, sizeof s->node, "%s", node_idshort(n));
     snprintf(s->role, sizeof s->role, "node");
-    s->stage = n->stage;
-    s->nstages = n->nstages;
-    snprintf(s->model, sizeof s->model, "%s", n->o.cfg.name);
-    snprintf(s->run, sizeof s->run, "%016llx", (unsigned long long)n->run);
-    snprintf(s->join_addr, sizeof s->join_addr, "%s", n->join_addr);
-    s->uptime_s = metrics_now() - n->t0;
-    s->version = s->updates = (uint64_t)atomic_load(&n->version);
-    s->steps_total = n->target;
-    s->tokens = (double)atomic_load(&n->tokens);
+    s->stage = last.nstages ? last.stage : node_stage(n);
+    s->nstages = o->stages;
+    snprintf(s->model, sizeof s->model, "%s", o->cfg.name);
+    snprintf(s->run, sizeof s->run, "%016llx", (unsigned long long)node_run_id(n));
+    snprintf(s->join_addr, sizeof s->join_addr, "%s", node_join_addr(n));
+    s->uptime_s = metrics_now() - v->t0;
+    s->version = s->updates = (uint64_t)last.version;
+    s->steps_total = (uint64_t)o->steps * (uint64_t)o->micro;
+    s->tokens = (double)last.tokens;
     s->tokens_per_s = s->uptime_s > 0 ? s->tokens / s->uptime_s : 0;
-    s->loss = atomic_load(&n->last_loss);
-    s->bytes_sent = atomic_load(&n->bytes_sent);
-    s->bytes_sent_raw = atomic_load(&n->bytes_sent_raw);
-    s->bytes_recv = atomic_load(&n->bytes_recv);
-    s->drops = atomic_load(&n->drops);
-    s->steps_done = peers_completed(&n->peers);
-    pthread_mutex_lock(&n->peers.lock);
-    for (int i = 0; i < n->peers.n && s->npeers < STATUS_PEERS_MAX; i++) {
-        const peer_t *p = &n->peers.p[i];
+    s->bytes_sent = last.bytes_sent;
+    s->bytes_sent_raw = last.bytes_sent_raw;
+    s->bytes_recv = last.bytes_recv;
+    s->drops = last.drops;
+    s->inflight = last.inflight;
+    double loss;
+    node_progress(n, &s->steps_done, &loss);
+    s->loss = loss;
+    int k = node_peer_rows(n, v->rows, STATUS_PEERS_MAX);
+    for (int i = 0; i < k; i++) {
+        const node_peer_row_t *p = &v->rows[i];
         status_peer_t *q = &s->peers[s->npeers++];
-        node_id_short(p->info.id, q->id);
-        q->stage = p->info.stage;
-        snprintf(q->addr, sizeof q->addr, "%s", p->info.addr);
-        q->rate = p->info.rate;
+        node_id_short(p->id, q->id);
+        q->stage = p->stage;
+        snprintf(q->addr, sizeof q->addr, "%s", p->addr);
+        q->rate = p->rate;
         q->rtt_ms = p->rtt_ms;
         snprintf(q->health, sizeof q->health, "%s", p->health == PEER_GONE ? "gone" : p->health == PEER_SLOW ? "slow" : "alive");
-        q->version = p->info.version;
-        q->self = p->info.id == n->id;
-        if (q->self) q->version = s->version;
-        if (q->self && n->stage == n->nstages - 1 && !isfinite(s->loss)) s->loss = NAN;
-        if (!q->self && p->info.stage == n->nstages - 1 && n->stage != n->nstages - 1 && p->last_loss > 0) s->loss = p->last_loss;
+        q->version = p->self ? s->version : p->version;
+        q->self = p->self;
     }
-    pthread_mutex_unlock(&n->peers.lock);
-    pthread_mutex_lock(&pg->lock);
-    status_history_copy(s, &pg->hist);
-    pthread_mutex_unlock(&pg->lock);
     return status_serve(s, path, r);
-}
-
-int swarm_save_checkpoint(node_t *n, uint64_t cursor, char *err, size_t errlen)
-{
-    checkpoint_info_t info = {0};
-    info.cfg = n->o.cfg;
-    info.run = n->run;
-    info.stage = n->stage;
-    info.nstages = n->nstages;
-    info.version = n->st->version;
-    info.cursor = cursor;
-    info.completed = atomic_load(&n->completed);
-    return checkpoint_save(n->ckpt_path, &info, n->st->params, n->st->m, n->st->v, n->st->s.nparams, err, errlen);
-}
-
-/* A checkpoint left by an earlier run of this node, if any: 1 and filled, 0 none, -1 unreadable. */
-static int s_peek_checkpoint(node_t *n, checkpoint_info_t *info, float **state, char *err, size_t errlen)
-{
-    struct stat sb;
-    if (!n->ckpt_path[0] || stat(n->ckpt_path, &sb) < 0) return 0;
-    size_t np;
-    *state = checkpoint_load(n->ckpt_path, info, &np, err, errlen);
-    return *state ? 1 : -1;
 }
 
 /* A ticket given as text or @FILE, into its bytes.  0, or -1 with a reason. */
@@ -161,240 +136,229 @@ static int s_read_ticket(const char *arg, uint8_t out[TICKET_LEN], char *err, si
     return 0;
 }
 
-int cmd_node(int argc, char **argv)
+/* Everything `brigade node` holds, released in one place. */
+typedef struct {
+    opts_t o;                  /* options as given */
+    keypair_t keys;            /* identity */
+    uint8_t ticket[TICKET_LEN];
+    int has_ticket;
+    char listen_host[ADDR_HOST_MAX];
+    int listen_port;
+    char ckpt_path[OPT_PATH + 16];  /* DIR/stage.ckpt, or "" */
+    checkpoint_info_t ck;      /* a checkpoint found there */
+    float *ck_state;           /* its params|m|v, or NULL */
+    metrics_t *metrics;
+    node_t *node;
+    view_t view;
+    double t0;
+} node_cmd_t;
+
+static atomic_uintptr_t s_running;   /* the node a signal stops */
+
+static void s_on_signal(int sig)
 {
-    static node_t N;
-    node_t *n = &N;
-    char err[512];
-    opts_defaults(&n->o);
-    snprintf(n->o.listen, sizeof n->o.listen, "0.0.0.0:7700");
-    int r = opts_parse(&n->o, OPTS_NODE, argc, argv, 2, err, sizeof err);
-    if (r == 1) { s_node_help(); return 0; }
-    if (r < 0 || opts_resolve(&n->o, err, sizeof err) < 0) return cli_fail(err);
-    if (n->o.stages == 0) n->o.stages = 4;
-    if (!n->o.codec[0]) snprintf(n->o.codec, sizeof n->o.codec, "int8");
-    if (!n->o.grad_codec[0]) snprintf(n->o.grad_codec, sizeof n->o.grad_codec, "int8");
-    if (hostport_parse(n->o.listen, n->listen_host, sizeof n->listen_host, &n->listen_port, 1, err, sizeof err) < 0) {
+    (void)sig;
+    node_t *n = (node_t *)atomic_load(&s_running);
+    if (n) node_interrupt(n);
+}
+
+/* Parses and checks the command line, loads keys and tickets.  0, or -1 with a reason. */
+static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errlen)
+{
+    opts_t *o = &x->o;
+    if (hostport_parse(o->listen, x->listen_host, sizeof x->listen_host, &x->listen_port, 1, err, errlen) < 0) {
         char e2[600];
         snprintf(e2, sizeof e2, "--listen %s", err);
-        return cli_fail(e2);
+        snprintf(err, errlen, "%s", e2);
+        return -1;
     }
-    if (n->o.join[0]) {
-        char host[ADDR_HOST_MAX];
+    (void)argc; (void)argv;
+    if (o->join[0]) {
+        char host[ADDR_HOST_MAX], e2[400];
         int port;
         uint8_t key[32];
-        if (addr_parse(n->o.join, host, sizeof host, &port, key, err, sizeof err) < 0) {
-            char e2[600];
-            snprintf(e2, sizeof e2, "--join %s", err);
-            return cli_fail(e2);
-        }
+        if (addr_parse(o->join, host, sizeof host, &port, key, e2, sizeof e2) < 0) { snprintf(err, errlen, "--join %s", e2); return -1; }
     }
-    if (n->o.keys[0]) {
-        if (keypair_load(&n->keys, n->o.keys, err, sizeof err) < 0) return cli_fail(err);
-    } else {
-        if (keypair_generate(&n->keys, err, sizeof err) < 0) return cli_fail(err);
-    }
-    if (n->o.owner[0] && n->o.join[0]) return cli_fail("--owner starts a closed swarm; a joiner passes --ticket instead");
-    if (n->o.owner[0]) {
+    if (o->keys[0] ? keypair_load(&x->keys, o->keys, err, errlen) < 0 : keypair_generate(&x->keys, err, errlen) < 0) return -1;
+    if (o->owner[0] && o->join[0]) { snprintf(err, errlen, "--owner starts a closed swarm; a joiner passes --ticket instead"); return -1; }
+    if (o->owner[0]) {
         /* a closed swarm: the run carries the owner's public key; this node admits itself */
         owner_keys_t ok;
         ticket_t t;
-        if (owner_keys_load(&ok, n->o.owner, err, sizeof err) < 0) return cli_fail(err);
-        n->o.closed = 1;
-        memcpy(n->o.owner_pub, ok.pub, 32);
-        int r2 = ticket_issue(&t, &ok, n->keys.pub, 0, err, sizeof err);
+        if (owner_keys_load(&ok, o->owner, err, errlen) < 0) return -1;
+        o->closed = 1;
+        memcpy(o->owner_pub, ok.pub, 32);
+        int r2 = ticket_issue(&t, &ok, x->keys.pub, 0, err, errlen);
         owner_keys_wipe(&ok);
-        if (r2 < 0) return cli_fail(err);
-        ticket_encode(n->ticket, &t);
-    } else if (n->o.ticket[0]) {
-        if (s_read_ticket(n->o.ticket, n->ticket, err, sizeof err) < 0) return cli_fail(err);
+        if (r2 < 0) return -1;
+        ticket_encode(x->ticket, &t);
+        x->has_ticket = 1;
+    } else if (o->ticket[0]) {
+        if (s_read_ticket(o->ticket, x->ticket, err, errlen) < 0) return -1;
+        x->has_ticket = 1;
     }
-    n->id = node_id_from_pubkey(n->keys.pub);
-    node_id_short(n->id, n->idshort);
-    n->stage = n->o.stage;
-    n->nstages = n->o.stages;
-    peers_init(&n->peers, n->id);
-    queue_init(&n->inbox);
-    queue_init(&n->outbox);
-    atomic_store(&n->last_loss, (double)NAN);
-    n->metrics = metrics_open(n->o.metrics, n->idshort, err, sizeof err);
-    if (!n->metrics) return cli_fail(err);
-    checkpoint_info_t ck;
-    float *ck_state = NULL;
-    int have_ck = 0;
-    if (n->o.checkpoint[0]) {
-        if (mkdir(n->o.checkpoint, 0755) < 0 && errno != EEXIST) {
-            snprintf(err, sizeof err, "--checkpoint %s: %s", n->o.checkpoint, strerror(errno));
-            return cli_fail(err);
-        }
-        snprintf(n->ckpt_path, sizeof n->ckpt_path, "%s/stage.ckpt", n->o.checkpoint);
-        have_ck = s_peek_checkpoint(n, &ck, &ck_state, err, sizeof err);
-        if (have_ck < 0) return cli_fail(err);
-        if (have_ck && n->stage < 0) n->o.stage = n->stage = ck.stage;
-    }
-    if (!n->o.join[0]) {
+    if (!o->join[0]) {
         /* this node creates the run */
         stage_t probe;
-        if (stage_init(&probe, &n->o.cfg, 0, n->o.stages, err, sizeof err) < 0) return cli_fail(err);
-        if (n->stage < 0) n->stage = 0;
-        if (n->stage >= n->nstages) { snprintf(err, sizeof err, "--stage %d: the run has %d stages", n->stage, n->nstages); return cli_fail(err); }
-        n->run = opts_run_id(&n->o);
-        if (have_ck && (ck.run != n->run || ck.stage != n->stage)) {
-            snprintf(err, sizeof err, "--checkpoint %s: holds stage %d of another run or stage; use another folder or the same options", n->o.checkpoint, ck.stage);
-            return cli_fail(err);
-        }
+        if (stage_init(&probe, &o->cfg, 0, o->stages, err, errlen) < 0) return -1;
+        if (o->stage >= o->stages) { snprintf(err, errlen, "--stage %d: the run has %d stages", o->stage, o->stages); return -1; }
     }
-    char local_data[OPT_PATH];
-    int local_data_given = opts_given(&n->o, "data");
-    snprintf(local_data, sizeof local_data, "%s", n->o.data);
-    if (swarm_io_start(n, err, sizeof err) < 0) return cli_fail(err);
-    if (n->o.join[0] && n->stage == 0) {
-        /* the data path comes from whoever started the run: a joiner reads files only when it names them itself */
-        if (local_data_given) {
-            snprintf(n->o.data, sizeof n->o.data, "%s", local_data);
-        } else if (strncmp(n->o.data, "synthetic", 9) != 0 && strcmp(n->o.data, "fmnist") != 0) {
-            snprintf(err, sizeof err, "this run reads '%s' on its data stage (0); to serve it, pass --data with your own copy "
-                     "of that data, or --stage N for another stage", n->o.data);
-            return cli_fail(err);
-        }
-    }
-    openblas_set_num_threads(n->o.threads);
-    n->target = (uint64_t)n->o.steps * n->o.micro;
-    metrics_set_stage(n->metrics, n->stage);
+    return 0;
+}
 
-    /* the stage's state: fresh from the seed, or downloaded from a peer of the stage */
-    n->st = stage_state_new(&n->o.cfg, n->stage, n->nstages, n->o.seed, err, sizeof err);
-    if (!n->st) return cli_fail(err);
-    int T = n->o.cfg.kind == MODEL_GPT ? n->o.cfg.maxT : 1;
-    n->in_n = stage_in_size(&n->st->s, n->o.batch, T);
-    n->out_n = stage_out_size(&n->st->s, n->o.batch, T);
-    n->targets_n = (size_t)n->o.batch * T;
-    n->nparams = n->st->s.nparams;
-    peer_info_t self = {0};
-    self.id = n->id;
-    memcpy(self.addr, n->adv, sizeof self.addr);
-    memcpy(self.pubkey, n->keys.pub, 32);
-    self.stage = (int16_t)n->stage;
-    peers_upsert(&n->peers, &self, metrics_now());
-    uint64_t donor = s_donor(n);
-    int use_ck = have_ck && ck.run == n->run && ck.stage == n->stage && ck.nstages == n->nstages;
-    if (use_ck && donor) {
-        /* resume from our own checkpoint unless a peer of the stage is ahead of it */
-        pthread_mutex_lock(&n->peers.lock);
-        int i = peers_find_locked(&n->peers, donor);
-        if (i >= 0 && (int64_t)n->peers.p[i].info.version <= ck.version) donor = 0;
-        pthread_mutex_unlock(&n->peers.lock);
+/* A checkpoint left by an earlier run of this node, if any (its stage becomes the wanted one). */
+static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
+{
+    opts_t *o = &x->o;
+    if (!o->checkpoint[0]) return 0;
+    if (mkdir(o->checkpoint, 0755) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, strerror(errno));
+        return -1;
     }
-    if (use_ck && !donor) {
-        size_t np = n->st->s.nparams;
-        memcpy(n->st->params, ck_state, sizeof(float) * np);
-        memcpy(n->st->m, ck_state + np, sizeof(float) * np);
-        memcpy(n->st->v, ck_state + 2 * np, sizeof(float) * np);
-        n->st->version = ck.version;
-        atomic_store(&n->version, ck.version);
-        n->start_cursor = ck.cursor;
-        atomic_store(&n->completed, ck.completed);
-        fprintf(stderr, "brigade node: resumed stage %d at version %lld from %s\n", n->stage, (long long)ck.version, n->ckpt_path);
-    }
-    free(ck_state);
-    if (!donor && !use_ck && n->o.join[0]) {
-        /* the stage has no live peer: if the run is under way, resume it from a backup */
-        uint32_t maxv = 0;
-        pthread_mutex_lock(&n->peers.lock);
-        for (int i = 0; i < n->peers.n; i++)
-            if (n->peers.p[i].info.version > maxv) maxv = n->peers.p[i].info.version;
-        pthread_mutex_unlock(&n->peers.lock);
-        if (maxv > 0) {
-            if (swarm_fetch_backup(n, 5.0, err, sizeof err) == 0)
-                fprintf(stderr, "brigade node: stage %d resumed from a backup at version %lld\n", n->stage, (long long)n->st->version);
-            else
-                fprintf(stderr, "brigade node: %s; stage %d starts from its initial weights\n", err, n->stage);
+    snprintf(x->ckpt_path, sizeof x->ckpt_path, "%s/stage.ckpt", o->checkpoint);
+    struct stat sb;
+    if (stat(x->ckpt_path, &sb) < 0) return 0;
+    size_t np;
+    x->ck_state = checkpoint_load(x->ckpt_path, &x->ck, &np, err, errlen);
+    if (!x->ck_state) return -1;
+    if (o->stage < 0) o->stage = x->ck.stage;
+    if (!o->join[0]) {
+        uint64_t run = opts_run_id(o);
+        int stage = o->stage < 0 ? 0 : o->stage;
+        if (x->ck.run != run || x->ck.stage != stage) {
+            snprintf(err, errlen, "--checkpoint %s: holds stage %d of another run or stage; use another folder or the same options",
+                     o->checkpoint, x->ck.stage);
+            return -1;
         }
     }
-    if (donor) {
-        fprintf(stderr, "brigade node: downloading stage %d's state from a peer...\n", n->stage);
-        if (swarm_fetch_state(n, donor, err, sizeof err) < 0) return cli_fail(err);
-        fprintf(stderr, "brigade node: stage %d at version %lld\n", n->stage, (long long)n->st->version);
-    }
-    if (n->stage == 0) {
-        n->data = data_open(n->o.data, model_data_kind(&n->o.cfg), n->o.cfg.maxT, n->o.seed, err, sizeof err);
-        if (!n->data) return cli_fail(err);
-    }
-    size_t nparams = n->st->s.nparams;
-    fprintf(stderr, "brigade node %s: stage %d of %d, %s, %zu parameters here\n", n->idshort, n->stage, n->nstages,
-            n->o.cfg.name, nparams);
-    if (!n->o.keys[0])
-        fprintf(stderr, "brigade node: a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
-    fprintf(stderr, "join with: --join %s\n", n->join_addr);
-    metrics_event(n->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":\"%s\",\"params\":%zu,"
+    return 0;
+}
+
+/* Starts the node: transport, join, the stage's state, the status page. */
+static int s_start(node_cmd_t *x, char *err, size_t errlen)
+{
+    opts_t *o = &x->o;
+    if (!o->join[0] && o->stage < 0) o->stage = 0;
+    x->view.t0 = metrics_now();
+    pthread_mutex_init(&x->view.lock, NULL);
+    status_history_init(&x->view.hist);
+    node_cfg_t nc = {0};
+    nc.o = o;
+    nc.keys = &x->keys;
+    nc.ticket = x->has_ticket ? x->ticket : NULL;
+    nc.listen_host = x->listen_host;
+    nc.listen_port = x->listen_port;
+    nc.local_data = opts_given(o, "data") ? o->data : NULL;
+    nc.metrics = x->metrics;
+    nc.obs = (node_observer_t){ .arg = &x->view, .report = s_on_report, .say = s_on_say };
+    x->node = node_new(&nc, err, errlen);
+    if (!x->node || node_join(x->node, err, errlen) < 0) return -1;
+    x->view.n = x->node;
+    const opts_t *run = node_opts(x->node);
+    openblas_set_num_threads(run->threads);
+    metrics_set_stage(x->metrics, node_stage(x->node));
+    /* the start event precedes everything the node's sides write */
+    stage_t lay;
+    if (stage_init(&lay, &run->cfg, node_stage(x->node), run->stages, err, errlen) < 0) return -1;
+    int64_t version = x->ck_state && x->ck.stage == node_stage(x->node) && x->ck.run == node_run_id(x->node) ? x->ck.version : 0;
+    metrics_event(x->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":\"%s\",\"params\":%zu,"
                   "\"join_addr\":\"%s\",\"stages\":%d,\"codec\":\"%s\",\"grad_codec\":\"%s\",\"version\":%lld",
-                  (unsigned long long)n->run, n->o.cfg.name, nparams, n->join_addr, n->nstages, n->o.codec,
-                  n->o.grad_codec, (long long)n->st->version);
-    n->t0 = metrics_now();
-    static page_t PG;
-    page_t *pg = &PG;
-    pg->n = n;
-    pthread_mutex_init(&pg->lock, NULL);
-    status_history_init(&pg->hist);
-    n->on_loss = s_note_loss;
-    n->on_loss_arg = pg;
-    if (n->o.http) {
-        pg->snap = malloc(sizeof *pg->snap);
-        pg->http = pg->snap ? http_start(NULL, n->o.http, s_http, pg, err, sizeof err) : NULL;
-        if (!pg->http) return cli_fail(pg->snap ? err : "out of memory");
-        fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(pg->http));
+                  (unsigned long long)node_run_id(x->node), run->cfg.name, lay.nparams, node_join_addr(x->node), run->stages,
+                  run->codec, run->grad_codec, (long long)version);
+    if (node_prepare(x->node, x->ck_state ? &x->ck : NULL, x->ck_state, x->ckpt_path, err, errlen) < 0) return -1;
+    free(x->ck_state);
+    x->ck_state = NULL;
+    fprintf(stderr, "brigade node %s: stage %d of %d, %s, %zu parameters here\n", node_idshort(x->node), node_stage(x->node),
+            run->stages, run->cfg.name, lay.nparams);
+    if (!o->keys[0])
+        fprintf(stderr, "brigade node: a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
+    fprintf(stderr, "join with: --join %s\n", node_join_addr(x->node));
+    if (o->http) {
+        x->view.snap = malloc(sizeof *x->view.snap);
+        x->view.rows = malloc(sizeof(node_peer_row_t) * STATUS_PEERS_MAX);
+        if (!x->view.snap || !x->view.rows) { snprintf(err, errlen, "out of memory"); return -1; }
+        x->view.http = http_start(NULL, o->http, s_http, &x->view, err, errlen);
+        if (!x->view.http) return -1;
+        fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(x->view.http));
     }
-    s_node = n;
-    signal(SIGINT, s_on_signal);
-    signal(SIGTERM, s_on_signal);
+    return 0;
+}
 
-    pthread_t io;
-    if (pthread_create(&io, NULL, swarm_io_thread, n) != 0) return cli_fail("cannot start the I/O thread");
-    swarm_compute(n);
-    /* give the I/O thread a moment to tell the swarm, then stop it */
-    for (int i = 0; i < 20 && queue_len(&n->outbox) > 0; i++) {
-        struct timespec ts = { 0, 10 * 1000000L };
-        nanosleep(&ts, NULL);
-    }
-    struct timespec ts = { 0, 200 * 1000000L };
-    nanosleep(&ts, NULL);
-    atomic_store(&n->io_stop, 1);
-    transport_wake(n->tr);
-    pthread_join(io, NULL);
-    int interrupted = atomic_load(&n->done) == 2;
-    if (!n->status && interrupted) { n->status = 1; snprintf(n->why, sizeof n->why, "interrupted"); }
-    if (!interrupted) swarm_io_bye(n);
-    if (n->ckpt_path[0]) {
-        if (swarm_save_checkpoint(n, n->start_cursor, err, sizeof err) < 0) fprintf(stderr, "brigade: %s\n", err);
-        else fprintf(stderr, "brigade node: checkpoint written to %s\n", n->ckpt_path);
-    }
-    double wall = metrics_now() - n->t0;
-    metrics_event(n->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
+/* The `end` event and the last line: written on every path once metrics are open. */
+static void s_end(node_cmd_t *x, int status, const char *why)
+{
+    node_result_t r = {0};
+    if (x->node) node_result(x->node, &r);
+    double wall = metrics_now() - x->t0;
+    metrics_event(x->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
                   "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,\"why\":\"%s\"",
-                  n->status ? "error" : "ok", (long long)n->st->version, (unsigned long long)atomic_load(&n->tokens), wall,
-                  (unsigned long long)n->lost,
-                  (unsigned long long)atomic_load(&n->bytes_sent), (unsigned long long)atomic_load(&n->bytes_sent_raw),
-                  (unsigned long long)atomic_load(&n->bytes_sent_state),
-                  (unsigned long long)atomic_load(&n->drops), n->status ? n->why : "completed");
-    fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", n->idshort, n->status ? n->why : "run complete",
-            wall, (long long)n->st->version);
-    if (interrupted) {
-        /* say goodbye so peers route around at once */
-        atomic_store(&n->done, 1);
-        swarm_io_bye(n);
+                  status ? "error" : "ok", (long long)r.c.version, (unsigned long long)r.c.tokens, wall,
+                  (unsigned long long)r.c.lost, (unsigned long long)r.bytes_sent, (unsigned long long)r.bytes_sent_raw,
+                  (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, status ? why : "completed");
+    if (x->node && r.c.tokens + r.c.version > 0)
+        fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", node_idshort(x->node), status ? why : "run complete",
+                wall, (long long)r.c.version);
+}
+
+static void s_cleanup(node_cmd_t *x)
+{
+    atomic_store(&s_running, (uintptr_t)0);
+    http_stop(&x->view.http);
+    free(x->view.snap);
+    free(x->view.rows);
+    node_destroy(&x->node);
+    metrics_close(&x->metrics);
+    free(x->ck_state);
+    keypair_wipe(&x->keys);
+    sodium_memzero(x->ticket, sizeof x->ticket);
+}
+
+int cmd_node(int argc, char **argv)
+{
+    node_cmd_t *x = calloc(1, sizeof *x);
+    if (!x) return cli_fail("out of memory");
+    char err[512] = "";
+    opts_t *o = &x->o;
+    opts_defaults(o);
+    snprintf(o->listen, sizeof o->listen, "0.0.0.0:7700");
+    int r = opts_parse(o, OPTS_NODE, argc, argv, 2, err, sizeof err);
+    if (r == 1) { s_node_help(); free(x); return 0; }
+    if (r < 0 || opts_resolve(o, err, sizeof err) < 0) { free(x); return cli_fail(err); }
+    if (o->stages == 0) o->stages = 4;
+    if (!o->codec[0]) snprintf(o->codec, sizeof o->codec, "int8");
+    if (!o->grad_codec[0]) snprintf(o->grad_codec, sizeof o->grad_codec, "int8");
+    int status = 2;
+    x->t0 = metrics_now();
+    if (s_setup(x, argc, argv, err, sizeof err) == 0) {
+        char idshort[9];
+        node_id_short(node_id_from_pubkey(x->keys.pub), idshort);
+        x->metrics = metrics_open(o->metrics, idshort, err, sizeof err);
     }
-    http_stop(&pg->http);
-    free(pg->snap);
-    transport_destroy(&n->tr);
-    codec_ctx_destroy(&n->dcodec);
-    data_close(&n->data);
-    stage_state_destroy(&n->st);
-    queue_fini(&n->inbox, item_free_q);
-    queue_fini(&n->outbox, item_free_q);
-    peers_fini(&n->peers);
-    metrics_close(&n->metrics);
-    keypair_wipe(&n->keys);
-    return n->status ? 1 : 0;
+    if (!x->metrics) {
+        s_cleanup(x);
+        free(x);
+        return cli_fail(err);
+    }
+    /* from here on every path ends with the `end` event */
+    if (s_checkpoint(x, err, sizeof err) == 0 && s_start(x, err, sizeof err) == 0) {
+        atomic_store(&s_running, (uintptr_t)x->node);
+        signal(SIGINT, s_on_signal);
+        signal(SIGTERM, s_on_signal);
+        status = node_run(x->node);
+        progress_done();
+        node_result_t res;
+        node_result(x->node, &res);
+        snprintf(err, sizeof err, "%s", res.c.why);
+        if (res.c.done == 2 && status == 0) snprintf(err, sizeof err, "interrupted");
+        s_end(x, status, err);
+        if (status) fprintf(stderr, "brigade node: %s\n", err);
+    } else {
+        s_end(x, status, err);
+        fprintf(stderr, "brigade: %s\n", err);
+    }
+    s_cleanup(x);
+    free(x);
+    return status;
 }
 
 int cmd_keygen(int argc, char **argv)
@@ -479,9 +443,10 @@ int cmd_status(int argc, char **argv)
             float loss = rbuf_get_f32(&r);
             char model[64];
             rbuf_get_str(&r, model, sizeof model);
-            static peer_info_t recs[PEERS_CAP];
+            peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
             int k = 0;
-            if (rbuf_error(&r) || peers_decode(&r, recs, PEERS_CAP, &k, err, sizeof err) < 0) {
+            if (!recs || rbuf_error(&r) || peers_decode(&r, recs, PEERS_MAX, &k, err, sizeof err) < 0) {
+                free(recs);
                 transport_msg_close(&m);
                 break;
             }
@@ -499,6 +464,7 @@ int cmd_status(int argc, char **argv)
                 }
                 if (!any) printf("%-6u (no peer: the swarm waits for one)\n", s);
             }
+            free(recs);
             rc = 0;
             transport_msg_close(&m);
             break;

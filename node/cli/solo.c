@@ -8,7 +8,7 @@
 #include "node/engine/model.h"
 #include "node/engine/modelfile.h"
 #include "node/runtime/options.h"
-#include "node/runtime/progress.h"
+#include "node/cli/progress.h"
 #include "node/engine/train.h"
 #include "compress/codec.h"
 #include <cblas.h>

@@ -53,6 +53,7 @@ typedef struct {
 
 #define STAGE_MAX_TENSORS 1600   /* 128 blocks x 12 tensors + embedding + head */
 #define MODEL_MAX_PARAMS (1ULL << 28)  /* refuse bigger models (1 GiB of fp32 weights) */
+#define MODEL_STAGES_MAX 256           /* most pipeline stages of a run */
 
 /* The static description of one stage of a split. */
 typedef struct {

@@ -1,5 +1,5 @@
 /* progress.c: progress lines (progress.h). */
-#include "node/runtime/progress.h"
+#include "node/cli/progress.h"
 #include "node/runtime/metrics.h"
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,0 +1,1267 @@
+/* compute.c: the compute side of a node (compute.h): the asynchronous
+ * 1F1B schedule with weight stashing (or the gpipe baseline), routing of
+ * microbatches to the next stage, optimizer updates, re-issue of lost
+ * microbatches, evaluation, backups, checkpoints, within-stage averaging and
+ * moves to other stages. */
+#include "node/runtime/compute.h"
+#include "compress/codec.h"
+#include "node/engine/modelfile.h"
+#include "node/runtime/router.h"
+#include "node/runtime/stash.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POOL_MAX 64          /* activation slots (microbatches held at once) */
+#define REC_MAX 256          /* microbatch records */
+#define PENDING_MAX 1024     /* tensors waiting for this node's compute */
+#define AVG_EVERY 20         /* updates between within-stage averaging (weights sent as fp16) */
+#define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
+#define MAX_TRIES 20         /* a data-stage microbatch is given up after this many issues */
+#define BACKUP_EVERY 20      /* backup snapshots of a stage served by one node: at most every 20 updates, */
+#define BACKUP_MIN_S 60.0    /* at most once a minute, */
+#define BACKUP_BUDGET 0.05   /* and only when they stay within 5% of the bytes this node sends */
+#define FETCH_DOWNLOAD_S 30.0   /* a stage's state from a serving peer, */
+#define FETCH_BACKUP_S 5.0      /* or from a backup that may not exist */
+#define MOVE_FIRST_S 20.0     /* no move before a node has run this long, */
+#define MOVE_BALANCE_S 120.0  /* nor a move for speed (not to fill an empty stage) before this: rates settle first */
+#define MOVE_COOLDOWN_S 60.0  /* nor sooner than this after its last move */
+#define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
+#define APPLIED_GEN 4096      /* microbatch ids remembered as applied: two generations of this many */
+
+typedef struct {
+    int used;
+    uint64_t mb;          /* microbatch id */
+    int slot;             /* activation slot */
+    int64_t version;      /* weights its forward used */
+    uint64_t from;        /* peer that sent the activation (0 on the data stage) */
+    uint64_t to;          /* peer the output went to (0 on the last stage, or none yet) */
+    double t;             /* when its forward ran (or when it last failed to go out) */
+    uint64_t cursor;      /* data stage: the data position, to re-issue it */
+    int tries;            /* data stage: times issued */
+    int attempt;          /* the issue attempt this record carries (flags bits 8..15) */
+    uint8_t *held;        /* the targets of an output waiting for a route (owned), else NULL */
+} mbrec_t;
+
+/* A FIFO of mail waiting for compute, bounded. */
+typedef struct {
+    mail_t *m[PENDING_MAX];
+    int head, n;
+} pending_t;
+
+enum { PH_FETCH = 0, PH_RUN, PH_DONE };
+
+struct compute {
+    compute_cfg_t c;              /* configuration (view, st, data moved out) */
+    const opts_t *o;              /* == c.o */
+    int stage, nstages, B, T;
+    size_t in_n, out_n, targets_n;
+    stage_t lay;                  /* the stage's layout */
+    stage_state_t *st;            /* its training state (NULL when modelled) */
+    int64_t version;              /* weight version (== st->version when not modelled) */
+    float dummy;                  /* modelled: the "weights" the stash tracks */
+    data_t *data;
+    int phase;                    /* PH_* */
+    int fetch_from;               /* moving: the stage left (-1 at start) */
+    int fetch_kind;               /* START_DOWNLOAD or START_BACKUP */
+    char fetch_why[128];          /* why the move */
+    acts_t *pool[POOL_MAX];
+    int npool, slot_used[POOL_MAX];
+    grad_scratch_t *gs;
+    stash_t stash;
+    mbrec_t rec[REC_MAX];
+    int inflight;                 /* records in use */
+    pending_t acts, grads;        /* tensors waiting */
+    router_t router;              /* per peer we send to */
+    idmap_t applied[2];           /* microbatches whose gradient this node accumulated (newer, older generation) */
+    peer_view_t *view;            /* the latest snapshot of the peer table */
+    batch_t batch;                /* data stage: the batch being issued */
+    uint8_t *targets8;            /* its targets as sent (one byte each) */
+    uint64_t cursor, mb_seq;
+    int bwd_count;                /* backward passes since the last update */
+    double loss_sum;
+    int loss_n;
+    double last_loss;             /* last stage: the last update's mean loss, NaN none */
+    double turn_mean, turn_dev;   /* data stage: round-trip time of a microbatch */
+    uint64_t retries, lost, drops, tokens, completed, skipped;
+    double busy_s;                /* compute seconds (rate) */
+    uint64_t fwd_done;
+    double eval_loss;             /* evaluation round being summed (last stage) */
+    int eval_correct, eval_n;
+    uint32_t eval_round;
+    double t0;                    /* when this node started */
+    double last_backup;           /* when the last backup snapshot was pushed */
+    double last_move;             /* when this node last moved to another stage */
+    uint64_t backup_sent_mark;    /* bytes_sent at the last backup */
+    int max_inflight, auto_window;
+    double next_timeout, next_move;
+    mail_t *out_head, *out_tail;  /* mail produced, not yet flushed */
+    double flops;                 /* work of the current step */
+    int status, done;
+    char why[256];
+};
+
+static void s_emit_eval(compute_t *c, uint32_t round);
+static void s_issue_eval(compute_t *c);
+static void s_backup(compute_t *c);
+
+static double s_now(const compute_t *c) { return rt_now(&c->c.clock); }
+
+static int s_last(const compute_t *c) { return c->stage == c->nstages - 1; }
+
+static void s_fail(compute_t *c, const char *why)
+{
+    snprintf(c->why, sizeof c->why, "%s", why);
+    c->status = 1;
+    c->done = 1;
+    c->phase = PH_DONE;
+}
+
+/* Queues mail for the network side (sent at the next flush). */
+static void s_out(compute_t *c, mail_t *m)
+{
+    if (!m) return;
+    m->q.next = NULL;
+    if (c->out_tail) c->out_tail->q.next = &m->q;
+    else c->out_head = m;
+    c->out_tail = m;
+}
+
+void compute_flush(compute_t *c)
+{
+    mail_t *m = c->out_head;
+    c->out_head = c->out_tail = NULL;
+    while (m) {
+        mail_t *next = (mail_t *)m->q.next;
+        m->q.next = NULL;
+        c->c.post(c->c.post_arg, m);
+        m = next;
+    }
+}
+
+/* ---- pending tensors ---- */
+
+static int s_pending_push(pending_t *p, mail_t *m)
+{
+    if (p->n == PENDING_MAX) return -1;
+    p->m[(p->head + p->n++) % PENDING_MAX] = m;
+    return 0;
+}
+
+static mail_t *s_pending_pop(pending_t *p)
+{
+    if (!p->n) return NULL;
+    mail_t *m = p->m[p->head];
+    p->head = (p->head + 1) % PENDING_MAX;
+    p->n--;
+    return m;
+}
+
+static void s_pending_clear(pending_t *p)
+{
+    mail_t *m;
+    while ((m = s_pending_pop(p))) mail_free(m);
+}
+
+/* A message refused by the compute side: counted, logged. */
+static void s_drop(compute_t *c, const char *why, uint64_t from)
+{
+    c->drops++;
+    char id[9];
+    node_id_short(from, id);
+    metrics_event(c->c.metrics, "drop", "\"why\":\"%s\",\"from\":\"%s\"", why, id);
+}
+
+static void s_trace(compute_t *c, int what, uint64_t mb, int64_t v)
+{
+    if (c->c.obs.trace) c->c.obs.trace(c->c.obs.arg, what, mb, v);
+}
+
+/* ---- exactly once per node ---- */
+
+static int s_applied(const compute_t *c, uint64_t mb)
+{
+    return idmap_get(&c->applied[0], mb) >= 0 || idmap_get(&c->applied[1], mb) >= 0;
+}
+
+/* Remembers that mb's gradient was accumulated here (the older generation is dropped when the newer fills). */
+static void s_mark_applied(compute_t *c, uint64_t mb)
+{
+    if (c->applied[0].n >= APPLIED_GEN) {
+        idmap_t old = c->applied[1];
+        c->applied[1] = c->applied[0];
+        c->applied[0] = old;
+        idmap_clear(&c->applied[0]);
+    }
+    idmap_put(&c->applied[0], mb, 0);
+    s_trace(c, TRACE_APPLY, mb, c->version);
+}
+
+/* ---- the peer table as seen here ---- */
+
+/* Live peers of `stage` in the view (self excluded). */
+static int s_stage_live(const compute_t *c, int stage)
+{
+    int k = 0;
+    for (int i = 0; c->view && i < c->view->n; i++)
+        if (c->view->p[i].stage == stage && c->view->p[i].health != PEER_GONE) k++;
+    return k;
+}
+
+static int s_all_stages_served(const compute_t *c)
+{
+    for (int s = 0; s < c->nstages; s++)
+        if (s != c->stage && s_stage_live(c, s) == 0) return 0;
+    return 1;
+}
+
+/* Mean smoothed and minimum round trips to live peers (ms; 0 unknown). */
+static void s_rtt(const compute_t *c, double *mean, double *min)
+{
+    double sum = 0, lo = 0;
+    int n = 0;
+    for (int i = 0; c->view && i < c->view->n; i++) {
+        const view_peer_t *p = &c->view->p[i];
+        if (p->health == PEER_GONE || p->rtt_ms <= 0) continue;
+        sum += p->rtt_ms;
+        if (p->rtt_min_ms > 0 && (lo == 0 || p->rtt_min_ms < lo)) lo = p->rtt_min_ms;
+        n++;
+    }
+    *mean = n ? sum / n : 0;
+    if (min) *min = lo;
+}
+
+static uint64_t s_pick(compute_t *c, int stage, uint64_t avoid)
+{
+    return router_pick(&c->router, c->view, stage, avoid);
+}
+
+static void s_peer_returned(compute_t *c, uint64_t peer, double turnaround)
+{
+    router_returned(&c->router, peer, turnaround);
+}
+
+/* ---- slots and records ---- */
+
+static int s_slot_get(compute_t *c)
+{
+    for (int i = 0; i < c->npool; i++)
+        if (!c->slot_used[i]) { c->slot_used[i] = 1; return i; }
+    if (c->npool == POOL_MAX) return -1;
+    acts_t *a = NULL;
+    if (!c->c.modelled && !(a = acts_new(&c->lay, c->B, c->T))) return -1;
+    c->pool[c->npool] = a;
+    c->slot_used[c->npool] = 1;
+    return c->npool++;
+}
+
+static mbrec_t *s_rec_new(compute_t *c)
+{
+    for (int i = 0; i < REC_MAX; i++)
+        if (!c->rec[i].used) {
+            memset(&c->rec[i], 0, sizeof c->rec[i]);
+            c->rec[i].used = 1;
+            c->rec[i].slot = -1;
+            c->inflight++;
+            return &c->rec[i];
+        }
+    return NULL;
+}
+
+static mbrec_t *s_rec_find(compute_t *c, uint64_t mb)
+{
+    for (int i = 0; i < REC_MAX; i++)
+        if (c->rec[i].used && c->rec[i].mb == mb) return &c->rec[i];
+    return NULL;
+}
+
+static void s_rec_free(compute_t *c, mbrec_t *r)
+{
+    free(r->held);
+    r->held = NULL;
+    if (r->slot >= 0) c->slot_used[r->slot] = 0;
+    stash_unref(&c->stash, r->version, c->version);
+    r->used = 0;
+    c->inflight--;
+}
+
+static const float *s_params(const compute_t *c) { return c->st ? c->st->params : &c->dummy; }
+
+/* ---- mail out ---- */
+
+/* A SEND of n floats (copied from x; NULL when modelled) to peer. */
+static mail_t *s_tensor_mail(compute_t *c, int type, uint64_t peer, uint64_t mb, const float *x, size_t n, int codec)
+{
+    mail_t *m = mail_new(MAIL_SEND);
+    if (!m) return NULL;
+    if (!c->c.modelled && x) {
+        m->x = malloc(sizeof(float) * n);
+        if (!m->x) { mail_free(m); return NULL; }
+        memcpy(m->x, x, sizeof(float) * n);
+    }
+    m->n = n;
+    m->codec = codec;
+    wire_hdr_init(&m->hdr, (wire_type_t)type);
+    m->hdr.mb = mb;
+    m->hdr.wversion = (uint32_t)c->version;
+    m->hdr.stage = (uint16_t)(type == WIRE_ACT ? c->stage + 1 : type == WIRE_GRAD ? c->stage - 1 : c->stage);
+    m->peer = peer;
+    m->raw_bytes = WIRE_HDR_LEN + n * sizeof(float);
+    return m;
+}
+
+static void s_send_self(compute_t *c, int kind)
+{
+    mail_t *m = mail_new(kind);
+    if (!m) return;
+    self_info_t *s = &m->self;
+    s->stage = c->stage;
+    s->in_n = c->in_n;
+    s->out_n = c->out_n;
+    s->nparams = c->lay.nparams;
+    s->version = c->version;
+    s->rate = c->busy_s >= 0.5 ? (float)(c->fwd_done / c->busy_s) : 0.0f;
+    s->completed = c->completed;
+    s->loss = c->last_loss;
+    s->done = c->done;
+    s->status = c->status;
+    s_out(c, m);
+}
+
+/* ---- reports ---- */
+
+static double s_view_loss(const compute_t *c)
+{
+    double loss = NAN;
+    for (int i = 0; c->view && i < c->view->n; i++)
+        if (c->view->p[i].stage == c->nstages - 1 && isfinite(c->view->p[i].loss) && c->view->p[i].loss > 0) loss = c->view->p[i].loss;
+    return loss;
+}
+
+static void s_emit_update(compute_t *c, double loss)
+{
+    const net_counters_t *k = c->c.net;
+    uint64_t sent = atomic_load(&k->bytes_sent), raw = atomic_load(&k->bytes_sent_raw);
+    char lb[32];
+    int stash = stash_versions(&c->stash, c->version);
+    metrics_event(c->c.metrics, "update",
+                  "\"version\":%lld,\"tokens\":%llu,\"loss\":%s,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
+                  "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu",
+                  (long long)c->version, (unsigned long long)c->tokens,
+                  s_last(c) ? metrics_num(lb, sizeof lb, loss) : "null",
+                  (unsigned long long)sent, (unsigned long long)raw,
+                  (unsigned long long)atomic_load(&k->bytes_recv), (unsigned long long)atomic_load(&k->bytes_sent_state),
+                  stash, c->inflight,
+                  (unsigned long long)(atomic_load(&k->drops) + c->drops), (unsigned long long)c->retries);
+    if (!c->c.obs.report) return;
+    node_report_t r = {0};
+    r.stage = c->stage;
+    r.nstages = c->nstages;
+    r.peers = 1;
+    for (int i = 0; c->view && i < c->view->n; i++)
+        if (c->view->p[i].health != PEER_GONE) r.peers++;
+    r.version = c->version;
+    r.tokens = c->tokens;
+    r.last = s_last(c);
+    r.loss = r.last ? loss : s_view_loss(c);
+    r.elapsed_s = s_now(c) - c->t0;
+    r.bytes_sent = sent;
+    r.bytes_sent_raw = raw;
+    r.bytes_recv = atomic_load(&k->bytes_recv);
+    r.drops = atomic_load(&k->drops) + c->drops;
+    r.stash = stash;
+    r.inflight = c->inflight;
+    s_rtt(c, &r.rtt_ms, NULL);
+    c->c.obs.report(c->c.obs.arg, &r);
+}
+
+static void s_say(compute_t *c, const char *line)
+{
+    if (c->c.obs.say) c->c.obs.say(c->c.obs.arg, line);
+}
+
+/* ---- the optimizer step and what follows it ---- */
+
+static void s_average(compute_t *c)
+{
+    for (int i = 0; c->view && i < c->view->n; i++) {
+        const view_peer_t *p = &c->view->p[i];
+        if (p->stage != c->stage || p->health == PEER_GONE) continue;
+        s_out(c, s_tensor_mail(c, WIRE_AVG, p->id, (uint64_t)c->version, s_params(c), c->lay.nparams, codec_from_name("fp16")));
+    }
+}
+
+static void s_maybe_backup(compute_t *c)
+{
+    uint64_t sent = atomic_load(&c->c.net->bytes_sent), snapshot = 3 * c->lay.nparams * sizeof(float);
+    if (c->nstages > 1 && c->version % BACKUP_EVERY == 0 && s_now(c) - c->last_backup >= BACKUP_MIN_S
+        && (double)(sent - c->backup_sent_mark) * BACKUP_BUDGET >= (double)snapshot) {
+        c->last_backup = s_now(c);
+        c->backup_sent_mark = sent;
+        s_backup(c);
+    }
+}
+
+/* Counts a finished backward; every `micro` of them, one optimizer step. */
+static void s_after_backward(compute_t *c)
+{
+    if (++c->bwd_count < c->o->micro) return;
+    c->bwd_count = 0;
+    if (stash_before_update(&c->stash, c->version, s_params(c)) < 0) { s_fail(c, "out of memory for the weight stash"); return; }
+    if (c->st) {
+        stage_state_step(c->st, &c->o->optim);
+        c->version = c->st->version;
+    } else {
+        c->version++;
+    }
+    c->flops += 16.0 * (double)c->lay.nparams;
+    s_trace(c, TRACE_UPDATE, (uint64_t)c->stage, c->version);
+    double loss = c->loss_n ? c->loss_sum / c->loss_n : NAN;
+    c->loss_sum = 0;
+    c->loss_n = 0;
+    s_emit_update(c, loss);
+    if (s_last(c) && isfinite(loss)) c->last_loss = loss;
+    s_send_self(c, MAIL_SELF);
+    if (c->stage == 0 && c->o->eval_every > 0 && c->version % c->o->eval_every == 0) s_issue_eval(c);
+    s_maybe_backup(c);
+    if (c->c.ckpt_path && c->c.ckpt_path[0] && c->version % c->o->save_every == 0) {
+        char err[300];
+        if (compute_save_checkpoint(c, err, sizeof err) < 0)
+            metrics_event(c->c.metrics, "checkpoint", "\"ok\":false,\"why\":\"%s\"", err);
+    }
+    if (c->version % AVG_EVERY == 0) s_average(c);
+}
+
+/* ---- forward, backward, routing ---- */
+
+static double s_fwd_flops(const compute_t *c)
+{
+    return 2.0 * (double)c->lay.nparams * (double)c->B * (double)c->T;
+}
+
+/* Sends the output of slot to the best peer of the next stage (not `avoid`
+ * when another exists).  Returns the peer's id, 0 when there is none. */
+static uint64_t s_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, const uint8_t *targets, uint64_t avoid)
+{
+    uint64_t to = s_pick(c, c->stage + 1, avoid);
+    if (!to && avoid) to = s_pick(c, c->stage + 1, 0);
+    if (!to) return 0;
+    const float *out = c->pool[slot] ? c->pool[slot]->out : NULL;
+    mail_t *m = s_tensor_mail(c, WIRE_ACT, to, mb, out, c->out_n, codec_from_name(c->o->codec));
+    if (!m) return 0;
+    m->aux = malloc(c->targets_n);
+    if (!m->aux) { mail_free(m); return 0; }
+    if (targets) memcpy(m->aux, targets, c->targets_n);
+    else memset(m->aux, 0, c->targets_n);
+    m->aux_len = c->targets_n;
+    m->raw_bytes += c->targets_n * sizeof(float);  /* the targets are a tensor too: 4 bytes each as raw fp32, 1 on the wire */
+    m->hdr.flags = flags;
+    s_out(c, m);
+    return to;
+}
+
+/* Sends record r's output on and remembers where it went.  With no peer
+ * of the next stage routable, the output is held (with its targets) and
+ * goes out when one is: -1. */
+static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t avoid)
+{
+    uint64_t to = s_send_out(c, r->slot, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT, targets, avoid);
+    if (!to) {
+        r->to = 0;
+        if (!r->held && (r->held = malloc(c->targets_n))) memcpy(r->held, targets, c->targets_n);
+        return r->held ? -1 : -2;
+    }
+    free(r->held);
+    r->held = NULL;
+    r->to = to;
+    router_sent(&c->router, to);
+    return 0;
+}
+
+/* Forward of record r (inputs already in its slot). */
+static void s_forward(compute_t *c, mbrec_t *r)
+{
+    double t = s_now(c);
+    r->version = c->version;
+    stash_ref(&c->stash, r->version);
+    if (!c->c.modelled) stage_forward(&c->lay, s_params(c), c->pool[r->slot]);
+    c->tokens += (uint64_t)c->B * c->T;
+    c->fwd_done++;
+    c->flops += s_fwd_flops(c);
+    c->busy_s += c->c.modelled ? s_fwd_flops(c) * 1e-11 : s_now(c) - t;
+    r->t = s_now(c);
+}
+
+/* Backward of record r (dout in its slot unless last); sends din upstream. */
+static void s_backward(compute_t *c, mbrec_t *r)
+{
+    double t = s_now(c);
+    acts_t *a = c->pool[r->slot];
+    if (!c->c.modelled) {
+        const float *w = stash_params(&c->stash, r->version, c->version, s_params(c));
+        float scale = 1.0f / ((float)c->B * c->T * c->o->micro);
+        stage_backward(&c->lay, w, c->st->grads, a, c->gs, scale);
+    }
+    s_mark_applied(c, r->mb);
+    c->flops += 2 * s_fwd_flops(c);
+    c->busy_s += c->c.modelled ? 2 * s_fwd_flops(c) * 1e-11 : s_now(c) - t;
+    if (c->stage > 0) {
+        mail_t *m = s_tensor_mail(c, WIRE_GRAD, r->from, r->mb, a ? a->din : NULL, c->in_n, codec_from_name(c->o->grad_codec));
+        if (m) {
+            m->feedback = 1;
+            m->hdr.flags = (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT;
+        }
+        s_out(c, m);
+    }
+}
+
+/* The run's progress: last-stage microbatches of every peer, and ours. */
+static uint64_t s_progress(const compute_t *c)
+{
+    return (c->view ? c->view->completed : 0) + c->completed;
+}
+
+/* The last stage finished a microbatch: count it (for the whole swarm's
+ * progress), maybe update, and end the run when enough are done. */
+static void s_completed_one(compute_t *c)
+{
+    c->completed++;
+    s_after_backward(c);
+    if (s_progress(c) >= (uint64_t)c->o->steps * (uint64_t)c->o->micro && c->phase != PH_DONE) {
+        c->done = 1;
+        c->phase = PH_DONE;
+    }
+}
+
+/* Fills slot's inputs with the data stage's current batch. */
+static void s_load_batch(compute_t *c, int slot)
+{
+    acts_t *a = c->pool[slot];
+    const model_config_t *cfg = &c->o->cfg;
+    for (size_t i = 0; i < c->targets_n; i++) c->targets8[i] = (uint8_t)c->batch.targets[i];
+    if (!a) return;
+    if (cfg->kind == MODEL_GPT) memcpy(a->tokens, c->batch.tokens, sizeof(int) * (size_t)c->B * c->T);
+    else memcpy(a->x, c->batch.x, sizeof(float) * (size_t)c->B * cfg->D);
+}
+
+static void s_retry_event(compute_t *c, const mbrec_t *old)
+{
+    char why[64];
+    snprintf(why, sizeof why, "no gradient after %.1f s", s_now(c) - old->t);
+    metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"%s\"", (unsigned long long)old->mb, why);
+}
+
+/* The data stage starts a new microbatch (or re-issues `old`). */
+static int s_issue(compute_t *c, mbrec_t *old)
+{
+    int slot = s_slot_get(c);
+    if (slot < 0) return -1;
+    mbrec_t *r = old ? old : s_rec_new(c);
+    if (!r) { c->slot_used[slot] = 0; return -1; }
+    uint64_t avoid = 0;
+    if (old) {
+        avoid = old->to;
+        if (old->slot >= 0) c->slot_used[old->slot] = 0;
+        stash_unref(&c->stash, old->version, c->version);
+        s_peer_returned(c, old->to, 0);
+        c->retries++;
+        s_retry_event(c, old);
+    } else {
+        r->cursor = c->cursor;
+    }
+    r->slot = slot;
+    r->from = 0;
+    if (!old) {
+        /* the id stays across re-issues: every node applies a microbatch at most once */
+        r->mb = ((c->c.id & 0xffffffULL) << 40) | (++c->mb_seq & 0xffffffffffULL);
+        s_trace(c, TRACE_ISSUE, r->mb, c->version);
+    }
+    r->tries++;
+    r->attempt = r->tries;
+    uint64_t cur = r->cursor;
+    /* the first data-stage node reads the stream solo reads (shard 0 of 1: parity);
+     * the k-th reads shard k of k+1, another random stream of the same data */
+    if (c->data) data_next_train(c->data, &c->batch, c->c.shard, c->c.shard + 1, &cur);
+    else cur++;
+    if (!old) c->cursor = cur;
+    s_load_batch(c, slot);
+    acts_t *a = c->pool[slot];
+    if (c->nstages == 1) {
+        /* a single stage: forward, loss and backward here */
+        if (a) memcpy(a->targets, c->batch.targets, sizeof(int) * c->targets_n);
+        s_forward(c, r);
+        c->loss_sum += a ? a->loss : 0;
+        c->loss_n++;
+        s_backward(c, r);
+        s_rec_free(c, r);
+        s_completed_one(c);
+    } else {
+        s_forward(c, r);
+        if (s_send_act(c, r, c->targets8, avoid) == -2) s_rec_free(c, r);  /* out of memory to hold it */
+    }
+    return 0;
+}
+
+/* Sends the outputs held for want of a next-stage peer. */
+static void s_send_held(compute_t *c)
+{
+    for (int i = 0; i < REC_MAX; i++) {
+        mbrec_t *r = &c->rec[i];
+        if (!r->used || !r->held) continue;
+        if (s_send_act(c, r, r->held, 0) < 0) return;
+        r->t = s_now(c);
+    }
+}
+
+/* ---- evaluation ---- */
+
+/* Evaluation microbatch ids: round, batches in the round, index. */
+#define EVAL_MB(round, nval, idx) (((uint64_t)(round) << 32) | ((uint64_t)(nval) << 16) | (uint64_t)(idx))
+
+/* The data stage sends the validation batches through the pipeline, forward
+ * only, with the weights of this moment. */
+static void s_issue_eval(compute_t *c)
+{
+    if (!c->data) return;
+    int nval = data_val_batches(c->data, c->B);
+    int cap = c->o->cfg.kind == MODEL_GPT ? 16 : 256;
+    if (nval > cap) nval = cap;
+    int slot = s_slot_get(c);
+    if (slot < 0) return;
+    acts_t *a = c->pool[slot];
+    uint32_t round = (uint32_t)c->version;
+    for (int i = 0; i < nval; i++) {
+        data_val_batch(c->data, &c->batch, i);
+        s_load_batch(c, slot);
+        if (a) stage_forward(&c->lay, s_params(c), a);
+        c->flops += s_fwd_flops(c);
+        if (c->nstages == 1) {
+            c->eval_loss += a ? a->loss : 0;
+            c->eval_correct += a ? a->correct : 0;
+            c->eval_n++;
+        } else {
+            s_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL, c->targets8, 0);
+        }
+    }
+    if (c->nstages == 1) s_emit_eval(c, round);
+    c->slot_used[slot] = 0;
+}
+
+static void s_emit_eval(compute_t *c, uint32_t round)
+{
+    if (c->eval_n == 0) return;
+    char b1[32], b2[32];
+    double vl = c->eval_loss / c->eval_n;
+    if (c->o->cfg.kind == MODEL_MLP)
+        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%s,\"val_acc\":%s,\"batches\":%d", round,
+                      metrics_num(b1, sizeof b1, vl), metrics_num(b2, sizeof b2, (double)c->eval_correct / ((double)c->eval_n * c->B)), c->eval_n);
+    else
+        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%s,\"batches\":%d", round, metrics_num(b1, sizeof b1, vl), c->eval_n);
+    c->eval_loss = 0;
+    c->eval_correct = 0;
+    c->eval_n = 0;
+}
+
+/* Copies a tensor mail's values into slot's input (its length was checked by the network side for the stage it had). */
+static int s_take_input(compute_t *c, int slot, const mail_t *m)
+{
+    if (m->n != c->in_n || m->hdr.stage != c->stage) return -1;
+    if (c->pool[slot] && m->x) memcpy(c->pool[slot]->in, m->x, sizeof(float) * c->in_n);
+    return 0;
+}
+
+/* An evaluation microbatch: forward only; the last stage accumulates. */
+static int s_on_eval_act(compute_t *c, const mail_t *m)
+{
+    int slot = s_slot_get(c);
+    if (slot < 0) return -1;
+    if (s_take_input(c, slot, m) < 0) { c->slot_used[slot] = 0; s_drop(c, "tensor for another stage or size", m->peer); return 0; }
+    acts_t *a = c->pool[slot];
+    uint32_t round = (uint32_t)(m->hdr.mb >> 32);
+    int nval = (int)((m->hdr.mb >> 16) & 0xffff);
+    c->flops += s_fwd_flops(c);
+    if (s_last(c)) {
+        if (c->eval_n > 0 && round != c->eval_round) s_emit_eval(c, c->eval_round);  /* a round with losses */
+        c->eval_round = round;
+        if (a) {
+            for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
+            stage_forward(&c->lay, s_params(c), a);
+        }
+        c->eval_loss += a ? a->loss : 0;
+        c->eval_correct += a ? a->correct : 0;
+        if (++c->eval_n >= nval) s_emit_eval(c, round);
+    } else {
+        if (a) stage_forward(&c->lay, s_params(c), a);
+        s_send_out(c, slot, m->hdr.mb, ACT_FLAG_EVAL, m->aux, 0);
+    }
+    c->slot_used[slot] = 0;
+    return 0;
+}
+
+/* An activation from the previous stage: forward (and, on the last stage,
+ * loss and backward at once).  -1 when it must wait (no slot free). */
+/* Tells the sender of an ACT that its microbatch was applied here already. */
+static void s_send_dup(compute_t *c, uint64_t to, uint64_t mb, uint32_t attempt_flags)
+{
+    mail_t *m = mail_new(MAIL_SEND);
+    if (!m) return;
+    wire_hdr_init(&m->hdr, WIRE_GRAD);
+    m->hdr.mb = mb;
+    m->hdr.stage = (uint16_t)(c->stage - 1);
+    m->hdr.wversion = (uint32_t)c->version;
+    m->hdr.flags = GRAD_FLAG_DUP | (attempt_flags & (0xffu << MB_ATTEMPT_SHIFT));
+    m->peer = to;
+    m->raw_bytes = WIRE_HDR_LEN;
+    s_out(c, m);
+}
+
+static int s_on_act(compute_t *c, const mail_t *m)
+{
+    if (m->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, m);
+    if (s_applied(c, m->hdr.mb)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
+    mbrec_t *old = s_rec_find(c, m->hdr.mb);
+    if (old) {
+        /* a re-issue of a microbatch held here: the new attempt replaces the old one */
+        s_peer_returned(c, old->to, 0);
+        s_rec_free(c, old);
+    }
+    int slot = s_slot_get(c);
+    if (slot < 0) return -1;
+    if (s_take_input(c, slot, m) < 0) { c->slot_used[slot] = 0; s_drop(c, "tensor for another stage or size", m->peer); return 0; }
+    mbrec_t *r = s_rec_new(c);
+    if (!r) { c->slot_used[slot] = 0; return -1; }
+    r->mb = m->hdr.mb;
+    r->slot = slot;
+    r->from = m->peer;
+    r->attempt = (int)MB_ATTEMPT(m->hdr.flags);
+    acts_t *a = c->pool[slot];
+    if (s_last(c)) {
+        if (a) for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
+        s_forward(c, r);
+        c->loss_sum += a ? a->loss : 0;
+        c->loss_n++;
+        s_backward(c, r);
+        s_rec_free(c, r);
+        s_completed_one(c);
+    } else {
+        s_forward(c, r);
+        if (s_send_act(c, r, m->aux, 0) == -2) s_rec_free(c, r);  /* cannot hold it: the data stage re-issues it */
+    }
+    return 0;
+}
+
+static void s_on_grad(compute_t *c, const mail_t *m)
+{
+    mbrec_t *r = s_rec_find(c, m->hdr.mb);
+    if (!r || r->to != m->peer || r->held || (int)MB_ATTEMPT(m->hdr.flags) != (r->attempt & 0xff)) {
+        s_drop(c, "gradient of an unknown microbatch", m->peer);   /* re-issued or forgotten */
+        return;
+    }
+    double turn = s_now(c) - r->t;
+    s_peer_returned(c, r->to, turn);
+    if (m->hdr.flags & GRAD_FLAG_DUP) {
+        /* applied further on already: nothing to apply here; upstream learns the same */
+        if (c->stage > 0) s_send_dup(c, r->from, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT);
+        else { c->skipped++; s_trace(c, TRACE_SKIP, r->mb, c->version); }
+        s_rec_free(c, r);
+        return;
+    }
+    if (m->n != c->out_n || m->hdr.stage != c->stage) { s_drop(c, "tensor for another stage or size", m->peer); return; }
+    if (c->stage == 0) {
+        c->turn_mean = c->turn_mean > 0 ? 0.9 * c->turn_mean + 0.1 * turn : turn;
+        c->turn_dev = 0.9 * c->turn_dev + 0.1 * fabs(turn - c->turn_mean);
+    }
+    if (c->pool[r->slot] && m->x) memcpy(c->pool[r->slot]->dout, m->x, sizeof(float) * c->out_n);
+    s_backward(c, r);
+    s_rec_free(c, r);
+    s_after_backward(c);
+}
+
+/* Averages this stage's weights with a replica's; refuses weights that are
+ * far from ours (replicas drift apart slowly; a far copy is a bad peer). */
+static void s_on_avg(compute_t *c, const mail_t *m)
+{
+    if (c->c.modelled || !c->st || m->n != c->lay.nparams || m->hdr.stage != c->stage || !m->x) return;
+    float *p = c->st->params;
+    double d2 = 0, p2 = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        double d = (double)m->x[i] - p[i];
+        d2 += d * d;
+        p2 += (double)p[i] * p[i];
+    }
+    if (d2 > 0.25 * p2) {
+        char why[96];
+        snprintf(why, sizeof why, "averaging weights too far from ours (%.2f relative)", sqrt(d2 / (p2 > 0 ? p2 : 1)));
+        s_drop(c, why, m->peer);
+        return;
+    }
+    for (size_t i = 0; i < m->n; i++) p[i] = 0.5f * (p[i] + m->x[i]);
+}
+
+/* ---- state: snapshots out, fetches in ---- */
+
+/* Sends this stage's state (params, m, v) to peer. */
+static void s_send_state(compute_t *c, uint64_t peer, uint32_t flags)
+{
+    mail_t *m = mail_new(MAIL_STATE_OUT);
+    size_t np = c->lay.nparams;
+    if (!m || !(m->state = state_blob_new(c->stage, c->c.modelled ? 0 : np))) { mail_free(m); return; }
+    m->state->nparams = np;
+    m->state->version = c->version;
+    if (c->st) {
+        memcpy(m->state->data, c->st->params, np * sizeof(float));
+        memcpy(m->state->data + np, c->st->m, 2 * np * sizeof(float));  /* m and v follow each other in one allocation */
+    }
+    m->hdr.flags = flags;
+    m->peer = peer;
+    s_out(c, m);
+}
+
+/* A stage served by this node alone pushes a snapshot of its state to a
+ * node of another stage every BACKUP_EVERY updates, so that a replacement
+ * can resume it if this node dies. */
+static void s_backup(compute_t *c)
+{
+    uint64_t holder = 0;
+    int alone = 1;
+    for (int i = 0; c->view && i < c->view->n; i++) {
+        const view_peer_t *p = &c->view->p[i];
+        if (p->health == PEER_GONE) continue;
+        if (p->stage == c->stage) alone = 0;
+        /* the holder: a peer of the next stage, else of any other stage */
+        int next = p->stage == (c->stage + 1) % c->nstages;
+        if (p->stage != c->stage && (!holder || next)) holder = p->id;
+    }
+    if (alone && holder) s_send_state(c, holder, STATE_FLAG_BACKUP);
+}
+
+/* Asks the network side for stage `stage`'s state: from donor, or (0) a backup. */
+static void s_fetch(compute_t *c, uint64_t donor)
+{
+    mail_t *m = mail_new(MAIL_FETCH);
+    if (!m) return;
+    m->hdr.stage = (uint16_t)c->stage;
+    m->peer = donor;
+    m->hdr.mb = (uint64_t)((donor ? FETCH_DOWNLOAD_S : FETCH_BACKUP_S) * 1000);
+    c->fetch_kind = donor ? START_DOWNLOAD : START_BACKUP;
+    c->phase = PH_FETCH;
+    s_out(c, m);
+}
+
+/* The per-stage objects: made at start and again after a move. */
+static int s_stage_setup(compute_t *c)
+{
+    c->in_n = stage_in_size(&c->lay, c->B, c->T);
+    c->out_n = stage_out_size(&c->lay, c->B, c->T);
+    if (!c->c.modelled && !(c->gs = grad_scratch_new(&c->lay, c->B, c->T))) return -1;
+    stash_init(&c->stash, c->st ? c->lay.nparams : 1, c->o->stash == STASH_2BW);
+    c->bwd_count = 0;
+    c->loss_sum = 0;
+    c->loss_n = 0;
+    c->busy_s = 0;
+    c->fwd_done = 0;
+    if (c->stage == 0 && c->data && !c->batch.targets && data_batch_alloc(c->data, &c->batch, c->B) < 0) return -1;
+    if (c->stage == 0 && !c->targets8 && !(c->targets8 = calloc(c->targets_n, 1))) return -1;
+    if (c->stage == 0 && !c->data && !c->batch.targets && !(c->batch.targets = calloc(c->targets_n, sizeof(int)))) return -1;
+    return 0;
+}
+
+static void s_stage_teardown(compute_t *c)
+{
+    s_pending_clear(&c->acts);
+    s_pending_clear(&c->grads);
+    for (int i = 0; i < REC_MAX; i++)
+        if (c->rec[i].used) s_peer_returned(c, c->rec[i].to, 0);
+    memset(c->rec, 0, sizeof c->rec);
+    c->inflight = 0;
+    for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
+    memset(c->slot_used, 0, sizeof c->slot_used);
+    c->npool = 0;
+    grad_scratch_destroy(&c->gs);
+    stash_fini(&c->stash);
+}
+
+/* A fetch ended (blob NULL: nothing came): serve the stage from what there is. */
+static void s_on_state(compute_t *c, mail_t *m)
+{
+    if (c->phase != PH_FETCH || m->hdr.stage != c->stage) return;   /* late: a fetch given up */
+    state_blob_t *b = m->state;
+    int got = b && b->nparams == c->lay.nparams;
+    if (got) {
+        if (c->st) {
+            size_t np = c->lay.nparams;
+            memcpy(c->st->params, b->data, sizeof(float) * np);
+            memcpy(c->st->m, b->data + np, 2 * sizeof(float) * np);
+            c->st->version = b->version;
+        }
+        c->version = b->version;
+    }
+    char line[256];
+    const char *how = got ? (b->backup ? "backup" : "downloaded") : "initial";
+    if (c->fetch_from >= 0) {
+        metrics_event(c->c.metrics, "move", "\"from\":%d,\"to\":%d,\"why\":\"%s\",\"version\":%lld,\"state\":\"%s\"",
+                      c->fetch_from, c->stage, c->fetch_why, (long long)c->version, how);
+        snprintf(line, sizeof line, "moved from stage %d to stage %d (%s); its state %s at version %lld", c->fetch_from, c->stage,
+                 c->fetch_why, got ? how : "not found, initial weights", (long long)c->version);
+        s_say(c, line);
+        c->last_move = s_now(c);
+    } else if (c->fetch_kind == START_DOWNLOAD && !got) {
+        char why[160];
+        snprintf(why, sizeof why, "could not download stage %d's state from a peer in %.0f s", c->stage, FETCH_DOWNLOAD_S);
+        s_fail(c, why);
+        return;
+    } else {
+        metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":\"%s\"", (long long)c->version, how);
+        if (got) snprintf(line, sizeof line, "stage %d %s at version %lld", c->stage, b->backup ? "resumed from a backup" : "downloaded",
+                          (long long)c->version);
+        else snprintf(line, sizeof line, "no backup of stage %d found: it starts from its initial weights", c->stage);
+        s_say(c, line);
+    }
+    c->phase = PH_RUN;
+    s_send_self(c, MAIL_SELF);
+}
+
+/* ---- re-issue, window, rate ---- */
+
+/* Re-issues (data stage) or forgets (other stages) microbatches whose
+ * gradient is overdue or whose next-stage peer is gone. */
+static void s_timeouts(compute_t *c)
+{
+    double now = s_now(c);
+    /* while a stage has no peer the swarm waits: nothing can complete, nothing is re-issued */
+    if (c->stage == 0 && !s_all_stages_served(c)) return;
+    /* the deadline comes from measured turnarounds; before the first, from the heartbeats' round trips */
+    double rtt;
+    s_rtt(c, &rtt, NULL);
+    double deadline = c->turn_mean > 0 ? 4 * c->turn_mean + 8 * c->turn_dev
+                      : rtt > 0 ? 5.0 + 8.0 * (c->nstages - 1) * rtt * 1e-3 : 30.0;
+    if (deadline < 5.0) deadline = 5.0;
+    for (int i = 0; i < REC_MAX; i++) {
+        mbrec_t *r = &c->rec[i];
+        if (!r->used) continue;
+        int gone = 0;
+        if (r->to) {
+            const view_peer_t *p = peer_view_find(c->view, r->to);
+            gone = !p || p->health == PEER_GONE || p->stage != c->stage + 1;
+        }
+        if (c->stage == 0) {
+            if (r->held) continue;   /* waits for a route */
+            if ((gone || now - r->t > deadline) && r->tries >= MAX_TRIES) {
+                c->lost++;
+                s_trace(c, TRACE_LOST, r->mb, c->version);
+                metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"given up after %d tries\"", (unsigned long long)r->mb, r->tries);
+                s_peer_returned(c, r->to, 0);
+                s_rec_free(c, r);
+            } else if (gone || now - r->t > deadline) {
+                if (s_issue(c, r) < 0) break;
+            }
+        } else if (gone || now - r->t > STALE_S) {
+            s_peer_returned(c, r->to, 0);
+            s_rec_free(c, r);
+        }
+    }
+}
+
+/* The data stage's window when --max-inflight is not given: enough
+ * microbatches to cover the pipeline's network round trip with compute
+ * (Little's law: latency / time per microbatch), at least 2 per stage and at
+ * most 8 per stage (each one holds activations at every stage). */
+static int s_auto_window(const compute_t *c)
+{
+    int K = c->nstages;
+    double rtt;
+    s_rtt(c, &rtt, NULL);
+    double per_mb = c->fwd_done ? c->busy_s / (double)c->fwd_done : 0;  /* my compute per microbatch */
+    if (rtt <= 0 || per_mb <= 0) return 2 * K;
+    /* forward and backward cross K-1 links each way: (K-1) round trips */
+    double latency = (K - 1) * rtt * 1e-3;
+    int w = K + (int)ceil(latency / per_mb);
+    if (w < 2 * K) w = 2 * K;
+    if (w > 8 * K) w = 8 * K;
+    return w;
+}
+
+/* ---- moves ---- */
+
+/* Moves this node to stage `to`: drops its work at the old stage (the data
+ * stage re-issues it) and fetches the new stage's state from a peer of it
+ * (or a backup); serving resumes when it arrives (s_on_state). */
+static void s_move(compute_t *c, int to, const char *why)
+{
+    char err[300];
+    stage_state_t *st = NULL;
+    stage_t lay;
+    if (stage_init(&lay, &c->o->cfg, to, c->nstages, err, sizeof err) < 0) return;
+    if (!c->c.modelled && !(st = stage_state_new(&c->o->cfg, to, c->nstages, c->o->seed, err, sizeof err))) return;
+    s_stage_teardown(c);
+    stage_state_destroy(&c->st);
+    c->st = st;
+    c->lay = lay;
+    c->version = st ? st->version : 0;
+    c->fetch_from = c->stage;
+    snprintf(c->fetch_why, sizeof c->fetch_why, "%s", why);
+    c->stage = to;
+    metrics_set_stage(c->c.metrics, to);
+    if (s_stage_setup(c) < 0) {
+        char w[96];
+        snprintf(w, sizeof w, "out of memory after moving to stage %d", to);
+        s_fail(c, w);
+        return;
+    }
+    uint64_t donor = 0;
+    uint32_t best = 0;
+    for (int i = 0; c->view && i < c->view->n; i++) {
+        const view_peer_t *p = &c->view->p[i];
+        if (p->stage == to && p->health != PEER_GONE && (!donor || p->version >= best)) { donor = p->id; best = p->version; }
+    }
+    s_send_self(c, MAIL_SELF);   /* the network side refuses the old stage's tensors from now on */
+    s_fetch(c, donor);
+}
+
+/* Rebalancing (every few seconds): a node of a stage served by several
+ * peers moves to a stage with none, or to the slowest stage when that makes
+ * the slowest stage MOVE_GAIN times faster.  Only the highest-id peer of a
+ * stage moves, at most once per MOVE_COOLDOWN_S; the data stage (which
+ * holds the data) neither gives nor takes nodes. */
+static void s_consider_move(compute_t *c)
+{
+    double now = s_now(c);
+    if (c->stage == 0 || c->nstages < 3 || now - c->t0 < MOVE_FIRST_S || now - c->last_move < MOVE_COOLDOWN_S) return;
+    int count[MODEL_STAGES_MAX] = {0}, unknown = 0, highest = 1;
+    double cap[MODEL_STAGES_MAX] = {0}, mine = c->busy_s >= 0.5 ? c->fwd_done / c->busy_s : 0;
+    count[c->stage] = 1;
+    cap[c->stage] = mine;
+    for (int i = 0; c->view && i < c->view->n; i++) {
+        const view_peer_t *p = &c->view->p[i];
+        int s = p->stage;
+        if (p->health == PEER_GONE || s < 0 || s >= c->nstages) continue;
+        count[s]++;
+        cap[s] += p->rate;
+        if (s > 0 && p->rate <= 0) unknown = 1;
+        if (s == c->stage && p->id > c->c.id) highest = 0;
+    }
+    if (count[c->stage] < 2 || !highest) return;
+    for (int s = 1; s < c->nstages; s++)
+        if (count[s] == 0) { s_move(c, s, "stage without peers"); return; }
+    if (unknown || mine <= 0 || now - c->t0 < MOVE_BALANCE_S) return;
+    int b = 1;
+    for (int s = 2; s < c->nstages; s++)
+        if (cap[s] < cap[b]) b = s;
+    if (b == c->stage) return;
+    double after_mine = cap[c->stage] - mine, after_b = cap[b] + mine;
+    double new_min = after_mine < after_b ? after_mine : after_b;
+    if (new_min >= MOVE_GAIN * cap[b]) {
+        char why[96];
+        snprintf(why, sizeof why, "stage %d is the slowest (%.1f vs %.1f microbatches/s here)", b, cap[b], cap[c->stage]);
+        s_move(c, b, why);
+    }
+}
+
+/* ---- the entry points ---- */
+
+void compute_on_mail(compute_t *c, mail_t *m)
+{
+    switch (m->kind) {
+    case MAIL_TENSOR:
+        if (c->phase == PH_DONE) break;
+        if (m->hdr.type == WIRE_AVG) { s_on_avg(c, m); break; }
+        if (s_pending_push(m->hdr.type == WIRE_GRAD ? &c->grads : &c->acts, m) == 0) return;  /* kept */
+        s_drop(c, "compute queue full", m->peer);
+        break;
+    case MAIL_STATE_REQ:
+        if (c->phase == PH_RUN && m->hdr.stage == c->stage) s_send_state(c, m->peer, STATE_FLAG_REPLY);
+        break;
+    case MAIL_VIEW:
+        free(c->view);
+        c->view = m->view;
+        m->view = NULL;
+        break;
+    case MAIL_STATE: s_on_state(c, m); break;
+    case MAIL_STOP:
+        if (c->phase != PH_DONE) { c->done = 1; c->phase = PH_DONE; }
+        break;
+    default: break;
+    }
+    mail_free(m);
+}
+
+double compute_tick(compute_t *c)
+{
+    double now = s_now(c);
+    if (c->phase == PH_RUN && now >= c->next_timeout) {
+        s_timeouts(c);
+        s_send_held(c);
+        if (c->auto_window && c->stage == 0) c->max_inflight = s_auto_window(c);
+        s_send_self(c, MAIL_SELF);
+        c->next_timeout = now + 0.2;
+    }
+    if (c->phase == PH_RUN && now >= c->next_move) {
+        s_consider_move(c);
+        c->next_move = now + 5.0;
+    }
+    return c->next_timeout < c->next_move ? c->next_timeout : c->next_move;
+}
+
+/* The data stage may start new microbatches now. */
+static int s_may_issue(const compute_t *c)
+{
+    if (c->stage != 0 || !s_all_stages_served(c)) return 0;
+    if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
+    return c->inflight < c->max_inflight;
+}
+
+int compute_step(compute_t *c, double *flops)
+{
+    c->flops = 0;
+    int did = 0;
+    if (c->phase == PH_RUN) {
+        mail_t *m;
+        if ((m = s_pending_pop(&c->grads))) {
+            s_on_grad(c, m);
+            mail_free(m);
+            did = 1;
+        } else if (c->acts.n > 0) {
+            m = c->acts.m[c->acts.head];
+            if (s_on_act(c, m) == 0) {
+                mail_free(s_pending_pop(&c->acts));
+                did = 1;
+            }
+        } else if (s_may_issue(c)) {
+            int n = c->o->schedule == SCHED_GPIPE ? c->max_inflight : 1;
+            for (int k = 0; k < n; k++)
+                if (s_issue(c, NULL) == 0) did = 1;
+        }
+    }
+    if (flops) *flops = c->flops;
+    return did;
+}
+
+void compute_stop(compute_t *c, int done)
+{
+    if (c->phase == PH_DONE) return;
+    c->done = done;
+    c->phase = PH_DONE;
+}
+
+int compute_finished(const compute_t *c)
+{
+    return c->phase == PH_DONE;
+}
+
+void compute_result(const compute_t *c, compute_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->status = c->status;
+    out->done = c->done;
+    snprintf(out->why, sizeof out->why, "%s", c->status ? c->why : "completed");
+    out->stage = c->stage;
+    out->version = c->version;
+    out->tokens = c->tokens;
+    out->completed = c->completed;
+    out->lost = c->lost;
+    out->retries = c->retries;
+    out->drops = c->drops;
+    out->cursor = c->cursor;
+}
+
+int compute_save_checkpoint(compute_t *c, char *err, size_t errlen)
+{
+    if (!c->st || !c->c.ckpt_path || !c->c.ckpt_path[0]) return 0;
+    checkpoint_info_t info = {0};
+    info.cfg = c->o->cfg;
+    info.run = c->c.run;
+    info.stage = c->stage;
+    info.nstages = c->nstages;
+    info.version = c->st->version;
+    info.cursor = c->cursor;
+    info.completed = c->completed;
+    return checkpoint_save(c->c.ckpt_path, &info, c->st->params, c->st->m, c->st->v, c->lay.nparams, err, errlen);
+}
+
+const stage_state_t *compute_state(const compute_t *c)
+{
+    return c->st;
+}
+
+int compute_choose_start(const peer_view_t *v, int stage, int64_t ck_version, int joiner, uint64_t *donor, int *use_ck)
+{
+    uint64_t best = 0;
+    uint32_t bv = 0, maxv = 0;
+    for (int i = 0; v && i < v->n; i++) {
+        const view_peer_t *p = &v->p[i];
+        if (p->version > maxv) maxv = p->version;
+        if (p->stage == stage && p->health != PEER_GONE && (!best || p->version >= bv)) { best = p->id; bv = p->version; }
+    }
+    *use_ck = ck_version >= 0 && (!best || (int64_t)bv <= ck_version);
+    *donor = *use_ck ? 0 : best;
+    if (*donor) return START_DOWNLOAD;
+    if (!*use_ck && joiner && maxv > 0) return START_BACKUP;
+    return START_AS_IS;
+}
+
+compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
+{
+    compute_t *c = calloc(1, sizeof *c);
+    if (!c) { snprintf(err, errlen, "out of memory"); return NULL; }
+    c->c = *cfg;
+    c->o = cfg->o;
+    c->st = cfg->st;
+    c->data = cfg->data;
+    c->view = cfg->view;
+    c->c.st = NULL;
+    c->c.data = NULL;
+    c->c.view = NULL;
+    router_init(&c->router);
+    idmap_init(&c->applied[0]);
+    idmap_init(&c->applied[1]);
+    c->stage = cfg->stage;
+    c->nstages = c->o->stages;
+    c->B = c->o->batch;
+    c->T = c->o->cfg.kind == MODEL_GPT ? c->o->cfg.maxT : 1;
+    c->targets_n = (size_t)c->B * c->T;
+    c->cursor = cfg->cursor;
+    c->completed = cfg->completed;
+    c->t0 = s_now(c);
+    c->last_backup = c->t0;
+    c->last_move = -1e9;
+    c->fetch_from = -1;
+    c->last_loss = NAN;
+    if (c->st) { c->lay = c->st->s; c->version = c->st->version; }
+    else if (stage_init(&c->lay, &c->o->cfg, c->stage, c->nstages, err, errlen) < 0) { compute_destroy(&c); return NULL; }
+    c->max_inflight = c->o->max_inflight > 0 ? c->o->max_inflight : 2 * c->nstages;
+    if (c->o->schedule == SCHED_GPIPE) c->max_inflight = c->o->micro;
+    c->auto_window = c->o->max_inflight == 0 && c->o->schedule != SCHED_GPIPE;
+    metrics_set_stage(c->c.metrics, c->stage);
+    if (s_stage_setup(c) < 0) {
+        snprintf(err, errlen, "out of memory for activations");
+        compute_destroy(&c);
+        return NULL;
+    }
+    c->phase = PH_RUN;
+    if (cfg->start != START_AS_IS) s_fetch(c, cfg->start == START_DOWNLOAD ? cfg->donor : 0);
+    else metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":\"%s\"", (long long)c->version,
+                       c->version > 0 ? "checkpoint" : "initial");
+    s_send_self(c, MAIL_SELF);
+    return c;
+}
+
+void compute_destroy(compute_t **self_p)
+{
+    compute_t *c = *self_p;
+    if (!c) return;
+    s_stage_teardown(c);
+    mail_t *m = c->out_head;
+    while (m) { mail_t *next = (mail_t *)m->q.next; mail_free(m); m = next; }
+    router_fini(&c->router);
+    idmap_fini(&c->applied[0]);
+    idmap_fini(&c->applied[1]);
+    free(c->view);
+    stage_state_destroy(&c->st);
+    data_close(&c->data);
+    data_batch_free(&c->batch);
+    free(c->targets8);
+    free(c);
+    *self_p = NULL;
+}

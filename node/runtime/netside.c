@@ -1,0 +1,1393 @@
+/* netside.c: the network side of a node (netside.h): joining, gossip,
+ * heartbeats and failure detection, admission, checking and decoding what
+ * arrives, encoding what leaves, state transfers and held backups. */
+#include "node/runtime/netside.h"
+#include "compress/codec.h"
+#include "node/engine/model.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JOIN_WAIT_S 15.0        /* a joiner gives up when its bootstrap is silent this long */
+#define JOIN_RESEND_S 3.0       /* and asks again this often */
+#define JOIN_PER_S 20           /* JOINs (not introductions) answered per second, all keys together */
+#define GOSSIP_EVERY_S 1.0
+#define PING_EVERY_S 0.5
+#define HEALTH_EVERY_S 0.25
+#define VIEW_EVERY_S 0.2        /* the compute side's snapshot is refreshed at most this often */
+#define GONE_MIN_S 3.0
+#define DROP_LOG_FIRST 50
+#define BAN_STRIKES 20          /* refused messages that get a peer banned */
+#define BAN_S 60.0              /* for this long */
+#define STATE_REQ_EVERY_S 2.0   /* at most one state download per peer this often */
+#define FETCH_RESEND_S 3.0      /* a state download asks its donor again this often */
+#define NORM_FACTOR 1000.0      /* a tensor this many times its stream's usual RMS is refused */
+#define NORM_WARMUP 16          /* tensors seen before the norm check applies */
+#define FEEDBACK_STREAMS 64     /* gradient streams with error feedback (one per upstream peer) */
+#define TABLE_MAX_BYTES (1u << 22)
+
+/* A state snapshot being received in STATE chunks. */
+typedef struct {
+    uint64_t donor;         /* the peer whose chunks are taken (0: the first that answers) */
+    uint8_t *buf;           /* total bytes */
+    size_t total;
+    uint32_t nchunks, got;
+    uint8_t *have;          /* chunk received flags */
+    uint32_t checksum;
+    int64_t version;
+    int complete;
+} state_rx_t;
+
+/* The snapshot of a stage served by a single node, held here for it. */
+typedef struct {
+    uint8_t *buf;           /* complete snapshot, or NULL */
+    size_t total;
+    uint32_t checksum;
+    int64_t version;
+    state_rx_t rx;          /* a snapshot arriving */
+} backup_t;
+
+/* A state fetch asked for by the compute side. */
+typedef struct {
+    int active;
+    int stage;              /* the stage whose state is wanted */
+    uint64_t donor;         /* 0: a backup from whoever holds one */
+    double deadline;        /* give up then */
+    double resend;          /* ask again then (donor fetches) */
+    state_rx_t rx;          /* the download */
+} fetch_t;
+
+/* The gradient stream to one upstream peer, with its quantization residual. */
+typedef struct {
+    uint64_t peer;
+    size_t n;
+    float *residual;
+} feedback_t;
+
+typedef enum { JOIN_NONE = 0, JOIN_WAITING, JOIN_DONE, JOIN_FAILED } join_state_t;
+
+struct netside {
+    netside_cfg_t c;            /* configuration (o points at the node's options) */
+    uint64_t id;                /* node_id_from_pubkey */
+    uint64_t run;               /* run id (0 until a joiner is welcomed) */
+    int nstages;
+    int shard;                  /* data shard assigned at WELCOME */
+    self_info_t me;             /* what the compute side last said about this node */
+    int left;                   /* the compute side has ended */
+    int said_done;              /* the final PEERS/DONE went out */
+    peers_t peers;              /* the swarm table (owned) */
+    codec_ctx_t *dec, *enc;     /* tensor codecs */
+    feedback_t fb[FEEDBACK_STREAMS];
+    int nfb;
+    fetch_t fetch;              /* a state download for the compute side */
+    backup_t *backups;          /* [nstages]: snapshots held for other stages */
+    double join_tokens, join_last;  /* JOIN rate limiter */
+    /* joining */
+    join_state_t join;
+    int join_link, join_want;
+    double join_deadline, join_resend;
+    char join_addr[ADDR_TEXT_MAX];
+    char join_err[320];
+    /* timers */
+    double next_ping, next_gossip, next_health, next_view;
+    int view_dirty;
+    uint64_t drop_logged;
+    net_counters_t ctr;
+};
+
+/* ---- helpers ---- */
+
+static double s_now(const netside_t *ns) { return rt_now(&ns->c.clock); }
+
+static uint64_t s_unix_s(const netside_t *ns) { return ns->c.clock.wall_ms(ns->c.clock.arg) / 1000; }
+
+static void s_post(netside_t *ns, mail_t *m)
+{
+    if (m) ns->c.post(ns->c.post_arg, m);
+}
+
+static void s_drop(netside_t *ns, const char *why, uint64_t from)
+{
+    uint64_t k = atomic_fetch_add(&ns->ctr.drops, 1) + 1;
+    char id[9];
+    node_id_short(from, id);
+    if (k <= DROP_LOG_FIRST || k % 100 == 0)
+        metrics_event(ns->c.metrics, "drop", "\"why\":\"%s\",\"from\":\"%s\",\"drops\":%llu", why, id, (unsigned long long)k);
+    /* a repeat offender is ignored for a while */
+    peer_t *p = from != ns->id ? peers_find(&ns->peers, from) : NULL;
+    if (p && ++p->strikes >= BAN_STRIKES) {
+        p->strikes = 0;
+        p->banned_until = s_now(ns) + BAN_S;
+        p->health = PEER_GONE;
+        ns->view_dirty = 1;
+        metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"banned\",\"why\":\"%d refused messages, last: %s\",\"for_s\":%.0f",
+                      id, BAN_STRIKES, why, BAN_S);
+    }
+}
+
+/* A message that is not an offence but is not taken either (late, after a move). */
+static void s_discard(netside_t *ns)
+{
+    atomic_fetch_add(&ns->ctr.drops, 1);
+}
+
+static int s_banned(netside_t *ns, uint64_t id)
+{
+    peer_t *p = peers_find(&ns->peers, id);
+    return p && p->banned_until > s_now(ns);
+}
+
+static int s_admitted(netside_t *ns, uint64_t id)
+{
+    peer_t *p = peers_find(&ns->peers, id);
+    return p && p->admitted;
+}
+
+/* Checks a tensor's scale against the usual scale of its sender's stream:
+ * 0 when plausible (and learns from it), -1 when far outside. */
+static int s_norm_ok(netside_t *ns, uint64_t from, const float *t, size_t len)
+{
+    peer_t *p = peers_find(&ns->peers, from);
+    if (!p || !t) return 0;
+    double ss = 0;
+    for (size_t i = 0; i < len; i++) ss += (double)t[i] * t[i];
+    double rms = sqrt(ss / (double)(len ? len : 1));
+    if (p->norm_n >= NORM_WARMUP && rms > NORM_FACTOR * p->norm_mean + 1e-6) return -1;
+    p->norm_n++;
+    double w = p->norm_n < 20 ? 1.0 / p->norm_n : 0.05;
+    p->norm_mean += w * (rms - p->norm_mean);
+    return 0;
+}
+
+static void s_self_info(const netside_t *ns, peer_info_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->id = ns->id;
+    snprintf(p->addr, sizeof p->addr, "%s", ns->c.adv);
+    memcpy(p->pubkey, ns->c.keys->pub, 32);
+    p->stage = (int16_t)ns->me.stage;
+    p->version = (uint32_t)ns->me.version;
+    p->rate = ns->me.rate;
+}
+
+static int s_has_ticket(const netside_t *ns)
+{
+    return ns->c.ticket != NULL;
+}
+
+/* The JOIN body: our address, the stage we want, our ticket (closed swarm). */
+static void s_put_join(const netside_t *ns, wbuf_t *w, int want)
+{
+    wbuf_put_str(w, ns->c.adv);
+    wbuf_put_u32(w, (uint32_t)(int32_t)want);
+    wbuf_put_bytes(w, ns->c.ticket, s_has_ticket(ns) ? TICKET_LEN : 0);
+}
+
+static int s_port_send(netside_t *ns, int link, const transport_msg_t *to, const wire_hdr_t *h,
+                       const void *const *f, const size_t *l, int nf, uint64_t virt)
+{
+    return ns->c.port.send(ns->c.port.arg, link, to, h, f, l, nf, virt);
+}
+
+static void s_hdr(const netside_t *ns, wire_hdr_t *h, int type)
+{
+    wire_hdr_init(h, (wire_type_t)type);
+    h->run = ns->run;
+    h->stage = ns->me.stage < 0 ? WIRE_STAGE_NONE : (uint16_t)ns->me.stage;
+    h->wversion = (uint32_t)ns->me.version;
+}
+
+/* A new link starts with an introduction: who we are, where we listen,
+ * which stage we serve, and (closed swarm) our ticket, so the peer knows us
+ * before our first real message even when gossip has not told it yet. */
+static void s_introduce(netside_t *ns, int link)
+{
+    wbuf_t w;
+    wbuf_init(&w, 1024);
+    s_put_join(ns, &w, ns->me.stage);
+    wire_hdr_t h;
+    s_hdr(ns, &h, WIRE_JOIN);
+    h.flags = JOIN_FLAG_INTRO;
+    const void *f[1] = { w.data };
+    size_t l[1] = { w.len };
+    if (!wbuf_error(&w)) s_port_send(ns, link, NULL, &h, f, l, 1, 0);
+    wbuf_free(&w);
+}
+
+/* The link to peer id, connecting on first use; -1 when unknown. */
+static int s_link(netside_t *ns, uint64_t id)
+{
+    peer_t *p = id != ns->id ? peers_find(&ns->peers, id) : NULL;
+    if (!p) return -1;
+    if (p->link < 0) {
+        char err[256];
+        p->link = ns->c.port.connect(ns->c.port.arg, p->info.addr, p->info.pubkey, err, sizeof err);
+        if (p->link >= 0) s_introduce(ns, p->link);
+    }
+    return p->link;
+}
+
+static void s_account(netside_t *ns, const size_t *lens, int nf, uint64_t raw, uint64_t virt)
+{
+    uint64_t b = WIRE_HDR_LEN + virt;
+    for (int i = 0; i < nf; i++) b += lens[i];
+    atomic_fetch_add(&ns->ctr.bytes_sent, b);
+    atomic_fetch_add(&ns->ctr.bytes_sent_raw, raw ? raw : b);
+}
+
+static int s_send(netside_t *ns, uint64_t peer, const wire_hdr_t *h, const void *const *frames,
+                  const size_t *lens, int nf, uint64_t raw, uint64_t virt)
+{
+    int link = s_link(ns, peer);
+    if (link < 0) return -1;
+    int r = s_port_send(ns, link, NULL, h, frames, lens, nf, virt);
+    if (r == 0) s_account(ns, lens, nf, raw, virt);
+    return r;
+}
+
+static int s_reply(netside_t *ns, const transport_msg_t *to, const wire_hdr_t *h, const void *const *frames,
+                   const size_t *lens, int nf)
+{
+    int r = s_port_send(ns, to->link >= 0 ? to->link : -1, to, h, frames, lens, nf, 0);
+    if (r == 0) s_account(ns, lens, nf, 0, 0);
+    return r;
+}
+
+/* The ids of every live peer (self excluded) into ids (room for PEERS_CAP). */
+static int s_live_ids(const netside_t *ns, uint64_t *ids)
+{
+    int k = 0;
+    for (int i = 0; i < ns->peers.n; i++)
+        if (ns->peers.p[i].info.id != ns->id && ns->peers.p[i].health != PEER_GONE) ids[k++] = ns->peers.p[i].info.id;
+    return k;
+}
+
+static void s_add_peer(netside_t *ns, const peer_info_t *info, const char *why);
+
+/* Signs this node's own announcement again when its address or stage
+ * changed since the last one (the seq is the wall clock in ms, so it only
+ * grows, across restarts too). */
+static void s_self_announce(netside_t *ns, peer_t *self)
+{
+    announce_t a;
+    char err[160];
+    if (self->announce_seq && announce_verify(&a, self->announce, ANNOUNCE_LEN, err, sizeof err) == 0
+        && a.stage == self->info.stage && strcmp(a.addr, self->info.addr) == 0)
+        return;
+    uint64_t seq = ns->c.clock.wall_ms(ns->c.clock.arg);
+    if (seq <= self->announce_seq) seq = self->announce_seq + 1;
+    if (announce_sign(&a, &self->info, seq, ns->c.keys, err, sizeof err) == 0) {
+        announce_encode(self->announce, &a);
+        self->announce_seq = seq;
+    }
+}
+
+/* The table (alive peers and self) for WELCOME, PEERS and STATUS: the
+ * records, then a u32 count and each record's signed announcement (empty
+ * when we hold none for it), forwarded as received. */
+static void s_put_table(netside_t *ns, wbuf_t *w)
+{
+    int cap = ns->peers.n + 1;
+    peer_info_t *recs = malloc(sizeof(peer_info_t) * (size_t)cap);
+    const uint8_t **blobs = malloc(sizeof(uint8_t *) * (size_t)cap);
+    if (!recs || !blobs) { free(recs); free(blobs); w->err = 1; return; }
+    int k = 0;
+    s_self_info(ns, &recs[k]);
+    blobs[k] = NULL;
+    peer_t *self = peers_find(&ns->peers, ns->id);
+    if (self) {
+        self->info.stage = (int16_t)ns->me.stage;
+        memcpy(self->info.addr, recs[0].addr, sizeof self->info.addr);
+        s_self_announce(ns, self);
+        if (self->announce_seq) blobs[k] = self->announce;
+    }
+    k++;
+    double now = s_now(ns);
+    for (int i = 0; i < ns->peers.n && k < cap; i++) {
+        peer_t *p = &ns->peers.p[i];
+        if (p->info.id == ns->id || p->health == PEER_GONE) continue;
+        recs[k] = p->info;
+        recs[k].rtt_ms = (float)p->rtt_ms;
+        recs[k].seen_ms = (uint64_t)((now - p->last_heard) * 1000.0);
+        blobs[k] = p->announce_seq ? p->announce : NULL;
+        k++;
+    }
+    peers_encode(w, recs, k);
+    wbuf_put_u32(w, (uint32_t)k);
+    for (int i = 0; i < k; i++) wbuf_put_bytes(w, blobs[i], blobs[i] ? ANNOUNCE_LEN : 0);
+    free(recs);
+    free(blobs);
+}
+
+/* Takes the records of a table sent by `sender`: its own record on its word
+ * (the link authenticated it), anyone else's only with that peer's valid
+ * signed announcement, newer than the one held, vouching for the record's
+ * address and stage.  Returns -1 when the announcement part is malformed. */
+static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k, uint64_t sender,
+                        const uint8_t sender_pub[32], const char *why)
+{
+    uint32_t nb = rbuf_get_u32(r);
+    if (rbuf_error(r) || nb != (uint32_t)k) return -1;
+    for (int i = 0; i < k; i++) {
+        size_t len = 0;
+        const uint8_t *blob = rbuf_get_bytes(r, ANNOUNCE_LEN, &len);
+        if (rbuf_error(r)) return -1;
+        const peer_info_t *rec = &recs[i];
+        if (rec->id == ns->id) continue;
+        peer_t *p = peers_find(&ns->peers, rec->id);
+        announce_t a;
+        char err[160];
+        int valid = 0;
+        if (len == ANNOUNCE_LEN && p && p->announce_seq && memcmp(p->announce, blob, ANNOUNCE_LEN) == 0)
+            valid = 0;  /* the announcement we hold already: nothing new, no signature to check */
+        else
+            valid = len == ANNOUNCE_LEN && announce_verify(&a, blob, len, err, sizeof err) == 0 && announce_matches(&a, rec);
+        if (rec->id == sender) {
+            if (memcmp(rec->pubkey, sender_pub, 32) != 0) continue;
+            s_add_peer(ns, rec, why);
+        } else if (!valid) {
+            continue;   /* a third party's word alone is not enough (or nothing new) */
+        } else if (!p) {
+            s_add_peer(ns, rec, why);
+        }
+        p = peers_find(&ns->peers, rec->id);
+        if (p && valid && a.seq >= p->announce_seq) {
+            if (strcmp(p->info.addr, a.addr) != 0 && p->link >= 0) {
+                ns->c.port.disconnect(ns->c.port.arg, p->link);
+                p->link = -1;
+            }
+            if (p->info.stage != a.stage) ns->view_dirty = 1;
+            memcpy(p->info.addr, a.addr, sizeof p->info.addr);
+            p->info.stage = a.stage;
+            memcpy(p->announce, blob, ANNOUNCE_LEN);
+            p->announce_seq = a.seq;
+        }
+    }
+    return 0;
+}
+
+static void s_send_table(netside_t *ns, uint64_t peer)
+{
+    wbuf_t w;
+    wbuf_init(&w, TABLE_MAX_BYTES);
+    s_put_table(ns, &w);
+    wbuf_put_u64(&w, ns->me.completed);
+    wbuf_put_f32(&w, (float)ns->me.loss);
+    wbuf_put_u8(&w, (uint8_t)(ns->me.done == 1 && ns->me.status == 0));  /* completed, not interrupted */
+    if (!wbuf_error(&w)) {
+        wire_hdr_t h;
+        s_hdr(ns, &h, WIRE_PEERS);
+        const void *f[1] = { w.data };
+        size_t l[1] = { w.len };
+        s_send(ns, peer, &h, f, l, 1, 0, 0);
+    }
+    wbuf_free(&w);
+}
+
+/* Marks peer id heard from now; logs a return. */
+static void s_heard(netside_t *ns, uint64_t id)
+{
+    peer_t *p = peers_find(&ns->peers, id);
+    if (!p) return;
+    p->last_heard = s_now(ns);
+    if (p->health == PEER_GONE) {
+        p->health = PEER_ALIVE;
+        ns->view_dirty = 1;
+        char s[9];
+        node_id_short(id, s);
+        metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"heard again\",\"peer_stage\":%d", s, p->info.stage);
+    }
+}
+
+static void s_add_peer(netside_t *ns, const peer_info_t *info, const char *why)
+{
+    if (info->id == ns->id) return;
+    int r = peers_upsert(&ns->peers, info, s_now(ns));
+    ns->view_dirty = 1;
+    if (r == 1) {
+        char s[9];
+        node_id_short(info->id, s);
+        metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"%s\",\"peer_stage\":%d,\"addr\":\"%s\"",
+                      s, why, info->stage, info->addr);
+    }
+}
+
+/* ---- joining (the bootstrap's side) ---- */
+
+/* 1 when another JOIN may be answered now (a token bucket refilled at JOIN_PER_S). */
+static int s_join_allowed(netside_t *ns)
+{
+    double now = s_now(ns);
+    ns->join_tokens += (now - ns->join_last) * JOIN_PER_S;
+    if (ns->join_tokens > JOIN_PER_S) ns->join_tokens = JOIN_PER_S;
+    ns->join_last = now;
+    if (ns->join_tokens < 1) return 0;
+    ns->join_tokens -= 1;
+    return 1;
+}
+
+/* Closed swarm: checks the ticket of a JOIN; 0 admitted, -1 refused (reason in why). */
+static int s_check_ticket(netside_t *ns, const uint8_t *tbytes, size_t tlen, const uint8_t pub[32], char *why, size_t whylen)
+{
+    ticket_t t;
+    if (tlen != TICKET_LEN) { snprintf(why, whylen, "no admission ticket"); return -1; }
+    if (ticket_decode(&t, tbytes, tlen, why, whylen) < 0) return -1;
+    return ticket_verify(&t, ns->c.o->owner_pub, pub, s_unix_s(ns), why, whylen);
+}
+
+/* A refused joiner learns why, so it can say so instead of waiting. */
+static void s_refuse(netside_t *ns, const transport_msg_t *m, const char *why)
+{
+    char id[9];
+    node_id_short(m->sender, id);
+    metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"refused\",\"why\":\"%s\"", id, why);
+    s_drop(ns, why, m->sender);
+    if (m->hdr.flags & JOIN_FLAG_INTRO) return;
+    wire_hdr_t h;
+    s_hdr(ns, &h, WIRE_BYE);
+    const void *f[1] = { why };
+    size_t l[1] = { strlen(why) };
+    s_reply(ns, m, &h, f, l, 1);
+}
+
+/* A member opening a link to us: learn it, admit it, nothing to answer. */
+static void s_on_intro(netside_t *ns, const transport_msg_t *m, const char *adv, int want)
+{
+    peer_info_t info = {0};
+    info.id = m->sender;
+    memcpy(info.addr, adv, sizeof info.addr);
+    memcpy(info.pubkey, m->sender_pub, 32);
+    info.stage = (int16_t)want;
+    s_add_peer(ns, &info, "introduction");
+    s_heard(ns, m->sender);
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (p) p->admitted = 1;
+}
+
+static void s_welcome(netside_t *ns, const transport_msg_t *m, int stage, int shard)
+{
+    wbuf_t cfg, asg, tab;
+    wbuf_init(&cfg, 1 << 16);
+    wbuf_init(&asg, 64);
+    wbuf_init(&tab, TABLE_MAX_BYTES);
+    opts_encode_run(&cfg, ns->c.o);
+    wbuf_put_u32(&asg, (uint32_t)stage);
+    wbuf_put_u32(&asg, (uint32_t)shard);
+    wbuf_put_u8(&asg, (uint8_t)(ns->me.done != 0));
+    s_put_table(ns, &tab);
+    if (!wbuf_error(&cfg) && !wbuf_error(&asg) && !wbuf_error(&tab)) {
+        wire_hdr_t h;
+        s_hdr(ns, &h, WIRE_WELCOME);
+        const void *f[3] = { cfg.data, asg.data, tab.data };
+        size_t l[3] = { cfg.len, asg.len, tab.len };
+        s_reply(ns, m, &h, f, l, 3);
+    }
+    wbuf_free(&cfg);
+    wbuf_free(&asg);
+    wbuf_free(&tab);
+}
+
+static void s_on_join(netside_t *ns, const transport_msg_t *m)
+{
+    int intro = (m->hdr.flags & JOIN_FLAG_INTRO) != 0;
+    if (!intro && !s_join_allowed(ns)) { s_discard(ns); return; }  /* a flood of joiners: they retry every 3 s */
+    if (m->nframes < 1) { s_drop(ns, "JOIN without body", m->sender); return; }
+    rbuf_t r;
+    rbuf_init(&r, m->frame[0], m->len[0]);
+    char adv[PEER_ADDR_MAX];
+    rbuf_get_str(&r, adv, sizeof adv);
+    int32_t want = (int32_t)rbuf_get_u32(&r);
+    size_t tlen = 0;
+    const uint8_t *tbytes = rbuf_get_bytes(&r, TICKET_LEN, &tlen);
+    char host[ADDR_HOST_MAX], err[256];
+    int port;
+    if (rbuf_error(&r) || hostport_parse(adv, host, sizeof host, &port, 0, err, sizeof err) < 0
+        || want < -1 || want >= ns->nstages) {
+        s_drop(ns, "malformed JOIN", m->sender);
+        return;
+    }
+    char why[200];
+    if (ns->c.o->closed && s_check_ticket(ns, tbytes, tlen, m->sender_pub, why, sizeof why) < 0) {
+        s_refuse(ns, m, why);
+        return;
+    }
+    if (intro) { s_on_intro(ns, m, adv, want); return; }
+    int stage = want;
+    peer_t *known = peers_find(&ns->peers, m->sender);
+    if (known && want < 0) stage = known->info.stage;  /* a repeated JOIN keeps its stage */
+    if (stage < 0 || stage >= ns->nstages) stage = peers_pick_stage(&ns->peers, ns->nstages);
+    int counts[MODEL_STAGES_MAX];
+    peers_stage_counts(&ns->peers, ns->nstages, counts);
+    peer_info_t info = {0};
+    info.id = m->sender;
+    snprintf(info.addr, sizeof info.addr, "%s", adv);
+    memcpy(info.pubkey, m->sender_pub, 32);
+    info.stage = (int16_t)stage;
+    s_add_peer(ns, &info, "join");
+    /* a re-join after a restart: mark it alive, and reconnect to its (possibly new) address */
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (p) {
+        p->info.stage = (int16_t)stage;
+        if (strcmp(p->info.addr, adv) != 0 && p->link >= 0) { ns->c.port.disconnect(ns->c.port.arg, p->link); p->link = -1; }
+        snprintf(p->info.addr, sizeof p->info.addr, "%s", adv);
+        p->health = PEER_ALIVE;
+        p->last_heard = s_now(ns);
+        p->admitted = 1;
+    }
+    s_welcome(ns, m, stage, stage == 0 ? counts[0] : 0);
+}
+
+/* ---- joining (the joiner's side) ---- */
+
+static void s_join_fail(netside_t *ns, const char *fmt, const char *detail)
+{
+    snprintf(ns->join_err, sizeof ns->join_err, fmt, ns->join_addr, detail);
+    ns->join = JOIN_FAILED;
+}
+
+static void s_join_send(netside_t *ns)
+{
+    wbuf_t w;
+    wbuf_init(&w, 1024);
+    s_put_join(ns, &w, ns->join_want);
+    wire_hdr_t h;
+    wire_hdr_init(&h, WIRE_JOIN);
+    const void *f[1] = { w.data };
+    size_t l[1] = { w.len };
+    if (!wbuf_error(&w)) s_port_send(ns, ns->join_link, NULL, &h, f, l, 1, 0);
+    wbuf_free(&w);
+    ns->join_resend = s_now(ns) + JOIN_RESEND_S;
+}
+
+int netside_join(netside_t *ns, const char *join_addr, int want, char *err, size_t errlen)
+{
+    char host[ADDR_HOST_MAX], why[300], hp[PEER_ADDR_MAX];
+    int port;
+    uint8_t key[32];
+    if (addr_parse(join_addr, host, sizeof host, &port, key, why, sizeof why) < 0) {
+        snprintf(err, errlen, "--join %s", why);
+        return -1;
+    }
+    hostport_format(hp, sizeof hp, host, port);
+    ns->join_link = ns->c.port.connect(ns->c.port.arg, hp, key, why, sizeof why);
+    if (ns->join_link < 0) { snprintf(err, errlen, "--join %s: %s", join_addr, why); return -1; }
+    snprintf(ns->join_addr, sizeof ns->join_addr, "%s", join_addr);
+    ns->join_want = want;
+    ns->join = JOIN_WAITING;
+    ns->join_deadline = s_now(ns) + JOIN_WAIT_S;
+    s_join_send(ns);
+    return 0;
+}
+
+int netside_join_state(netside_t *ns, char *err, size_t errlen)
+{
+    if (ns->join == JOIN_FAILED) { snprintf(err, errlen, "%s", ns->join_err); return -1; }
+    return ns->join == JOIN_DONE || ns->join == JOIN_NONE ? 1 : 0;
+}
+
+static void s_on_refused(netside_t *ns, const transport_msg_t *m)
+{
+    char why[200];
+    size_t n = m->len[0] < sizeof why - 1 ? m->len[0] : sizeof why - 1;
+    memcpy(why, m->frame[0], n);
+    why[n] = 0;
+    for (char *q = why; *q; q++) if (*q < 32 || *q > 126) *q = '?';
+    s_join_fail(ns, "--join %s: refused by the swarm: %s (a closed swarm needs --ticket from its owner)", why);
+}
+
+static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
+{
+    if (m->nframes < 3) { s_join_fail(ns, "--join %s: malformed WELCOME%s", ""); return; }
+    opts_t o = *ns->c.o;
+    rbuf_t rc, ra, rt;
+    rbuf_init(&rc, m->frame[0], m->len[0]);
+    rbuf_init(&ra, m->frame[1], m->len[1]);
+    rbuf_init(&rt, m->frame[2], m->len[2]);
+    char e2[256];
+    if (opts_decode_run(&rc, &o, e2, sizeof e2) < 0) { s_join_fail(ns, "--join %s: the swarm's %s", e2); return; }
+    int stage = (int)rbuf_get_u32(&ra);
+    int shard = (int)rbuf_get_u32(&ra);
+    int done = rbuf_get_u8(&ra);
+    peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
+    int k = 0;
+    if (!recs || rbuf_error(&ra) || stage < 0 || stage >= o.stages || shard < 0
+        || peers_decode(&rt, recs, PEERS_MAX, &k, e2, sizeof e2) < 0) {
+        free(recs);
+        s_join_fail(ns, "--join %s: malformed WELCOME%s", "");
+        return;
+    }
+    if (done) { free(recs); s_join_fail(ns, "--join %s: that run has already finished%s", ""); return; }
+    *ns->c.o = o;
+    ns->run = m->hdr.run;
+    ns->nstages = o.stages;
+    ns->shard = shard;
+    ns->me.stage = stage;
+    free(ns->backups);
+    ns->backups = calloc((size_t)ns->nstages, sizeof(backup_t));
+    int bad = !ns->backups || s_take_table(ns, &rt, recs, k, m->sender, m->sender_pub, "welcome") < 0;
+    free(recs);
+    if (bad) { s_join_fail(ns, "--join %s: malformed WELCOME%s", ""); return; }
+    /* the bootstrap's link is the one we opened; it is the node we chose to join */
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (p && p->link < 0) p->link = ns->join_link;
+    if (p) p->admitted = 1;
+    ns->join = JOIN_DONE;
+}
+
+/* ---- tensors ---- */
+
+/* The floats a tensor of this type must have, and the stage its sender must serve. */
+static size_t s_expect(const netside_t *ns, int type, int *want_stage)
+{
+    if (type == WIRE_ACT) { *want_stage = ns->me.stage - 1; return ns->me.in_n; }
+    if (type == WIRE_GRAD) { *want_stage = ns->me.stage + 1; return ns->me.out_n; }
+    *want_stage = ns->me.stage;
+    return ns->me.nparams;
+}
+
+/* A modelled tensor (simulator): one u64, the number of values it stands for. */
+static long s_decode_modelled(const transport_msg_t *m, size_t expect)
+{
+    rbuf_t r;
+    rbuf_init(&r, m->frame[0], m->len[0]);
+    uint64_t n = rbuf_get_u64(&r);
+    return rbuf_error(&r) || n != expect ? -1 : (long)n;
+}
+
+/* Checks and decodes the tensor of an ACT/GRAD/AVG into a mail for the compute side. */
+static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
+{
+    int type = m->hdr.type, want_stage;
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!p) { s_drop(ns, "tensor from an unknown peer", m->sender); return; }
+    if (ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { s_discard(ns); return; }  /* in flight across a move */
+    size_t expect = s_expect(ns, type, &want_stage);
+    if (p->info.stage != want_stage) { s_drop(ns, "tensor from a peer of the wrong stage", m->sender); return; }
+    if (type == WIRE_GRAD && (m->hdr.flags & GRAD_FLAG_DUP) && m->nframes == 0) {
+        /* no tensor: the microbatch was applied further on already */
+        mail_t *mail = mail_new(MAIL_TENSOR);
+        if (!mail) return;
+        mail->hdr = m->hdr;
+        mail->peer = m->sender;
+        s_post(ns, mail);
+        return;
+    }
+    if (m->nframes < 1 || expect == 0) { s_drop(ns, "tensor message without tensor", m->sender); return; }
+    size_t ntarg = type == WIRE_ACT ? (size_t)ns->c.o->batch * (size_t)(ns->c.o->cfg.kind == MODEL_GPT ? ns->c.o->cfg.maxT : 1) : 0;
+    if (type == WIRE_ACT && (m->nframes < 2 || m->len[1] != ntarg)) { s_drop(ns, "ACT without valid targets", m->sender); return; }
+    mail_t *mail = mail_new(MAIL_TENSOR);
+    float *t = NULL;
+    if (!ns->c.modelled) t = malloc(sizeof(float) * expect);
+    uint8_t *tg = ntarg ? malloc(ntarg) : NULL;
+    if (!mail || (!ns->c.modelled && !t) || (ntarg && !tg)) {
+        mail_free(mail); free(t); free(tg);
+        s_drop(ns, "out of memory", m->sender);
+        return;
+    }
+    char err[200];
+    const char *bad = NULL;
+    if (ns->c.modelled) {
+        if (s_decode_modelled(m, expect) < 0) bad = "modelled tensor of the wrong size";
+    } else {
+        frame_info_t fi;
+        if (frame_peek(&fi, m->frame[0], m->len[0], err, sizeof err) < 0) bad = "bad tensor frame";
+        else if (fi.n_values != expect) bad = "tensor shape does not match the run";
+        else if (frame_decode(ns->dec, t, expect, NULL, NULL, m->frame[0], m->len[0], err, sizeof err) != (long)expect)
+            bad = "tensor frame refused";
+        for (size_t i = 0; !bad && i < expect; i++)
+            if (!isfinite(t[i])) bad = "non-finite tensor";
+        if (!bad && type != WIRE_AVG && s_norm_ok(ns, m->sender, t, expect) < 0) bad = "tensor norm far outside its stream's range";
+    }
+    if (!bad && ntarg) {
+        memcpy(tg, m->frame[1], ntarg);
+        for (size_t i = 0; i < ntarg; i++)
+            if (tg[i] >= ns->c.o->cfg.V) { bad = "target out of range"; break; }
+    }
+    if (bad) {
+        mail_free(mail); free(t); free(tg);
+        s_drop(ns, bad, m->sender);
+        return;
+    }
+    mail->hdr = m->hdr;
+    mail->peer = m->sender;
+    mail->x = t;
+    mail->n = expect;
+    mail->aux = tg;
+    mail->aux_len = ntarg;
+    s_post(ns, mail);
+}
+
+/* The residual of the gradient stream to peer (n floats), made on first use; NULL when none is free. */
+static float *s_residual(netside_t *ns, uint64_t peer, size_t n)
+{
+    for (int i = 0; i < ns->nfb; i++)
+        if (ns->fb[i].peer == peer) return ns->fb[i].n == n ? ns->fb[i].residual : NULL;
+    if (ns->nfb == FEEDBACK_STREAMS) return NULL;
+    float *r = calloc(n, sizeof(float));
+    if (!r) return NULL;
+    ns->fb[ns->nfb++] = (feedback_t){ .peer = peer, .n = n, .residual = r };
+    return r;
+}
+
+/* Forgets every gradient stream (this node moved to another stage). */
+static void s_feedback_reset(netside_t *ns)
+{
+    for (int i = 0; i < ns->nfb; i++) free(ns->fb[i].residual);
+    ns->nfb = 0;
+}
+
+/* Encodes mail m's tensor into frame (returns its length, -1 on failure);
+ * *virt: the bytes a modelled tensor stands for. */
+static long s_encode(netside_t *ns, const mail_t *m, uint8_t **frame, uint64_t *virt)
+{
+    *virt = 0;
+    if (ns->c.modelled || !m->x) {
+        /* a modelled tensor: its size only; on the wire as its codec would make it */
+        wbuf_t w;
+        wbuf_init(&w, 16);
+        wbuf_put_u64(&w, m->n);
+        *frame = w.data;
+        *virt = frame_bound(m->n, m->codec);
+        return wbuf_error(&w) ? -1 : (long)w.len;
+    }
+    size_t cap = frame_bound(m->n, m->codec);
+    *frame = malloc(cap);
+    if (!*frame) return -1;
+    uint32_t shape[1] = { (uint32_t)m->n };
+    encode_opts_t eo = { .residual = m->feedback ? s_residual(ns, m->peer, m->n) : NULL };
+    char err[200];
+    return frame_encode(ns->enc, *frame, cap, m->x, shape, 1, m->codec, &eo, err, sizeof err);
+}
+
+/* Sends the message of a MAIL_SEND: header, the tensor (encoded here), the aux frame. */
+static void s_on_send(netside_t *ns, mail_t *m)
+{
+    const void *f[2];
+    size_t l[2];
+    int nf = 0;
+    uint8_t *frame = NULL;
+    uint64_t virt = 0;
+    if (m->codec >= 0) {
+        long len = s_encode(ns, m, &frame, &virt);
+        if (len < 0) { free(frame); s_drop(ns, "tensor could not be encoded", ns->id); return; }
+        f[nf] = frame;
+        l[nf++] = (size_t)len;
+    }
+    if (m->aux) { f[nf] = m->aux; l[nf++] = m->aux_len; }
+    wire_hdr_t h = m->hdr;
+    h.run = ns->run;
+    if (m->peer) {
+        if (s_send(ns, m->peer, &h, f, l, nf, m->raw_bytes, virt) != 0) s_drop(ns, "send failed (peer unknown or its queue full)", m->peer);
+        else if (m->state_bytes) atomic_fetch_add(&ns->ctr.bytes_sent_state, WIRE_HDR_LEN + l[0] + (nf > 1 ? l[1] : 0));
+    } else {
+        uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
+        int k = ids ? s_live_ids(ns, ids) : 0;
+        for (int i = 0; i < k; i++) s_send(ns, ids[i], &h, f, l, nf, m->raw_bytes, virt);
+        free(ids);
+    }
+    free(frame);
+}
+
+/* ---- state transfer ---- */
+
+static void s_rx_free(state_rx_t *x)
+{
+    free(x->buf);
+    free(x->have);
+    memset(x, 0, sizeof *x);
+}
+
+static int s_rx_begin(state_rx_t *x, size_t total)
+{
+    s_rx_free(x);
+    x->total = total;
+    x->nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    x->buf = malloc(total ? total : 1);
+    x->have = calloc(x->nchunks ? x->nchunks : 1, 1);
+    if (!x->buf || !x->have) { s_rx_free(x); return -1; }
+    return 0;
+}
+
+/* Checks a STATE chunk's preamble against an assembly and stores it.
+ * Returns the chunk index, or -1 (dropped). */
+static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
+{
+    rbuf_t r;
+    rbuf_init(&r, m->frame[0], m->len[0]);
+    uint64_t total = rbuf_get_u64(&r);
+    uint32_t sum = rbuf_get_u32(&r);
+    int64_t version = (int64_t)rbuf_get_u64(&r);
+    uint32_t nchunks = rbuf_get_u32(&r);
+    uint64_t idx = m->hdr.mb;
+    if (rbuf_error(&r) || total != x->total || nchunks != x->nchunks || idx >= nchunks) { s_drop(ns, "malformed STATE", m->sender); return -1; }
+    size_t off = (size_t)idx * STATE_CHUNK, want = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
+    if (m->len[1] != (ns->c.modelled ? 0 : want)) { s_drop(ns, "STATE chunk of the wrong size", m->sender); return -1; }
+    if (x->got == 0) { x->checksum = sum; x->version = version; }
+    else if (sum != x->checksum || version != x->version) {
+        /* a newer snapshot started: begin again with it */
+        memset(x->have, 0, x->nchunks);
+        x->got = 0;
+        x->checksum = sum;
+        x->version = version;
+    }
+    if (!x->have[idx]) {
+        if (!ns->c.modelled) memcpy(x->buf + off, m->frame[1], want);
+        x->have[idx] = 1;
+        x->got++;
+    }
+    if (x->got == x->nchunks) {
+        if (!ns->c.modelled && frame_checksum(x->buf, x->total, 0) != x->checksum) {
+            s_drop(ns, "STATE checksum mismatch", m->sender);
+            memset(x->have, 0, x->nchunks);
+            x->got = 0;
+            return -1;
+        }
+        x->complete = 1;
+    }
+    return (int)idx;
+}
+
+/* Floats of stage s's parameters (0 when the stage is out of range). */
+static size_t s_stage_params(const netside_t *ns, int s)
+{
+    stage_t st;
+    char err[200];
+    return stage_init(&st, &ns->c.o->cfg, s, ns->nstages, err, sizeof err) < 0 ? 0 : st.nparams;
+}
+
+/* A snapshot (params|m|v as bytes) into a blob for the compute side. */
+static state_blob_t *s_blob(const netside_t *ns, int stage, const uint8_t *buf, size_t total, int64_t version, int backup)
+{
+    size_t np = total / (3 * sizeof(float));
+    state_blob_t *b = state_blob_new(stage, ns->c.modelled ? 0 : np);
+    if (!b) return NULL;
+    b->nparams = np;
+    b->version = version;
+    b->backup = backup;
+    if (!ns->c.modelled) memcpy(b->data, buf, total);
+    return b;
+}
+
+/* Ends the compute side's fetch: the blob (NULL: nothing came) goes to it. */
+static void s_fetch_end(netside_t *ns, state_blob_t *blob)
+{
+    mail_t *m = mail_new(MAIL_STATE);
+    if (!m) { state_blob_destroy(&blob); return; }
+    m->hdr.stage = (uint16_t)ns->fetch.stage;
+    m->state = blob;
+    s_rx_free(&ns->fetch.rx);
+    ns->fetch.active = 0;
+    s_post(ns, m);
+}
+
+static void s_fetch_ask(netside_t *ns)
+{
+    wire_hdr_t h;
+    s_hdr(ns, &h, WIRE_STATE_REQ);
+    h.stage = (uint16_t)ns->fetch.stage;
+    h.flags = ns->fetch.donor ? 0 : STATE_FLAG_BACKUP;
+    if (ns->fetch.donor) {
+        s_send(ns, ns->fetch.donor, &h, NULL, NULL, 0, 0, 0);
+        ns->fetch.resend = s_now(ns) + FETCH_RESEND_S;
+    } else {
+        uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
+        int k = ids ? s_live_ids(ns, ids) : 0;
+        for (int i = 0; i < k; i++) s_send(ns, ids[i], &h, NULL, NULL, 0, 0, 0);
+        free(ids);
+        ns->fetch.resend = ns->fetch.deadline;  /* backups are asked for once */
+    }
+}
+
+/* MAIL_FETCH: the compute side wants stage hdr.stage's state from peer (0: a backup). */
+static void s_on_fetch(netside_t *ns, const mail_t *m)
+{
+    int stage = m->hdr.stage;
+    if (ns->fetch.active) s_rx_free(&ns->fetch.rx);
+    memset(&ns->fetch, 0, sizeof ns->fetch);
+    ns->fetch.active = 1;
+    ns->fetch.stage = stage;
+    ns->fetch.donor = m->peer;
+    ns->fetch.deadline = s_now(ns) + (double)m->hdr.mb * 1e-3;   /* hdr.mb: the wait in ms */
+    if (!m->peer && stage >= 0 && stage < ns->nstages && ns->backups[stage].buf) {
+        /* a backup of that stage is held here */
+        backup_t *b = &ns->backups[stage];
+        s_fetch_end(ns, s_blob(ns, stage, b->buf, b->total, b->version, 1));
+        return;
+    }
+    if (s_rx_begin(&ns->fetch.rx, 3 * s_stage_params(ns, stage) * sizeof(float)) < 0) { s_fetch_end(ns, NULL); return; }
+    ns->fetch.rx.donor = m->peer;
+    s_fetch_ask(ns);
+}
+
+static void s_on_backup_push(netside_t *ns, const transport_msg_t *m)
+{
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    int s = m->hdr.stage;
+    if (!p || p->info.stage != s || s >= ns->nstages || m->nframes < 2) {
+        s_drop(ns, "unexpected backup", m->sender);
+        return;
+    }
+    backup_t *b = &ns->backups[s];
+    state_rx_t *x = &b->rx;
+    size_t total = 3 * s_stage_params(ns, s) * sizeof(float);
+    if ((!x->buf || x->total != total) && s_rx_begin(x, total) < 0) return;
+    if (s_state_chunk(ns, x, m) < 0 || !x->complete) return;
+    /* keep the complete snapshot; the assembly buffer becomes the held copy */
+    free(b->buf);
+    b->buf = x->buf;
+    b->total = x->total;
+    b->checksum = x->checksum;
+    b->version = x->version;
+    x->buf = NULL;
+    s_rx_free(x);
+    char id[9];
+    node_id_short(m->sender, id);
+    metrics_event(ns->c.metrics, "backup", "\"held_stage\":%d,\"version\":%lld,\"from\":\"%s\",\"bytes\":%zu",
+                  s, (long long)b->version, id, b->total);
+}
+
+/* Sends a snapshot (total bytes at buf) in STATE chunks, to peer or as a reply to m. */
+static void s_send_chunks(netside_t *ns, uint64_t peer, const transport_msg_t *m, int stage, uint32_t flags,
+                          const uint8_t *buf, size_t total, int64_t version)
+{
+    uint32_t sum = ns->c.modelled ? 0 : frame_checksum(buf, total, 0);
+    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    for (uint32_t k = 0; k < nchunks; k++) {
+        size_t off = (size_t)k * STATE_CHUNK, len = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
+        uint8_t pre[32];
+        wbuf_t w;
+        wbuf_init_fixed(&w, pre, sizeof pre);
+        wbuf_put_u64(&w, total);
+        wbuf_put_u32(&w, sum);
+        wbuf_put_u64(&w, (uint64_t)version);
+        wbuf_put_u32(&w, nchunks);
+        wire_hdr_t h;
+        s_hdr(ns, &h, WIRE_STATE);
+        h.stage = (uint16_t)stage;
+        h.mb = k;
+        h.flags = flags;
+        h.wversion = (uint32_t)version;
+        const void *f[2] = { pre, ns->c.modelled ? NULL : buf + off };
+        size_t l[2] = { w.len, ns->c.modelled ? 0 : len };
+        uint64_t virt = ns->c.modelled ? len : 0;
+        int r;
+        if (peer) {
+            int link = s_link(ns, peer);
+            r = link < 0 ? -1 : s_port_send(ns, link, NULL, &h, f, l, 2, virt);
+        } else {
+            r = s_port_send(ns, m->link >= 0 ? m->link : -1, m, &h, f, l, 2, virt);
+        }
+        if (r == 0) {
+            s_account(ns, l, 2, 0, virt);
+            atomic_fetch_add(&ns->ctr.bytes_sent_state, WIRE_HDR_LEN + l[0] + l[1] + virt);
+        }
+    }
+}
+
+/* Serves a held backup to a replacement node of that stage. */
+static void s_serve_backup(netside_t *ns, const transport_msg_t *m)
+{
+    int s = m->hdr.stage;
+    if (s >= ns->nstages || !ns->backups[s].buf) return;  /* nothing held: silence */
+    backup_t *b = &ns->backups[s];
+    /* the replacement may not be in our table yet: answer on the connection it used */
+    s_send_chunks(ns, 0, m, s, STATE_FLAG_BACKUP | STATE_FLAG_REPLY, b->buf, b->total, b->version);
+    char id[9];
+    node_id_short(m->sender, id);
+    metrics_event(ns->c.metrics, "backup", "\"served_stage\":%d,\"version\":%lld,\"to\":\"%s\"", s, (long long)b->version, id);
+}
+
+static void s_on_state(netside_t *ns, const transport_msg_t *m)
+{
+    if (m->nframes < 2) { s_drop(ns, "STATE without body", m->sender); return; }
+    if ((m->hdr.flags & STATE_FLAG_BACKUP) && !(m->hdr.flags & STATE_FLAG_REPLY)) { s_on_backup_push(ns, m); return; }
+    fetch_t *f = &ns->fetch;
+    if (!f->active || m->hdr.stage != f->stage) { s_discard(ns); return; }  /* a late chunk of a download already done */
+    state_rx_t *x = &f->rx;
+    if (x->donor == 0) x->donor = m->sender;  /* a backup fetch takes the first holder that answers */
+    if (m->sender != x->donor) { s_discard(ns); return; }
+    if (s_state_chunk(ns, x, m) < 0 || !x->complete) return;
+    s_fetch_end(ns, s_blob(ns, f->stage, x->buf, x->total, x->version, f->donor == 0));
+}
+
+/* MAIL_STATE_OUT: sends the compute side's snapshot to a peer. */
+static void s_on_state_out(netside_t *ns, mail_t *m)
+{
+    state_blob_t *b = m->state;
+    size_t total = 3 * b->nparams * sizeof(float);
+    s_send_chunks(ns, m->peer, NULL, b->stage, m->hdr.flags, (const uint8_t *)b->data, total, b->version);
+    char s[9];
+    node_id_short(m->peer, s);
+    metrics_event(ns->c.metrics, m->hdr.flags & STATE_FLAG_BACKUP ? "backup" : "state", "\"to\":\"%s\",\"version\":%lld,\"bytes\":%zu",
+                  s, (long long)b->version, total);
+}
+
+static void s_on_state_req(netside_t *ns, const transport_msg_t *m)
+{
+    if (m->hdr.flags & STATE_FLAG_BACKUP) { s_serve_backup(ns, m); return; }
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!p || ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { s_drop(ns, "STATE_REQ this node cannot serve", m->sender); return; }
+    double now = s_now(ns);
+    if (p->last_state_req > 0 && now - p->last_state_req < STATE_REQ_EVERY_S) { s_drop(ns, "STATE_REQ rate limit", m->sender); return; }
+    p->last_state_req = now;
+    mail_t *mail = mail_new(MAIL_STATE_REQ);
+    if (!mail) return;
+    mail->hdr = m->hdr;
+    mail->peer = m->sender;
+    s_post(ns, mail);
+}
+
+/* ---- other messages ---- */
+
+static void s_stop_compute(netside_t *ns)
+{
+    s_post(ns, mail_new(MAIL_STOP));
+}
+
+static void s_on_peers(netside_t *ns, const transport_msg_t *m)
+{
+    if (m->nframes < 1) { s_drop(ns, "PEERS without body", m->sender); return; }
+    rbuf_t r;
+    rbuf_init(&r, m->frame[0], m->len[0]);
+    peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
+    int k = 0;
+    char err[200];
+    int bad = !recs || peers_decode(&r, recs, PEERS_MAX, &k, err, sizeof err) < 0
+              || s_take_table(ns, &r, recs, k, m->sender, m->sender_pub, "gossip") < 0;
+    free(recs);
+    if (bad) { s_drop(ns, "malformed PEERS", m->sender); return; }
+    uint64_t completed = rbuf_get_u64(&r);
+    float loss = rbuf_get_f32(&r);
+    int done = rbuf_get_u8(&r);
+    if (rbuf_error(&r)) { s_drop(ns, "malformed PEERS", m->sender); return; }
+    /* the run's progress and its end are the last stage's to tell */
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!p || p->info.stage != ns->nstages - 1) return;
+    if (completed > p->completed) { p->completed = completed; ns->view_dirty = 1; }
+    if (isfinite(loss)) p->last_loss = loss;
+    if (done) s_stop_compute(ns);
+}
+
+static void s_on_pong(netside_t *ns, const transport_msg_t *m)
+{
+    double sent = (double)m->hdr.mb * 1e-6, rtt = (s_now(ns) - sent) * 1000.0;
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!(rtt >= 0 && rtt < 600000) || !p) return;
+    if (p->rtt_ms == 0) { p->rtt_ms = rtt; p->rtt_dev_ms = rtt / 2; }
+    else {
+        p->rtt_dev_ms = 0.75 * p->rtt_dev_ms + 0.25 * fabs(rtt - p->rtt_ms);
+        p->rtt_ms = 0.875 * p->rtt_ms + 0.125 * rtt;
+    }
+    if (p->rtt_min_ms == 0 || rtt < p->rtt_min_ms) p->rtt_min_ms = rtt;
+    ns->view_dirty = 1;
+}
+
+static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
+{
+    if (ns->c.o->closed && !s_admitted(ns, m->sender)) {
+        /* `brigade status --keys DIR --ticket T` shows its ticket with the request */
+        char why[200];
+        if (m->nframes < 1 || s_check_ticket(ns, m->frame[0], m->len[0], m->sender_pub, why, sizeof why) < 0) {
+            s_drop(ns, "STATUS_REQ without a valid ticket (closed swarm)", m->sender);
+            return;
+        }
+    }
+    wbuf_t w;
+    wbuf_init(&w, TABLE_MAX_BYTES);
+    wbuf_put_u32(&w, (uint32_t)ns->nstages);
+    wbuf_put_u64(&w, (uint64_t)ns->c.o->steps * (uint64_t)ns->c.o->micro);
+    uint64_t completed;
+    double loss;
+    netside_progress(ns, &completed, &loss);
+    wbuf_put_u64(&w, completed);
+    wbuf_put_f32(&w, (float)loss);
+    wbuf_put_str(&w, ns->c.o->cfg.name);
+    s_put_table(ns, &w);
+    if (!wbuf_error(&w)) {
+        wire_hdr_t h;
+        s_hdr(ns, &h, WIRE_STATUS);
+        const void *f[1] = { w.data };
+        size_t l[1] = { w.len };
+        s_reply(ns, m, &h, f, l, 1);
+    }
+    wbuf_free(&w);
+}
+
+static void s_on_bye(netside_t *ns, const transport_msg_t *m)
+{
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!p || p->health == PEER_GONE) return;
+    p->health = PEER_GONE;
+    ns->view_dirty = 1;
+    char s[9];
+    node_id_short(m->sender, s);
+    metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"gone\",\"why\":\"bye\",\"peer_stage\":%d", s, p->info.stage);
+}
+
+static void s_on_ping(netside_t *ns, const transport_msg_t *m)
+{
+    wire_hdr_t h;
+    s_hdr(ns, &h, WIRE_PONG);
+    h.mb = m->hdr.mb;
+    if (m->link >= 0 || s_link(ns, m->sender) >= 0) s_send(ns, m->sender, &h, NULL, NULL, 0, 0, 0);
+}
+
+/* A joiner's messages before its WELCOME: only the bootstrap's answer counts. */
+static void s_on_msg_joining(netside_t *ns, const transport_msg_t *m)
+{
+    if (m->hdr.type == WIRE_BYE && m->nframes >= 1) s_on_refused(ns, m);
+    else if (m->hdr.type == WIRE_WELCOME) s_on_welcome(ns, m);
+}
+
+void netside_on_msg(netside_t *ns, const transport_msg_t *m, uint64_t virt_bytes)
+{
+    uint64_t b = WIRE_HDR_LEN + virt_bytes;
+    for (int i = 0; i < m->nframes; i++) b += m->len[i];
+    atomic_fetch_add(&ns->ctr.bytes_recv, b);
+    if (ns->join == JOIN_WAITING || ns->join == JOIN_FAILED) { s_on_msg_joining(ns, m); return; }
+    int type = m->hdr.type;
+    if (type == WIRE_STATUS_REQ) { s_on_status_req(ns, m); return; }
+    if (s_banned(ns, m->sender)) { s_discard(ns); return; }  /* not even counted as a strike */
+    if (type == WIRE_JOIN) {
+        if (m->hdr.run != 0 && m->hdr.run != ns->run) { s_drop(ns, "JOIN for another run", m->sender); return; }
+        s_on_join(ns, m);
+        return;
+    }
+    if (m->hdr.run != ns->run) { s_drop(ns, "message of another run", m->sender); return; }
+    if (ns->c.o->closed && !s_admitted(ns, m->sender)) { s_drop(ns, "no admission ticket", m->sender); return; }
+    s_heard(ns, m->sender);
+    switch (type) {
+    case WIRE_PEERS: s_on_peers(ns, m); break;
+    case WIRE_PING: s_on_ping(ns, m); break;
+    case WIRE_PONG: s_on_pong(ns, m); break;
+    case WIRE_ACT: case WIRE_GRAD: case WIRE_AVG: s_on_tensor(ns, m); break;
+    case WIRE_STATE_REQ: s_on_state_req(ns, m); break;
+    case WIRE_STATE: s_on_state(ns, m); break;
+    case WIRE_BYE: s_on_bye(ns, m); break;
+    case WIRE_DONE: {
+        peer_t *p = peers_find(&ns->peers, m->sender);
+        if (p && p->info.stage == ns->nstages - 1) s_stop_compute(ns);
+        else s_drop(ns, "DONE from a peer that is not of the last stage", m->sender);
+        break;
+    }
+    default:
+        s_drop(ns, "unexpected message type", m->sender);
+    }
+}
+
+/* ---- mail from the compute side ---- */
+
+static void s_broadcast(netside_t *ns, int type);
+
+/* The compute side says what changed about this node. */
+static void s_on_self(netside_t *ns, const self_info_t *s)
+{
+    int moved = s->stage != ns->me.stage;
+    ns->me = *s;
+    peer_t *self = peers_find(&ns->peers, ns->id);
+    if (self) {
+        if (self->info.stage != s->stage || self->info.rate != s->rate) ns->view_dirty = 1;
+        self->info.stage = (int16_t)s->stage;
+        self->info.rate = s->rate;
+        self->info.version = (uint32_t)s->version;
+        self->last_loss = s->loss;
+    }
+    if (moved) s_feedback_reset(ns);
+}
+
+/* The compute side ended: the last word to the swarm. */
+static void s_on_leave(netside_t *ns, const self_info_t *s)
+{
+    s_on_self(ns, s);
+    ns->left = 1;
+    /* only a run that completed ends the swarm; an interrupted or failed node just leaves */
+    if (ns->me.stage == ns->nstages - 1 && ns->me.done == 1 && ns->me.status == 0) s_broadcast(ns, WIRE_DONE);
+    s_broadcast(ns, WIRE_PEERS);
+    ns->said_done = 1;
+}
+
+void netside_on_mail(netside_t *ns, mail_t *m)
+{
+    switch (m->kind) {
+    case MAIL_SEND: s_on_send(ns, m); break;
+    case MAIL_SELF: s_on_self(ns, &m->self); break;
+    case MAIL_FETCH: s_on_fetch(ns, m); break;
+    case MAIL_STATE_OUT: s_on_state_out(ns, m); break;
+    case MAIL_LEAVE: s_on_leave(ns, &m->self); break;
+    default: break;
+    }
+    mail_free(m);
+}
+
+/* ---- periodic work ---- */
+
+static void s_broadcast(netside_t *ns, int type)
+{
+    uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
+    int k = ids ? s_live_ids(ns, ids) : 0;
+    for (int i = 0; i < k; i++) {
+        if (type == WIRE_PEERS) { s_send_table(ns, ids[i]); continue; }
+        wire_hdr_t h;
+        s_hdr(ns, &h, type);
+        h.mb = (uint64_t)(s_now(ns) * 1e6);
+        s_send(ns, ids[i], &h, NULL, NULL, 0, 0, 0);
+    }
+    free(ids);
+}
+
+static void s_check_health(netside_t *ns)
+{
+    double now = s_now(ns);
+    for (int i = 0; i < ns->peers.n; i++) {
+        peer_t *p = &ns->peers.p[i];
+        if (p->info.id == ns->id || p->health == PEER_GONE) continue;
+        /* silence allowed: a few heartbeats, stretched by the measured RTT and its spread */
+        double gone = GONE_MIN_S + (p->rtt_ms * 8 + p->rtt_dev_ms * 8) * 1e-3;
+        double slow = gone / 2;
+        double quiet = now - p->last_heard;
+        char s[9];
+        node_id_short(p->info.id, s);
+        if (quiet > gone) {
+            p->health = PEER_GONE;
+            ns->view_dirty = 1;
+            metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
+        } else if (quiet > slow && p->health == PEER_ALIVE) {
+            p->health = PEER_SLOW;
+            ns->view_dirty = 1;
+            metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"slow\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
+        } else if (quiet <= slow && p->health == PEER_SLOW) {
+            p->health = PEER_ALIVE;
+            ns->view_dirty = 1;
+        }
+    }
+}
+
+static void s_publish_view(netside_t *ns)
+{
+    mail_t *m = mail_new(MAIL_VIEW);
+    if (!m) return;
+    m->view = peers_view(&ns->peers);
+    if (!m->view) { mail_free(m); return; }
+    ns->view_dirty = 0;
+    s_post(ns, m);
+}
+
+double netside_tick(netside_t *ns)
+{
+    double now = s_now(ns);
+    if (ns->join == JOIN_WAITING) {
+        if (now > ns->join_deadline) {
+            char host[ADDR_HOST_MAX], why[300];
+            int port;
+            uint8_t key[32];
+            addr_parse(ns->join_addr, host, sizeof host, &port, key, why, sizeof why);
+            char detail[ADDR_HOST_MAX + 32];
+            snprintf(detail, sizeof detail, "%s:%d", host, port);
+            s_join_fail(ns, "--join %s: no answer from %s in 15 s (is a brigade node running there, is the port reachable, is the key its current one?)", detail);
+        } else if (now >= ns->join_resend) {
+            s_join_send(ns);
+        }
+        return ns->join_resend < ns->join_deadline ? ns->join_resend : ns->join_deadline;
+    }
+    if (ns->join == JOIN_FAILED) return now + 1.0;
+    if (now >= ns->next_ping) { s_broadcast(ns, WIRE_PING); ns->next_ping = now + PING_EVERY_S; }
+    if (now >= ns->next_gossip) { s_broadcast(ns, WIRE_PEERS); ns->next_gossip = now + GOSSIP_EVERY_S; }
+    if (now >= ns->next_health) { s_check_health(ns); ns->next_health = now + HEALTH_EVERY_S; }
+    if (ns->fetch.active) {
+        if (now >= ns->fetch.deadline) s_fetch_end(ns, NULL);
+        else if (now >= ns->fetch.resend) s_fetch_ask(ns);
+    }
+    if (ns->view_dirty && now >= ns->next_view) { s_publish_view(ns); ns->next_view = now + VIEW_EVERY_S; }
+    double next = ns->next_ping;
+    if (ns->next_gossip < next) next = ns->next_gossip;
+    if (ns->next_health < next) next = ns->next_health;
+    if (ns->view_dirty && ns->next_view < next) next = ns->next_view;
+    if (ns->fetch.active) {
+        if (ns->fetch.deadline < next) next = ns->fetch.deadline;
+        if (ns->fetch.resend < next) next = ns->fetch.resend;
+    }
+    return next;
+}
+
+int netside_finished(const netside_t *ns)
+{
+    return ns->left && ns->said_done;
+}
+
+void netside_bye(netside_t *ns)
+{
+    if (ns->me.stage == ns->nstages - 1 && ns->me.done == 1 && ns->me.status == 0) s_broadcast(ns, WIRE_DONE);
+    s_broadcast(ns, WIRE_BYE);
+}
+
+/* ---- life cycle and accessors ---- */
+
+netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
+{
+    netside_t *ns = calloc(1, sizeof *ns);
+    if (!ns) { snprintf(err, errlen, "out of memory"); return NULL; }
+    ns->c = *cfg;
+    ns->id = node_id_from_pubkey(cfg->keys->pub);
+    ns->nstages = cfg->o->stages;
+    ns->me.stage = cfg->o->stage;
+    ns->me.loss = NAN;
+    ns->join_link = -1;
+    ns->join_tokens = JOIN_PER_S;
+    ns->join_last = s_now(ns);
+    if (!cfg->o->join[0]) ns->run = opts_run_id(cfg->o);
+    ns->dec = codec_ctx_new(1);
+    ns->enc = codec_ctx_new(1);
+    ns->backups = calloc((size_t)(ns->nstages > 0 ? ns->nstages : 1), sizeof(backup_t));
+    if (peers_init(&ns->peers, ns->id) < 0 || !ns->dec || !ns->enc || !ns->backups) {
+        netside_destroy(&ns);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    peer_info_t self;
+    s_self_info(ns, &self);
+    peers_upsert(&ns->peers, &self, s_now(ns));
+    return ns;
+}
+
+void netside_destroy(netside_t **self_p)
+{
+    netside_t *ns = *self_p;
+    if (!ns) return;
+    s_feedback_reset(ns);
+    s_rx_free(&ns->fetch.rx);
+    for (int s = 0; ns->backups && s < ns->nstages; s++) {
+        free(ns->backups[s].buf);
+        s_rx_free(&ns->backups[s].rx);
+    }
+    free(ns->backups);
+    codec_ctx_destroy(&ns->dec);
+    codec_ctx_destroy(&ns->enc);
+    peers_fini(&ns->peers);
+    free(ns);
+    *self_p = NULL;
+}
+
+uint64_t netside_run(const netside_t *ns) { return ns->run; }
+int netside_stage(const netside_t *ns) { return ns->me.stage; }
+int netside_shard(const netside_t *ns) { return ns->shard; }
+
+void netside_set_self(netside_t *ns, const self_info_t *s)
+{
+    s_on_self(ns, s);
+}
+
+void netside_progress(const netside_t *ns, uint64_t *completed, double *loss)
+{
+    *completed = peers_completed(&ns->peers) + ns->me.completed;
+    *loss = NAN;
+    for (int i = 0; i < ns->peers.n; i++) {
+        const peer_t *p = &ns->peers.p[i];
+        if (p->info.id != ns->id && p->info.stage == ns->nstages - 1 && isfinite(p->last_loss)) *loss = p->last_loss;
+    }
+    if (ns->me.stage == ns->nstages - 1 && isfinite(ns->me.loss)) *loss = ns->me.loss;
+}
+
+peer_view_t *netside_view(const netside_t *ns) { return peers_view(&ns->peers); }
+const net_counters_t *netside_counters(const netside_t *ns) { return &ns->ctr; }
+const peers_t *netside_peers(const netside_t *ns) { return &ns->peers; }

@@ -1,0 +1,101 @@
+/* netside.h: the network side of a node.  It owns the peer table, the
+ * transport's links, joining, gossip, heartbeats and failure detection,
+ * admission (closed swarms), the checking, decoding and encoding of
+ * tensors, state transfers (downloads, backups held for other stages) and
+ * the byte counters.  It reacts to three things: a message from a peer
+ * (netside_on_msg), mail from the compute side (netside_on_mail) and time
+ * (netside_tick); it talks to the compute side only by mail (mail.h).
+ *
+ * Threading: a netside is driven by one thread (the node's I/O thread, or
+ * the simulator's); its counters may be read from any thread. */
+#ifndef BRIGADE_RUNTIME_NETSIDE_H
+#define BRIGADE_RUNTIME_NETSIDE_H
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "net/keys.h"
+#include "net/ticket.h"
+#include "net/transport.h"
+#include "node/runtime/env.h"
+#include "node/runtime/mail.h"
+#include "node/runtime/metrics.h"
+#include "node/runtime/options.h"
+#include "node/runtime/peers.h"
+
+#define ACT_FLAG_EVAL 0x1u     /* ACT: an evaluation microbatch: forward only */
+#define GRAD_FLAG_DUP 0x2u     /* GRAD without tensor: a later stage had already applied this microbatch */
+#define MB_ATTEMPT_SHIFT 8     /* ACT/GRAD flags bits 8..15: the issue attempt of the microbatch */
+#define MB_ATTEMPT(flags) (((flags) >> MB_ATTEMPT_SHIFT) & 0xffu)
+#define JOIN_FLAG_INTRO 0x1u   /* JOIN: an introduction (ticket) to a peer, no WELCOME wanted */
+#define STATE_CHUNK (1u << 20) /* bytes per STATE message */
+#define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
+#define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
+
+/* Byte and drop counters: written by the network side only, readable anywhere. */
+typedef struct {
+    atomic_uint_fast64_t bytes_sent;        /* on the wire, headers included */
+    atomic_uint_fast64_t bytes_sent_raw;    /* the same messages with tensors as raw fp32 */
+    atomic_uint_fast64_t bytes_sent_state;  /* of bytes_sent: stage state (downloads served, backups) */
+    atomic_uint_fast64_t bytes_recv;        /* received, headers included */
+    atomic_uint_fast64_t drops;             /* messages refused or lost */
+} net_counters_t;
+
+typedef struct {
+    opts_t *o;                 /* the run config and local options; a joiner's is filled in at WELCOME */
+    const keypair_t *keys;     /* this node's identity */
+    const uint8_t *ticket;     /* closed swarm: this node's admission ticket (TICKET_LEN), or NULL */
+    const char *adv;           /* HOST:PORT peers reach this node at */
+    rt_clock_t clock;          /* time */
+    rt_port_t port;            /* the network */
+    metrics_t *metrics;        /* events (shared with the compute side; thread-safe) */
+    void (*post)(void *arg, mail_t *m);  /* mail to the compute side (ownership passes) */
+    void *post_arg;
+    int modelled;              /* simulator: tensors are modelled (sizes only, no values) */
+} netside_cfg_t;
+
+typedef struct netside netside_t;
+
+/* A network side for a node with the given identity.  It knows itself as
+ * serving o->stage of a run with o's config (the creator), until a join
+ * says otherwise.  NULL with a reason when out of memory. */
+netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen);
+void netside_destroy(netside_t **self_p);
+
+/* Starts joining through the node at join_addr (HOST:PORT/KEY) asking for
+ * stage want (-1: the bootstrap chooses).  0, or -1 with a reason. */
+int netside_join(netside_t *self, const char *join_addr, int want, char *err, size_t errlen);
+/* The join's state: 1 welcomed (the run config is in cfg->o, the stage in
+ * netside_stage()), 0 still waiting, -1 failed with a one-line reason in err
+ * (refused, malformed WELCOME, finished run, no answer in time). */
+int netside_join_state(netside_t *self, char *err, size_t errlen);
+/* The run id, the stage this node serves and its data shard (after a join: as assigned). */
+uint64_t netside_run(const netside_t *self);
+int netside_stage(const netside_t *self);
+int netside_shard(const netside_t *self);
+/* Sets this node's own record before the compute side exists: stage and
+ * tensor sizes (the creator's, or a joiner's after WELCOME). */
+void netside_set_self(netside_t *self, const self_info_t *s);
+
+/* A message from a peer (the driver closes it afterwards).  virt_bytes: the
+ * bytes its modelled tensors stand for (simulator), 0 otherwise. */
+void netside_on_msg(netside_t *self, const transport_msg_t *m, uint64_t virt_bytes);
+/* Mail from the compute side (ownership passes). */
+void netside_on_mail(netside_t *self, mail_t *m);
+/* Timed work (heartbeats, gossip, failure detection, fetch deadlines).
+ * Returns the clock time it wants to be called again by. */
+double netside_tick(netside_t *self);
+/* 1 when the compute side has left and what had to be said was sent (BYE/DONE). */
+int netside_finished(const netside_t *self);
+/* Says goodbye to every live peer (BYE, and DONE when this last-stage node completed the run). */
+void netside_bye(netside_t *self);
+
+/* The run's progress (last-stage microbatches, swarm-wide, this node's
+ * included) and the last stage's latest loss (NaN unknown); driver thread only. */
+void netside_progress(const netside_t *self, uint64_t *completed, double *loss);
+/* A snapshot of the peer table for the compute side (NULL when out of memory). */
+peer_view_t *netside_view(const netside_t *self);
+/* The counters (readable from any thread). */
+const net_counters_t *netside_counters(const netside_t *self);
+/* The peer table, for a status page; driver thread only. */
+const peers_t *netside_peers(const netside_t *self);
+#endif

@@ -1,0 +1,66 @@
+/* router.c: routing of microbatches (router.h). */
+#include "node/runtime/router.h"
+#include "node/runtime/peers.h"
+#include <stdlib.h>
+#include <string.h>
+
+void router_init(router_t *rt)
+{
+    memset(rt, 0, sizeof *rt);
+    idmap_init(&rt->ix);
+}
+
+void router_fini(router_t *rt)
+{
+    free(rt->r);
+    idmap_fini(&rt->ix);
+    memset(rt, 0, sizeof *rt);
+}
+
+route_t *router_get(router_t *rt, uint64_t peer, int make)
+{
+    int i = idmap_get(&rt->ix, peer);
+    if (i >= 0) return &rt->r[i];
+    if (!make) return NULL;
+    if (rt->n == rt->cap) {
+        int cap = rt->cap ? 2 * rt->cap : 16;
+        route_t *r = realloc(rt->r, sizeof(route_t) * (size_t)cap);
+        if (!r) return NULL;
+        rt->r = r;
+        rt->cap = cap;
+    }
+    if (idmap_put(&rt->ix, peer, rt->n) < 0) return NULL;
+    route_t *r = &rt->r[rt->n++];
+    *r = (route_t){ .id = peer };
+    return r;
+}
+
+uint64_t router_pick(router_t *rt, const peer_view_t *v, int stage, uint64_t avoid)
+{
+    uint64_t best = 0;
+    double best_cost = 0;
+    for (int i = 0; v && i < v->n; i++) {
+        const view_peer_t *p = &v->p[i];
+        if (p->id == avoid || p->stage != stage || p->health == PEER_GONE) continue;
+        const route_t *r = router_get(rt, p->id, 0);
+        double turn = r && r->turnaround > 0 ? r->turnaround : 0.05;
+        double cost = ((r ? r->outstanding : 0) + 1) * turn + p->rtt_ms * 1e-3;
+        if (p->health == PEER_SLOW) cost = cost * 4 + 1.0;
+        if (!best || cost < best_cost) { best = p->id; best_cost = cost; }
+    }
+    return best;
+}
+
+void router_sent(router_t *rt, uint64_t peer)
+{
+    route_t *r = router_get(rt, peer, 1);
+    if (r) r->outstanding++;
+}
+
+void router_returned(router_t *rt, uint64_t peer, double turnaround)
+{
+    route_t *r = peer ? router_get(rt, peer, 0) : NULL;
+    if (!r) return;
+    if (r->outstanding > 0) r->outstanding--;
+    if (turnaround > 0) r->turnaround = r->turnaround > 0 ? 0.8 * r->turnaround + 0.2 * turnaround : turnaround;
+}

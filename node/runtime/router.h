@@ -1,0 +1,35 @@
+/* router.h: where a stage sends its work.  Per peer it sends to: the
+ * microbatches that peer holds and how fast it returns them; the choice,
+ * among the live peers of a stage in a peer-table snapshot, of the one
+ * expected to finish first.  Owned by the compute side. */
+#ifndef BRIGADE_RUNTIME_ROUTER_H
+#define BRIGADE_RUNTIME_ROUTER_H
+#include <stdint.h>
+#include "node/runtime/idmap.h"
+#include "node/runtime/mail.h"
+
+typedef struct {
+    uint64_t id;          /* the peer */
+    int outstanding;      /* our microbatches it holds */
+    double turnaround;    /* EWMA seconds from our ACT to its GRAD, 0 unknown */
+} route_t;
+
+typedef struct {
+    route_t *r;           /* per peer */
+    int n, cap;
+    idmap_t ix;           /* id -> index in r */
+} router_t;
+
+void router_init(router_t *rt);
+void router_fini(router_t *rt);
+/* The record of peer, or NULL (make: created when missing; NULL when out of memory). */
+route_t *router_get(router_t *rt, uint64_t peer, int make);
+/* The live peer of `stage` in v with the lowest expected completion time:
+ * (outstanding + 1) x turnaround (0.05 s while unknown) + RTT; a slow peer
+ * costs 4 x + 1 s.  Never `avoid` (0: none).  0 when the stage has no peer. */
+uint64_t router_pick(router_t *rt, const peer_view_t *v, int stage, uint64_t avoid);
+/* A microbatch went to peer. */
+void router_sent(router_t *rt, uint64_t peer);
+/* Peer returned (or lost) one: turnaround > 0 is its measured time. */
+void router_returned(router_t *rt, uint64_t peer, double turnaround);
+#endif
