@@ -10,6 +10,7 @@ int cmd_keygen(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_assemble(int argc, char **argv);
 int cmd_ticket(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 /* Prints "brigade: <why>" on stderr and returns 2 (the bad-input status). */
 int cli_fail(const char *why);

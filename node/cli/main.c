@@ -18,6 +18,7 @@ static void s_usage(FILE *f)
         "  sample  --model-file F [--prompt S]    generate text from a trained gpt\n"
         "  assemble CHECKPOINT_DIR... --out FILE  stage checkpoints -> one model file\n"
         "  ticket  --owner DIR --peer PUBKEY [--expires T]   admission ticket for a closed swarm\n"
+        "  sim     --nodes N --stages K [options] a whole swarm in one process, on a virtual network and clock\n"
         "\ntrainer options (solo):\n");
     opts_help(f, OPTS_SOLO);
 }
@@ -36,6 +37,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "status")) return cmd_status(argc, argv);
     if (!strcmp(cmd, "assemble")) return cmd_assemble(argc, argv);
     if (!strcmp(cmd, "ticket")) return cmd_ticket(argc, argv);
+    if (!strcmp(cmd, "sim")) return cmd_sim(argc, argv);
     fprintf(stderr, "brigade: unknown command '%s' (see brigade --help)\n", cmd);
     return 2;
 }

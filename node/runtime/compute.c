@@ -483,21 +483,18 @@ static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t
 /* Forward of record r (inputs already in its slot). */
 static void s_forward(compute_t *c, mbrec_t *r)
 {
-    double t = s_now(c);
     r->version = c->version;
     stash_ref(&c->stash, r->version);
     if (!c->c.modelled) stage_forward(&c->lay, s_params(c), c->pool[r->slot]);
     c->tokens += (uint64_t)c->B * c->T;
     c->fwd_done++;
     c->flops += s_fwd_flops(c);
-    c->busy_s += c->c.modelled ? s_fwd_flops(c) * 1e-11 : s_now(c) - t;
     r->t = s_now(c);
 }
 
 /* Backward of record r (dout in its slot unless last); sends din upstream. */
 static void s_backward(compute_t *c, mbrec_t *r)
 {
-    double t = s_now(c);
     acts_t *a = c->pool[r->slot];
     if (!c->c.modelled) {
         const float *w = stash_params(&c->stash, r->version, c->version, s_params(c));
@@ -506,7 +503,6 @@ static void s_backward(compute_t *c, mbrec_t *r)
     }
     s_mark_applied(c, r->mb);
     c->flops += 2 * s_fwd_flops(c);
-    c->busy_s += c->c.modelled ? 2 * s_fwd_flops(c) * 1e-11 : s_now(c) - t;
     if (c->stage > 0) {
         mail_t *m = s_tensor_mail(c, WIRE_GRAD, r->from, r->mb, a ? a->din : NULL, c->in_n, codec_from_name(c->o->grad_codec));
         if (m) {
@@ -1138,6 +1134,11 @@ int compute_step(compute_t *c, double *flops)
     return did;
 }
 
+void compute_account(compute_t *c, double seconds)
+{
+    if (seconds > 0) c->busy_s += seconds;
+}
+
 void compute_stop(compute_t *c, int done)
 {
     if (c->phase == PH_DONE) return;
@@ -1163,6 +1164,8 @@ void compute_result(const compute_t *c, compute_result_t *out)
     out->lost = c->lost;
     out->retries = c->retries;
     out->drops = c->drops;
+    out->skipped = c->skipped;
+    out->inflight = c->inflight;
     out->cursor = c->cursor;
 }
 

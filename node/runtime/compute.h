@@ -100,6 +100,9 @@ double compute_tick(compute_t *self);
  * evaluation): 1 when it did something, 0 when there was nothing to do.
  * *flops: the floating-point work it did (for modelled durations). */
 int compute_step(compute_t *self, double *flops);
+/* The time the last step took (production: measured; the simulator:
+ * modelled from its FLOPs): the node's capacity and window come from it. */
+void compute_account(compute_t *self, double seconds);
 /* Posts the mail the last steps produced (the simulator holds it until the
  * modelled end of the step; production flushes at once). */
 void compute_flush(compute_t *self);
@@ -115,7 +118,8 @@ typedef struct {
     char why[256];           /* reason when status != 0 */
     int stage;
     int64_t version;
-    uint64_t tokens, completed, lost, retries, drops;
+    uint64_t tokens, completed, lost, retries, drops, skipped;
+    int inflight;            /* microbatches still held */
     uint64_t cursor;         /* data position reached */
 } compute_result_t;
 void compute_result(const compute_t *self, compute_result_t *out);

@@ -9,11 +9,19 @@
 #include <string.h>
 #include <time.h>
 
-struct metrics {
+/* The file behind one or more metrics objects (the simulator's nodes share one). */
+typedef struct {
     FILE *f;               /* NULL: discard */
+    pthread_mutex_t lock;  /* one line at a time */
+    int refs;              /* metrics objects writing here (guarded by lock) */
+} sink_t;
+
+struct metrics {
+    sink_t *sink;          /* where lines go */
     char node[24];         /* short node id */
     int stage;             /* -1: null */
-    pthread_mutex_t lock;  /* one line at a time */
+    double (*now)(void *arg);  /* the clock of `t` (NULL: metrics_now) */
+    void *now_arg;
 };
 
 static double s_start = -1.0;
@@ -42,21 +50,44 @@ const char *metrics_num(char *buf, size_t len, double x)
     return buf;
 }
 
-metrics_t *metrics_open(const char *path, const char *node, char *err, size_t errlen)
+static metrics_t *s_new(sink_t *sink, const char *node)
 {
     metrics_t *m = calloc(1, sizeof *m);
-    if (!m) { snprintf(err, errlen, "out of memory"); return NULL; }
+    if (!m) return NULL;
+    m->sink = sink;
+    snprintf(m->node, sizeof m->node, "%s", node ? node : "solo");
+    m->stage = -1;
+    return m;
+}
+
+metrics_t *metrics_open(const char *path, const char *node, char *err, size_t errlen)
+{
+    sink_t *sink = calloc(1, sizeof *sink);
+    metrics_t *m = sink ? s_new(sink, node) : NULL;
+    if (!m) { free(sink); snprintf(err, errlen, "out of memory"); return NULL; }
     if (path && *path) {
-        m->f = fopen(path, "a");
-        if (!m->f) {
+        sink->f = fopen(path, "a");
+        if (!sink->f) {
             snprintf(err, errlen, "--metrics %s: %s", path, strerror(errno));
+            free(sink);
             free(m);
             return NULL;
         }
     }
-    snprintf(m->node, sizeof m->node, "%s", node ? node : "solo");
-    m->stage = -1;
-    pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&sink->lock, NULL);
+    sink->refs = 1;
+    return m;
+}
+
+metrics_t *metrics_share(metrics_t *parent, const char *node)
+{
+    metrics_t *m = s_new(parent->sink, node);
+    if (!m) return NULL;
+    pthread_mutex_lock(&parent->sink->lock);
+    parent->sink->refs++;
+    pthread_mutex_unlock(&parent->sink->lock);
+    m->now = parent->now;
+    m->now_arg = parent->now_arg;
     return m;
 }
 
@@ -64,41 +95,56 @@ void metrics_close(metrics_t **self_p)
 {
     metrics_t *m = *self_p;
     if (!m) return;
-    if (m->f) fclose(m->f);
-    pthread_mutex_destroy(&m->lock);
+    sink_t *sink = m->sink;
+    pthread_mutex_lock(&sink->lock);
+    int last = --sink->refs == 0;
+    pthread_mutex_unlock(&sink->lock);
+    if (last) {
+        if (sink->f) fclose(sink->f);
+        pthread_mutex_destroy(&sink->lock);
+        free(sink);
+    }
     free(m);
     *self_p = NULL;
 }
 
+void metrics_set_clock(metrics_t *m, double (*now)(void *arg), void *arg)
+{
+    m->now = now;
+    m->now_arg = arg;
+}
+
 void metrics_set_stage(metrics_t *m, int stage)
 {
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&m->sink->lock);
     m->stage = stage;
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->sink->lock);
 }
 
 void metrics_set_node(metrics_t *m, const char *node)
 {
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&m->sink->lock);
     snprintf(m->node, sizeof m->node, "%s", node);
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->sink->lock);
 }
 
 void metrics_event(metrics_t *m, const char *event, const char *fields, ...)
 {
-    if (!m || !m->f) return;
-    pthread_mutex_lock(&m->lock);
-    fprintf(m->f, "{\"t\":%.3f,\"event\":\"%s\",\"node\":\"%s\",\"stage\":", metrics_now(), event, m->node);
-    if (m->stage < 0) fputs("null", m->f);
-    else fprintf(m->f, "%d", m->stage);
+    if (!m || !m->sink->f) return;
+    FILE *f = m->sink->f;
+    pthread_mutex_lock(&m->sink->lock);
+    double t = m->now ? m->now(m->now_arg) : metrics_now();
+    fprintf(f, "{\"t\":%.3f,\"event\":\"%s\",\"node\":\"%s\",\"stage\":", t, event, m->node);
+    if (m->stage < 0) fputs("null", f);
+    else fprintf(f, "%d", m->stage);
     if (fields && *fields) {
-        fputc(',', m->f);
+        fputc(',', f);
         va_list ap;
         va_start(ap, fields);
-        vfprintf(m->f, fields, ap);
+        vfprintf(f, fields, ap);
         va_end(ap);
     }
-    fputs("}\n", m->f);
-    fflush(m->f);
-    pthread_mutex_unlock(&m->lock);
+    fputs("}\n", f);
+    fflush(f);
+    pthread_mutex_unlock(&m->sink->lock);
 }

@@ -10,7 +10,14 @@ typedef struct metrics metrics_t;
 /* Opens path for appending (NULL path: a metrics object that writes nothing).
  * Returns NULL with a reason in err when the file cannot be opened. */
 metrics_t *metrics_open(const char *path, const char *node, char *err, size_t errlen);
+/* Another metrics object writing to the same file as parent (its own node
+ * id, stage and the parent's clock); the file is closed with the last of
+ * them.  NULL when out of memory. */
+metrics_t *metrics_share(metrics_t *parent, const char *node);
 void metrics_close(metrics_t **self_p);
+/* The clock of `t` (default metrics_now: seconds since the process started;
+ * the simulator's virtual clock). */
+void metrics_set_clock(metrics_t *self, double (*now)(void *arg), void *arg);
 /* Sets the stage written on following lines (-1 writes null). */
 void metrics_set_stage(metrics_t *self, int stage);
 /* Sets the node id written on following lines. */

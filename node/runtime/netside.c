@@ -184,10 +184,19 @@ static void s_put_join(const netside_t *ns, wbuf_t *w, int want)
     wbuf_put_bytes(w, ns->c.ticket, s_has_ticket(ns) ? TICKET_LEN : 0);
 }
 
+/* Every message leaves here, and is counted here: raw is its size with
+ * tensors as raw fp32 (0: its wire size), virt the bytes its modelled
+ * tensors stand for (simulator). */
 static int s_port_send(netside_t *ns, int link, const transport_msg_t *to, const wire_hdr_t *h,
-                       const void *const *f, const size_t *l, int nf, uint64_t virt)
+                       const void *const *f, const size_t *l, int nf, uint64_t raw, uint64_t virt)
 {
-    return ns->c.port.send(ns->c.port.arg, link, to, h, f, l, nf, virt);
+    int r = ns->c.port.send(ns->c.port.arg, link, to, h, f, l, nf, virt);
+    if (r != 0) return r;
+    uint64_t b = WIRE_HDR_LEN + virt;
+    for (int i = 0; i < nf; i++) b += l[i];
+    atomic_fetch_add(&ns->ctr.bytes_sent, b);
+    atomic_fetch_add(&ns->ctr.bytes_sent_raw, raw ? raw : b);
+    return 0;
 }
 
 static void s_hdr(const netside_t *ns, wire_hdr_t *h, int type)
@@ -211,7 +220,7 @@ static void s_introduce(netside_t *ns, int link)
     h.flags = JOIN_FLAG_INTRO;
     const void *f[1] = { w.data };
     size_t l[1] = { w.len };
-    if (!wbuf_error(&w)) s_port_send(ns, link, NULL, &h, f, l, 1, 0);
+    if (!wbuf_error(&w)) s_port_send(ns, link, NULL, &h, f, l, 1, 0, 0);
     wbuf_free(&w);
 }
 
@@ -228,30 +237,18 @@ static int s_link(netside_t *ns, uint64_t id)
     return p->link;
 }
 
-static void s_account(netside_t *ns, const size_t *lens, int nf, uint64_t raw, uint64_t virt)
-{
-    uint64_t b = WIRE_HDR_LEN + virt;
-    for (int i = 0; i < nf; i++) b += lens[i];
-    atomic_fetch_add(&ns->ctr.bytes_sent, b);
-    atomic_fetch_add(&ns->ctr.bytes_sent_raw, raw ? raw : b);
-}
-
 static int s_send(netside_t *ns, uint64_t peer, const wire_hdr_t *h, const void *const *frames,
                   const size_t *lens, int nf, uint64_t raw, uint64_t virt)
 {
     int link = s_link(ns, peer);
     if (link < 0) return -1;
-    int r = s_port_send(ns, link, NULL, h, frames, lens, nf, virt);
-    if (r == 0) s_account(ns, lens, nf, raw, virt);
-    return r;
+    return s_port_send(ns, link, NULL, h, frames, lens, nf, raw, virt);
 }
 
 static int s_reply(netside_t *ns, const transport_msg_t *to, const wire_hdr_t *h, const void *const *frames,
                    const size_t *lens, int nf)
 {
-    int r = s_port_send(ns, to->link >= 0 ? to->link : -1, to, h, frames, lens, nf, 0);
-    if (r == 0) s_account(ns, lens, nf, 0, 0);
-    return r;
+    return s_port_send(ns, to->link >= 0 ? to->link : -1, to, h, frames, lens, nf, 0, 0);
 }
 
 /* The ids of every live peer (self excluded) into ids (room for PEERS_CAP). */
@@ -555,7 +552,7 @@ static void s_join_send(netside_t *ns)
     wire_hdr_init(&h, WIRE_JOIN);
     const void *f[1] = { w.data };
     size_t l[1] = { w.len };
-    if (!wbuf_error(&w)) s_port_send(ns, ns->join_link, NULL, &h, f, l, 1, 0);
+    if (!wbuf_error(&w)) s_port_send(ns, ns->join_link, NULL, &h, f, l, 1, 0, 0);
     wbuf_free(&w);
     ns->join_resend = s_now(ns) + JOIN_RESEND_S;
 }
@@ -974,12 +971,11 @@ static void s_send_chunks(netside_t *ns, uint64_t peer, const transport_msg_t *m
         int r;
         if (peer) {
             int link = s_link(ns, peer);
-            r = link < 0 ? -1 : s_port_send(ns, link, NULL, &h, f, l, 2, virt);
+            r = link < 0 ? -1 : s_port_send(ns, link, NULL, &h, f, l, 2, 0, virt);
         } else {
-            r = s_port_send(ns, m->link >= 0 ? m->link : -1, m, &h, f, l, 2, virt);
+            r = s_port_send(ns, m->link >= 0 ? m->link : -1, m, &h, f, l, 2, 0, virt);
         }
         if (r == 0) {
-            s_account(ns, l, 2, 0, virt);
             atomic_fetch_add(&ns->ctr.bytes_sent_state, WIRE_HDR_LEN + l[0] + l[1] + virt);
         }
     }

@@ -207,8 +207,12 @@ static void s_compute_loop(node_t *n)
         double next = compute_tick(n->comp);
         double t = metrics_now();
         int did = compute_step(n->comp, NULL);
+        if (did) {
+            s_slowdown(n, t);
+            compute_account(n->comp, metrics_now() - t);
+        }
         compute_flush(n->comp);
-        if (did) { s_slowdown(n, t); continue; }
+        if (did) continue;
         double wait = (next - metrics_now()) * 1000.0;
         queue_wait(&n->to_comp, wait < 1 ? 1 : wait > 5 ? 5 : (int)wait);
     }

@@ -23,7 +23,7 @@ typedef struct {
 
 #define O(f) offsetof(opts_t, f)
 #define S(f) sizeof(((opts_t *)0)->f)
-#define BOTH (OPTS_SOLO | OPTS_NODE)
+#define BOTH (OPTS_SOLO | OPTS_NODE | OPTS_SIM)   /* the run's options: every trainer takes them */
 static const opt_def_t s_opts[] = {
     { "model", T_STR, O(model), S(model), BOTH, "NAME", "gpt-tiny | gpt-small | gpt-base | mlp-fmnist (default gpt-tiny)" },
     { "layers", T_INT, O(layers), 0, BOTH, "N", "override the preset's transformer blocks / hidden layers" },
@@ -48,8 +48,8 @@ static const opt_def_t s_opts[] = {
     { "threads", T_INT, O(threads), 0, BOTH, "T", "BLAS threads (default 1)" },
     { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates (default 0: solo at the end only, node none)" },
     { "metrics", T_STR, O(metrics), S(metrics), BOTH, "FILE", "append JSON Lines metrics to FILE" },
-    { "checkpoint", T_STR, O(checkpoint), S(checkpoint), BOTH, "DIR", "stage checkpoints in DIR; a restart resumes" },
-    { "save-every", T_INT, O(save_every), 0, BOTH, "N", "checkpoint every N updates (default 50)" },
+    { "checkpoint", T_STR, O(checkpoint), S(checkpoint), OPTS_SOLO | OPTS_NODE, "DIR", "stage checkpoints in DIR; a restart resumes" },
+    { "save-every", T_INT, O(save_every), 0, OPTS_SOLO | OPTS_NODE, "N", "checkpoint every N updates (default 50)" },
     { "save", T_STR, O(save), S(save), OPTS_SOLO, "FILE", "write the whole model to FILE at the end" },
     { "resume", T_STR, O(resume), S(resume), OPTS_SOLO, "FILE", "start from a model file" },
     { "listen", T_STR, O(listen), S(listen), OPTS_NODE, "HOST:PORT", "where this node listens (default 0.0.0.0:7700)" },
@@ -185,7 +185,7 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
         const opt_def_t *d = s_find(name);
         if (!d || !(d->which & which)) {
             snprintf(err, errlen, "unknown option '%s' (see brigade %s --help)", a,
-                     which == OPTS_SOLO ? "solo" : "node");
+                     which == OPTS_SOLO ? "solo" : which == OPTS_SIM ? "sim" : "node");
             return -1;
         }
         const char *v = eq ? eq + 1 : NULL;

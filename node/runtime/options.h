@@ -42,7 +42,7 @@ typedef struct {
     uint64_t given[2];
 } opts_t;
 
-enum { OPTS_SOLO = 1, OPTS_NODE = 2 };
+enum { OPTS_SOLO = 1, OPTS_NODE = 2, OPTS_SIM = 4 };
 
 /* Fills defaults. */
 void opts_defaults(opts_t *o);

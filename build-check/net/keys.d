@@ -1,0 +1,2 @@
+build-check/net/keys.o: net/keys.c net/keys.h
+net/keys.h:

@@ -1,0 +1,202 @@
+/* sim_cmd.c: `brigade sim`: a whole swarm of the real runtime in one
+ * process on a virtual network and clock (node/runtime/sim.h). */
+#include "node/cli/cli.h"
+#include "node/runtime/sim.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { A_INT, A_DOUBLE, A_RANGE, A_COMPUTE, A_PATH } arg_type_t;
+
+typedef struct {
+    const char *name;     /* without the leading -- */
+    arg_type_t type;
+    const char *arg;      /* for --help */
+    const char *help;
+} sim_arg_t;
+
+static const sim_arg_t s_args[] = {
+    { "nodes", A_INT, "N", "virtual nodes at the start (default 8)" },
+    { "compute", A_COMPUTE, "real|model", "run the engine (tiny models: real losses) or model each step's time from its FLOPs (default model)" },
+    { "sim-seconds", A_DOUBLE, "S", "bound on simulated time; without --steps the run is these S seconds (default 600)" },
+    { "wall-seconds", A_DOUBLE, "S", "bound on wall time (default 600)" },
+    { "plan", A_PATH, "FILE", "fault plan: lines 'AT kill N | restart N | slow N F | partition A,B.. | heal | rogue N'" },
+    { "churn", A_DOUBLE, "PER_HOUR", "nodes leaving per node-hour, as many new ones joining (default 0)" },
+    { "latency-ms", A_RANGE, "A:B", "one-way latency per directed link, drawn in [A,B] (default 20:50)" },
+    { "bandwidth-mbit", A_RANGE, "A:B", "uplink per node, drawn in [A,B]; 0 unlimited (default 100:100)" },
+    { "speed", A_RANGE, "A:B", "compute speed factor per node, drawn in [A,B] (default 1:1)" },
+    { "jitter-ms", A_DOUBLE, "MS", "extra delay per message, uniform in [0,MS] (default 0)" },
+    { "loss", A_DOUBLE, "P", "probability a message is lost (default 0)" },
+    { "gflops", A_DOUBLE, "G", "modelled compute: GFLOP/s of a speed-1 node (default 50)" },
+};
+#define NARGS (int)(sizeof s_args / sizeof s_args[0])
+
+static void s_help(void)
+{
+    printf("usage: brigade sim --nodes N --stages K [--compute real|model] [--sim-seconds S] [--steps U]\n"
+           "                   [--seed X] [--plan FILE] [--churn PER_HOUR] [--latency-ms A:B] [--bandwidth-mbit A:B]\n"
+           "                   [--speed A:B] [--metrics FILE] [run options]\n\n"
+           "Runs a whole swarm of the real node code (routing, schedule, stash, failure detection,\n"
+           "re-issue, gossip, join, backups, rebalancing, admission) in one process on a virtual\n"
+           "network and clock.  Node 0 starts the run, the others join it.  The same options and\n"
+           "seed give the same event trace.  Its last line:\n"
+           "  sim: N nodes, completed C, lost L, duplicated D, sim S s in W s wall, trace HEX\n"
+           "Exit 0 only when the run completed and every invariant held.\n\n"
+           "simulation options:\n");
+    for (int i = 0; i < NARGS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s %s", s_args[i].name, s_args[i].arg);
+        printf("  %-30s %s\n", left, s_args[i].help);
+    }
+    printf("\nrun options (as brigade node takes them):\n");
+    opts_help(stdout, OPTS_SIM);
+}
+
+static const sim_arg_t *s_find(const char *name)
+{
+    for (int i = 0; i < NARGS; i++)
+        if (!strcmp(s_args[i].name, name)) return &s_args[i];
+    return NULL;
+}
+
+static int s_number(const char *name, const char *v, double lo, double hi, double *out, char *err, size_t errlen)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x) || x < lo || x > hi) {
+        snprintf(err, errlen, "--%s %s: want a number in %g..%g", name, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int s_range(const char *name, const char *v, double hi, double *a, double *b, char *err, size_t errlen)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    char *colon = strchr(buf, ':');
+    if (colon) *colon = 0;
+    if (s_number(name, buf, 0, hi, a, err, errlen) < 0) return -1;
+    if (!colon) { *b = *a; return 0; }
+    if (s_number(name, colon + 1, 0, hi, b, err, errlen) < 0) return -1;
+    if (*b < *a) { snprintf(err, errlen, "--%s %s: A:B with A <= B", name, v); return -1; }
+    return 0;
+}
+
+/* Takes one simulation option with its value. */
+static int s_set(sim_opts_t *so, const sim_arg_t *d, const char *v, char *err, size_t errlen)
+{
+    double x, y;
+    switch (d->type) {
+    case A_INT:
+        if (s_number(d->name, v, 1, 100000, &x, err, errlen) < 0 || x != floor(x)) {
+            snprintf(err, errlen, "--%s %s: want a whole number in 1..100000", d->name, v);
+            return -1;
+        }
+        so->nodes = (int)x;
+        return 0;
+    case A_COMPUTE:
+        if (!strcmp(v, "real")) so->real = 1;
+        else if (!strcmp(v, "model")) so->real = 0;
+        else { snprintf(err, errlen, "--compute %s: want real or model", v); return -1; }
+        return 0;
+    case A_PATH:
+        if (strlen(v) >= sizeof so->plan) { snprintf(err, errlen, "--%s: path too long", d->name); return -1; }
+        snprintf(so->plan, sizeof so->plan, "%s", v);
+        return 0;
+    case A_RANGE:
+        if (!strcmp(d->name, "latency-ms")) {
+            if (s_range(d->name, v, 60000, &so->lat_lo, &so->lat_hi, err, errlen) < 0) return -1;
+        } else if (!strcmp(d->name, "bandwidth-mbit")) {
+            if (s_range(d->name, v, 1e6, &so->bw_lo, &so->bw_hi, err, errlen) < 0) return -1;
+        } else {
+            if (s_range(d->name, v, 1000, &x, &y, err, errlen) < 0) return -1;
+            if (x <= 0) { snprintf(err, errlen, "--speed %s: speeds must be above 0", v); return -1; }
+            so->speed_lo = x;
+            so->speed_hi = y;
+        }
+        return 0;
+    case A_DOUBLE:
+        if (!strcmp(d->name, "sim-seconds")) return s_number(d->name, v, 1, 1e7, &so->sim_seconds, err, errlen);
+        if (!strcmp(d->name, "wall-seconds")) return s_number(d->name, v, 1, 1e6, &so->wall_seconds, err, errlen);
+        if (!strcmp(d->name, "churn")) return s_number(d->name, v, 0, 1e4, &so->churn_per_hour, err, errlen);
+        if (!strcmp(d->name, "jitter-ms")) return s_number(d->name, v, 0, 60000, &so->jitter_ms, err, errlen);
+        if (!strcmp(d->name, "loss")) return s_number(d->name, v, 0, 0.5, &so->loss, err, errlen);
+        return s_number(d->name, v, 0.001, 1e6, &so->gflops, err, errlen);
+    }
+    return -1;
+}
+
+/* Splits argv into simulation options (taken here) and run options (left in rest). */
+static int s_parse(sim_opts_t *so, int argc, char **argv, char **rest, int *nrest, char *err, size_t errlen)
+{
+    *nrest = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        const sim_arg_t *d = strncmp(a, "--", 2) == 0 ? s_find(a + 2) : NULL;
+        if (!d) {
+            rest[(*nrest)++] = argv[i];
+            if (strncmp(a, "--", 2) == 0 && !strchr(a, '=') && i + 1 < argc) rest[(*nrest)++] = argv[++i];
+            continue;
+        }
+        if (i + 1 >= argc) { snprintf(err, errlen, "--%s needs a value (%s)", d->name, d->arg); return -1; }
+        if (s_set(so, d, argv[++i], err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    sim_opts_t *so = calloc(1, sizeof *so);
+    char **rest = calloc((size_t)argc + 2, sizeof(char *));
+    if (!so || !rest) { free(so); free(rest); return cli_fail("out of memory"); }
+    sim_opts_defaults(so);
+    char err[512];
+    int nrest = 0, r = s_parse(so, argc, argv, rest + 2, &nrest, err, sizeof err);
+    if (r == 1) { s_help(); free(so); free(rest); return 0; }
+    rest[0] = argv[0];
+    rest[1] = argv[1];
+    if (r == 0) r = opts_parse(&so->o, OPTS_SIM, nrest + 2, rest, 2, err, sizeof err);
+    if (r == 1) { s_help(); free(so); free(rest); return 0; }
+    so->steps_given = opts_given(&so->o, "steps");
+    if (r < 0 || opts_resolve(&so->o, err, sizeof err) < 0) { free(so); free(rest); return cli_fail(err); }
+    free(rest);
+    if (so->o.stages == 0) so->o.stages = 4;
+    if (!so->o.codec[0]) snprintf(so->o.codec, sizeof so->o.codec, "int8");
+    if (!so->o.grad_codec[0]) snprintf(so->o.grad_codec, sizeof so->o.grad_codec, "int8");
+    if (so->nodes < so->o.stages) {
+        snprintf(err, sizeof err, "--nodes %d: fewer nodes than --stages %d", so->nodes, so->o.stages);
+        free(so);
+        return cli_fail(err);
+    }
+    if (so->real && so->nodes > 64) fprintf(stderr, "brigade sim: --compute real with %d nodes: each node holds its stage's weights; this may need a lot of memory\n", so->nodes);
+    fprintf(stderr, "brigade sim: %d nodes, %d stages, %s, %s compute, latency %g..%g ms, uplink %g..%g Mbit/s, speed %g..%g, seed %llu\n",
+            so->nodes, so->o.stages, so->o.cfg.name, so->real ? "real" : "modelled", so->lat_lo, so->lat_hi, so->bw_lo, so->bw_hi,
+            so->speed_lo, so->speed_hi, (unsigned long long)so->o.seed);
+    sim_result_t res;
+    if (sim_run(so, stderr, &res, err, sizeof err) < 0) { free(so); return cli_fail(err); }
+    printf("sim: loss %.4f -> %.4f at the last stage; skipped %llu; uncounted %llu\n", res.first_loss, res.last_loss,
+           (unsigned long long)res.skipped, (unsigned long long)res.uncounted);
+    printf("sim: bytes sent %llu, delivered %llu, dropped %llu, in flight %llu; control (gossip, heartbeats, joins) %.1f B per node-second\n",
+           (unsigned long long)res.bytes_sent, (unsigned long long)res.bytes_delivered, (unsigned long long)res.bytes_dropped,
+           (unsigned long long)res.bytes_inflight, res.node_seconds > 0 ? res.control_bytes / res.node_seconds : 0.0);
+    if (res.learn_n) printf("sim: a node knew a live peer of every stage %.2f s after it started (mean of %d)\n", res.learn_all_s, res.learn_n);
+    if (so->real) printf("sim: weights %016llx\n", (unsigned long long)res.weights);
+    if (!res.run_complete) printf("sim: the run did not complete (%llu of %llu microbatches)\n",
+                                  (unsigned long long)res.completed, (unsigned long long)res.target);
+    if (res.violations) printf("sim: %d invariant violation%s; first: %s\n", res.violations, res.violations == 1 ? "" : "s", res.why);
+    printf("sim: %d nodes, completed %llu, lost %llu, duplicated %llu, sim %.1f s in %.1f s wall, trace %016llx\n",
+           res.nodes_total, (unsigned long long)res.completed, (unsigned long long)res.lost, (unsigned long long)res.duplicated,
+           res.sim_s, res.wall_s, (unsigned long long)res.trace);
+    int ok = res.run_complete && res.violations == 0;
+    if (!ok) {
+        fprintf(stderr, "brigade sim: %s; replay with: brigade", res.violations ? "invariant broken" : "run incomplete");
+        for (int i = 1; i < argc; i++) fprintf(stderr, " %s", argv[i]);
+        fprintf(stderr, "\n");
+    }
+    free(so);
+    return ok ? 0 : 1;
+}
