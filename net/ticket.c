@@ -331,6 +331,18 @@ void announce_encode(uint8_t out[ANNOUNCE_LEN], const announce_t *a)
     memcpy(out + 184, a->sig, 64);
 }
 
+/* The signing scalar k of node key kp and its Edwards public point A, which
+ * must map back to kp's X25519 public key.  0, or -1. */
+static int s_edwards_key(uint8_t k[32], uint8_t A[32], const keypair_t *kp)
+{
+    uint8_t curve[32];
+    s_clamp(k, kp->sec);
+    int rc = crypto_scalarmult_ed25519_base_noclamp(A, k);
+    if (rc == 0) rc = crypto_sign_ed25519_pk_to_curve25519(curve, A);
+    if (rc == 0 && memcmp(curve, kp->pub, 32) != 0) rc = -1;
+    return rc;
+}
+
 /* Ed25519 signature of m[0..mlen) with the raw scalar k whose public point is
  * A: R = rB, s = r + H(R||A||m) k (mod L), r from fresh randomness, k and m. */
 static int s_sign_scalar(uint8_t sig[64], const uint8_t *m, size_t mlen,
@@ -384,12 +396,8 @@ int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
     a->seq = seq;
     memcpy(a->pubkey, kp->pub, 32);
     memcpy(a->addr, self->addr, n + 1);
-    uint8_t k[32], curve[32];
-    s_clamp(k, kp->sec);
-    int rc = crypto_scalarmult_ed25519_base_noclamp(a->sign_pub, k);
-    /* the Edwards point must map back to our X25519 public key */
-    if (rc == 0) rc = crypto_sign_ed25519_pk_to_curve25519(curve, a->sign_pub);
-    if (rc == 0 && memcmp(curve, kp->pub, 32) != 0) rc = -1;
+    uint8_t k[32];
+    int rc = s_edwards_key(k, a->sign_pub, kp);
     if (rc == 0) {
         uint8_t buf[ANNOUNCE_LEN];
         announce_encode(buf, a);
@@ -452,4 +460,42 @@ int announce_matches(const announce_t *a, const peer_info_t *p)
 {
     return a->id == p->id && memcmp(a->pubkey, p->pubkey, 32) == 0
         && a->stage == p->stage && strncmp(a->addr, p->addr, PEER_ADDR_MAX) == 0;
+}
+
+/* ---- signed completion ---- */
+
+#define S_DONE_SIGNED 92   /* completion bytes covered by the signature */
+
+int done_sign(uint8_t out[DONE_LEN], uint64_t run, uint64_t completed, const keypair_t *kp, char *err, size_t errlen)
+{
+    memset(out, 0, DONE_LEN);
+    if (s_sodium(err, errlen)) return -1;
+    uint8_t k[32];
+    s_le32(out, DONE_MAGIC);
+    s_le64(out + 4, run);
+    s_le64(out + 12, completed);
+    s_le64(out + 20, node_id_from_pubkey(kp->pub));
+    memcpy(out + 28, kp->pub, 32);
+    int rc = s_edwards_key(k, out + 60, kp);
+    if (rc == 0) rc = s_sign_scalar(out + 92, out, S_DONE_SIGNED, k, out + 60);
+    sodium_memzero(k, sizeof k);
+    if (rc != 0) { s_err(err, errlen, "completion: cannot sign with this node key"); memset(out, 0, DONE_LEN); return -1; }
+    return 0;
+}
+
+int done_verify(const uint8_t *buf, size_t len, uint64_t run, uint64_t *signer, char *err, size_t errlen)
+{
+    if (s_sodium(err, errlen)) return -1;
+    const char *why = NULL;
+    uint8_t curve[32];
+    if (len != DONE_LEN) why = "wrong length";
+    else if (s_rd32(buf) != DONE_MAGIC) why = "bad magic";
+    else if (s_rd64(buf + 4) != run) why = "another run";
+    else if (s_rd64(buf + 20) != node_id_from_pubkey(buf + 28)) why = "id does not match its key";
+    else if (crypto_sign_ed25519_pk_to_curve25519(curve, buf + 60) != 0 || sodium_memcmp(curve, buf + 28, 32) != 0)
+        why = "signing key is not the node key";
+    else if (crypto_sign_verify_detached(buf + 92, buf, S_DONE_SIGNED, buf + 60) != 0) why = "bad signature";
+    if (why) { s_err(err, errlen, "completion proof: %s", why); return -1; }
+    *signer = s_rd64(buf + 20);
+    return 0;
 }

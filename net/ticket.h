@@ -188,4 +188,26 @@ int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, si
  * addr and stage; else 0. */
 int announce_matches(const announce_t *a, const peer_info_t *p);
 
+/* ---- signed completion ----
+ * A last-stage node that completes a run signs "run R completed with C
+ * microbatches" with its node key; every node relays the proof, so a node
+ * that missed the last stage's DONE still learns it from anyone.
+ *
+ *   offset size field
+ *        0    4 magic DONE_MAGIC ("BDN1")
+ *        4    8 run id
+ *       12    8 completed (microbatches at the last stage)
+ *       20    8 signer's node id
+ *       28   32 signer's Curve25519 node key
+ *       60   32 its Edwards form (the signature key)
+ *       92   64 Ed25519 signature of bytes 0..91
+ *      156      = DONE_LEN */
+#define DONE_MAGIC 0x314E4442u   /* "BDN1" read as LE u32 */
+#define DONE_LEN   156
+
+/* Signs the completion of run with completed microbatches under kp.  0, or -1 with a reason. */
+int done_sign(uint8_t out[DONE_LEN], uint64_t run, uint64_t completed, const keypair_t *kp, char *err, size_t errlen);
+/* Checks a completion proof for run: 0 with the signer's id in *signer, or -1 with a reason. */
+int done_verify(const uint8_t *buf, size_t len, uint64_t run, uint64_t *signer, char *err, size_t errlen);
+
 #endif

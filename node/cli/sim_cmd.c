@@ -22,6 +22,7 @@ static const sim_arg_t s_args[] = {
     { "sim-seconds", A_DOUBLE, "S", "bound on simulated time; without --steps the run is these S seconds (default 600)" },
     { "wall-seconds", A_DOUBLE, "S", "bound on wall time (default 600)" },
     { "plan", A_PATH, "FILE", "fault plan: lines 'AT kill N | restart N | slow N F | partition A,B.. | heal | rogue N'" },
+    { "faults", A_INT, "K", "K random fault events drawn from the seed: kills (restarted later), slowdowns, partitions (healed), rogues" },
     { "churn", A_DOUBLE, "PER_HOUR", "nodes leaving per node-hour, as many new ones joining (default 0)" },
     { "latency-ms", A_RANGE, "A:B", "one-way latency per directed link, drawn in [A,B] (default 20:50)" },
     { "bandwidth-mbit", A_RANGE, "A:B", "uplink per node, drawn in [A,B]; 0 unlimited (default 100:100)" },
@@ -91,11 +92,12 @@ static int s_set(sim_opts_t *so, const sim_arg_t *d, const char *v, char *err, s
     double x, y;
     switch (d->type) {
     case A_INT:
-        if (s_number(d->name, v, 1, 100000, &x, err, errlen) < 0 || x != floor(x)) {
-            snprintf(err, errlen, "--%s %s: want a whole number in 1..100000", d->name, v);
+        if (s_number(d->name, v, 0, 100000, &x, err, errlen) < 0 || x != floor(x) || (x < 1 && !strcmp(d->name, "nodes"))) {
+            snprintf(err, errlen, "--%s %s: want a whole number in %d..100000", d->name, v, strcmp(d->name, "nodes") ? 0 : 1);
             return -1;
         }
-        so->nodes = (int)x;
+        if (!strcmp(d->name, "nodes")) so->nodes = (int)x;
+        else so->faults = (int)x;
         return 0;
     case A_COMPUTE:
         if (!strcmp(v, "real")) so->real = 1;

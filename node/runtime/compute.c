@@ -29,6 +29,7 @@
 #define MOVE_BALANCE_S 120.0  /* nor a move for speed (not to fill an empty stage) before this: rates settle first */
 #define MOVE_COOLDOWN_S 60.0  /* nor sooner than this after its last move */
 #define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
+#define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 #define APPLIED_GEN 4096      /* microbatch ids remembered as applied: two generations of this many */
 
 typedef struct {
@@ -97,6 +98,7 @@ struct compute {
     uint64_t backup_sent_mark;    /* bytes_sent at the last backup */
     int max_inflight, auto_window;
     double next_timeout, next_move;
+    double last_company;          /* when the view last held a live peer (0: never yet) */
     mail_t *out_head, *out_tail;  /* mail produced, not yet flushed */
     double flops;                 /* work of the current step */
     int status, done;
@@ -1083,9 +1085,24 @@ void compute_on_mail(compute_t *c, mail_t *m)
     mail_free(m);
 }
 
+/* A node cut off from every peer for ALONE_S (after it had some) stops:
+ * the run has ended without it hearing so, or the swarm is out of reach. */
+static void s_check_alone(compute_t *c, double now)
+{
+    int live = 0;
+    for (int i = 0; c->view && i < c->view->n && !live; i++) live = c->view->p[i].health != PEER_GONE;
+    if (live) c->last_company = now;
+    else if (c->last_company > 0 && now - c->last_company > ALONE_S) {
+        char why[128];
+        snprintf(why, sizeof why, "no live peer for %.0f s: the run has ended or the swarm is out of reach", ALONE_S);
+        s_fail(c, why);
+    }
+}
+
 double compute_tick(compute_t *c)
 {
     double now = s_now(c);
+    if (c->phase != PH_DONE && c->nstages > 1) s_check_alone(c, now);
     if (c->phase == PH_RUN && now >= c->next_timeout) {
         s_timeouts(c);
         s_send_held(c);

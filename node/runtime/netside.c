@@ -15,6 +15,11 @@
 #define GOSSIP_EVERY_S 1.0
 #define PING_EVERY_S 0.5
 #define HEALTH_EVERY_S 0.25
+#define LINGER_S 15.0           /* after a completed run, a node waits at most this long for every peer to hear of it */
+#define LINGER_RECENT_S 30.0    /* (peers heard from this recently: a partition may hide them) */
+#define LINGER_EVERY_S 1.0      /* and tells the silent ones again this often */
+#define GONE_PROBE_S 5.0        /* peers taken for gone are pinged again this often (a partition heals), */
+#define GONE_PROBES 4           /* this many at a time */
 #define VIEW_EVERY_S 0.2        /* the compute side's snapshot is refreshed at most this often */
 #define GONE_MIN_S 3.0
 #define DROP_LOG_FIRST 50
@@ -76,6 +81,8 @@ struct netside {
     self_info_t me;             /* what the compute side last said about this node */
     int left;                   /* the compute side has ended */
     int said_done;              /* the final PEERS/DONE went out */
+    double linger_until;        /* a completed run: until every peer heard (or this time) */
+    double next_linger;
     peers_t peers;              /* the swarm table (owned) */
     codec_ctx_t *dec, *enc;     /* tensor codecs */
     feedback_t fb[FEEDBACK_STREAMS];
@@ -90,9 +97,12 @@ struct netside {
     char join_addr[ADDR_TEXT_MAX];
     char join_err[320];
     /* timers */
-    double next_ping, next_gossip, next_health, next_view;
+    double next_ping, next_gossip, next_health, next_view, next_probe;
+    int probe_at;               /* round-robin position of the gone-peer probes */
     int view_dirty;
     uint64_t drop_logged;
+    uint8_t done_proof[DONE_LEN];  /* the last stage's signed word that the run completed */
+    int have_proof;
     net_counters_t ctr;
 };
 
@@ -1059,6 +1069,7 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
     if (rbuf_error(&r)) { s_drop(ns, "malformed PEERS", m->sender); return; }
     /* the run's progress and its end are the last stage's to tell */
     peer_t *p = peers_find(&ns->peers, m->sender);
+    if (p && done) p->done_seen = 1;
     if (!p || p->info.stage != ns->nstages - 1) return;
     if (completed > p->completed) { p->completed = completed; ns->view_dirty = 1; }
     if (isfinite(loss)) p->last_loss = loss;
@@ -1113,6 +1124,7 @@ static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
 static void s_on_bye(netside_t *ns, const transport_msg_t *m)
 {
     peer_t *p = peers_find(&ns->peers, m->sender);
+    if (p) p->done_seen = 1;
     if (!p || p->health == PEER_GONE) return;
     p->health = PEER_GONE;
     ns->view_dirty = 1;
@@ -1127,6 +1139,26 @@ static void s_on_ping(netside_t *ns, const transport_msg_t *m)
     s_hdr(ns, &h, WIRE_PONG);
     h.mb = m->hdr.mb;
     if (m->link >= 0 || s_link(ns, m->sender) >= 0) s_send(ns, m->sender, &h, NULL, NULL, 0, 0, 0);
+}
+
+/* The run completed: believed from a last-stage node's signed proof, relayed by anyone. */
+static void s_on_done(netside_t *ns, const transport_msg_t *m)
+{
+    uint64_t signer = 0;
+    char err[160];
+    if (m->nframes < 1 || done_verify(m->frame[0], m->len[0], ns->run, &signer, err, sizeof err) < 0) {
+        s_drop(ns, "DONE without a valid completion proof", m->sender);
+        return;
+    }
+    peer_t *p = peers_find(&ns->peers, signer);
+    if (!p || p->info.stage != ns->nstages - 1) { s_drop(ns, "DONE signed by a node that is not of the last stage", m->sender); return; }
+    if (!ns->have_proof) {
+        memcpy(ns->done_proof, m->frame[0], DONE_LEN);
+        ns->have_proof = 1;
+    }
+    peer_t *from = peers_find(&ns->peers, m->sender);
+    if (from) from->done_seen = 1;
+    s_stop_compute(ns);
 }
 
 /* A joiner's messages before its WELCOME: only the bootstrap's answer counts. */
@@ -1161,12 +1193,7 @@ void netside_on_msg(netside_t *ns, const transport_msg_t *m, uint64_t virt_bytes
     case WIRE_STATE_REQ: s_on_state_req(ns, m); break;
     case WIRE_STATE: s_on_state(ns, m); break;
     case WIRE_BYE: s_on_bye(ns, m); break;
-    case WIRE_DONE: {
-        peer_t *p = peers_find(&ns->peers, m->sender);
-        if (p && p->info.stage == ns->nstages - 1) s_stop_compute(ns);
-        else s_drop(ns, "DONE from a peer that is not of the last stage", m->sender);
-        break;
-    }
+    case WIRE_DONE: s_on_done(ns, m); break;
     default:
         s_drop(ns, "unexpected message type", m->sender);
     }
@@ -1175,6 +1202,7 @@ void netside_on_msg(netside_t *ns, const transport_msg_t *m, uint64_t virt_bytes
 /* ---- mail from the compute side ---- */
 
 static void s_broadcast(netside_t *ns, int type);
+static int s_unaware(netside_t *ns, int tell);
 
 /* The compute side says what changed about this node. */
 static void s_on_self(netside_t *ns, const self_info_t *s)
@@ -1192,15 +1220,29 @@ static void s_on_self(netside_t *ns, const self_info_t *s)
     if (moved) s_feedback_reset(ns);
 }
 
+/* A last-stage node that completed the run signs the proof of it. */
+static void s_sign_done(netside_t *ns)
+{
+    char err[160];
+    if (ns->have_proof || ns->me.stage != ns->nstages - 1 || ns->me.done != 1 || ns->me.status != 0) return;
+    if (done_sign(ns->done_proof, ns->run, ns->me.completed, ns->c.keys, err, sizeof err) == 0) ns->have_proof = 1;
+}
+
 /* The compute side ended: the last word to the swarm. */
 static void s_on_leave(netside_t *ns, const self_info_t *s)
 {
     s_on_self(ns, s);
     ns->left = 1;
-    /* only a run that completed ends the swarm; an interrupted or failed node just leaves */
-    if (ns->me.stage == ns->nstages - 1 && ns->me.done == 1 && ns->me.status == 0) s_broadcast(ns, WIRE_DONE);
+    /* only a run that completed ends the swarm; an interrupted or failed node just leaves.
+     * Whoever knows it completed tells everyone it knows, with the last stage's proof */
+    s_sign_done(ns);
+    if (ns->have_proof) s_broadcast(ns, WIRE_DONE);
     s_broadcast(ns, WIRE_PEERS);
     ns->said_done = 1;
+    if (ns->have_proof) {
+        ns->linger_until = s_now(ns) + LINGER_S;
+        ns->next_linger = s_now(ns) + LINGER_EVERY_S;
+    }
 }
 
 void netside_on_mail(netside_t *ns, mail_t *m)
@@ -1227,9 +1269,31 @@ static void s_broadcast(netside_t *ns, int type)
         wire_hdr_t h;
         s_hdr(ns, &h, type);
         h.mb = (uint64_t)(s_now(ns) * 1e6);
-        s_send(ns, ids[i], &h, NULL, NULL, 0, 0, 0);
+        /* DONE carries the proof that the last stage completed the run */
+        const void *f[1] = { ns->done_proof };
+        size_t l[1] = { DONE_LEN };
+        int nf = type == WIRE_DONE && ns->have_proof ? 1 : 0;
+        s_send(ns, ids[i], &h, f, l, nf, 0, 0);
     }
     free(ids);
+}
+
+/* Pings a few peers taken for gone: after a partition heals, either side's
+ * PING brings the other back (a message from a gone peer revives it). */
+static void s_probe_gone(netside_t *ns)
+{
+    double now = s_now(ns);
+    int sent = 0;
+    for (int k = 0; k < ns->peers.n && sent < GONE_PROBES; k++) {
+        peer_t *p = &ns->peers.p[(ns->probe_at + k) % ns->peers.n];
+        if (p->info.id == ns->id || p->health != PEER_GONE || p->banned_until > now) continue;
+        wire_hdr_t h;
+        s_hdr(ns, &h, WIRE_PING);
+        h.mb = (uint64_t)(now * 1e6);
+        s_send(ns, p->info.id, &h, NULL, NULL, 0, 0, 0);
+        sent++;
+    }
+    if (ns->peers.n) ns->probe_at = (ns->probe_at + GONE_PROBES) % ns->peers.n;
 }
 
 static void s_check_health(netside_t *ns)
@@ -1290,6 +1354,11 @@ double netside_tick(netside_t *ns)
     if (now >= ns->next_ping) { s_broadcast(ns, WIRE_PING); ns->next_ping = now + PING_EVERY_S; }
     if (now >= ns->next_gossip) { s_broadcast(ns, WIRE_PEERS); ns->next_gossip = now + GOSSIP_EVERY_S; }
     if (now >= ns->next_health) { s_check_health(ns); ns->next_health = now + HEALTH_EVERY_S; }
+    if (now >= ns->next_probe) { s_probe_gone(ns); ns->next_probe = now + GONE_PROBE_S; }
+    if (ns->left && ns->have_proof && now < ns->linger_until && now >= ns->next_linger) {
+        s_unaware(ns, 1);
+        ns->next_linger = now + LINGER_EVERY_S;
+    }
     if (ns->fetch.active) {
         if (now >= ns->fetch.deadline) s_fetch_end(ns, NULL);
         else if (now >= ns->fetch.resend) s_fetch_ask(ns);
@@ -1298,6 +1367,8 @@ double netside_tick(netside_t *ns)
     double next = ns->next_ping;
     if (ns->next_gossip < next) next = ns->next_gossip;
     if (ns->next_health < next) next = ns->next_health;
+    if (ns->next_probe < next) next = ns->next_probe;
+    if (ns->left && ns->have_proof && now < ns->linger_until && ns->next_linger < next) next = ns->next_linger;
     if (ns->view_dirty && ns->next_view < next) next = ns->next_view;
     if (ns->fetch.active) {
         if (ns->fetch.deadline < next) next = ns->fetch.deadline;
@@ -1306,14 +1377,37 @@ double netside_tick(netside_t *ns)
     return next;
 }
 
-int netside_finished(const netside_t *ns)
+/* After a completed run: peers that may not know yet (heard from lately, not said they ended).
+ * tell: send them DONE again.  Returns how many there are. */
+static int s_unaware(netside_t *ns, int tell)
 {
-    return ns->left && ns->said_done;
+    double now = s_now(ns);
+    int k = 0;
+    for (int i = 0; i < ns->peers.n; i++) {
+        peer_t *p = &ns->peers.p[i];
+        if (p->info.id == ns->id || p->done_seen || now - p->last_heard > LINGER_RECENT_S || p->banned_until > now) continue;
+        k++;
+        if (!tell) continue;
+        wire_hdr_t h;
+        s_hdr(ns, &h, WIRE_DONE);
+        const void *f[1] = { ns->done_proof };
+        size_t l[1] = { DONE_LEN };
+        s_send(ns, p->info.id, &h, f, l, 1, 0, 0);
+    }
+    return k;
+}
+
+int netside_finished(netside_t *ns)
+{
+    if (!ns->left || !ns->said_done) return 0;
+    if (!ns->have_proof || s_now(ns) >= ns->linger_until) return 1;
+    return s_unaware(ns, 0) == 0;
 }
 
 void netside_bye(netside_t *ns)
 {
-    if (ns->me.stage == ns->nstages - 1 && ns->me.done == 1 && ns->me.status == 0) s_broadcast(ns, WIRE_DONE);
+    s_sign_done(ns);
+    if (ns->have_proof) s_broadcast(ns, WIRE_DONE);
     s_broadcast(ns, WIRE_BYE);
 }
 

@@ -84,8 +84,10 @@ void netside_on_mail(netside_t *self, mail_t *m);
 /* Timed work (heartbeats, gossip, failure detection, fetch deadlines).
  * Returns the clock time it wants to be called again by. */
 double netside_tick(netside_t *self);
-/* 1 when the compute side has left and what had to be said was sent (BYE/DONE). */
-int netside_finished(const netside_t *self);
+/* 1 when the compute side has left and what had to be said was said: after
+ * a completed run, every peer heard from lately has said it ended too (or
+ * LINGER_S passed: a partitioned peer hears DONE when it comes back). */
+int netside_finished(netside_t *self);
 /* Says goodbye to every live peer (BYE, and DONE when this last-stage node completed the run). */
 void netside_bye(netside_t *self);
 

@@ -37,6 +37,7 @@ struct node {
     queue_t to_net, to_comp;   /* the two mailboxes */
     atomic_int interrupt;      /* node_interrupt was called */
     atomic_int io_stop;        /* the I/O thread must end */
+    atomic_int net_done;       /* the network side has said what it must at the end (set by the I/O thread) */
     atomic_uint_fast64_t mail_drops;  /* tensor mail refused because the compute side's mailbox was full */
     pthread_mutex_t board_lock;       /* guards the board */
     node_peer_row_t *board;    /* the peer table as last published by the I/O thread */
@@ -176,6 +177,7 @@ static void *s_io_thread(void *arg)
     double next_board = 0;
     while (!atomic_load(&n->io_stop)) {
         s_net_round(n, 20);
+        if (!atomic_load(&n->net_done) && netside_finished(n->net)) atomic_store(&n->net_done, 1);
         if (metrics_now() >= next_board) { s_board_publish(n); next_board = metrics_now() + BOARD_EVERY_S; }
     }
     s_net_mail(n);
@@ -240,12 +242,14 @@ int node_run(node_t *n)
         leave->self.status = r.status;
         s_post_net(n, leave);
     }
-    /* give the I/O thread a moment to say what must be said, then stop it */
-    for (int i = 0; i < 40 && (queue_len(&n->to_net) > 0 || !netside_finished(n->net)); i++) {
+    /* let the I/O thread say what must be said (after a completed run: until
+     * every peer heard, at most the network side's linger), then stop it */
+    double until = metrics_now() + 20.0;
+    while (metrics_now() < until && (queue_len(&n->to_net) > 0 || !atomic_load(&n->net_done))) {
         struct timespec ts = { 0, 10 * 1000000L };
         nanosleep(&ts, NULL);
     }
-    struct timespec ts = { 0, 200 * 1000000L };
+    struct timespec ts = { 0, 100 * 1000000L };
     nanosleep(&ts, NULL);
     atomic_store(&n->io_stop, 1);
     transport_wake(n->tr);

@@ -31,6 +31,7 @@ typedef struct {
     uint64_t announce_seq;  /* the seq of that announcement; 0: none */
     double banned_until;    /* clock time before which it is ignored */
     double last_state_req;  /* rate limit of its STATE_REQs */
+    int done_seen;          /* it said it ended (DONE, BYE, or a finished gossip) */
     double norm_mean;       /* running mean of the per-value RMS of its ACT/GRAD tensors */
     int norm_n;             /* tensors in that mean */
 } peer_t;

@@ -18,7 +18,7 @@
 #define SIM_PORT 7700
 #define SIM_EPOCH_MS 1800000000000ull   /* the virtual wall clock starts here */
 #define STOP_AFTER_S 0.5                /* a node whose compute ended stays on the network this long */
-#define END_GRACE_S 120.0               /* after the run completes, live nodes must end within this */
+#define END_GRACE_S 700.0               /* after the run completes, live nodes must end within this (a node cut off gives up after 600 s) */
 #define REJOIN_S 5.0                    /* a failed join is tried again (through another node) after this */
 #define ROGUE_EVERY_S 0.2               /* a rogue sends a bad message this often */
 #define PROGRESS_EVERY_S 60.0           /* simulated seconds between progress lines */
@@ -66,6 +66,7 @@ typedef struct {
     int busy;                  /* a compute step is running */
     uint64_t cgen, ngen;       /* generations of its compute and network wake-ups */
     double cwake;              /* when its compute wake-up is scheduled (INFINITY: none) */
+    double nwake;              /* when its network wake-up is scheduled */
     double speed, slow;        /* compute speed factor; plan slowdown */
     double bps;                /* uplink, bits per second (0: unlimited) */
     double egress_free;        /* when its uplink is free again */
@@ -111,6 +112,8 @@ struct sim {
     uint64_t best_done;        /* the run's progress as the last node that left saw it */
     uint64_t rogue_sent;       /* bytes rogues put on the network beside their network sides */
 };
+
+static int s_plan_cmp(const void *a, const void *b);
 
 /* ---- small helpers ---- */
 
@@ -345,6 +348,7 @@ static int s_port_send(void *arg, int link, const transport_msg_t *to, const wir
 
 static void s_comp_wake(snode_t *n, double at);
 static void s_node_stop(snode_t *n, int crash);
+static void s_net_kick(snode_t *n);
 
 /* Mail from a node's network side to its compute side: queued until the compute side is free. */
 static void s_post_comp(void *arg, mail_t *m)
@@ -361,8 +365,9 @@ static void s_post_comp(void *arg, mail_t *m)
 static void s_post_net(void *arg, mail_t *m)
 {
     snode_t *n = arg;
-    if (n->net) netside_on_mail(n->net, m);
-    else mail_free(m);
+    if (!n->net) { mail_free(m); return; }
+    netside_on_mail(n->net, m);
+    s_net_kick(n);
 }
 
 static void s_trace(void *arg, int what, uint64_t mb, int64_t v)
@@ -454,7 +459,18 @@ static int s_node_prepare(snode_t *n, char *err, size_t errlen)
 static void s_net_wake(snode_t *n, double at)
 {
     n->ngen++;
+    n->nwake = at;
     s_push(n->sim, at, EV_NET, n->idx, n->ngen, NULL);
+}
+
+/* Runs what is due on a node's network side now and moves its next wake-up
+ * earlier when something new asks for it (as the I/O thread's short polls do). */
+static void s_net_kick(snode_t *n)
+{
+    if (!n->alive || !n->net) return;
+    double next = netside_tick(n->net);
+    if (next < n->sim->now + 1e-3) next = n->sim->now + 1e-3;
+    if (next < n->nwake) s_net_wake(n, next);
 }
 
 static void s_comp_wake(snode_t *n, double at)
@@ -655,7 +671,7 @@ static void s_comp_ended(snode_t *n)
     compute_result_t r;
     compute_result(n->comp, &r);
     if (r.status == 0 && r.done == 1 && r.stage == n->o.stages - 1 && !isfinite(s->done_at) && s->so.steps_given) s->done_at = s->now;
-    if (r.status) s_violation(s, "node %d failed: %s", n->idx, r.why);
+    if (r.status && !isfinite(s->done_at)) s_violation(s, "node %d failed: %s", n->idx, r.why);
     s_close_compute(n, 0);
     mail_t *leave = mail_new(MAIL_LEAVE);
     if (leave) {
@@ -770,6 +786,7 @@ static void s_deliver(sim_t *s, simmsg_t *m)
     else s_msg_free(m);
     s_check_join(n);
     s_check_learned(n);
+    s_net_kick(n);
 }
 
 /* A rogue node sends something bad to a random live node: garbage or a replay. */
@@ -809,9 +826,14 @@ static void s_rogue_send(sim_t *s, snode_t *n)
 static void s_apply_plan(sim_t *s, const plan_ev_t *p)
 {
     snode_t *n = p->node >= 0 && p->node < s->nnodes ? s->node[p->node] : NULL;
-    if (s->log && !s->so.quiet) fprintf(s->log, "sim %8.1f s: plan: %s node %d\n", s->now,
-                                        p->kind == PLAN_KILL ? "kill" : p->kind == PLAN_RESTART ? "restart" : p->kind == PLAN_SLOW ? "slow"
-                                        : p->kind == PLAN_PARTITION ? "partition" : p->kind == PLAN_HEAL ? "heal" : "rogue", p->node);
+    if (s->log && !s->so.quiet) {
+        static const char *names[] = { "?", "kill", "restart", "slow", "partition", "heal", "rogue" };
+        fprintf(s->log, "sim %8.1f s: plan: %s", s->now, names[p->kind]);
+        if (p->kind == PLAN_PARTITION) for (int i = 0; i < p->nset; i++) fprintf(s->log, "%s%d", i ? "," : " ", p->set[i]);
+        else if (p->kind != PLAN_HEAL) fprintf(s->log, " node %d", p->node);
+        if (p->kind == PLAN_SLOW) fprintf(s->log, " x%.1f", p->factor);
+        fputc('\n', s->log);
+    }
     switch (p->kind) {
     case PLAN_KILL: if (n) s_node_stop(n, 1); break;
     case PLAN_RESTART: if (n && !n->alive && !isfinite(s->done_at)) s_node_start(n); break;
@@ -903,7 +925,12 @@ static void s_step(sim_t *s, ev_t *e)
             else s_comp_run(n);
         }
         break;
-    case EV_STOP: if (n && n->alive && (int)e->gen == n->inc) s_node_stop(n, 0); break;
+    case EV_STOP:
+        if (n && n->alive && (int)e->gen == n->inc) {
+            if (n->net && !netside_finished(n->net)) s_push(s, s->now + 0.25, EV_STOP, n->idx, e->gen, NULL);
+            else s_node_stop(n, 0);
+        }
+        break;
     case EV_PLAN: s_apply_plan(s, &s->plan[e->node]); break;
     case EV_CHURN: s_churn(s); break;
     case EV_ROGUE:
@@ -1030,6 +1057,18 @@ int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_
         (void)got;
         if (s->nplan < 0) { snprintf(err, errlen, "--plan %s: %s", so->plan, e2); free(s); return -1; }
     }
+    if (so->faults > 0) {
+        plan_ev_t *rnd;
+        double horizon = so->sim_seconds > 120 ? 60.0 : so->sim_seconds / 2;
+        int k = sim_plan_random(so->o.seed, so->nodes, so->faults, horizon, &rnd);
+        plan_ev_t *all = k < 0 ? NULL : realloc(s->plan, sizeof(plan_ev_t) * (size_t)(s->nplan + k));
+        if (!all) { free(rnd); free(s->plan); free(s); snprintf(err, errlen, "out of memory"); return -1; }
+        for (int i = 0; i < k; i++) { all[s->nplan + i] = rnd[i]; all[s->nplan + i].line += 100000; }
+        s->plan = all;
+        s->nplan += k;
+        free(rnd);
+        qsort(s->plan, (size_t)s->nplan, sizeof *s->plan, s_plan_cmp);
+    }
     s->metrics = metrics_open(so->o.metrics, "sim", err, errlen);
     if (!s->metrics) { free(s->plan); free(s); return -1; }
     metrics_set_clock(s->metrics, s_clock_now, s);
@@ -1132,6 +1171,48 @@ static int s_plan_line(char *text, int nodes, int line, plan_ev_t *p, char *err,
         }
     }
     return 1;
+}
+
+int sim_plan_random(uint64_t seed, int nodes, int count, double horizon, plan_ev_t **out)
+{
+    plan_ev_t *ev = calloc((size_t)(2 * count + 1), sizeof *ev);
+    if (!ev) return -1;
+    uint64_t r = s_mix(seed ^ 0xfa17ULL);
+    int n = 0;
+#define U() ((double)((r = s_mix(r)) >> 11) * (1.0 / 9007199254740992.0))
+    for (int k = 0; k < count; k++) {
+        plan_ev_t *p = &ev[n++];
+        p->at = 2.0 + U() * horizon;
+        p->line = n;
+        p->node = (int)(U() * nodes);
+        double what = U();
+        if (what < 0.45) {
+            p->kind = PLAN_KILL;
+            plan_ev_t *q = &ev[n++];
+            *q = *p;
+            q->kind = PLAN_RESTART;
+            q->at = p->at + 1.0 + U() * 19.0;
+            q->line = n;
+        } else if (what < 0.65) {
+            p->kind = PLAN_SLOW;
+            p->factor = 2.0 + U() * 6.0;
+        } else if (what < 0.9) {
+            p->kind = PLAN_PARTITION;
+            p->nset = 1 + (int)(U() * (nodes / 2));
+            for (int i = 0; i < p->nset && i < 64; i++) p->set[i] = (int)(U() * nodes);
+            plan_ev_t *q = &ev[n++];
+            memset(q, 0, sizeof *q);
+            q->kind = PLAN_HEAL;
+            q->at = p->at + 1.0 + U() * 9.0;
+            q->line = n;
+        } else {
+            p->kind = PLAN_ROGUE;
+        }
+    }
+#undef U
+    qsort(ev, (size_t)n, sizeof *ev, s_plan_cmp);
+    *out = ev;
+    return n;
 }
 
 int sim_plan_parse(const char *text, int nodes, plan_ev_t **out, char *err, size_t errlen)

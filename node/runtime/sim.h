@@ -39,6 +39,7 @@ typedef struct {
     double churn_per_hour;     /* nodes leaving per node-hour (as many new ones join) */
     double gflops;             /* modelled compute: GFLOP/s of a speed-1 node */
     char plan[OPT_PATH];       /* fault plan file, or "" */
+    int faults;                /* random fault events drawn from the seed (each kill restarted later) */
     int quiet;                 /* no progress lines */
 } sim_opts_t;
 
@@ -58,6 +59,13 @@ typedef struct {
     int nset;                  /* partition: nodes on one side */
     int set[64];
 } plan_ev_t;
+
+/* Draws `count` random fault events for a swarm of `nodes` nodes from
+ * seed, within the first `horizon` simulated seconds: kills (each followed
+ * by a restart 1..20 s later), slowdowns, partitions (healed 1..10 s
+ * later) and rogues.  Returns the number of events (into *out, malloc'd,
+ * sorted by time), -1 when out of memory. */
+int sim_plan_random(uint64_t seed, int nodes, int count, double horizon, plan_ev_t **out);
 
 /* Parses a plan's text for a swarm of `nodes` nodes.  Returns the number of
  * events (into *out, malloc'd, sorted by time), or -1 with a one-line reason
