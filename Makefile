@@ -18,7 +18,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test asan tsan demo bench fuzz install clean
+.PHONY: all deps test asan tsan simfuzz demo bench fuzz install clean
 all: $(BUILD)/brigade
 
 deps:
@@ -60,6 +60,12 @@ tsan: deps
 	@$(MAKE) --no-print-directory $(patsubst $(BUILD)/%,$(BUILD)-tsan/%,$(TEST_BIN)) BUILD=$(BUILD)-tsan \
 	  OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=thread"
 	@BUILD=$(BUILD)-tsan SAN_REPORTS=ThreadSanitizer sh tests/run.sh
+
+# brigade sim on SEEDS (default 10000) random fault plans: make simfuzz SEEDS=N
+SEEDS ?= 10000
+simfuzz: deps
+	@$(MAKE) --no-print-directory $(BUILD)/brigade
+	@BRIGADE=$(BUILD)/brigade sh tests/sim/simfuzz.sh 1 $(SEEDS)
 
 demo: deps
 	@$(MAKE) --no-print-directory $(BUILD)/brigade

@@ -175,9 +175,6 @@ int cmd_sim(int argc, char **argv)
         return cli_fail(err);
     }
     if (so->real && so->nodes > 64) fprintf(stderr, "brigade sim: --compute real with %d nodes: each node holds its stage's weights; this may need a lot of memory\n", so->nodes);
-    fprintf(stderr, "brigade sim: %d nodes, %d stages, %s, %s compute, latency %g..%g ms, uplink %g..%g Mbit/s, speed %g..%g, seed %llu\n",
-            so->nodes, so->o.stages, so->o.cfg.name, so->real ? "real" : "modelled", so->lat_lo, so->lat_hi, so->bw_lo, so->bw_hi,
-            so->speed_lo, so->speed_hi, (unsigned long long)so->o.seed);
     sim_result_t res;
     if (sim_run(so, stderr, &res, err, sizeof err) < 0) { free(so); return cli_fail(err); }
     printf("sim: loss %.4f -> %.4f at the last stage; skipped %llu; uncounted %llu\n", res.first_loss, res.last_loss,

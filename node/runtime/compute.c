@@ -67,6 +67,8 @@ struct compute {
     int phase;                    /* PH_* */
     int fetch_from;               /* moving: the stage left (-1 at start) */
     int fetch_kind;               /* START_DOWNLOAD or START_BACKUP */
+    uint64_t fetch_donor;         /* the peer asked (0: backup holders) */
+    int fetch_tries;              /* fetches of this stage so far */
     char fetch_why[128];          /* why the move */
     acts_t *pool[POOL_MAX];
     int npool, slot_used[POOL_MAX];
@@ -840,6 +842,8 @@ static void s_fetch(compute_t *c, uint64_t donor)
 {
     mail_t *m = mail_new(MAIL_FETCH);
     if (!m) return;
+    c->fetch_donor = donor;
+    c->fetch_tries++;
     m->hdr.stage = (uint16_t)c->stage;
     m->peer = donor;
     m->hdr.mb = (uint64_t)((donor ? FETCH_DOWNLOAD_S : FETCH_BACKUP_S) * 1000);
@@ -906,9 +910,16 @@ static void s_on_state(compute_t *c, mail_t *m)
         s_say(c, line);
         c->last_move = s_now(c);
     } else if (c->fetch_kind == START_DOWNLOAD && !got) {
-        char why[160];
-        snprintf(why, sizeof why, "could not download stage %d's state from a peer in %.0f s", c->stage, FETCH_DOWNLOAD_S);
-        s_fail(c, why);
+        /* the donor did not deliver: another peer of the stage, else a backup, else the initial weights */
+        uint64_t next = 0;
+        for (int i = 0; c->view && i < c->view->n && !next; i++) {
+            const view_peer_t *p = &c->view->p[i];
+            if (p->stage == c->stage && p->health != PEER_GONE && p->id != c->fetch_donor) next = p->id;
+        }
+        snprintf(line, sizeof line, "no state from the stage's peer in %.0f s; %s", FETCH_DOWNLOAD_S,
+                 next && c->fetch_tries < 3 ? "asking another" : "looking for a backup");
+        s_say(c, line);
+        s_fetch(c, next && c->fetch_tries < 3 ? next : 0);
         return;
     } else {
         metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":\"%s\"", (long long)c->version, how);
@@ -999,6 +1010,7 @@ static void s_move(compute_t *c, int to, const char *why)
     c->lay = lay;
     c->version = st ? st->version : 0;
     c->fetch_from = c->stage;
+    c->fetch_tries = 0;
     snprintf(c->fetch_why, sizeof c->fetch_why, "%s", why);
     c->stage = to;
     metrics_set_stage(c->c.metrics, to);

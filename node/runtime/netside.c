@@ -26,7 +26,8 @@
 #define BAN_STRIKES 20          /* refused messages that get a peer banned */
 #define BAN_S 60.0              /* for this long */
 #define STATE_REQ_EVERY_S 2.0   /* at most one state download per peer this often */
-#define FETCH_RESEND_S 3.0      /* a state download asks its donor again this often */
+#define FETCH_RESEND_S 3.0      /* a state download that made no progress this long asks its donor again */
+#define STATE_STALL_S 5.0       /* an assembly with no new chunk this long gives way to another snapshot */
 #define NORM_FACTOR 1000.0      /* a tensor this many times its stream's usual RMS is refused */
 #define NORM_WARMUP 16          /* tensors seen before the norm check applies */
 #define FEEDBACK_STREAMS 64     /* gradient streams with error feedback (one per upstream peer) */
@@ -42,6 +43,7 @@ typedef struct {
     uint32_t checksum;
     int64_t version;
     int complete;
+    double last_chunk;      /* when the last chunk of it came */
 } state_rx_t;
 
 /* The snapshot of a stage served by a single node, held here for it. */
@@ -830,14 +832,17 @@ static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
     if (rbuf_error(&r) || total != x->total || nchunks != x->nchunks || idx >= nchunks) { s_drop(ns, "malformed STATE", m->sender); return -1; }
     size_t off = (size_t)idx * STATE_CHUNK, want = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
     if (m->len[1] != (ns->c.modelled ? 0 : want)) { s_drop(ns, "STATE chunk of the wrong size", m->sender); return -1; }
+    double now = s_now(ns);
     if (x->got == 0) { x->checksum = sum; x->version = version; }
     else if (sum != x->checksum || version != x->version) {
-        /* a newer snapshot started: begin again with it */
+        /* another snapshot: the one being assembled is finished first, unless it stalled */
+        if (now - x->last_chunk < STATE_STALL_S) return -1;
         memset(x->have, 0, x->nchunks);
         x->got = 0;
         x->checksum = sum;
         x->version = version;
     }
+    x->last_chunk = now;
     if (!x->have[idx]) {
         if (!ns->c.modelled) memcpy(x->buf + off, m->frame[1], want);
         x->have[idx] = 1;
@@ -1361,7 +1366,7 @@ double netside_tick(netside_t *ns)
     }
     if (ns->fetch.active) {
         if (now >= ns->fetch.deadline) s_fetch_end(ns, NULL);
-        else if (now >= ns->fetch.resend) s_fetch_ask(ns);
+        else if (now >= ns->fetch.resend && now - ns->fetch.rx.last_chunk >= FETCH_RESEND_S) s_fetch_ask(ns);
     }
     if (ns->view_dirty && now >= ns->next_view) { s_publish_view(ns); ns->next_view = now + VIEW_EVERY_S; }
     double next = ns->next_ping;

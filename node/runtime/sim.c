@@ -1071,6 +1071,9 @@ int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_
     }
     s->metrics = metrics_open(so->o.metrics, "sim", err, errlen);
     if (!s->metrics) { free(s->plan); free(s); return -1; }
+    if (log) fprintf(log, "brigade sim: %d nodes, %d stages, %s, %s compute, latency %g..%g ms, uplink %g..%g Mbit/s, speed %g..%g, seed %llu\n",
+                     so->nodes, so->o.stages, so->o.cfg.name, so->real ? "real" : "modelled", so->lat_lo, so->lat_hi, so->bw_lo,
+                     so->bw_hi, so->speed_lo, so->speed_hi, (unsigned long long)so->o.seed);
     metrics_set_clock(s->metrics, s_clock_now, s);
     for (int i = 0; i < so->nodes; i++) {
         snode_t *n = s_node_new(s);
