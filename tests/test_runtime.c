@@ -318,6 +318,15 @@ static void s_route_set(router_t *rt, uint64_t id, int outstanding, double turna
     if (r) { r->outstanding = outstanding; r->turnaround = turnaround; }
 }
 
+/* router_pick over the view's peers of one stage */
+static uint64_t s_pick(router_t *rt, const peer_view_t *v, int stage, uint64_t avoid)
+{
+    int ix[8], n = 0;
+    for (int i = 0; i < v->n; i++)
+        if (v->p[i].stage == stage) ix[n++] = i;
+    return router_pick(rt, v, ix, n, avoid);
+}
+
 static void test_router_pick(void)
 {
     peer_view_t *v = peer_view_new(3);
@@ -326,44 +335,44 @@ static void test_router_pick(void)
     v->p[2] = (view_peer_t){ .id = 4, .stage = 2 };
     router_t rt;
     router_init(&rt);
-    CHECK(router_pick(&rt, v, 3, 0) == 0);  /* nobody serves stage 3 */
+    CHECK(s_pick(&rt, v, 3, 0) == 0);  /* nobody serves stage 3 */
     /* outstanding counts with +1: 2 costs (0+1)*0.1 = 0.1, 3 costs (1+1)*0.06 = 0.12 */
     s_route_set(&rt, 2, 0, 0.10);
     s_route_set(&rt, 3, 1, 0.06);
-    CHECK(router_pick(&rt, v, 1, 0) == 2);
+    CHECK(s_pick(&rt, v, 1, 0) == 2);
     /* 3 idle: 0.06 < 0.1 */
     router_returned(&rt, 3, 0);
     CHECK(router_get(&rt, 3, 0)->outstanding == 0);
-    CHECK(router_pick(&rt, v, 1, 0) == 3);
+    CHECK(s_pick(&rt, v, 1, 0) == 3);
     /* the RTT (ms) adds: 2 costs 0.1 + 0.02 = 0.12, 3 costs 0.06 + 0.1 = 0.16 */
     s_view_set(v, 2, 20.0, PEER_ALIVE);
     s_view_set(v, 3, 100.0, PEER_ALIVE);
-    CHECK(router_pick(&rt, v, 1, 0) == 2);
+    CHECK(s_pick(&rt, v, 1, 0) == 2);
     /* a 0.2 s turnaround with 0 RTT beats 0.1 s with 150 ms */
     s_view_set(v, 2, 150.0, PEER_ALIVE);
     s_view_set(v, 3, 0.0, PEER_ALIVE);
     s_route_set(&rt, 3, 0, 0.20);
-    CHECK(router_pick(&rt, v, 1, 0) == 3);
+    CHECK(s_pick(&rt, v, 1, 0) == 3);
     /* sending makes a peer busier; a measured turnaround moves the mean 20% of the way */
     router_sent(&rt, 3);
     router_sent(&rt, 3);
     CHECK(router_get(&rt, 3, 0)->outstanding == 2);
-    CHECK(router_pick(&rt, v, 1, 0) == 2);   /* 3: 3 x 0.2 = 0.6 > 0.1 + 0.15 */
+    CHECK(s_pick(&rt, v, 1, 0) == 2);   /* 3: 3 x 0.2 = 0.6 > 0.1 + 0.15 */
     router_returned(&rt, 3, 0.7);
     CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 0.3) < 1e-12);
     /* avoid */
-    CHECK(router_pick(&rt, v, 1, 2) == 3);
+    CHECK(s_pick(&rt, v, 1, 2) == 3);
     /* a slow peer costs 4x + 1 s */
     s_route_set(&rt, 3, 0, 0.01);
     s_view_set(v, 3, 0.0, PEER_SLOW);
-    CHECK(router_pick(&rt, v, 1, 0) == 2);
+    CHECK(s_pick(&rt, v, 1, 0) == 2);
     /* gone peers are skipped */
     s_view_set(v, 3, 0.0, PEER_GONE);
-    CHECK(router_pick(&rt, v, 1, 0) == 2);
-    CHECK(router_pick(&rt, v, 1, 2) == 0);
+    CHECK(s_pick(&rt, v, 1, 0) == 2);
+    CHECK(s_pick(&rt, v, 1, 2) == 0);
     s_view_set(v, 2, 0.0, PEER_GONE);
-    CHECK(router_pick(&rt, v, 1, 0) == 0);
-    CHECK(router_pick(&rt, v, 2, 0) == 4);
+    CHECK(s_pick(&rt, v, 1, 0) == 0);
+    CHECK(s_pick(&rt, v, 2, 0) == 4);
     router_fini(&rt);
     free(v);
 }

@@ -80,6 +80,9 @@ struct compute {
     router_t router;              /* per peer we send to */
     idmap_t applied[2];           /* microbatches whose gradient this node accumulated (newer, older generation) */
     peer_view_t *view;            /* the latest snapshot of the peer table */
+    int *by_stage;                /* view entries grouped by stage: stage s at by_stage[stage_at[s] .. stage_at[s + 1]) */
+    int stage_at[MODEL_STAGES_MAX + 1];
+    int view_live;                /* live peers in the view */
     batch_t batch;                /* data stage: the batch being issued */
     uint8_t *targets8;            /* its targets as sent (one byte each) */
     uint64_t cursor, mb_seq;
@@ -205,12 +208,42 @@ static void s_mark_applied(compute_t *c, uint64_t mb)
 
 /* ---- the peer table as seen here ---- */
 
+/* Takes a new snapshot of the peer table and groups it by stage. */
+static void s_take_view(compute_t *c, peer_view_t *v)
+{
+    int *ix = malloc(sizeof(int) * (size_t)(v->n > 0 ? v->n : 1));
+    if (!ix) { free(v); return; }   /* keep the old one */
+    free(c->view);
+    free(c->by_stage);
+    c->view = v;
+    c->by_stage = ix;
+    int K = c->nstages;
+    c->view_live = 0;
+    for (int i = 0; i < v->n; i++) c->view_live += v->p[i].health != PEER_GONE;
+    memset(c->stage_at, 0, sizeof(int) * (size_t)(K + 1));
+    for (int i = 0; i < v->n; i++)
+        if (v->p[i].stage >= 0 && v->p[i].stage < K) c->stage_at[v->p[i].stage + 1]++;
+    for (int s = 0; s < K; s++) c->stage_at[s + 1] += c->stage_at[s];
+    int fill[MODEL_STAGES_MAX];
+    memcpy(fill, c->stage_at, sizeof(int) * (size_t)K);
+    for (int i = 0; i < v->n; i++)
+        if (v->p[i].stage >= 0 && v->p[i].stage < K) ix[fill[v->p[i].stage]++] = i;
+}
+
+/* The view entries of stage s (count in *n). */
+static const int *s_stage_peers(const compute_t *c, int s, int *n)
+{
+    if (!c->view || s < 0 || s >= c->nstages) { *n = 0; return NULL; }
+    *n = c->stage_at[s + 1] - c->stage_at[s];
+    return c->by_stage + c->stage_at[s];
+}
+
 /* Live peers of `stage` in the view (self excluded). */
 static int s_stage_live(const compute_t *c, int stage)
 {
-    int k = 0;
-    for (int i = 0; c->view && i < c->view->n; i++)
-        if (c->view->p[i].stage == stage && c->view->p[i].health != PEER_GONE) k++;
+    int n, k = 0;
+    const int *ix = s_stage_peers(c, stage, &n);
+    for (int i = 0; i < n; i++) k += c->view->p[ix[i]].health != PEER_GONE;
     return k;
 }
 
@@ -221,17 +254,22 @@ static int s_all_stages_served(const compute_t *c)
     return 1;
 }
 
-/* Mean smoothed and minimum round trips to live peers (ms; 0 unknown). */
+/* Mean smoothed and minimum round trips to the live peers of the
+ * neighbouring stages, the links this node's work crosses (ms; 0 unknown). */
 static void s_rtt(const compute_t *c, double *mean, double *min)
 {
     double sum = 0, lo = 0;
     int n = 0;
-    for (int i = 0; c->view && i < c->view->n; i++) {
-        const view_peer_t *p = &c->view->p[i];
-        if (p->health == PEER_GONE || p->rtt_ms <= 0) continue;
-        sum += p->rtt_ms;
-        if (p->rtt_min_ms > 0 && (lo == 0 || p->rtt_min_ms < lo)) lo = p->rtt_min_ms;
-        n++;
+    for (int s = c->stage - 1; s <= c->stage + 1; s += 2) {
+        int k;
+        const int *ix = s_stage_peers(c, s, &k);
+        for (int i = 0; i < k; i++) {
+            const view_peer_t *p = &c->view->p[ix[i]];
+            if (p->health == PEER_GONE || p->rtt_ms <= 0) continue;
+            sum += p->rtt_ms;
+            if (p->rtt_min_ms > 0 && (lo == 0 || p->rtt_min_ms < lo)) lo = p->rtt_min_ms;
+            n++;
+        }
     }
     *mean = n ? sum / n : 0;
     if (min) *min = lo;
@@ -239,7 +277,9 @@ static void s_rtt(const compute_t *c, double *mean, double *min)
 
 static uint64_t s_pick(compute_t *c, int stage, uint64_t avoid)
 {
-    return router_pick(&c->router, c->view, stage, avoid);
+    int n;
+    const int *ix = s_stage_peers(c, stage, &n);
+    return router_pick(&c->router, c->view, ix, n, avoid);
 }
 
 static void s_peer_returned(compute_t *c, uint64_t peer, double turnaround)
@@ -339,8 +379,10 @@ static void s_send_self(compute_t *c, int kind)
 static double s_view_loss(const compute_t *c)
 {
     double loss = NAN;
-    for (int i = 0; c->view && i < c->view->n; i++)
-        if (c->view->p[i].stage == c->nstages - 1 && isfinite(c->view->p[i].loss) && c->view->p[i].loss > 0) loss = c->view->p[i].loss;
+    int n;
+    const int *ix = s_stage_peers(c, c->nstages - 1, &n);
+    for (int i = 0; i < n; i++)
+        if (isfinite(c->view->p[ix[i]].loss) && c->view->p[ix[i]].loss > 0) loss = c->view->p[ix[i]].loss;
     return loss;
 }
 
@@ -363,9 +405,7 @@ static void s_emit_update(compute_t *c, double loss)
     node_report_t r = {0};
     r.stage = c->stage;
     r.nstages = c->nstages;
-    r.peers = 1;
-    for (int i = 0; c->view && i < c->view->n; i++)
-        if (c->view->p[i].health != PEER_GONE) r.peers++;
+    r.peers = 1 + c->view_live;
     r.version = c->version;
     r.tokens = c->tokens;
     r.last = s_last(c);
@@ -390,9 +430,11 @@ static void s_say(compute_t *c, const char *line)
 
 static void s_average(compute_t *c)
 {
-    for (int i = 0; c->view && i < c->view->n; i++) {
-        const view_peer_t *p = &c->view->p[i];
-        if (p->stage != c->stage || p->health == PEER_GONE) continue;
+    int n;
+    const int *ix = s_stage_peers(c, c->stage, &n);
+    for (int i = 0; i < n; i++) {
+        const view_peer_t *p = &c->view->p[ix[i]];
+        if (p->health == PEER_GONE) continue;
         s_out(c, s_tensor_mail(c, WIRE_AVG, p->id, (uint64_t)c->version, s_params(c), c->lay.nparams, codec_from_name("fp16")));
     }
 }
@@ -1084,8 +1126,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
         if (c->phase == PH_RUN && m->hdr.stage == c->stage) s_send_state(c, m->peer, STATE_FLAG_REPLY);
         break;
     case MAIL_VIEW:
-        free(c->view);
-        c->view = m->view;
+        s_take_view(c, m->view);
         m->view = NULL;
         break;
     case MAIL_STATE: s_on_state(c, m); break;
@@ -1241,7 +1282,6 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->o = cfg->o;
     c->st = cfg->st;
     c->data = cfg->data;
-    c->view = cfg->view;
     c->c.st = NULL;
     c->c.data = NULL;
     c->c.view = NULL;
@@ -1250,6 +1290,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     idmap_init(&c->applied[1]);
     c->stage = cfg->stage;
     c->nstages = c->o->stages;
+    if (cfg->view) s_take_view(c, cfg->view);
     c->B = c->o->batch;
     c->T = c->o->cfg.kind == MODEL_GPT ? c->o->cfg.maxT : 1;
     c->targets_n = (size_t)c->B * c->T;
@@ -1290,6 +1331,7 @@ void compute_destroy(compute_t **self_p)
     idmap_fini(&c->applied[0]);
     idmap_fini(&c->applied[1]);
     free(c->view);
+    free(c->by_stage);
     stage_state_destroy(&c->st);
     data_close(&c->data);
     data_batch_free(&c->batch);

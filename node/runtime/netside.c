@@ -13,7 +13,15 @@
 #define JOIN_RESEND_S 3.0       /* and asks again this often */
 #define JOIN_PER_S 20           /* JOINs (not introductions) answered per second, all keys together */
 #define GOSSIP_EVERY_S 1.0
+#define GOSSIP_FANOUT 3         /* PEERS go to this many random live peers each round, */
+#define GOSSIP_RECORDS 24       /* with this many records besides the sender's own: changed ones first */
+#define PROGRESS_MAX 256        /* last-stage progress entries in one PEERS */
 #define PING_EVERY_S 0.5
+#define PING_PARTNERS 6         /* each round pings up to this many partners (tensor traffic in the last PARTNER_S) */
+#define PARTNER_PING_S 2.0      /* not pinged in this long, */
+#define PING_OTHERS 2           /* and this many other peers, round-robin */
+#define PARTNER_S 10.0
+#define PARTNERS_MAX 32         /* partners tracked */
 #define HEALTH_EVERY_S 0.25
 #define LINGER_S 15.0           /* after a completed run, a node waits at most this long for every peer to hear of it */
 #define LINGER_RECENT_S 30.0    /* (peers heard from this recently: a partition may hide them) */
@@ -101,6 +109,13 @@ struct netside {
     /* timers */
     double next_ping, next_gossip, next_health, next_view, next_probe;
     int probe_at;               /* round-robin position of the gone-peer probes */
+    int ping_at;                /* round-robin position of the pings to non-partners */
+    uint64_t partner[PARTNERS_MAX]; /* peers with tensor traffic lately (ids; 0 free) */
+    int live;                   /* live peers at the last health check */
+    int gossip_at;              /* round-robin position of the gossip fill */
+    uint64_t rng;               /* gossip targets */
+    int ann_stage;              /* the stage and address our own announcement says */
+    char ann_addr[PEER_ADDR_MAX];
     int view_dirty;
     uint64_t drop_logged;
     uint8_t done_proof[DONE_LEN];  /* the last stage's signed word that the run completed */
@@ -281,9 +296,9 @@ static void s_self_announce(netside_t *ns, peer_t *self)
 {
     announce_t a;
     char err[160];
-    if (self->announce_seq && announce_verify(&a, self->announce, ANNOUNCE_LEN, err, sizeof err) == 0
-        && a.stage == self->info.stage && strcmp(a.addr, self->info.addr) == 0)
-        return;
+    if (self->announce_seq && ns->ann_stage == self->info.stage && strcmp(ns->ann_addr, self->info.addr) == 0) return;
+    ns->ann_stage = self->info.stage;
+    snprintf(ns->ann_addr, sizeof ns->ann_addr, "%s", self->info.addr);
     uint64_t seq = ns->c.clock.wall_ms(ns->c.clock.arg);
     if (seq <= self->announce_seq) seq = self->announce_seq + 1;
     if (announce_sign(&a, &self->info, seq, ns->c.keys, err, sizeof err) == 0) {
@@ -292,12 +307,33 @@ static void s_self_announce(netside_t *ns, peer_t *self)
     }
 }
 
-/* The table (alive peers and self) for WELCOME, PEERS and STATUS: the
- * records, then a u32 count and each record's signed announcement (empty
- * when we hold none for it), forwarded as received. */
-static void s_put_table(netside_t *ns, wbuf_t *w)
+/* Times a changed record goes out first in gossip: enough rounds for the
+ * news to reach every node with high probability (~3 log2 N). */
+static int s_rumor_rounds(const netside_t *ns)
 {
-    int cap = ns->peers.n + 1;
+    int r = 3;
+    for (int n = ns->peers.n; n > 1; n >>= 1) r += 3;
+    return r;
+}
+
+/* Appends record i of the table (with its announcement) to recs/blobs. */
+static void s_table_entry(const netside_t *ns, const peer_t *p, double now, peer_info_t *rec, const uint8_t **blob)
+{
+    (void)ns;
+    *rec = p->info;
+    rec->rtt_ms = (float)p->rtt_ms;
+    rec->seen_ms = (uint64_t)((now - p->last_heard) * 1000.0);
+    *blob = p->announce_seq ? p->announce : NULL;
+}
+
+/* A table for WELCOME, PEERS and STATUS: self, then alive peers: all of
+ * them (limit 0), or at most `limit`, changed records first, then a
+ * round-robin share of the rest (gossip).  The records, then a u32 count
+ * and each record's signed announcement (empty when we hold none for it),
+ * forwarded as received. */
+static void s_put_table(netside_t *ns, wbuf_t *w, int limit)
+{
+    int cap = (limit > 0 && limit < ns->peers.n ? limit : ns->peers.n) + 1;
     peer_info_t *recs = malloc(sizeof(peer_info_t) * (size_t)cap);
     const uint8_t **blobs = malloc(sizeof(uint8_t *) * (size_t)cap);
     if (!recs || !blobs) { free(recs); free(blobs); w->err = 1; return; }
@@ -313,20 +349,58 @@ static void s_put_table(netside_t *ns, wbuf_t *w)
     }
     k++;
     double now = s_now(ns);
-    for (int i = 0; i < ns->peers.n && k < cap; i++) {
-        peer_t *p = &ns->peers.p[i];
-        if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-        recs[k] = p->info;
-        recs[k].rtt_ms = (float)p->rtt_ms;
-        recs[k].seen_ms = (uint64_t)((now - p->last_heard) * 1000.0);
-        blobs[k] = p->announce_seq ? p->announce : NULL;
-        k++;
+    int n = ns->peers.n;
+    if (limit <= 0 || n <= limit) {
+        for (int i = 0; i < n && k < cap; i++) {
+            peer_t *p = &ns->peers.p[i];
+            if (p->info.id == ns->id || p->health == PEER_GONE) continue;
+            if (p->rumor > 0) p->rumor--;
+            s_table_entry(ns, p, now, &recs[k], &blobs[k]);
+            k++;
+        }
+    } else {
+        /* changed records first (each goes out a few rounds), then the next share of the rest */
+        for (int i = 0; i < n && k < cap; i++) {
+            peer_t *p = &ns->peers.p[i];
+            if (p->info.id == ns->id || p->health == PEER_GONE || p->rumor <= 0) continue;
+            p->rumor--;
+            s_table_entry(ns, p, now, &recs[k], &blobs[k]);
+            k++;
+        }
+        for (int j = 0; j < n && k < cap; j++) {
+            peer_t *p = &ns->peers.p[(ns->gossip_at + j) % n];
+            if (p->info.id == ns->id || p->health == PEER_GONE || p->rumor > 0) continue;
+            s_table_entry(ns, p, now, &recs[k], &blobs[k]);
+            k++;
+            ns->gossip_at = (ns->gossip_at + j + 1) % n;
+        }
     }
     peers_encode(w, recs, k);
     wbuf_put_u32(w, (uint32_t)k);
     for (int i = 0; i < k; i++) wbuf_put_bytes(w, blobs[i], blobs[i] ? ANNOUNCE_LEN : 0);
     free(recs);
     free(blobs);
+}
+
+static void s_revive(netside_t *ns, peer_t *p, const char *why)
+{
+    p->health = PEER_ALIVE;
+    p->rumor = s_rumor_rounds(ns);
+    ns->view_dirty = 1;
+    char s[9];
+    node_id_short(p->info.id, s);
+    metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"%s\",\"peer_stage\":%d", s, why, p->info.stage);
+}
+
+/* What a third party says of a peer's freshness: heard from seen_ms ago.
+ * Recent word brings a peer taken for gone back (a partition healed there). */
+static int s_fresh(netside_t *ns, peer_t *p, uint64_t seen_ms)
+{
+    double now = s_now(ns), at = now - (double)seen_ms * 1e-3;
+    if (at <= p->last_heard || p->banned_until > now) return 0;
+    p->last_heard = at;
+    if (p->health == PEER_GONE && now - at < GONE_MIN_S) s_revive(ns, p, "heard of again");
+    return 1;
 }
 
 /* Takes the records of a table sent by `sender`: its own record on its word
@@ -355,9 +429,17 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
         if (rec->id == sender) {
             if (memcmp(rec->pubkey, sender_pub, 32) != 0) continue;
             s_add_peer(ns, rec, why);
+        } else if (p) {
+            if (s_fresh(ns, p, rec->seen_ms)) {
+                /* the sender heard from it more lately than we did: its rate and version are newer hints */
+                if (p->info.rate != rec->rate) ns->view_dirty = 1;
+                p->info.rate = rec->rate;
+                p->info.version = rec->version;
+            }
+            if (!valid) continue;
         } else if (!valid) {
-            continue;   /* a third party's word alone is not enough (or nothing new) */
-        } else if (!p) {
+            continue;   /* a third party's word alone is not enough */
+        } else {
             s_add_peer(ns, rec, why);
         }
         p = peers_find(&ns->peers, rec->id);
@@ -366,7 +448,7 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
                 ns->c.port.disconnect(ns->c.port.arg, p->link);
                 p->link = -1;
             }
-            if (p->info.stage != a.stage) ns->view_dirty = 1;
+            if (p->info.stage != a.stage || strcmp(p->info.addr, a.addr) != 0) { ns->view_dirty = 1; p->rumor = s_rumor_rounds(ns); }
             memcpy(p->info.addr, a.addr, sizeof p->info.addr);
             p->info.stage = a.stage;
             memcpy(p->announce, blob, ANNOUNCE_LEN);
@@ -376,14 +458,27 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
     return 0;
 }
 
-static void s_send_table(netside_t *ns, uint64_t peer)
+/* PEERS: a share of the table, this node's progress and whether it ended,
+ * and (last stage) the progress of the last-stage peers it knows. */
+static void s_send_table(netside_t *ns, uint64_t peer, int limit)
 {
     wbuf_t w;
     wbuf_init(&w, TABLE_MAX_BYTES);
-    s_put_table(ns, &w);
+    s_put_table(ns, &w, limit);
     wbuf_put_u64(&w, ns->me.completed);
     wbuf_put_f32(&w, (float)ns->me.loss);
     wbuf_put_u8(&w, (uint8_t)(ns->me.done == 1 && ns->me.status == 0));  /* completed, not interrupted */
+    uint32_t np = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) wbuf_put_u32(&w, np);
+        np = 0;
+        for (int i = 0; ns->me.stage == ns->nstages - 1 && i < ns->peers.n && np < PROGRESS_MAX; i++) {
+            const peer_t *p = &ns->peers.p[i];
+            if (p->info.id == ns->id || p->info.stage != ns->nstages - 1 || !p->completed) continue;
+            if (pass) { wbuf_put_u64(&w, p->info.id); wbuf_put_u64(&w, p->completed); }
+            np++;
+        }
+    }
     if (!wbuf_error(&w)) {
         wire_hdr_t h;
         s_hdr(ns, &h, WIRE_PEERS);
@@ -400,13 +495,7 @@ static void s_heard(netside_t *ns, uint64_t id)
     peer_t *p = peers_find(&ns->peers, id);
     if (!p) return;
     p->last_heard = s_now(ns);
-    if (p->health == PEER_GONE) {
-        p->health = PEER_ALIVE;
-        ns->view_dirty = 1;
-        char s[9];
-        node_id_short(id, s);
-        metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"heard again\",\"peer_stage\":%d", s, p->info.stage);
-    }
+    if (p->health == PEER_GONE) s_revive(ns, p, "heard again");
 }
 
 static void s_add_peer(netside_t *ns, const peer_info_t *info, const char *why)
@@ -415,6 +504,8 @@ static void s_add_peer(netside_t *ns, const peer_info_t *info, const char *why)
     int r = peers_upsert(&ns->peers, info, s_now(ns));
     ns->view_dirty = 1;
     if (r == 1) {
+        peer_t *p = peers_find(&ns->peers, info->id);
+        if (p) p->rumor = s_rumor_rounds(ns);
         char s[9];
         node_id_short(info->id, s);
         metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"%s\",\"peer_stage\":%d,\"addr\":\"%s\"",
@@ -484,7 +575,7 @@ static void s_welcome(netside_t *ns, const transport_msg_t *m, int stage, int sh
     wbuf_put_u32(&asg, (uint32_t)stage);
     wbuf_put_u32(&asg, (uint32_t)shard);
     wbuf_put_u8(&asg, (uint8_t)(ns->me.done != 0));
-    s_put_table(ns, &tab);
+    s_put_table(ns, &tab, 0);
     if (!wbuf_error(&cfg) && !wbuf_error(&asg) && !wbuf_error(&tab)) {
         wire_hdr_t h;
         s_hdr(ns, &h, WIRE_WELCOME);
@@ -646,6 +737,28 @@ static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
 
 /* ---- tensors ---- */
 
+/* Tensor traffic with p: it is a partner (pinged often: routing needs its RTT). */
+static void s_traffic(netside_t *ns, peer_t *p)
+{
+    double now = s_now(ns);
+    p->last_traffic = now;
+    int slot = -1;
+    for (int i = 0; i < PARTNERS_MAX; i++) {
+        if (ns->partner[i] == p->info.id) return;
+        if (slot < 0 && !ns->partner[i]) slot = i;
+    }
+    if (slot < 0) {
+        /* full: replace the one with the oldest traffic */
+        double oldest = now;
+        for (int i = 0; i < PARTNERS_MAX; i++) {
+            peer_t *q = peers_find(&ns->peers, ns->partner[i]);
+            double t = q ? q->last_traffic : 0;
+            if (slot < 0 || t < oldest) { slot = i; oldest = t; }
+        }
+    }
+    ns->partner[slot] = p->info.id;
+}
+
 /* The floats a tensor of this type must have, and the stage its sender must serve. */
 static size_t s_expect(const netside_t *ns, int type, int *want_stage)
 {
@@ -673,6 +786,7 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
     if (ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { s_discard(ns); return; }  /* in flight across a move */
     size_t expect = s_expect(ns, type, &want_stage);
     if (p->info.stage != want_stage) { s_drop(ns, "tensor from a peer of the wrong stage", m->sender); return; }
+    s_traffic(ns, p);
     if (type == WIRE_GRAD && (m->hdr.flags & GRAD_FLAG_DUP) && m->nframes == 0) {
         /* no tensor: the microbatch was applied further on already */
         mail_t *mail = mail_new(MAIL_TENSOR);
@@ -787,6 +901,8 @@ static void s_on_send(netside_t *ns, mail_t *m)
     wire_hdr_t h = m->hdr;
     h.run = ns->run;
     if (m->peer) {
+        peer_t *to = peers_find(&ns->peers, m->peer);
+        if (to && (h.type == WIRE_ACT || h.type == WIRE_GRAD)) s_traffic(ns, to);
         if (s_send(ns, m->peer, &h, f, l, nf, m->raw_bytes, virt) != 0) s_drop(ns, "send failed (peer unknown or its queue full)", m->peer);
         else if (m->state_bytes) atomic_fetch_add(&ns->ctr.bytes_sent_state, WIRE_HDR_LEN + l[0] + (nf > 1 ? l[1] : 0));
     } else {
@@ -1071,11 +1187,19 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
     uint64_t completed = rbuf_get_u64(&r);
     float loss = rbuf_get_f32(&r);
     int done = rbuf_get_u8(&r);
-    if (rbuf_error(&r)) { s_drop(ns, "malformed PEERS", m->sender); return; }
-    /* the run's progress and its end are the last stage's to tell */
+    uint32_t np = rbuf_get_u32(&r);
+    if (rbuf_error(&r) || np > PROGRESS_MAX) { s_drop(ns, "malformed PEERS", m->sender); return; }
+    /* the run's progress and its end are the last stage's to tell: its own, and what it knows of its stage's other peers */
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (p && done) p->done_seen = 1;
-    if (!p || p->info.stage != ns->nstages - 1) return;
+    int last = p && p->info.stage == ns->nstages - 1;
+    for (uint32_t i = 0; i < np; i++) {
+        uint64_t id = rbuf_get_u64(&r), c = rbuf_get_u64(&r);
+        peer_t *q = last && !rbuf_error(&r) && id != ns->id ? peers_find(&ns->peers, id) : NULL;
+        if (q && q->info.stage == ns->nstages - 1 && c > q->completed) { q->completed = c; ns->view_dirty = 1; }
+    }
+    if (rbuf_error(&r)) { s_drop(ns, "malformed PEERS", m->sender); return; }
+    if (!last) return;
     if (completed > p->completed) { p->completed = completed; ns->view_dirty = 1; }
     if (isfinite(loss)) p->last_loss = loss;
     if (done) s_stop_compute(ns);
@@ -1115,7 +1239,7 @@ static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
     wbuf_put_u64(&w, completed);
     wbuf_put_f32(&w, (float)loss);
     wbuf_put_str(&w, ns->c.o->cfg.name);
-    s_put_table(ns, &w);
+    s_put_table(ns, &w, 0);
     if (!wbuf_error(&w)) {
         wire_hdr_t h;
         s_hdr(ns, &h, WIRE_STATUS);
@@ -1270,7 +1394,7 @@ static void s_broadcast(netside_t *ns, int type)
     uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
     int k = ids ? s_live_ids(ns, ids) : 0;
     for (int i = 0; i < k; i++) {
-        if (type == WIRE_PEERS) { s_send_table(ns, ids[i]); continue; }
+        if (type == WIRE_PEERS) { s_send_table(ns, ids[i], GOSSIP_RECORDS); continue; }
         wire_hdr_t h;
         s_hdr(ns, &h, type);
         h.mb = (uint64_t)(s_now(ns) * 1e6);
@@ -1301,24 +1425,115 @@ static void s_probe_gone(netside_t *ns)
     if (ns->peers.n) ns->probe_at = (ns->probe_at + GONE_PROBES) % ns->peers.n;
 }
 
+static void s_ping(netside_t *ns, peer_t *p, double now)
+{
+    wire_hdr_t h;
+    s_hdr(ns, &h, WIRE_PING);
+    h.mb = (uint64_t)(now * 1e6);
+    p->last_ping = now;
+    s_send(ns, p->info.id, &h, NULL, NULL, 0, 0, 0);
+}
+
+static int s_partner(const peer_t *p, double now)
+{
+    return p->last_traffic > 0 && now - p->last_traffic < PARTNER_S;
+}
+
+/* Heartbeats, bounded whatever the swarm's size: every peer every round
+ * when there are few; else the partners not pinged lately (routing needs
+ * their RTT) and a few others round-robin. */
+static void s_ping_round(netside_t *ns)
+{
+    double now = s_now(ns);
+    int n = ns->peers.n;
+    if (ns->live <= PING_PARTNERS + PING_OTHERS) {
+        for (int i = 0; i < n; i++) {
+            peer_t *p = &ns->peers.p[i];
+            if (p->info.id != ns->id && p->health != PEER_GONE) s_ping(ns, p, now);
+        }
+        return;
+    }
+    for (int i = 0, sent = 0; i < PARTNERS_MAX && sent < PING_PARTNERS; i++) {
+        peer_t *p = ns->partner[i] ? peers_find(&ns->peers, ns->partner[i]) : NULL;
+        if (!p || !s_partner(p, now)) { ns->partner[i] = 0; continue; }
+        if (p->health == PEER_GONE || now - p->last_ping < PARTNER_PING_S) continue;
+        s_ping(ns, p, now);
+        sent++;
+    }
+    for (int k = 0, sent = 0; k < n && sent < PING_OTHERS; k++) {
+        peer_t *p = &ns->peers.p[(ns->ping_at + k) % n];
+        if (p->info.id == ns->id || p->health == PEER_GONE || s_partner(p, now)) continue;
+        s_ping(ns, p, now);
+        sent++;
+        ns->ping_at = (ns->ping_at + k + 1) % n;
+    }
+}
+
+/* Gossip, bounded: a share of the table to a few random live peers (a
+ * last-stage node also to one of its stage, whose progress it carries). */
+static void s_gossip_round(netside_t *ns)
+{
+    uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
+    int k = ids ? s_live_ids(ns, ids) : 0;
+    int fan = k < GOSSIP_FANOUT ? k : GOSSIP_FANOUT;
+    for (int i = 0; i < fan; i++) {
+        /* a partial Fisher-Yates shuffle: fan distinct targets */
+        ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        int j = i + (int)((ns->rng >> 33) % (uint64_t)(k - i));
+        uint64_t t = ids[i]; ids[i] = ids[j]; ids[j] = t;
+        s_send_table(ns, ids[i], GOSSIP_RECORDS);
+    }
+    if (ns->me.stage == ns->nstages - 1) {
+        int m = 0;
+        for (int i = fan; i < k; i++) {
+            peer_t *p = peers_find(&ns->peers, ids[i]);
+            if (p && p->info.stage == ns->nstages - 1) ids[m++] = ids[i];
+        }
+        if (m) {
+            ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            s_send_table(ns, ids[(ns->rng >> 33) % (uint64_t)m], GOSSIP_RECORDS);
+        }
+    }
+    free(ids);
+}
+
+/* Silence allowed before a peer is taken for slow, then gone: a few
+ * heartbeats, stretched by the measured RTT and its spread, and by how
+ * seldom we ping it (peers pinged round-robin among many are heard of
+ * mostly through gossip). */
+static double s_gone_after(const peer_t *p, double now, int live)
+{
+    double gone = GONE_MIN_S + (p->rtt_ms * 8 + p->rtt_dev_ms * 8) * 1e-3;
+    if (live > PING_PARTNERS + PING_OTHERS) {
+        double every = s_partner(p, now) ? PARTNER_PING_S : ceil((double)live / PING_OTHERS) * PING_EVERY_S;
+        if (4 * every > gone) gone = 4 * every;
+    }
+    return gone;
+}
+
 static void s_check_health(netside_t *ns)
 {
     double now = s_now(ns);
+    int live = ns->live;
+    ns->live = 0;
     for (int i = 0; i < ns->peers.n; i++) {
         peer_t *p = &ns->peers.p[i];
         if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-        /* silence allowed: a few heartbeats, stretched by the measured RTT and its spread */
-        double gone = GONE_MIN_S + (p->rtt_ms * 8 + p->rtt_dev_ms * 8) * 1e-3;
+        ns->live++;
+        double gone = s_gone_after(p, now, live);
         double slow = gone / 2;
         double quiet = now - p->last_heard;
-        char s[9];
-        node_id_short(p->info.id, s);
+        char s[9] = "";
+        if (quiet > slow && p->health != PEER_SLOW) node_id_short(p->info.id, s);
         if (quiet > gone) {
+            node_id_short(p->info.id, s);
             p->health = PEER_GONE;
+            p->rumor = 0;
             ns->view_dirty = 1;
             metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
         } else if (quiet > slow && p->health == PEER_ALIVE) {
             p->health = PEER_SLOW;
+            node_id_short(p->info.id, s);
             ns->view_dirty = 1;
             metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"slow\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
         } else if (quiet <= slow && p->health == PEER_SLOW) {
@@ -1356,9 +1571,12 @@ double netside_tick(netside_t *ns)
         return ns->join_resend < ns->join_deadline ? ns->join_resend : ns->join_deadline;
     }
     if (ns->join == JOIN_FAILED) return now + 1.0;
-    if (now >= ns->next_ping) { s_broadcast(ns, WIRE_PING); ns->next_ping = now + PING_EVERY_S; }
-    if (now >= ns->next_gossip) { s_broadcast(ns, WIRE_PEERS); ns->next_gossip = now + GOSSIP_EVERY_S; }
-    if (now >= ns->next_health) { s_check_health(ns); ns->next_health = now + HEALTH_EVERY_S; }
+    if (now >= ns->next_ping) { s_ping_round(ns); ns->next_ping = now + PING_EVERY_S; }
+    if (now >= ns->next_gossip) { s_gossip_round(ns); ns->next_gossip = now + GOSSIP_EVERY_S; }
+    if (now >= ns->next_health) {
+        s_check_health(ns);
+        ns->next_health = now + (ns->peers.n > 256 ? HEALTH_EVERY_S * ns->peers.n / 256 : HEALTH_EVERY_S);
+    }
     if (now >= ns->next_probe) { s_probe_gone(ns); ns->next_probe = now + GONE_PROBE_S; }
     if (ns->left && ns->have_proof && now < ns->linger_until && now >= ns->next_linger) {
         s_unaware(ns, 1);
@@ -1368,7 +1586,10 @@ double netside_tick(netside_t *ns)
         if (now >= ns->fetch.deadline) s_fetch_end(ns, NULL);
         else if (now >= ns->fetch.resend && now - ns->fetch.rx.last_chunk >= FETCH_RESEND_S) s_fetch_ask(ns);
     }
-    if (ns->view_dirty && now >= ns->next_view) { s_publish_view(ns); ns->next_view = now + VIEW_EVERY_S; }
+    if (ns->view_dirty && now >= ns->next_view) {
+        s_publish_view(ns);
+        ns->next_view = now + (ns->peers.n > 64 ? 1.0 : VIEW_EVERY_S);   /* large tables: at most once a second */
+    }
     double next = ns->next_ping;
     if (ns->next_gossip < next) next = ns->next_gossip;
     if (ns->next_health < next) next = ns->next_health;
@@ -1429,6 +1650,7 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->me.loss = NAN;
     ns->join_link = -1;
     ns->join_tokens = JOIN_PER_S;
+    ns->rng = ns->id ^ 0x9e3779b97f4a7c15ULL;
     ns->join_last = s_now(ns);
     if (!cfg->o->join[0]) ns->run = opts_run_id(cfg->o);
     ns->dec = codec_ctx_new(1);

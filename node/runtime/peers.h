@@ -32,6 +32,9 @@ typedef struct {
     double banned_until;    /* clock time before which it is ignored */
     double last_state_req;  /* rate limit of its STATE_REQs */
     int done_seen;          /* it said it ended (DONE, BYE, or a finished gossip) */
+    int rumor;              /* gossip rounds left in which its record goes out first (it changed) */
+    double last_traffic;    /* clock time of the last tensor to or from it (a partner: pinged every round) */
+    double last_ping;       /* clock time of our last PING to it */
     double norm_mean;       /* running mean of the per-value RMS of its ACT/GRAD tensors */
     int norm_n;             /* tensors in that mean */
 } peer_t;

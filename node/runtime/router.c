@@ -35,13 +35,13 @@ route_t *router_get(router_t *rt, uint64_t peer, int make)
     return r;
 }
 
-uint64_t router_pick(router_t *rt, const peer_view_t *v, int stage, uint64_t avoid)
+uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, uint64_t avoid)
 {
     uint64_t best = 0;
     double best_cost = 0;
-    for (int i = 0; v && i < v->n; i++) {
-        const view_peer_t *p = &v->p[i];
-        if (p->id == avoid || p->stage != stage || p->health == PEER_GONE) continue;
+    for (int i = 0; v && i < n; i++) {
+        const view_peer_t *p = &v->p[ix[i]];
+        if (p->id == avoid || p->health == PEER_GONE) continue;
         const route_t *r = router_get(rt, p->id, 0);
         double turn = r && r->turnaround > 0 ? r->turnaround : 0.05;
         double cost = ((r ? r->outstanding : 0) + 1) * turn + p->rtt_ms * 1e-3;

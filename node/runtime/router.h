@@ -24,10 +24,11 @@ void router_init(router_t *rt);
 void router_fini(router_t *rt);
 /* The record of peer, or NULL (make: created when missing; NULL when out of memory). */
 route_t *router_get(router_t *rt, uint64_t peer, int make);
-/* The live peer of `stage` in v with the lowest expected completion time:
- * (outstanding + 1) x turnaround (0.05 s while unknown) + RTT; a slow peer
- * costs 4 x + 1 s.  Never `avoid` (0: none).  0 when the stage has no peer. */
-uint64_t router_pick(router_t *rt, const peer_view_t *v, int stage, uint64_t avoid);
+/* Among the peers ix[0..n) of snapshot v (the peers of one stage), the live
+ * one with the lowest expected completion time: (outstanding + 1) x
+ * turnaround (0.05 s while unknown) + RTT; a slow peer costs 4 x + 1 s.
+ * Never `avoid` (0: none).  0 when there is none. */
+uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, uint64_t avoid);
 /* A microbatch went to peer. */
 void router_sent(router_t *rt, uint64_t peer);
 /* Peer returned (or lost) one: turnaround > 0 is its measured time. */

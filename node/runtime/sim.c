@@ -489,10 +489,10 @@ static void s_join_addr(const sim_t *s, int i, char *out, size_t len)
     addr_format(out, len, host, SIM_PORT, s->node[i]->keys.pub);
 }
 
-/* A live node to join through: node 0 when alive, else a random live welcomed one (-1: none). */
+/* A live node to join through: node 0 for the first few, then a random live welcomed one (-1: none). */
 static int s_bootstrap(sim_t *s, int except)
 {
-    if (except != 0 && s->node[0]->alive && s->node[0]->net && !s->node[0]->finished && (s->node[0]->joined || !s->node[0]->joiner))
+    if (except != 0 && except < 8 && s->node[0]->alive && s->node[0]->net && !s->node[0]->finished)
         return 0;
     int cand = 0;
     for (int i = 0; i < s->nnodes; i++) {

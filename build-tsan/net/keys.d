@@ -1,0 +1,2 @@
+build-tsan/net/keys.o: net/keys.c net/keys.h
+net/keys.h:

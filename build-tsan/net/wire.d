@@ -1,0 +1,3 @@
+build-tsan/net/wire.o: net/wire.c net/wire.h net/keys.h
+net/wire.h:
+net/keys.h:
