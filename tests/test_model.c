@@ -226,6 +226,39 @@ static void test_determinism(void)
     s_pipe_free(&d);
 }
 
+/* The loss of a diverged model is reported as it is: logits of +-1.9e38 make
+ * a loss beyond the float range, +inf (not a capped ~87), so the trainers'
+ * "loss is not finite" check can fire; a moderately large gap gives the exact
+ * finite loss. */
+static void test_loss_not_capped(void)
+{
+    model_config_t c = s_small_gpt();
+    pipe_t p = {0};
+    s_pipe_init(&p, &c, 1, 2, 3);
+    s_pipe_batch(&p, 5);
+    stage_state_t *st = p.st[0];
+    int k = 0;
+    while (st->s.tensors[k].unit != c.L + 1) k++;
+    float *lnfw = st->params + st->s.tensors[k].offset, *lnfb = st->params + st->s.tensors[k + 1].offset;
+    float *head = st->params + st->s.tensors[k + 2].offset;
+    for (int i = 0; i < c.C; i++) { lnfw[i] = 0.0f; lnfb[i] = 1.0f; }   /* lnf output: all ones */
+    for (int scale = 0; scale < 2; scale++) {
+        /* logit of token v = C * head[v][*]: +g for even v, -g for odd v */
+        float g = scale ? 1.2e37f : 10.0f;   /* 2 C g = 3.8e38 > FLT_MAX */
+        for (int v = 0; v < c.V; v++)
+            for (int i = 0; i < c.C; i++) head[(size_t)v * c.C + i] = v % 2 ? -g : g;
+        float loss = s_pipe_forward(&p);
+        /* per position: 0 + log(V / 2) for an even target, 2 C g + log(V / 2) for an odd one */
+        double want = 0.0;
+        for (int i = 0; i < p.B * p.T; i++)
+            want += (p.a[0]->targets[i] % 2 ? 2.0 * c.C * g : 0.0) + log(c.V / 2.0);
+        want /= p.B * p.T;
+        if (scale == 0) CHECKF(fabs(loss - want) <= 1e-5 * want && loss > 100.0f, "loss %g, want %g", loss, want);
+        else CHECKF(isinf(loss), "loss %g, want +inf", loss);
+    }
+    s_pipe_free(&p);
+}
+
 static void test_modelfile_roundtrip(void)
 {
     model_config_t c = s_small_gpt(), c2;
@@ -321,6 +354,7 @@ int main(void)
     RUN(test_mlp_gradients_fd);
     RUN(test_split_equals_whole);
     RUN(test_determinism);
+    RUN(test_loss_not_capped);
     RUN(test_modelfile_roundtrip);
     RUN(test_checkpoint_kill_during_write);
     CHECK_EXIT();
