@@ -36,7 +36,7 @@ $(BUILD)/libbrigade.a: $(LIB_OBJ)
 $(BUILD)/brigade: $(BUILD)/node/cli/main.o $(BUILD)/libbrigade.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libbrigade.a tests/check.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libbrigade.a tests/check.h tests/json_valid.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbrigade.a $(LDLIBS)
 

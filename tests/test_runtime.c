@@ -1,9 +1,12 @@
 /* test_runtime: the stage runtime's building blocks: weight stash, peer
  * table and routing, the thread-safe queue, the option table with the run
- * config codec and run id, and stage checkpoints. */
+ * config codec and run id, stage checkpoints, and the metrics writer. */
 #include "tests/check.h"
+#include "tests/json_valid.h"
 #include "net/wire.h"
 #include "node/engine/modelfile.h"
+#include "node/runtime/json.h"
+#include "node/runtime/metrics.h"
 #include "node/runtime/options.h"
 #include "node/runtime/peers.h"
 #include "node/runtime/queue.h"
@@ -976,6 +979,93 @@ static void test_checkpoint_bad_values(void)
     s_ckpt_free(&k);
 }
 
+/* ---- metrics: JSON always ---------------------------------------------- */
+
+/* Reads path's lines into lines[] (at most max, each NUL-terminated, no
+ * newline); returns their count, or -1 when a line lacks its newline. */
+static int s_read_lines(const char *path, char lines[][8192], int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    while (n < max && fgets(lines[n], 8192, f)) {
+        size_t l = strlen(lines[n]);
+        if (l == 0 || lines[n][l - 1] != '\n') { fclose(f); return -1; }
+        lines[n][l - 1] = '\0';
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static void test_json_quote(void)
+{
+    char q[JSON_QUOTE_LEN(16)];
+    CHECK(json_quote(q, sizeof q, "a\"b\\c\n\r\t", 64) == strlen(q));
+    CHECK(strcmp(q, "\"a\\\"b\\\\c\\n\\r\\t\"") == 0);
+    json_quote(q, sizeof q, "\x01\x1f\x7f\xff z", 64);
+    CHECK(strcmp(q, "\"\\u0001\\u001f\\u007f\\u00ff z\"") == 0);
+    json_quote(q, sizeof q, NULL, 64);
+    CHECK(strcmp(q, "\"\"") == 0);
+    json_quote(q, sizeof q, "abcdef", 3);   /* maxlen cuts the input */
+    CHECK(strcmp(q, "\"abc\"") == 0);
+    /* output too small: cut before the escape that does not fit, still closed */
+    for (size_t cap = 3; cap <= 16; cap++) {
+        char small[16];
+        size_t k = json_quote(small, cap, "\"\"\"\"\"\"\"\"", 64);
+        CHECKF(k < cap && json_valid(small, k), "cap %zu: %s", cap, small);
+    }
+    char b[32];
+    CHECK(strcmp(json_number(b, sizeof b, NAN), "null") == 0);
+    CHECK(strcmp(json_number(b, sizeof b, -INFINITY), "null") == 0);
+    CHECK(strcmp(json_number(b, sizeof b, 0.25), "0.25") == 0);
+}
+
+static void test_metrics_lines_are_json(void)
+{
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/m.jsonl", s_dir);
+    metrics_t *m = metrics_open(path, "n\"1", err, sizeof err);
+    CHECK(m != NULL);
+    if (!m) return;
+    metrics_set_stage(m, 2);
+    /* what a hostile peer controls: an address, a reason built from its bytes */
+    const char *evil = "a\",\"event\":\"forged\",\"x\":\"\\\n\x01\xc3\xa9";
+    metrics_event(m, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":%s,\"peer_stage\":%d,\"addr\":%s",
+                  "abcd1234", "gossip", 1, evil);
+    metrics_event(m, "update", "\"loss\":%.9g,\"acc\":%.6f,\"lr\":%g,\"n\":%llu,\"z\":%zu,\"d\":%d",
+                  NAN, INFINITY, -INFINITY, 18446744073709551615ULL, (size_t)7, -3);
+    metrics_event(m, "drop", "\"why\":\"silent %.1f s\",\"from\":\"%08llx\",\"p\":%s,\"pct\":\"100%%\"",
+                  NAN, 0xdeadbeefULL, "");
+    metrics_event(m, "end", NULL);
+    char long_s[3000];
+    memset(long_s, '"', sizeof long_s - 1);
+    long_s[sizeof long_s - 1] = '\0';
+    metrics_event(m, "long", "\"s\":%s", long_s);
+    metrics_set_stage(m, -1);
+    metrics_event(m, "ev\"il", "\"k\":1");
+    metrics_close(&m);
+    CHECK(m == NULL);
+
+    static char lines[8][8192];
+    int n = s_read_lines(path, lines, 8);
+    CHECKF(n == 6, "%d lines", n);
+    for (int i = 0; i < n; i++) {
+        CHECKF(json_valid(lines[i], strlen(lines[i])), "line %d: %s", i + 1, lines[i]);
+        CHECKF(lines[i][0] == '{' && strstr(lines[i], "\"t\":") && strstr(lines[i], "\"event\":")
+               && strstr(lines[i], "\"node\":\"n\\\"1\"") && strstr(lines[i], "\"stage\":"), "line %d: %s", i + 1, lines[i]);
+    }
+    if (n < 6) return;
+    CHECK(strstr(lines[0], "\"stage\":2,") != NULL);
+    CHECK(strstr(lines[0], "\"addr\":\"a\\\",\\\"event\\\":\\\"forged\\\",\\\"x\\\":\\\"\\\\\\n\\u0001\\u00c3\\u00a9\"}") != NULL);
+    CHECK(strstr(lines[0], "\"event\":\"forged\"") == NULL);
+    CHECK(strstr(lines[1], "\"loss\":null,\"acc\":null,\"lr\":null,\"n\":18446744073709551615,\"z\":7,\"d\":-3}") != NULL);
+    CHECK(strstr(lines[2], "\"why\":\"silent null s\",\"from\":\"deadbeef\",\"p\":\"\",\"pct\":\"100%\"}") != NULL);
+    CHECK(strstr(lines[3], "\"event\":\"end\"") != NULL && strstr(lines[3], "\"stage\":2}") != NULL);
+    CHECKF(strlen(lines[4]) < 2 * METRICS_STR_MAX + 100, "%zu bytes", strlen(lines[4]));   /* cut at METRICS_STR_MAX */
+    CHECK(strstr(lines[5], "\"event\":\"ev\\\"il\"") != NULL && strstr(lines[5], "\"stage\":null") != NULL);
+}
+
 int main(void)
 {
     snprintf(s_dir, sizeof s_dir, "/tmp/brigade-runtime.XXXXXX");
@@ -1001,6 +1091,8 @@ int main(void)
     RUN(test_checkpoint_roundtrip);
     RUN(test_checkpoint_damaged);
     RUN(test_checkpoint_bad_values);
+    RUN(test_json_quote);
+    RUN(test_metrics_lines_are_json);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) printf("  could not remove %s\n", s_dir);

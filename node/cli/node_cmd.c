@@ -326,8 +326,8 @@ int cmd_node(int argc, char **argv)
     if (!n->o.keys[0])
         fprintf(stderr, "brigade node: a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
     fprintf(stderr, "join with: --join %s\n", n->join_addr);
-    metrics_event(n->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":\"%s\",\"params\":%zu,"
-                  "\"join_addr\":\"%s\",\"stages\":%d,\"codec\":\"%s\",\"grad_codec\":\"%s\",\"version\":%lld",
+    metrics_event(n->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
+                  "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"version\":%lld",
                   (unsigned long long)n->run, n->o.cfg.name, nparams, n->join_addr, n->nstages, n->o.codec,
                   n->o.grad_codec, (long long)n->st->version);
     n->t0 = metrics_now();
@@ -369,8 +369,8 @@ int cmd_node(int argc, char **argv)
         else fprintf(stderr, "brigade node: checkpoint written to %s\n", n->ckpt_path);
     }
     double wall = metrics_now() - n->t0;
-    metrics_event(n->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
-                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,\"why\":\"%s\"",
+    metrics_event(n->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
+                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,\"why\":%s",
                   n->status ? "error" : "ok", (long long)n->st->version, (unsigned long long)atomic_load(&n->tokens), wall,
                   (unsigned long long)n->lost,
                   (unsigned long long)atomic_load(&n->bytes_sent), (unsigned long long)atomic_load(&n->bytes_sent_raw),

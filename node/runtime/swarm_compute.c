@@ -155,14 +155,13 @@ static item_t *s_tensor_item(compute_t *c, int type, uint64_t peer, uint64_t mb,
 static void s_emit_update(compute_t *c, double loss)
 {
     node_t *n = c->n;
-    char lb[32];
     int last = n->stage == n->nstages - 1;
     int64_t v = c->st->version;
     metrics_event(n->metrics, "update",
-                  "\"version\":%lld,\"tokens\":%llu,\"loss\":%s,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
+                  "\"version\":%lld,\"tokens\":%llu,\"loss\":%.9g,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
                   "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu",
                   (long long)v, (unsigned long long)atomic_load(&n->tokens),
-                  last ? metrics_num(lb, sizeof lb, loss) : "null",
+                  last ? loss : NAN,
                   (unsigned long long)atomic_load(&n->bytes_sent), (unsigned long long)atomic_load(&n->bytes_sent_raw),
                   (unsigned long long)atomic_load(&n->bytes_recv), (unsigned long long)atomic_load(&n->bytes_sent_state),
                   stash_versions(&c->stash, v), c->inflight,
@@ -226,7 +225,7 @@ static void s_after_backward(compute_t *c)
     if (n->ckpt_path[0] && c->st->version % n->o.save_every == 0) {
         char err[300];
         if (swarm_save_checkpoint(n, c->cursor, err, sizeof err) < 0)
-            metrics_event(n->metrics, "checkpoint", "\"ok\":false,\"why\":\"%s\"", err);
+            metrics_event(n->metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
     }
     /* within-stage averaging with the other peers of this stage */
     if (c->st->version % AVG_EVERY == 0) {
@@ -358,7 +357,7 @@ static int s_issue(compute_t *c, mbrec_t *old)
         c->retries++;
         char why[64];
         snprintf(why, sizeof why, "no gradient after %.1f s", s_now() - old->t);
-        metrics_event(n->metrics, "retry", "\"mb\":%llu,\"why\":\"%s\"", (unsigned long long)old->mb, why);
+        metrics_event(n->metrics, "retry", "\"mb\":%llu,\"why\":%s", (unsigned long long)old->mb, why);
     } else {
         r->cursor = c->cursor;
     }
@@ -435,13 +434,12 @@ static void s_emit_eval(compute_t *c, uint32_t round)
 {
     node_t *n = c->n;
     if (c->eval_n == 0) return;
-    char b1[32], b2[32];
     double vl = c->eval_loss / c->eval_n;
     if (n->o.cfg.kind == MODEL_MLP)
-        metrics_event(n->metrics, "eval", "\"version\":%u,\"val_loss\":%s,\"val_acc\":%s,\"batches\":%d", round,
-                      metrics_num(b1, sizeof b1, vl), metrics_num(b2, sizeof b2, (double)c->eval_correct / ((double)c->eval_n * c->B)), c->eval_n);
+        metrics_event(n->metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"val_acc\":%.9g,\"batches\":%d", round,
+                      vl, (double)c->eval_correct / ((double)c->eval_n * c->B), c->eval_n);
     else
-        metrics_event(n->metrics, "eval", "\"version\":%u,\"val_loss\":%s,\"batches\":%d", round, metrics_num(b1, sizeof b1, vl), c->eval_n);
+        metrics_event(n->metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"batches\":%d", round, vl, c->eval_n);
     c->eval_loss = 0;
     c->eval_correct = 0;
     c->eval_n = 0;
@@ -587,7 +585,7 @@ static void s_send_state(compute_t *c, uint64_t peer, uint32_t flags)
     free(snap);
     char s[9];
     node_id_short(peer, s);
-    metrics_event(n->metrics, flags & STATE_FLAG_BACKUP ? "backup" : "state", "\"to\":\"%s\",\"version\":%lld,\"bytes\":%zu",
+    metrics_event(n->metrics, flags & STATE_FLAG_BACKUP ? "backup" : "state", "\"to\":%s,\"version\":%lld,\"bytes\":%zu",
                   s, (long long)c->st->version, total);
 }
 
@@ -797,7 +795,7 @@ static void s_move(compute_t *c, int to, const char *why)
         return;
     }
     c->last_move = s_now();
-    metrics_event(n->metrics, "move", "\"from\":%d,\"to\":%d,\"why\":\"%s\",\"version\":%lld,\"state\":\"%s\"",
+    metrics_event(n->metrics, "move", "\"from\":%d,\"to\":%d,\"why\":%s,\"version\":%lld,\"state\":%s",
                   from, to, why, (long long)st->version, got ? (donor ? "downloaded" : "backup") : "initial");
     progress_line(1, 0, "moved from stage %d to stage %d (%s); its state %s at version %lld", from, to, why,
                   got ? "downloaded" : "not found, initial weights", (long long)st->version);

@@ -67,7 +67,7 @@ static void s_drop(node_t *n, const char *why, uint64_t from)
     char id[9];
     node_id_short(from, id);
     if (k <= DROP_LOG_FIRST || k % 100 == 0)
-        metrics_event(n->metrics, "drop", "\"why\":\"%s\",\"from\":\"%s\",\"drops\":%llu", why, id, (unsigned long long)k);
+        metrics_event(n->metrics, "drop", "\"why\":%s,\"from\":%s,\"drops\":%llu", why, id, (unsigned long long)k);
     /* a repeat offender is ignored for a while */
     pthread_mutex_lock(&n->peers.lock);
     int i = peers_find_locked(&n->peers, from);
@@ -77,8 +77,9 @@ static void s_drop(node_t *n, const char *why, uint64_t from)
             p->strikes = 0;
             p->banned_until = metrics_now() + BAN_S;
             p->health = PEER_GONE;
-            metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"banned\",\"why\":\"%d refused messages, last: %s\",\"for_s\":%.0f",
-                          id, BAN_STRIKES, why, BAN_S);
+            char ban[300];
+            snprintf(ban, sizeof ban, "%d refused messages, last: %s", BAN_STRIKES, why);
+            metrics_event(n->metrics, "peer", "\"peer\":%s,\"what\":\"banned\",\"why\":%s,\"for_s\":%.0f", id, ban, BAN_S);
         }
     }
     pthread_mutex_unlock(&n->peers.lock);
@@ -362,7 +363,7 @@ static void s_heard(node_t *n, uint64_t id)
             p->health = PEER_ALIVE;
             char s[9];
             node_id_short(id, s);
-            metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"heard again\",\"peer_stage\":%d", s, p->info.stage);
+            metrics_event(n->metrics, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":\"heard again\",\"peer_stage\":%d", s, p->info.stage);
         }
     }
     pthread_mutex_unlock(&n->peers.lock);
@@ -383,7 +384,7 @@ static void s_add_peer(node_t *n, const peer_info_t *info, const char *why)
     if (peers_upsert(&n->peers, info, metrics_now()) == 1) {
         char s[9];
         node_id_short(info->id, s);
-        metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"%s\",\"peer_stage\":%d,\"addr\":\"%s\"",
+        metrics_event(n->metrics, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":%s,\"peer_stage\":%d,\"addr\":%s",
                       s, why, info->stage, info->addr);
     }
 }
@@ -437,7 +438,7 @@ static void s_on_join(node_t *n, transport_msg_t *m)
         if (why[0]) {
             char id[9];
             node_id_short(m->sender, id);
-            metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"refused\",\"why\":\"%s\"", id, why);
+            metrics_event(n->metrics, "peer", "\"peer\":%s,\"what\":\"refused\",\"why\":%s", id, why);
             s_drop(n, why, m->sender);
             if (!(m->hdr.flags & JOIN_FLAG_INTRO)) {
                 /* tell the joiner why, so it can say so instead of waiting */
@@ -743,7 +744,7 @@ static void s_on_backup_push(node_t *n, transport_msg_t *m)
     memset(x, 0, sizeof *x);
     char id[9];
     node_id_short(m->sender, id);
-    metrics_event(n->metrics, "backup", "\"held_stage\":%d,\"version\":%lld,\"from\":\"%s\",\"bytes\":%zu",
+    metrics_event(n->metrics, "backup", "\"held_stage\":%d,\"version\":%lld,\"from\":%s,\"bytes\":%zu",
                   s, (long long)b->version, id, b->total);
 }
 
@@ -779,7 +780,7 @@ static void s_serve_backup(node_t *n, transport_msg_t *m)
     }
     char id[9];
     node_id_short(m->sender, id);
-    metrics_event(n->metrics, "backup", "\"served_stage\":%d,\"version\":%lld,\"to\":\"%s\"", s, (long long)b->version, id);
+    metrics_event(n->metrics, "backup", "\"served_stage\":%d,\"version\":%lld,\"to\":%s", s, (long long)b->version, id);
 }
 
 static void s_on_state(node_t *n, transport_msg_t *m)
@@ -931,7 +932,7 @@ static void s_dispatch(node_t *n, transport_msg_t *m)
             n->peers.p[i].health = PEER_GONE;
             char s[9];
             node_id_short(m->sender, s);
-            metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"gone\",\"why\":\"bye\",\"peer_stage\":%d", s, n->peers.p[i].info.stage);
+            metrics_event(n->metrics, "peer", "\"peer\":%s,\"what\":\"gone\",\"why\":\"bye\",\"peer_stage\":%d", s, n->peers.p[i].info.stage);
         }
         pthread_mutex_unlock(&n->peers.lock);
         break;
@@ -981,10 +982,10 @@ static void s_check_health(node_t *n)
         node_id_short(p->info.id, s);
         if (quiet > gone) {
             p->health = PEER_GONE;
-            metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
+            metrics_event(n->metrics, "peer", "\"peer\":%s,\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
         } else if (quiet > slow && p->health == PEER_ALIVE) {
             p->health = PEER_SLOW;
-            metrics_event(n->metrics, "peer", "\"peer\":\"%s\",\"what\":\"slow\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
+            metrics_event(n->metrics, "peer", "\"peer\":%s,\"what\":\"slow\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
         } else if (quiet <= slow && p->health == PEER_SLOW) {
             p->health = PEER_ALIVE;
         }
