@@ -165,7 +165,7 @@ static void s_welcome(rogue_t *r, zmq_msg_t *parts, int n)
     char err[256];
     if (wire_hdr_decode(&h, zmq_msg_data(&parts[0]), WIRE_HDR_LEN, err, sizeof err) < 0 || h.type != WIRE_WELCOME) return;
     opts_t o;
-    opts_defaults(&o);
+    opts_defaults(&o, OPTS_NODE);
     rbuf_t rc, rt;
     rbuf_init(&rc, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]));
     if (opts_decode_run(&rc, &o, err, sizeof err) < 0) return;

@@ -166,14 +166,11 @@ int cmd_node(int argc, char **argv)
     static node_t N;
     node_t *n = &N;
     char err[512];
-    opts_defaults(&n->o);
+    opts_defaults(&n->o, OPTS_NODE);
     snprintf(n->o.listen, sizeof n->o.listen, "0.0.0.0:7700");
     int r = opts_parse(&n->o, OPTS_NODE, argc, argv, 2, err, sizeof err);
     if (r == 1) { s_node_help(); return 0; }
     if (r < 0 || opts_resolve(&n->o, err, sizeof err) < 0) return cli_fail(err);
-    if (n->o.stages == 0) n->o.stages = 4;
-    if (!n->o.codec[0]) snprintf(n->o.codec, sizeof n->o.codec, "int8");
-    if (!n->o.grad_codec[0]) snprintf(n->o.grad_codec, sizeof n->o.grad_codec, "int8");
     if (hostport_parse(n->o.listen, n->listen_host, sizeof n->listen_host, &n->listen_port, 1, err, sizeof err) < 0) {
         char e2[600];
         snprintf(e2, sizeof e2, "--listen %s", err);

@@ -136,7 +136,7 @@ int cmd_solo(int argc, char **argv)
     static solo_t S;
     solo_t *s = &S;
     char err[512];
-    opts_defaults(&s->o);
+    opts_defaults(&s->o, OPTS_SOLO);
     int r = opts_parse(&s->o, OPTS_SOLO, argc, argv, 2, err, sizeof err);
     if (r == 1) {
         printf("usage: brigade solo [options]\n\nTrains the whole model in one process: the reference the swarm is checked\n"
@@ -147,9 +147,6 @@ int cmd_solo(int argc, char **argv)
     }
     if (r < 0 || opts_resolve(&s->o, err, sizeof err) < 0) return cli_fail(err);
     opts_t *o = &s->o;
-    if (o->stages == 0) o->stages = 1;
-    if (!o->codec[0]) snprintf(o->codec, sizeof o->codec, "fp32");
-    if (!o->grad_codec[0]) snprintf(o->grad_codec, sizeof o->grad_codec, "fp32");
     s->K = o->stages;
     if (s->K > 64) return cli_fail("--stages: at most 64");
     s->act_codec = codec_from_name(o->codec);
