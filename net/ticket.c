@@ -435,10 +435,9 @@ int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, si
     const char *why = NULL;
     if (a->stage < -1) why = "bad stage";
     else if (n == 0 || n >= PEER_ADDR_MAX) why = "bad address";
-    for (size_t i = 0; !why && i < PEER_ADDR_MAX; i++) {
-        if (i < n && (addr[i] <= 0x20 || addr[i] >= 0x7f)) why = "non-printable address";
-        if (i >= n && addr[i] != 0) why = "bytes after the address";
-    }
+    for (size_t i = n; !why && i < PEER_ADDR_MAX; i++)
+        if (addr[i] != 0) why = "bytes after the address";
+    if (!why && !peer_addr_valid((const char *)addr)) why = "address is not HOST:PORT";
     uint8_t curve[32];
     if (!why && a->id != node_id_from_pubkey(a->pubkey)) why = "id does not match its key";
     if (!why && (crypto_sign_ed25519_pk_to_curve25519(curve, a->sign_pub) != 0

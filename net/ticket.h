@@ -179,7 +179,7 @@ int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
 void announce_encode(uint8_t out[ANNOUNCE_LEN], const announce_t *a);
 
 /* Decodes buf (exactly ANNOUNCE_LEN bytes) and checks everything: magic,
- * version, reserved bytes, stage >= -1, a printable NUL-terminated address,
+ * version, reserved bytes, stage >= -1, a NUL-terminated peer_addr_valid address,
  * id == node_id_from_pubkey(pubkey), sign_pub is the Edwards form of pubkey,
  * and the signature.  Returns 0 with a filled, or -1 with a reason. */
 int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, size_t errlen);

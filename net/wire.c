@@ -277,12 +277,13 @@ void peers_encode(wbuf_t *w, const peer_info_t *p, int n)
     }
 }
 
-static int s_printable_addr(const char *s)
+int peer_addr_valid(const char *s)
 {
-    if (!s[0]) return 0;
-    for (; *s; s++)
-        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f) return 0;
-    return 1;
+    char host[ADDR_HOST_MAX];
+    int port;
+    if (strnlen(s, PEER_ADDR_MAX) >= PEER_ADDR_MAX) return 0;
+    if (hostport_parse(s, host, sizeof host, &port, 0, NULL, 0) < 0) return 0;
+    return strcmp(host, "*") != 0;
 }
 
 int peers_decode(rbuf_t *r, peer_info_t *out, int max, int *n,
@@ -310,7 +311,7 @@ int peers_decode(rbuf_t *r, peer_info_t *out, int max, int *n,
             return -1;
         }
         const char *why = NULL;
-        if (!s_printable_addr(p->addr)) why = "empty or non-printable address";
+        if (!peer_addr_valid(p->addr)) why = "address is not HOST:PORT";
         else if (p->stage < -1) why = "bad stage";
         else if (!isfinite(p->rate) || p->rate < 0) why = "bad rate";
         else if (!isfinite(p->rtt_ms) || p->rtt_ms < 0) why = "bad rtt";

@@ -145,6 +145,13 @@ void rbuf_get_str(rbuf_t *r, char *out, size_t outlen);
 #define PEER_ADDR_MAX 96   /* "HOST:PORT" incl. NUL */
 #define PEERS_MAX     4096 /* most records in one PEERS/WELCOME message */
 
+/* 1 when s is a peer's listening address: HOST:PORT where HOST is a
+ * hostname (letters, digits, '-', '.', '_') or an IP literal (IPv6 in
+ * brackets), not the wildcard "*", and PORT is 1..65535, nothing else; the
+ * whole of it shorter than PEER_ADDR_MAX.  Else 0.  An address that passes
+ * holds no quote, backslash, space or control byte. */
+int peer_addr_valid(const char *s);
+
 typedef struct {
     uint64_t id;                 /* node_id_from_pubkey(pubkey) */
     char addr[PEER_ADDR_MAX];    /* HOST:PORT where it listens */
@@ -161,7 +168,7 @@ void peers_encode(wbuf_t *w, const peer_info_t *p, int n);
 
 /* Reads records written by peers_encode into out (room for max).  Returns 0
  * with *n records, or -1 with a reason in err (when given) and *n = 0: count
- * above max, truncated input, an empty or non-printable address, a stage
+ * above max, truncated input, an address that is not peer_addr_valid, a stage
  * below -1, a NaN/Inf/negative rate or RTT, or an id that is not
  * node_id_from_pubkey(pubkey). */
 int peers_decode(rbuf_t *r, peer_info_t *out, int max, int *n,

@@ -704,7 +704,7 @@ static void test_crossentropy_backward(void) {
 }
 
 /* losses, probs and the mean against a double log-sum-exp, including logits
- * far from 0 (stability) and a target of probability ~0 (loss stays finite). */
+ * far from 0 (stability) and targets of probability ~0 (loss up to ~1300). */
 static void test_crossentropy_forward_ref(void) {
     const int Vs[] = {1, 2, 7, 9, 10, 33, 256};
     for (size_t s = 0; s < sizeof Vs / sizeof Vs[0]; s++) {
@@ -732,20 +732,55 @@ static void test_crossentropy_forward_ref(void) {
             }
             CHECK_NEAR(psum, 1.0, 1e-5);
             double ref = log(sum) - (x[targets[n]] - mx);
-            if (ref < 80.0) CHECK_NEAR(losses[n], ref, 1e-5);
-            else CHECKF(losses[n] >= 86.9f && losses[n] <= 87.4f,   /* -log(max(p, FLT_MIN)) */
-                        "loss %g, want the cap of about 87 (exact %g)", losses[n], ref);
+            CHECK_NEAR(losses[n], ref, 1e-5);
             total += losses[n];
         }
         CHECK_NEAR(mean, total / N, 1e-6);
         free(logits); free(probs); free(losses); free(targets);
     }
-    /* a target far below the others: p underflows, the loss stays finite */
-    float logits[3] = {200.0f, -200.0f, 0.0f}, probs[3], loss;
+}
+
+/* A target far below the other logits: the true loss per position is above
+ * 100 (p[target] underflows float), and is reported exactly, not capped near
+ * -log(FLT_MIN) = 87.3; past the float range the loss is +inf, so a
+ * "loss is not finite" check can see a diverged model. */
+static void test_crossentropy_large_loss(void) {
+    float logits[4] = {200.0f, -200.0f, 0.0f, 150.0f}, probs[4], loss;
     int target = 1;
-    float mean = crossentropy_forward(&loss, probs, logits, &target, 1, 3);
-    CHECK(isfinite(loss) && loss > 80.0f);
+    float mean = crossentropy_forward(&loss, probs, logits, &target, 1, 4);
+    double ref = 200.0 + log(1.0 + exp(-200.0) + exp(-50.0)) + 200.0;   /* 400 */
+    CHECKF(fabs(loss - ref) <= 1e-6 * ref, "loss %.9g, want %.9g", loss, ref);
     CHECK(mean == loss);
+    /* many positions, each with a loss in (100, 1000): the mean is their mean */
+    enum { N = 37, V = 256 };
+    float *lg = s_zeros(N * V), *pr = s_zeros(N * V), *ls = s_zeros(N);
+    int tg[N];
+    double total = 0.0;
+    s_rng = 4242;
+    for (int n = 0; n < N; n++) {
+        for (int i = 0; i < V; i++) lg[n * V + i] = 3.0f * s_unif();
+        tg[n] = s_randint(0, V - 1);
+        float gap = 100.0f + 900.0f * (s_unif() + 1.0f) / 2.0f;
+        lg[n * V + tg[n]] = -gap;
+        double mx = -INFINITY, sum = 0.0;
+        for (int i = 0; i < V; i++) mx = fmax(mx, lg[n * V + i]);
+        for (int i = 0; i < V; i++) sum += exp((double)lg[n * V + i] - mx);
+        total += mx + log(sum) - lg[n * V + tg[n]];
+    }
+    mean = crossentropy_forward(ls, pr, lg, tg, N, V);
+    for (int n = 0; n < N; n++) CHECKF(ls[n] > 100.0f, "position %d: loss %g", n, ls[n]);
+    CHECKF(fabs(mean - total / N) <= 1e-6 * (total / N), "mean %.9g, want %.9g", mean, total / N);
+    free(lg); free(pr); free(ls);
+    /* beyond the float range: +inf, not a capped finite number */
+    float huge[2] = {3e38f, -3e38f};
+    mean = crossentropy_forward(&loss, probs, huge, &target, 1, 2);
+    CHECK(isinf(loss) && loss > 0.0f);
+    CHECK(!isfinite(mean));
+    /* a NaN logit: NaN loss */
+    float withnan[3] = {1.0f, NAN, 2.0f};
+    target = 2;
+    mean = crossentropy_forward(&loss, probs, withnan, &target, 1, 3);
+    CHECK(isnan(loss) && isnan(mean));
 }
 
 int main(void) {
@@ -765,6 +800,7 @@ int main(void) {
     RUN(test_attention_backward);
     RUN(test_attention_causal);
     RUN(test_crossentropy_forward_ref);
+    RUN(test_crossentropy_large_loss);
     RUN(test_crossentropy_backward);
     CHECK_EXIT();
 }

@@ -3,6 +3,7 @@
 #include "tests/check.h"
 #include "node/engine/model.h"
 #include "node/engine/modelfile.h"
+#include "node/engine/optim.h"
 #include "node/engine/rng.h"
 #include "node/engine/train.h"
 #include <stdlib.h>
@@ -226,6 +227,203 @@ static void test_determinism(void)
     s_pipe_free(&d);
 }
 
+/* The loss of a diverged model is reported as it is: logits of +-1.9e38 make
+ * a loss beyond the float range, +inf (not a capped ~87), so the trainers'
+ * "loss is not finite" check can fire; a moderately large gap gives the exact
+ * finite loss. */
+static void test_loss_not_capped(void)
+{
+    model_config_t c = s_small_gpt();
+    pipe_t p = {0};
+    s_pipe_init(&p, &c, 1, 2, 3);
+    s_pipe_batch(&p, 5);
+    stage_state_t *st = p.st[0];
+    int k = 0;
+    while (st->s.tensors[k].unit != c.L + 1) k++;
+    float *lnfw = st->params + st->s.tensors[k].offset, *lnfb = st->params + st->s.tensors[k + 1].offset;
+    float *head = st->params + st->s.tensors[k + 2].offset;
+    for (int i = 0; i < c.C; i++) { lnfw[i] = 0.0f; lnfb[i] = 1.0f; }   /* lnf output: all ones */
+    for (int scale = 0; scale < 2; scale++) {
+        /* logit of token v = C * head[v][*]: +g for even v, -g for odd v */
+        float g = scale ? 1.2e37f : 10.0f;   /* 2 C g = 3.8e38 > FLT_MAX */
+        for (int v = 0; v < c.V; v++)
+            for (int i = 0; i < c.C; i++) head[(size_t)v * c.C + i] = v % 2 ? -g : g;
+        float loss = s_pipe_forward(&p);
+        /* per position: 0 + log(V / 2) for an even target, 2 C g + log(V / 2) for an odd one */
+        double want = 0.0;
+        for (int i = 0; i < p.B * p.T; i++)
+            want += (p.a[0]->targets[i] % 2 ? 2.0 * c.C * g : 0.0) + log(c.V / 2.0);
+        want /= p.B * p.T;
+        if (scale == 0) CHECKF(fabs(loss - want) <= 1e-5 * want && loss > 100.0f, "loss %g, want %g", loss, want);
+        else CHECKF(isinf(loss), "loss %g, want +inf", loss);
+    }
+    s_pipe_free(&p);
+}
+
+/* ---- the fused optimizer step against the reference (clip, AdamW, memset) ---- */
+
+typedef struct {
+    float *p, *g, *m, *v;   /* one allocation of 4 n floats */
+    size_t n;
+} opt_bufs_t;
+
+static opt_bufs_t s_opt_bufs(const stage_t *s, uint64_t seed, float gscale)
+{
+    opt_bufs_t b = {0};
+    b.n = s->nparams;
+    b.p = malloc(4 * b.n * sizeof(float));
+    b.g = b.p + b.n; b.m = b.g + b.n; b.v = b.m + b.n;
+    rng_t r;
+    rng_seed(&r, seed, 1);
+    for (size_t i = 0; i < b.n; i++) {
+        b.p[i] = rng_normal(&r) * 0.1f;
+        b.g[i] = rng_normal(&r) * gscale;
+        b.m[i] = rng_normal(&r) * 1e-3f;
+        b.v[i] = fabsf(rng_normal(&r)) * 1e-5f;
+    }
+    return b;
+}
+
+static opt_bufs_t s_opt_copy(const opt_bufs_t *a)
+{
+    opt_bufs_t b = *a;
+    b.p = malloc(4 * a->n * sizeof(float));
+    memcpy(b.p, a->p, 4 * a->n * sizeof(float));
+    b.g = b.p + b.n; b.m = b.g + b.n; b.v = b.m + b.n;
+    return b;
+}
+
+/* Worst relative difference of params, m, v; counts the elements not bit-equal. */
+static double s_opt_diff(const opt_bufs_t *a, const opt_bufs_t *b, size_t *unequal)
+{
+    double worst = 0.0;
+    *unequal = 0;
+    for (size_t i = 0; i < 4 * a->n; i++) {
+        if (a->p[i] == b->p[i]) continue;
+        (*unequal)++;
+        double d = fabs((double)a->p[i] - b->p[i]) / fmax(1e-6, fabs(a->p[i]));
+        if (!(d <= worst)) worst = d;
+    }
+    return worst;
+}
+
+/* The reference update: optim_clip, optim_adamw, then the gradients zeroed. */
+static float s_opt_reference(const stage_t *s, const optim_config_t *o, opt_bufs_t *b, int t)
+{
+    float norm = optim_clip(s, b->g, o->clip);
+    optim_adamw(s, o, b->p, b->g, b->m, b->v, t);
+    memset(b->g, 0, b->n * sizeof(float));
+    return norm;
+}
+
+static void test_optim_step_matches_reference(void)
+{
+    model_config_t c = s_small_gpt();
+    c.C = 40; c.NH = 4; c.maxT = 9;     /* units past one norm chunk, odd sizes */
+    c.L = 12;
+    char err[128];
+    for (int K = 1; K <= 3; K += 2) {
+        for (int stage = 0; stage < K; stage++) {
+            stage_t s;
+            CHECKF(stage_init(&s, &c, stage, K, err, sizeof err) == 0, "%s", err);
+            /* clip 0 (none), clip far above every norm, and clipping every unit */
+            const float clips[3] = {0.0f, 1e6f, 0.05f};
+            for (int ci = 0; ci < 3; ci++) {
+                optim_config_t o;
+                optim_defaults(&o);
+                o.clip = clips[ci];
+                o.total = 50;
+                opt_bufs_t ref = s_opt_bufs(&s, 10 + stage, 0.02f), fast = s_opt_copy(&ref);
+                float worst_ref = 0, worst_fast = 0;
+                for (int t = 0; t < 15; t++) {
+                    rng_t r;
+                    rng_seed(&r, 77, (uint64_t)t);
+                    for (size_t i = 0; i < ref.n; i++) ref.g[i] = fast.g[i] = rng_normal(&r) * 0.02f;
+                    worst_ref = s_opt_reference(&s, &o, &ref, t);
+                    worst_fast = optim_step(&s, &o, NULL, t, fast.p, fast.g, fast.m, fast.v);
+                }
+                size_t unequal;
+                double d = s_opt_diff(&ref, &fast, &unequal);
+                CHECK_NEAR(worst_fast, worst_ref, 1e-6);
+                if (ci < 2)   /* no clipping: the same operations on every element, bit for bit */
+                    CHECKF(unequal == 0, "K=%d stage %d clip %g: %zu floats differ (worst %.3g)", K, stage, clips[ci], unequal, d);
+                else          /* clip factors from norms summed in another order */
+                    CHECKF(d <= 1e-5, "K=%d stage %d clip %g: worst relative difference %.3g", K, stage, clips[ci], d);
+                if (K == 3 && stage == 1)
+                    printf("  clip %g: %zu of %zu floats differ from the reference, worst %.3g\n",
+                           clips[ci], unequal, 4 * ref.n, d);
+                free(ref.p);
+                free(fast.p);
+            }
+        }
+    }
+}
+
+/* A gradient hook that doubles each unit's gradients and records what it saw. */
+typedef struct {
+    int calls, units[64];
+    size_t next_offset;
+    int contiguous;
+} hook_log_t;
+
+static void s_double_hook(void *ctx, const stage_t *s, int unit, float *grads, size_t offset, size_t n)
+{
+    hook_log_t *h = ctx;
+    (void)s;
+    if (h->calls < 64) h->units[h->calls] = unit;
+    h->calls++;
+    h->contiguous &= offset == h->next_offset;
+    h->next_offset = offset + n;
+    for (size_t i = 0; i < n; i++) grads[i] *= 2.0f;
+}
+
+/* optim_adjust_t: lr_scale matches a reference run at lr * scale, and the
+ * gradient hook sees every unit once, in order, before the norm is taken. */
+static void test_optim_step_adjust(void)
+{
+    model_config_t c = s_small_gpt();
+    char err[128];
+    stage_t s;
+    CHECKF(stage_init(&s, &c, 1, 2, err, sizeof err) == 0, "%s", err);
+    optim_config_t o, o_half;
+    optim_defaults(&o);
+    o.clip = 0.05f;
+    o_half = o;
+    o_half.lr = o.lr * 0.5f;
+    opt_bufs_t ref = s_opt_bufs(&s, 3, 0.02f), fast = s_opt_copy(&ref);
+    optim_adjust_t adj = {.lr_scale = 0.5f};
+    for (int t = 0; t < 12; t++) {
+        rng_t r;
+        rng_seed(&r, 5, (uint64_t)t);
+        for (size_t i = 0; i < ref.n; i++) ref.g[i] = fast.g[i] = rng_normal(&r) * 0.02f;
+        s_opt_reference(&s, &o_half, &ref, t);
+        optim_step(&s, &o, &adj, t, fast.p, fast.g, fast.m, fast.v);
+    }
+    size_t unequal;
+    double d = s_opt_diff(&ref, &fast, &unequal);
+    CHECKF(d <= 1e-5, "lr_scale 0.5: worst relative difference %.3g", d);
+    free(ref.p);
+    free(fast.p);
+
+    /* the hook: doubled gradients, in the reference too */
+    ref = s_opt_bufs(&s, 4, 0.02f);
+    fast = s_opt_copy(&ref);
+    hook_log_t log = {.next_offset = 0, .contiguous = 1};
+    optim_adjust_t hook = {.grad_fn = s_double_hook, .ctx = &log};
+    for (size_t i = 0; i < ref.n; i++) ref.g[i] *= 2.0f;
+    float nref = s_opt_reference(&s, &o, &ref, 3);
+    float nfast = optim_step(&s, &o, &hook, 3, fast.p, fast.g, fast.m, fast.v);
+    CHECK_NEAR(nfast, nref, 1e-6);
+    d = s_opt_diff(&ref, &fast, &unequal);
+    CHECKF(d <= 1e-5, "grad_fn: worst relative difference %.3g", d);
+    int nunits = s.unit1 - s.unit0;
+    CHECKF(log.calls == nunits, "hook called %d times for %d units", log.calls, nunits);
+    for (int i = 0; i < log.calls && i < 64; i++) CHECK(log.units[i] == s.unit0 + i);
+    CHECK(log.contiguous && log.next_offset == s.nparams);
+    free(ref.p);
+    free(fast.p);
+}
+
 static void test_modelfile_roundtrip(void)
 {
     model_config_t c = s_small_gpt(), c2;
@@ -321,6 +519,9 @@ int main(void)
     RUN(test_mlp_gradients_fd);
     RUN(test_split_equals_whole);
     RUN(test_determinism);
+    RUN(test_loss_not_capped);
+    RUN(test_optim_step_matches_reference);
+    RUN(test_optim_step_adjust);
     RUN(test_modelfile_roundtrip);
     RUN(test_checkpoint_kill_during_write);
     CHECK_EXIT();

@@ -15,7 +15,9 @@
  * types, ACT/GRAD with garbage frames, wrong shapes, lying frame headers,
  * well-formed int8 frames of the right shape holding 1e30, frames whose
  * scale was made NaN/Inf (checksum fixed), replays of its own messages,
- * PEERS with forged records, and STATE_REQ floods.  It re-JOINs now and then
+ * PEERS with forged records, PEERS introducing a new identity (properly
+ * signed) whose address would break out of a JSON string if written
+ * unescaped, and STATE_REQ floods.  It re-JOINs now and then
  * asking for the stage next to the target's, so that its tensors pass the
  * stage checks.  --attack-avg adds AVG messages of huge finite weights (a
  * member of the target's stage poisoning its weights); --attack-control adds
@@ -28,6 +30,7 @@
  * Exit 0 after a run; 2 for bad arguments or when it cannot start. */
 #include "compress/codec.h"
 #include "net/keys.h"
+#include "net/ticket.h"
 #include "net/wire.h"
 #include "node/engine/model.h"
 #include "node/runtime/options.h"
@@ -45,14 +48,14 @@ enum {
     K_RANDOM_HDR, K_TRUNC_HDR, K_OVERSIZE, K_WRONG_RUN, K_WRONG_MAGIC, K_WRONG_VERSION,
     K_WRONG_SENDER, K_UNKNOWN_TYPE, K_GARBAGE_TENSOR, K_WRONG_SHAPE, K_LYING_FRAME,
     K_HUGE, K_NAN_SCALE, K_REPLAY, K_FORGED_PEERS, K_STOLEN_RECORD, K_STATE_REQ,
-    K_NO_FRAMES, K_TOO_MANY_FRAMES, K_JOIN, K_AVG, K_CONTROL, K_COUNT
+    K_NO_FRAMES, K_TOO_MANY_FRAMES, K_JOIN, K_AVG, K_CONTROL, K_HOSTILE_ADDR, K_COUNT
 };
 static const char *s_kind[K_COUNT] = {
     "random_header", "truncated_header", "oversized_frame", "wrong_run", "wrong_magic",
     "wrong_version", "wrong_sender", "unknown_type", "garbage_tensor", "wrong_shape",
     "lying_frame_header", "huge_values", "nan_scale", "replay", "forged_peers",
     "stolen_record", "state_req", "no_frames", "too_many_frames", "join", "avg_poison",
-    "control"
+    "control", "hostile_addr"
 };
 
 #define S_MAX_FRAMES 20
@@ -162,7 +165,7 @@ static void s_welcome(rogue_t *r, zmq_msg_t *parts, int n)
     char err[256];
     if (wire_hdr_decode(&h, zmq_msg_data(&parts[0]), WIRE_HDR_LEN, err, sizeof err) < 0 || h.type != WIRE_WELCOME) return;
     opts_t o;
-    opts_defaults(&o);
+    opts_defaults(&o, OPTS_NODE);
     rbuf_t rc, rt;
     rbuf_init(&rc, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]));
     if (opts_decode_run(&rc, &o, err, sizeof err) < 0) return;
@@ -382,6 +385,39 @@ static void s_attack(rogue_t *r, int kind, int allow_avg, int allow_control)
         }
         break;
     }
+    case K_HOSTILE_ADDR: {
+        /* a fresh identity with a valid signed announcement of an address
+         * that carries quotes and a backslash: a receiver that logs it
+         * unescaped writes a forged metrics line */
+        keypair_t kp;
+        char err[200];
+        if (keypair_generate(&kp, err, sizeof err) < 0) break;
+        peer_info_t p;
+        memset(&p, 0, sizeof p);
+        p.id = node_id_from_pubkey(kp.pub);
+        memcpy(p.pubkey, kp.pub, 32);
+        snprintf(p.addr, sizeof p.addr, "x\",\"event\":\"forged\",\"y\":\"\\:7000");
+        p.stage = (int16_t)(r->nstages > 0 ? (int)(s_rand(r) % (uint64_t)r->nstages) : 0);
+        announce_t a;
+        uint8_t blob[ANNOUNCE_LEN];
+        int signed_ok = announce_sign(&a, &p, 1, &kp, err, sizeof err) == 0;
+        keypair_wipe(&kp);
+        if (!signed_ok) break;
+        announce_encode(blob, &a);
+        wbuf_t w;
+        wbuf_init(&w, 4096);
+        peers_encode(&w, &p, 1);
+        wbuf_put_u32(&w, 1);                       /* one announcement per record */
+        wbuf_put_bytes(&w, blob, sizeof blob);
+        wbuf_put_u64(&w, 0);                       /* completed */
+        wbuf_put_f32(&w, NAN);                     /* loss */
+        wbuf_put_u8(&w, 0);                        /* done */
+        s_hdr(r, h, WIRE_PEERS, r->tstage, 0);
+        f[0] = h; l[0] = WIRE_HDR_LEN; f[1] = w.data; l[1] = w.len;
+        if (!wbuf_error(&w)) s_sendv(r, kind, f, l, 2, 0);
+        wbuf_free(&w);
+        break;
+    }
     case K_STATE_REQ:
         for (int i = 0; i < 20; i++) {
             s_hdr(r, h, WIRE_STATE_REQ, r->tstage, (uint64_t)i);
@@ -521,6 +557,9 @@ int main(int argc, char **argv)
         if (k == K_CONTROL && !allow_control) continue;
         kinds[nk++] = k;
     }
+    /* first, before any refused message could get us banned: an identity
+     * whose address is hostile to a metrics writer */
+    s_attack(r, K_HOSTILE_ADDR, allow_avg, allow_control);
     int phase = 0;
     while (s_now() < stop && s_now() < hard_end) {
         double now = s_now();

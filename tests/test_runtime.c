@@ -1,9 +1,12 @@
 /* test_runtime: the stage runtime's building blocks: weight stash, peer
  * table and routing, the thread-safe queue, the option table with the run
- * config codec and run id, and stage checkpoints. */
+ * config codec and run id, stage checkpoints, and the metrics writer. */
 #include "tests/check.h"
+#include "tests/json_valid.h"
 #include "net/wire.h"
 #include "node/engine/modelfile.h"
+#include "node/runtime/json.h"
+#include "node/runtime/metrics.h"
 #include "node/runtime/options.h"
 #include "node/runtime/peers.h"
 #include "node/runtime/router.h"
@@ -511,7 +514,7 @@ static int s_parse(opts_t *o, int which, const char *line, char *err, size_t err
     argv[argc++] = "brigade";
     for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
     argv[argc] = NULL;
-    opts_defaults(o);
+    opts_defaults(o, which);
     err[0] = 0;
     return opts_parse(o, which, argc, argv, 1, err, errlen);
 }
@@ -591,14 +594,15 @@ static void test_opts_parse_bad(void)
 }
 
 /* A creator's options with every run field away from its default. */
+#define S_CREATOR_LINE "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic " \
+    "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 " \
+    "--codec int4 --grad-codec bf16 --schedule gpipe --stash 2bw --max-inflight 6 --seed 99 " \
+    "--eval-every 11 --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
+
 static void s_creator(opts_t *o)
 {
     char err[512];
-    int rc = s_parse(o, OPTS_NODE, "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic "
-                     "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 "
-                     "--codec int4 --grad-codec bf16 --schedule gpipe --stash 2bw --max-inflight 6 --seed 99 "
-                     "--eval-every 11 --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2",
-                     err, sizeof err);
+    int rc = s_parse(o, OPTS_NODE, S_CREATOR_LINE, err, sizeof err);
     if (rc != 0 || opts_resolve(o, err, sizeof err) != 0) {
         printf("  creator options refused: %s\n", err);
         check_case_failed = 1;
@@ -998,6 +1002,201 @@ static void test_checkpoint_bad_values(void)
     s_ckpt_free(&k);
 }
 
+/* ---- one validator, both sides ------------------------------------------ */
+
+/* Creator side: the creator's options with "--name value" added, through
+ * parse and resolve.  Returns 0 or -1 with err. */
+static int s_creator_with(const char *name, const char *value, char *err, size_t errlen)
+{
+    opts_t o;
+    char line[1024];
+    snprintf(line, sizeof line, "%s --%s %s", S_CREATOR_LINE, name, value);
+    int rc = s_parse(&o, OPTS_NODE, line, err, errlen);
+    if (rc == 0) rc = opts_resolve(&o, err, errlen);
+    return rc;
+}
+
+/* Joiner side: a creator whose run config holds value for option name,
+ * sent as a WELCOME would carry it and decoded by a joiner.  Returns 0 or
+ * -1 with err. */
+static int s_joiner_gets(const char *name, const char *value, char *err, size_t errlen)
+{
+    opts_t c;
+    s_creator(&c);
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", name);
+    char *argv[4] = {"brigade", opt, (char *)value, NULL};
+    if (opts_parse(&c, OPTS_NODE, 3, argv, 1, err, errlen) != 0) return -2;   /* no range checks here */
+    if (c.layers) c.cfg.L = c.layers;
+    if (c.dim) c.cfg.C = c.dim;
+    if (c.ctx) c.cfg.maxT = c.ctx;
+    opts_t j;
+    s_joiner(&j);
+    uint8_t buf[8192];
+    size_t len = s_encode(&c, buf, sizeof buf);
+    if (!len) return -2;
+    rbuf_t r;
+    rbuf_init(&r, buf, len);
+    return opts_decode_run(&r, &j, err, errlen);
+}
+
+/* Every bounded run option: the values just outside are refused, the bounds
+ * themselves accepted, by the creator (solo uses the same opts_resolve) and
+ * by a joiner receiving them, with the same message naming the option. */
+static void test_opts_same_bounds_both_sides(void)
+{
+    static const struct { const char *name, *v[4]; } cases[] = {   /* below, lowest, highest, above; NULL: skip */
+        {"steps",        {"0", "1", "100000000", "100000001"}},
+        {"batch",        {"0", "1", "65536", "65537"}},
+        {"micro",        {"0", "1", "65536", "65537"}},
+        {"lr",           {"0", "1e-9", "10", "10.001"}},
+        {"wd",           {"-0.001", "0", "10", "10.001"}},
+        {"warmup",       {"-1", "0", "100000000", "100000001"}},
+        {"clip",         {"-0.001", "0", "1000000", "1000001"}},
+        {"max-inflight", {"-1", "0", "4096", "4097"}},
+        {"eval-every",   {"-1", "0", "100000000", "100000001"}},
+        {"stages",       {"0", "1", "3", "4"}},                 /* the creator's model has 3 blocks */
+        {"ctx",          {"1", "2", "4096", "4097"}},
+        {"layers",       {NULL, "3", "128", "129"}},            /* 0 means the preset's, on the command line */
+        {"dim",          {NULL, "2", NULL, "8194"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        for (int k = 0; k < 4; k++) {
+            const char *v = cases[i].v[k];
+            if (!v) continue;
+            char ec[512] = "", ej[512] = "";
+            int rc = s_creator_with(cases[i].name, v, ec, sizeof ec);
+            int rj = s_joiner_gets(cases[i].name, v, ej, sizeof ej);
+            int bad = k == 0 || k == 3;
+            if (!bad) {
+                CHECKF(rc == 0, "creator --%s %s refused: %s", cases[i].name, v, ec);
+                CHECKF(rj == 0, "joiner refused --%s %s: %s", cases[i].name, v, ej);
+                continue;
+            }
+            char opt[64], want[600];
+            snprintf(opt, sizeof opt, "--%s ", cases[i].name);
+            snprintf(want, sizeof want, "run config: %s", ec);
+            CHECKF(rc == -1 && strstr(ec, opt) == ec, "creator --%s %s: rc %d '%s'", cases[i].name, v, rc, ec);
+            CHECKF(rj == -1 && strcmp(ej, want) == 0, "joiner --%s %s: rc %d '%s', creator said '%s'", cases[i].name, v, rj, ej, ec);
+        }
+    }
+    /* the case that started it: a run the creator starts, every joiner refuses */
+    char err[512];
+    CHECK(s_creator_with("steps", "100000001", err, sizeof err) == -1);
+    CHECKF(strcmp(err, "--steps 100000001: must be 1..100000000") == 0, "%s", err);
+}
+
+/* The node's own options: bounds of the table, checked by opts_resolve. */
+static void test_opts_local_bounds(void)
+{
+    CHECK(s_refused(OPTS_NODE, "--threads 0", "--threads 0: must be 1..256"));
+    CHECK(s_refused(OPTS_NODE, "--threads 257", "--threads 257"));
+    CHECK(s_refused(OPTS_NODE, "--save-every 0", "--save-every 0"));
+    CHECK(s_refused(OPTS_NODE, "--http 65536", "--http 65536"));
+    CHECK(s_refused(OPTS_NODE, "--emu-latency-ms -1", "--emu-latency-ms -1"));
+    CHECK(s_refused(OPTS_NODE, "--emu-slowdown 0.5", "--emu-slowdown 0.5: must be in [1, 1000]"));
+    CHECK(s_refused(OPTS_NODE, "--emu-loss 1.5", "--emu-loss 1.5"));
+    CHECK(s_refused(OPTS_NODE, "--advertise *:7000", "--advertise"));
+    CHECK(s_refused(OPTS_NODE, "--advertise h\"x:7000", "--advertise"));
+    CHECK(s_refused(OPTS_SOLO, "--stages 0", "--stages 0"));
+    opts_t o;
+    char err[512];
+    CHECK(s_parse(&o, OPTS_NODE, "--threads 256 --http 65535 --emu-slowdown 1000 --advertise example.org:7000", err, sizeof err) == 0);
+    CHECKF(opts_resolve(&o, err, sizeof err) == 0, "%s", err);
+    /* the commands' own defaults */
+    CHECK(s_parse(&o, OPTS_SOLO, "", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
+    CHECK(o.stages == 1 && strcmp(o.codec, "fp32") == 0 && strcmp(o.grad_codec, "fp32") == 0);
+    CHECK(s_parse(&o, OPTS_NODE, "", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
+    CHECK(o.stages == 4 && strcmp(o.codec, "int8") == 0 && strcmp(o.grad_codec, "int8") == 0);
+}
+
+/* ---- metrics: JSON always ---------------------------------------------- */
+
+/* Reads path's lines into lines[] (at most max, each NUL-terminated, no
+ * newline); returns their count, or -1 when a line lacks its newline. */
+static int s_read_lines(const char *path, char lines[][8192], int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    while (n < max && fgets(lines[n], 8192, f)) {
+        size_t l = strlen(lines[n]);
+        if (l == 0 || lines[n][l - 1] != '\n') { fclose(f); return -1; }
+        lines[n][l - 1] = '\0';
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static void test_json_quote(void)
+{
+    char q[JSON_QUOTE_LEN(16)];
+    CHECK(json_quote(q, sizeof q, "a\"b\\c\n\r\t", 64) == strlen(q));
+    CHECK(strcmp(q, "\"a\\\"b\\\\c\\n\\r\\t\"") == 0);
+    json_quote(q, sizeof q, "\x01\x1f\x7f\xff z", 64);
+    CHECK(strcmp(q, "\"\\u0001\\u001f\\u007f\\u00ff z\"") == 0);
+    json_quote(q, sizeof q, NULL, 64);
+    CHECK(strcmp(q, "\"\"") == 0);
+    json_quote(q, sizeof q, "abcdef", 3);   /* maxlen cuts the input */
+    CHECK(strcmp(q, "\"abc\"") == 0);
+    /* output too small: cut before the escape that does not fit, still closed */
+    for (size_t cap = 3; cap <= 16; cap++) {
+        char small[16];
+        size_t k = json_quote(small, cap, "\"\"\"\"\"\"\"\"", 64);
+        CHECKF(k < cap && json_valid(small, k), "cap %zu: %s", cap, small);
+    }
+    char b[32];
+    CHECK(strcmp(json_number(b, sizeof b, NAN), "null") == 0);
+    CHECK(strcmp(json_number(b, sizeof b, -INFINITY), "null") == 0);
+    CHECK(strcmp(json_number(b, sizeof b, 0.25), "0.25") == 0);
+}
+
+static void test_metrics_lines_are_json(void)
+{
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/m.jsonl", s_dir);
+    metrics_t *m = metrics_open(path, "n\"1", err, sizeof err);
+    CHECK(m != NULL);
+    if (!m) return;
+    metrics_set_stage(m, 2);
+    /* what a hostile peer controls: an address, a reason built from its bytes */
+    const char *evil = "a\",\"event\":\"forged\",\"x\":\"\\\n\x01\xc3\xa9";
+    metrics_event(m, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":%s,\"peer_stage\":%d,\"addr\":%s",
+                  "abcd1234", "gossip", 1, evil);
+    metrics_event(m, "update", "\"loss\":%.9g,\"acc\":%.6f,\"lr\":%g,\"n\":%llu,\"z\":%zu,\"d\":%d",
+                  NAN, INFINITY, -INFINITY, 18446744073709551615ULL, (size_t)7, -3);
+    metrics_event(m, "drop", "\"why\":\"silent %.1f s\",\"from\":\"%08llx\",\"p\":%s,\"pct\":\"100%%\"",
+                  NAN, 0xdeadbeefULL, "");
+    metrics_event(m, "end", NULL);
+    char long_s[3000];
+    memset(long_s, '"', sizeof long_s - 1);
+    long_s[sizeof long_s - 1] = '\0';
+    metrics_event(m, "long", "\"s\":%s", long_s);
+    metrics_set_stage(m, -1);
+    metrics_event(m, "ev\"il", "\"k\":1");
+    metrics_close(&m);
+    CHECK(m == NULL);
+
+    static char lines[8][8192];
+    int n = s_read_lines(path, lines, 8);
+    CHECKF(n == 6, "%d lines", n);
+    for (int i = 0; i < n; i++) {
+        CHECKF(json_valid(lines[i], strlen(lines[i])), "line %d: %s", i + 1, lines[i]);
+        CHECKF(lines[i][0] == '{' && strstr(lines[i], "\"t\":") && strstr(lines[i], "\"event\":")
+               && strstr(lines[i], "\"node\":\"n\\\"1\"") && strstr(lines[i], "\"stage\":"), "line %d: %s", i + 1, lines[i]);
+    }
+    if (n < 6) return;
+    CHECK(strstr(lines[0], "\"stage\":2,") != NULL);
+    CHECK(strstr(lines[0], "\"addr\":\"a\\\",\\\"event\\\":\\\"forged\\\",\\\"x\\\":\\\"\\\\\\n\\u0001\\u00c3\\u00a9\"}") != NULL);
+    CHECK(strstr(lines[0], "\"event\":\"forged\"") == NULL);
+    CHECK(strstr(lines[1], "\"loss\":null,\"acc\":null,\"lr\":null,\"n\":18446744073709551615,\"z\":7,\"d\":-3}") != NULL);
+    CHECK(strstr(lines[2], "\"why\":\"silent null s\",\"from\":\"deadbeef\",\"p\":\"\",\"pct\":\"100%\"}") != NULL);
+    CHECK(strstr(lines[3], "\"event\":\"end\"") != NULL && strstr(lines[3], "\"stage\":2}") != NULL);
+    CHECKF(strlen(lines[4]) < 2 * METRICS_STR_MAX + 100, "%zu bytes", strlen(lines[4]));   /* cut at METRICS_STR_MAX */
+    CHECK(strstr(lines[5], "\"event\":\"ev\\\"il\"") != NULL && strstr(lines[5], "\"stage\":null") != NULL);
+}
+
 int main(void)
 {
     snprintf(s_dir, sizeof s_dir, "/tmp/brigade-runtime.XXXXXX");
@@ -1020,9 +1219,13 @@ int main(void)
     RUN(test_opts_run_out_of_range);
     RUN(test_opts_run_id);
     RUN(test_opts_run_id_all_run_fields);
+    RUN(test_opts_same_bounds_both_sides);
+    RUN(test_opts_local_bounds);
     RUN(test_checkpoint_roundtrip);
     RUN(test_checkpoint_damaged);
     RUN(test_checkpoint_bad_values);
+    RUN(test_json_quote);
+    RUN(test_metrics_lines_are_json);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) printf("  could not remove %s\n", s_dir);

@@ -256,6 +256,25 @@ static void test_announce(void)
     CHECK(bad == 0);
 }
 
+/* An announcement signed over an address that is not HOST:PORT (a quote,
+ * a backslash, the wildcard) is refused, however well signed. */
+static void test_announce_hostile_addr(void)
+{
+    char err[256];
+    keypair_t kp;
+    s_node(&kp);
+    const char *hostile[] = {"a\"b:7000", "x\\y:7000", "*:7000", "h:0", "h:7000/KEY"};
+    for (size_t c = 0; c < sizeof hostile / sizeof *hostile; c++) {
+        peer_info_t p = s_info(&kp, hostile[c], 1);
+        announce_t a, v;
+        if (announce_sign(&a, &p, 7, &kp, err, sizeof err) < 0) continue;   /* refused at the source: fine */
+        uint8_t buf[ANNOUNCE_LEN];
+        announce_encode(buf, &a);
+        CHECKF(announce_verify(&v, buf, sizeof buf, err, sizeof err) < 0, "%s", hostile[c]);
+    }
+    keypair_wipe(&kp);
+}
+
 static void test_announce_tamper(void)
 {
     char err[256];
@@ -311,5 +330,6 @@ int main(void)
     RUN(test_owner_files);
     RUN(test_announce);
     RUN(test_announce_tamper);
+    RUN(test_announce_hostile_addr);
     CHECK_EXIT();
 }

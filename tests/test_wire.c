@@ -236,6 +236,23 @@ static void s_make_peers(peer_info_t *p, int n)
     }
 }
 
+static void test_peer_addr_valid(void)
+{
+    char longest[PEER_ADDR_MAX], too_long[PEER_ADDR_MAX + 1];
+    memset(longest, 'h', sizeof longest);
+    memcpy(longest + PEER_ADDR_MAX - 6, ":7000", 6);          /* PEER_ADDR_MAX - 1 characters */
+    memset(too_long, 'h', sizeof too_long);
+    memcpy(too_long + PEER_ADDR_MAX - 5, ":7000", 6);         /* PEER_ADDR_MAX characters */
+    const char *good[] = {"10.0.0.1:7000", "example.org:1", "[::1]:65535", "[fe80::1]:7700",
+                          "host_name-1.example:80", longest};
+    const char *bad[] = {"", "h", ":7000", "h:", "h:0", "h:65536", "h:99999999999", "h:7000/KEY",
+                         "h:7000 ", " h:7000", "a b:7000", "a\"b:7000", "a\\b:7000", "a,b:7000",
+                         "*:7000", "[::1:7000", "[zz]:7000", "[]:7000", "h:-1", "h:+80", "h:7000\n",
+                         "h\x01:7000", "h\xc3\xa9:7000", "a}{:1", too_long};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) CHECKF(peer_addr_valid(good[i]), "%s", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECKF(!peer_addr_valid(bad[i]), "%s", bad[i]);
+}
+
 static void test_peers(void)
 {
     enum { N = 5 };
@@ -287,6 +304,17 @@ static void test_peers(void)
         CHECKF(strstr(err, expect[c]) != NULL, "case %d: %s", c, err);
         wbuf_free(&w);
     }
+    /* addresses that would break out of a JSON string or name no peer */
+    const char *hostile[] = {"a\"b:7000", "a\\b:7000", "*:7000", "h:0", "h:7000/KEY"};
+    for (size_t c = 0; c < sizeof hostile / sizeof *hostile; c++) {
+        s_make_peers(bad, 1);
+        snprintf(bad[0].addr, sizeof bad[0].addr, "%s", hostile[c]);
+        wbuf_init(&w, 1 << 12);
+        peers_encode(&w, bad, 1);
+        rbuf_init(&r, w.data, w.len);
+        CHECKF(peers_decode(&r, out, 1, &n, err, sizeof err) == -1 && n == 0, "%s", hostile[c]);
+        wbuf_free(&w);
+    }
     /* random bytes never decode into more than max records */
     uint8_t junk[256];
     for (int it = 0; it < 5000; it++) {
@@ -305,6 +333,7 @@ int main(void)
     RUN(test_wbuf_rbuf_roundtrip);
     RUN(test_bounds);
     RUN(test_rbuf_random);
+    RUN(test_peer_addr_valid);
     RUN(test_peers);
     CHECK_EXIT();
 }

@@ -261,8 +261,8 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     stage_t lay;
     if (stage_init(&lay, &run->cfg, node_stage(x->node), run->stages, err, errlen) < 0) return -1;
     int64_t version = x->ck_state && x->ck.stage == node_stage(x->node) && x->ck.run == node_run_id(x->node) ? x->ck.version : 0;
-    metrics_event(x->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":\"%s\",\"params\":%zu,"
-                  "\"join_addr\":\"%s\",\"stages\":%d,\"codec\":\"%s\",\"grad_codec\":\"%s\",\"version\":%lld",
+    metrics_event(x->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
+                  "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"version\":%lld",
                   (unsigned long long)node_run_id(x->node), run->cfg.name, lay.nparams, node_join_addr(x->node), run->stages,
                   run->codec, run->grad_codec, (long long)version);
     if (node_prepare(x->node, x->ck_state ? &x->ck : NULL, x->ck_state, x->ckpt_path, err, errlen) < 0) return -1;
@@ -290,8 +290,8 @@ static void s_end(node_cmd_t *x, int status, const char *why)
     node_result_t r = {0};
     if (x->node) node_result(x->node, &r);
     double wall = metrics_now() - x->t0;
-    metrics_event(x->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
-                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,\"why\":\"%s\"",
+    metrics_event(x->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
+                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,\"why\":%s",
                   status ? "error" : "ok", (long long)r.c.version, (unsigned long long)r.c.tokens, wall,
                   (unsigned long long)r.c.lost, (unsigned long long)r.bytes_sent, (unsigned long long)r.bytes_sent_raw,
                   (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, status ? why : "completed");
@@ -319,14 +319,11 @@ int cmd_node(int argc, char **argv)
     if (!x) return cli_fail("out of memory");
     char err[512] = "";
     opts_t *o = &x->o;
-    opts_defaults(o);
+    opts_defaults(o, OPTS_NODE);
     snprintf(o->listen, sizeof o->listen, "0.0.0.0:7700");
     int r = opts_parse(o, OPTS_NODE, argc, argv, 2, err, sizeof err);
     if (r == 1) { s_node_help(); free(x); return 0; }
     if (r < 0 || opts_resolve(o, err, sizeof err) < 0) { free(x); return cli_fail(err); }
-    if (o->stages == 0) o->stages = 4;
-    if (!o->codec[0]) snprintf(o->codec, sizeof o->codec, "int8");
-    if (!o->grad_codec[0]) snprintf(o->grad_codec, sizeof o->grad_codec, "int8");
     int status = 2;
     x->t0 = metrics_now();
     if (s_setup(x, argc, argv, err, sizeof err) == 0) {

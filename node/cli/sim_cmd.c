@@ -166,9 +166,6 @@ int cmd_sim(int argc, char **argv)
     so->steps_given = opts_given(&so->o, "steps");
     if (r < 0 || opts_resolve(&so->o, err, sizeof err) < 0) { free(so); free(rest); return cli_fail(err); }
     free(rest);
-    if (so->o.stages == 0) so->o.stages = 4;
-    if (!so->o.codec[0]) snprintf(so->o.codec, sizeof so->o.codec, "int8");
-    if (!so->o.grad_codec[0]) snprintf(so->o.grad_codec, sizeof so->o.grad_codec, "int8");
     if (so->nodes < so->o.stages) {
         snprintf(err, sizeof err, "--nodes %d: fewer nodes than --stages %d", so->nodes, so->o.stages);
         free(so);

@@ -121,14 +121,11 @@ static void s_emit_eval(solo_t *s, int64_t version)
 {
     double vl, va;
     s_eval(s, &vl, &va);
-    char b1[32], b2[32];
     if (s->o.cfg.kind == MODEL_MLP) {
-        metrics_event(s->metrics, "eval", "\"version\":%lld,\"val_loss\":%s,\"val_acc\":%s", (long long)version,
-                      metrics_num(b1, sizeof b1, vl), metrics_num(b2, sizeof b2, va));
+        metrics_event(s->metrics, "eval", "\"version\":%lld,\"val_loss\":%.9g,\"val_acc\":%.9g", (long long)version, vl, va);
         progress_line(1, 0, "eval after update %lld: val_loss %.4f val_acc %.4f", (long long)version, vl, va);
     } else {
-        metrics_event(s->metrics, "eval", "\"version\":%lld,\"val_loss\":%s", (long long)version,
-                      metrics_num(b1, sizeof b1, vl));
+        metrics_event(s->metrics, "eval", "\"version\":%lld,\"val_loss\":%.9g", (long long)version, vl);
         progress_line(1, 0, "eval after update %lld: val_loss %.4f", (long long)version, vl);
     }
     progress_done();
@@ -139,7 +136,7 @@ int cmd_solo(int argc, char **argv)
     static solo_t S;
     solo_t *s = &S;
     char err[512];
-    opts_defaults(&s->o);
+    opts_defaults(&s->o, OPTS_SOLO);
     int r = opts_parse(&s->o, OPTS_SOLO, argc, argv, 2, err, sizeof err);
     if (r == 1) {
         printf("usage: brigade solo [options]\n\nTrains the whole model in one process: the reference the swarm is checked\n"
@@ -150,9 +147,6 @@ int cmd_solo(int argc, char **argv)
     }
     if (r < 0 || opts_resolve(&s->o, err, sizeof err) < 0) return cli_fail(err);
     opts_t *o = &s->o;
-    if (o->stages == 0) o->stages = 1;
-    if (!o->codec[0]) snprintf(o->codec, sizeof o->codec, "fp32");
-    if (!o->grad_codec[0]) snprintf(o->grad_codec, sizeof o->grad_codec, "fp32");
     s->K = o->stages;
     if (s->K > 64) return cli_fail("--stages: at most 64");
     s->act_codec = codec_from_name(o->codec);
@@ -204,8 +198,8 @@ int cmd_solo(int argc, char **argv)
     for (int k = 0; k < s->K; k++) nparams += s->st[k]->s.nparams;
     uint64_t run = opts_run_id(o);
     metrics_set_stage(s->metrics, s->K == 1 ? 0 : -1);
-    metrics_event(s->metrics, "start", "\"role\":\"solo\",\"run\":\"%016llx\",\"model\":\"%s\",\"params\":%zu,"
-                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":\"%s\",\"grad_codec\":\"%s\"",
+    metrics_event(s->metrics, "start", "\"role\":\"solo\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
+                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s",
                   (unsigned long long)run, o->cfg.name, nparams, s->K, o->batch, o->micro, o->codec, o->grad_codec);
     fprintf(stderr, "brigade solo: %s, %zu parameters, %d stage%s, data %s, %d updates of %d x %d\n",
             o->cfg.name, nparams, s->K, s->K > 1 ? "s" : "", o->data, o->steps, o->micro, o->batch);
@@ -258,7 +252,7 @@ int cmd_solo(int argc, char **argv)
         free(all);
         if (status == 0) fprintf(stderr, "saved the model to %s\n", o->save);
     }
-    metrics_event(s->metrics, "end", "\"status\":\"%s\",\"updates\":%lld,\"tokens\":%lld,\"wall_s\":%.3f,\"lost_microbatches\":0,\"why\":\"%s\"",
+    metrics_event(s->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%lld,\"wall_s\":%.3f,\"lost_microbatches\":0,\"why\":%s",
                   status ? "error" : "ok", (long long)v, (long long)tokens, wall, status ? why : "completed");
     fprintf(stderr, "done: %lld updates, %lld tokens in %.1f s (%.0f tok/s)\n", (long long)v, (long long)tokens, wall,
             wall > 0 ? tokens / wall : 0.0);

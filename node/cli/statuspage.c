@@ -1,5 +1,6 @@
 /* statuspage.c: the status page and /status.json (statuspage.h). */
 #include "node/cli/statuspage.h"
+#include "node/runtime/json.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -60,42 +61,20 @@ void status_history_copy(status_snapshot_t *out, const status_history_t *h)
 
 /* ---- JSON ---- */
 
-/* Appends a JSON string literal of the first maxlen bytes of s (up to its
- * NUL).  Bytes >= 0x80 are written as \u00XX, so the output is plain ASCII
- * and valid whatever the input. */
+#define STATUS_STR_MAX 192   /* the longest string field of a snapshot (join_addr) */
+
+/* Appends the first maxlen bytes of s as a JSON string (json_quote). */
 static void s_json_str(http_reply_t *o, const char *s, size_t maxlen)
 {
-    static const char hex[] = "0123456789abcdef";
-    S_LIT(o, "\"");
-    size_t n = s ? strnlen(s, maxlen) : 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        size_t k = 0;
-        switch (c) {
-        case '"':  esc[k++] = '\\'; esc[k++] = '"'; break;
-        case '\\': esc[k++] = '\\'; esc[k++] = '\\'; break;
-        case '\n': esc[k++] = '\\'; esc[k++] = 'n'; break;
-        case '\r': esc[k++] = '\\'; esc[k++] = 'r'; break;
-        case '\t': esc[k++] = '\\'; esc[k++] = 't'; break;
-        default:
-            if (c < 0x20 || c >= 0x7f) {
-                esc[k++] = '\\'; esc[k++] = 'u'; esc[k++] = '0'; esc[k++] = '0';
-                esc[k++] = hex[c >> 4]; esc[k++] = hex[c & 15];
-            } else {
-                esc[k++] = (char)c;
-            }
-        }
-        http_reply_append(o, esc, k);
-    }
-    S_LIT(o, "\"");
+    char q[JSON_QUOTE_LEN(STATUS_STR_MAX)];
+    http_reply_append(o, q, json_quote(q, sizeof q, s, maxlen < STATUS_STR_MAX ? maxlen : STATUS_STR_MAX));
 }
 
 /* Appends a JSON number, or null when x is not finite. */
 static void s_json_num(http_reply_t *o, double x)
 {
-    if (isfinite(x)) http_reply_printf(o, "%.9g", x);
-    else S_LIT(o, "null");
+    char b[32];
+    http_reply_printf(o, "%s", json_number(b, sizeof b, x));
 }
 
 /* Appends "key": (with a leading comma unless first). */

@@ -133,20 +133,22 @@ static float s_max(const float *restrict x, int n) {
     return m;
 }
 
-/* x (n >= 1) = softmax(x), with the row max subtracted first. */
-static void s_softmax_inplace(float *restrict x, int n) {
-    float mx = s_max(x, n);
+/* x (n >= 1) = softmax(x), with the row max subtracted first.  Returns the
+ * sum of e^(x - max) (>= 1) and stores the max in *mx, so that
+ * log-sum-exp(x) = *mx + log(sum). */
+static float s_softmax_inplace(float *restrict x, int n, float *mx) {
+    float m = s_max(x, n);
     float acc[S_LANES] = {0};
     int i = 0;
     for (; i + S_LANES <= n; i += S_LANES)
         for (int j = 0; j < S_LANES; j++) {
-            float e = s_expf(x[i + j] - mx);
+            float e = s_expf(x[i + j] - m);
             x[i + j] = e;
             acc[j] += e;
         }
     float sum = 0.0f;
     for (; i < n; i++) {
-        float e = s_expf(x[i] - mx);
+        float e = s_expf(x[i] - m);
         x[i] = e;
         sum += e;
     }
@@ -156,6 +158,8 @@ static void s_softmax_inplace(float *restrict x, int n) {
     for (; i + S_LANES <= n; i += S_LANES)
         for (int j = 0; j < S_LANES; j++) x[i + j] *= inv;
     for (; i < n; i++) x[i] *= inv;
+    *mx = m;
+    return sum;
 }
 
 /* ---------------------------------------------------------------------------
@@ -426,7 +430,8 @@ void attention_forward(float *restrict out, float *restrict att, const float *re
                             scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, a + (size_t)r0 * T, T);
                 for (int t = r0; t < r1; t++) {
                     float *row = a + (size_t)t * T;
-                    s_softmax_inplace(row, t + 1);
+                    float mx;
+                    s_softmax_inplace(row, t + 1, &mx);
                     memset(row + t + 1, 0, (size_t)(T - t - 1) * sizeof(float));
                 }
                 /* out[r0:r1] = att[r0:r1, 0:r1] @ v[0:r1] */
@@ -484,19 +489,23 @@ void attention_backward(float *restrict dqkv, float *restrict scratch, const flo
 /* ---------------------------------------------------------------------------
  * Softmax cross-entropy. */
 
+/* The loss is computed in log space: -log p[y] = (max - x[y]) + log(sum of
+ * e^(x - max)), so it is exact however small p[y] is (a diverged model's loss
+ * is reported as it is, and becomes +inf only when it exceeds the float
+ * range); a NaN logit gives a NaN loss. */
 float crossentropy_forward(float *restrict losses, float *restrict probs,
                            const float *restrict logits, const int *restrict targets,
                            int N, int V) {
     assert(V > 0);
     double total = 0.0;
     for (int n = 0; n < N; n++) {
-        float *p = probs + (size_t)n * V;
+        const float *x = logits + (size_t)n * V;
         int y = targets[n];
         assert(y >= 0 && y < V);
-        memcpy(p, logits + (size_t)n * V, (size_t)V * sizeof(float));
-        s_softmax_inplace(p, V);
-        float pt = p[y] < 1.17549435e-38f ? 1.17549435e-38f : p[y];   /* FLT_MIN; NaN stays */
-        losses[n] = -logf(pt);
+        float *p = probs + (size_t)n * V, mx;
+        memcpy(p, x, (size_t)V * sizeof(float));
+        float sum = s_softmax_inplace(p, V, &mx);
+        losses[n] = (mx - x[y]) + logf(sum);
         total += losses[n];
     }
     return N > 0 ? (float)(total / N) : 0.0f;

@@ -64,7 +64,9 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
                         const float *att, int B, int T, int C, int NH);
 
 /* Softmax cross-entropy over rows of logits (N,V) with integer targets (N) in [0,V).
- * probs (N,V) receives the softmax; losses (N) receives -log p[target].
+ * probs (N,V) receives the softmax; losses (N) receives -log p[target],
+ * computed in log space (max + log-sum-exp - logit[target]): exact for any
+ * p[target], +inf only past the float range, NaN for NaN logits.
  * Returns the mean loss over the N rows. */
 float crossentropy_forward(float *losses, float *probs, const float *logits,
                            const int *targets, int N, int V);

@@ -1,7 +1,11 @@
 /* optim.h: AdamW with decoupled weight decay, warmup + cosine learning rate,
  * and gradient-norm clipping per unit (embedding, each block, head, each MLP
  * layer).  Clipping per unit rather than per stage keeps a run independent of
- * how the model is split, and needs nothing from other stages. */
+ * how the model is split, and needs nothing from other stages.
+ *
+ * optim_step is the update the trainers run: one fused pass per unit (norm,
+ * clip, AdamW, zeroing of the gradients).  optim_clip + optim_adamw are the
+ * plain reference it is tested against. */
 #ifndef BRIGADE_OPTIM_H
 #define BRIGADE_OPTIM_H
 #include "node/engine/model.h"
@@ -16,14 +20,39 @@ typedef struct {
     float clip;     /* max gradient L2 norm per unit; 0 = no clipping */
 } optim_config_t;
 
+/* What one update may change beyond the run's optim_config_t, for a caller
+ * that corrects for weight delay (or any other per-stage, per-update policy).
+ * Zero-initialise and set what is used; lr_scale 0 is read as 1. */
+typedef struct {
+    float lr_scale;   /* multiplies optim_lr() for this update; 0 or 1 = as scheduled */
+    /* Optional gradient transform, called once per unit before its norm is
+     * taken: grads[0, n) are the unit's gradients, which start at float
+     * `offset` of the stage's buffers (params, m, v at the same offset); it
+     * may rewrite them in place.  Pure per unit: it must not touch other units. */
+    void (*grad_fn)(void *ctx, const stage_t *s, int unit, float *grads, size_t offset, size_t n);
+    void *ctx;        /* grad_fn's argument */
+} optim_adjust_t;
+
 /* Defaults: lr 1e-3, wd 0.01, betas (0.9, 0.95), eps 1e-8, warmup 10, clip 1.0, min 0.1. */
 void optim_defaults(optim_config_t *o);
 /* The learning rate of update t (0-based). */
 float optim_lr(const optim_config_t *o, int t);
-/* Clips grads unit by unit; returns the largest unit norm before clipping. */
+
+/* One optimizer update of a stage's buffers (s->nparams floats each) at
+ * update index t (0-based), unit by unit: adj->grad_fn (if any), the unit's
+ * gradient L2 norm, clipping to o->clip, AdamW with learning rate
+ * optim_lr(o, t) * adj->lr_scale, and the unit's gradients set to 0.  adj may
+ * be NULL.  Returns the largest unit norm before clipping.  Uses up to
+ * s->threads threads of its own, joined before it returns; the result does
+ * not depend on the thread count. */
+float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t *adj, int t,
+                 float *params, float *grads, float *m, float *v);
+
+/* Reference, used by the tests: clips grads unit by unit (norm summed in
+ * double, in order); returns the largest unit norm before clipping. */
 float optim_clip(const stage_t *s, float *grads, float clip);
-/* One AdamW update of params (n = s->nparams floats) with moments m, v at
- * update index t (0-based); the caller zeroes grads afterwards. */
+/* Reference, used by the tests: one AdamW update of params with moments m, v
+ * at update index t; grads are left as they are. */
 void optim_adamw(const stage_t *s, const optim_config_t *o, float *params, const float *grads,
                  float *m, float *v, int t);
 #endif

@@ -32,10 +32,13 @@ void stage_state_destroy(stage_state_t **self_p)
     *self_p = NULL;
 }
 
+void stage_state_step_adjusted(stage_state_t *st, const optim_config_t *o, const optim_adjust_t *adj)
+{
+    st->last_norm = optim_step(&st->s, o, adj, (int)st->version, st->params, st->grads, st->m, st->v);
+    st->version++;
+}
+
 void stage_state_step(stage_state_t *st, const optim_config_t *o)
 {
-    st->last_norm = optim_clip(&st->s, st->grads, o->clip);
-    optim_adamw(&st->s, o, st->params, st->grads, st->m, st->v, (int)st->version);
-    memset(st->grads, 0, sizeof(float) * st->s.nparams);
-    st->version++;
+    stage_state_step_adjusted(st, o, NULL);
 }

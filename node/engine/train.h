@@ -21,7 +21,10 @@ typedef struct {
 stage_state_t *stage_state_new(const model_config_t *cfg, int stage, int nstages, uint64_t seed,
                                char *err, size_t errlen);
 void stage_state_destroy(stage_state_t **self_p);
-/* Clips, applies AdamW for update `version`, zeroes the gradients, and
- * increments version. */
+/* One optimizer update: clips per unit, applies AdamW for update `version`,
+ * zeroes the gradients, sets last_norm and increments version (optim_step). */
 void stage_state_step(stage_state_t *self, const optim_config_t *o);
+/* The same with per-update adjustments (a learning-rate scale, a gradient
+ * transform; optim_adjust_t); adj NULL is stage_state_step. */
+void stage_state_step_adjusted(stage_state_t *self, const optim_config_t *o, const optim_adjust_t *adj);
 #endif

@@ -178,7 +178,7 @@ static void s_drop(compute_t *c, const char *why, uint64_t from)
     c->drops++;
     char id[9];
     node_id_short(from, id);
-    metrics_event(c->c.metrics, "drop", "\"why\":\"%s\",\"from\":\"%s\"", why, id);
+    metrics_event(c->c.metrics, "drop", "\"why\":%s,\"from\":%s", why, id);
 }
 
 static void s_trace(compute_t *c, int what, uint64_t mb, int64_t v)
@@ -390,13 +390,12 @@ static void s_emit_update(compute_t *c, double loss)
 {
     const net_counters_t *k = c->c.net;
     uint64_t sent = atomic_load(&k->bytes_sent), raw = atomic_load(&k->bytes_sent_raw);
-    char lb[32];
     int stash = stash_versions(&c->stash, c->version);
     metrics_event(c->c.metrics, "update",
-                  "\"version\":%lld,\"tokens\":%llu,\"loss\":%s,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
+                  "\"version\":%lld,\"tokens\":%llu,\"loss\":%.9g,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
                   "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu",
                   (long long)c->version, (unsigned long long)c->tokens,
-                  s_last(c) ? metrics_num(lb, sizeof lb, loss) : "null",
+                  s_last(c) ? loss : NAN,
                   (unsigned long long)sent, (unsigned long long)raw,
                   (unsigned long long)atomic_load(&k->bytes_recv), (unsigned long long)atomic_load(&k->bytes_sent_state),
                   stash, c->inflight,
@@ -475,7 +474,7 @@ static void s_after_backward(compute_t *c)
     if (c->c.ckpt_path && c->c.ckpt_path[0] && c->version % c->o->save_every == 0) {
         char err[300];
         if (compute_save_checkpoint(c, err, sizeof err) < 0)
-            metrics_event(c->c.metrics, "checkpoint", "\"ok\":false,\"why\":\"%s\"", err);
+            metrics_event(c->c.metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
     }
     if (c->version % AVG_EVERY == 0) s_average(c);
 }
@@ -592,7 +591,7 @@ static void s_retry_event(compute_t *c, const mbrec_t *old)
 {
     char why[64];
     snprintf(why, sizeof why, "no gradient after %.1f s", s_now(c) - old->t);
-    metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"%s\"", (unsigned long long)old->mb, why);
+    metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":%s", (unsigned long long)old->mb, why);
 }
 
 /* The data stage starts a new microbatch (or re-issues `old`). */
@@ -694,13 +693,12 @@ static void s_issue_eval(compute_t *c)
 static void s_emit_eval(compute_t *c, uint32_t round)
 {
     if (c->eval_n == 0) return;
-    char b1[32], b2[32];
     double vl = c->eval_loss / c->eval_n;
     if (c->o->cfg.kind == MODEL_MLP)
-        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%s,\"val_acc\":%s,\"batches\":%d", round,
-                      metrics_num(b1, sizeof b1, vl), metrics_num(b2, sizeof b2, (double)c->eval_correct / ((double)c->eval_n * c->B)), c->eval_n);
+        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"val_acc\":%.9g,\"batches\":%d", round,
+                      vl, (double)c->eval_correct / ((double)c->eval_n * c->B), c->eval_n);
     else
-        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%s,\"batches\":%d", round, metrics_num(b1, sizeof b1, vl), c->eval_n);
+        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"batches\":%d", round, vl, c->eval_n);
     c->eval_loss = 0;
     c->eval_correct = 0;
     c->eval_n = 0;
@@ -945,7 +943,7 @@ static void s_on_state(compute_t *c, mail_t *m)
     char line[256];
     const char *how = got ? (b->backup ? "backup" : "downloaded") : "initial";
     if (c->fetch_from >= 0) {
-        metrics_event(c->c.metrics, "move", "\"from\":%d,\"to\":%d,\"why\":\"%s\",\"version\":%lld,\"state\":\"%s\"",
+        metrics_event(c->c.metrics, "move", "\"from\":%d,\"to\":%d,\"why\":%s,\"version\":%lld,\"state\":%s",
                       c->fetch_from, c->stage, c->fetch_why, (long long)c->version, how);
         snprintf(line, sizeof line, "moved from stage %d to stage %d (%s); its state %s at version %lld", c->fetch_from, c->stage,
                  c->fetch_why, got ? how : "not found, initial weights", (long long)c->version);
@@ -964,7 +962,7 @@ static void s_on_state(compute_t *c, mail_t *m)
         s_fetch(c, next && c->fetch_tries < 3 ? next : 0);
         return;
     } else {
-        metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":\"%s\"", (long long)c->version, how);
+        metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version, how);
         if (got) snprintf(line, sizeof line, "stage %d %s at version %lld", c->stage, b->backup ? "resumed from a backup" : "downloaded",
                           (long long)c->version);
         else snprintf(line, sizeof line, "no backup of stage %d found: it starts from its initial weights", c->stage);
@@ -1314,7 +1312,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     }
     c->phase = PH_RUN;
     if (cfg->start != START_AS_IS) s_fetch(c, cfg->start == START_DOWNLOAD ? cfg->donor : 0);
-    else metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":\"%s\"", (long long)c->version,
+    else metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version,
                        c->version > 0 ? "checkpoint" : "initial");
     s_send_self(c, MAIL_SELF);
     return c;

@@ -1,9 +1,14 @@
 /* metrics.c: JSON Lines metrics (metrics.h). */
 #include "node/runtime/metrics.h"
+#include "node/runtime/json.h"
+#include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,13 +46,6 @@ __attribute__((constructor)) static void s_init_clock(void)
 double metrics_now(void)
 {
     return s_mono() - s_start;
-}
-
-const char *metrics_num(char *buf, size_t len, double x)
-{
-    if (isfinite(x)) snprintf(buf, len, "%.9g", x);
-    else snprintf(buf, len, "null");
-    return buf;
 }
 
 static metrics_t *s_new(sink_t *sink, const char *node)
@@ -128,20 +126,106 @@ void metrics_set_node(metrics_t *m, const char *node)
     pthread_mutex_unlock(&m->sink->lock);
 }
 
+/* One conversion of a metrics format: the text of "%...c", its conversion
+ * character and its length modifier ('H' hh, 'h', 'l', 'L' ll, 'z', 'j', 't' or 0). */
+typedef struct {
+    char text[24];  /* "%-08.3f", NUL-terminated */
+    char conv;      /* d i u x X f e g s % ... */
+    char len;       /* length modifier */
+} s_spec_t;
+
+/* Parses the conversion at f (which points at '%'); returns the characters used. */
+static size_t s_spec(s_spec_t *sp, const char *f)
+{
+    size_t i = 1;
+    while (f[i] && strchr("-+ #0", f[i])) i++;
+    while (isdigit((unsigned char)f[i])) i++;
+    if (f[i] == '.') { i++; while (isdigit((unsigned char)f[i])) i++; }
+    sp->len = 0;
+    if (f[i] == 'h') { sp->len = f[i + 1] == 'h' ? 'H' : 'h'; i += sp->len == 'H' ? 2 : 1; }
+    else if (f[i] == 'l') { sp->len = f[i + 1] == 'l' ? 'L' : 'l'; i += sp->len == 'L' ? 2 : 1; }
+    else if (f[i] == 'z' || f[i] == 'j' || f[i] == 't') sp->len = f[i++];
+    sp->conv = f[i];
+    assert(sp->conv && "metrics format ends inside a conversion");
+    i++;
+    assert(i < sizeof sp->text && "metrics format conversion too long");
+    memcpy(sp->text, f, i);
+    sp->text[i] = '\0';
+    return i;
+}
+
+/* Writes one integer conversion, fetching the argument its type names. */
+static void s_put_int(FILE *out, const s_spec_t *sp, va_list *ap)
+{
+    int u = sp->conv == 'u' || sp->conv == 'x' || sp->conv == 'X';
+    switch (sp->len) {
+    case 'l': if (u) fprintf(out, sp->text, va_arg(*ap, unsigned long)); else fprintf(out, sp->text, va_arg(*ap, long)); break;
+    case 'L': if (u) fprintf(out, sp->text, va_arg(*ap, unsigned long long)); else fprintf(out, sp->text, va_arg(*ap, long long)); break;
+    case 'z': if (u) fprintf(out, sp->text, va_arg(*ap, size_t)); else fprintf(out, sp->text, va_arg(*ap, ptrdiff_t)); break;
+    case 'j': if (u) fprintf(out, sp->text, va_arg(*ap, uintmax_t)); else fprintf(out, sp->text, va_arg(*ap, intmax_t)); break;
+    case 't': fprintf(out, sp->text, va_arg(*ap, ptrdiff_t)); break;
+    default:  if (u) fprintf(out, sp->text, va_arg(*ap, unsigned)); else fprintf(out, sp->text, va_arg(*ap, int)); break;
+    }
+}
+
+/* Writes the fields format with JSON conversions (metrics.h). */
+static void s_put_fields(FILE *out, const char *f, va_list *ap)
+{
+    int quoted = 0;   /* inside a string of the format's own text */
+    while (*f) {
+        if (*f != '%') {
+            if (*f == '\\' && f[1]) { fputc(*f++, out); }
+            else if (*f == '"') quoted = !quoted;
+            fputc(*f++, out);
+            continue;
+        }
+        s_spec_t sp;
+        f += s_spec(&sp, f);
+        switch (sp.conv) {
+        case '%':
+            fputc('%', out);
+            break;
+        case 's': {
+            assert(!quoted && "metrics format: %s inside quotes (%s writes its own)");
+            const char *s = va_arg(*ap, const char *);
+            char q[JSON_QUOTE_LEN(METRICS_STR_MAX)];
+            if (s) { json_quote(q, sizeof q, s, METRICS_STR_MAX); fputs(q, out); }
+            else fputs("null", out);
+            break;
+        }
+        case 'd': case 'i': case 'u': case 'x': case 'X':
+            s_put_int(out, &sp, ap);
+            break;
+        case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
+            assert(sp.len == 0 || sp.len == 'l');
+            double x = va_arg(*ap, double);
+            if (isfinite(x)) fprintf(out, sp.text, x);
+            else fputs("null", out);
+            break;
+        }
+        default:
+            assert(!"metrics format: unsupported conversion");
+        }
+    }
+}
+
 void metrics_event(metrics_t *m, const char *event, const char *fields, ...)
 {
     if (!m || !m->sink->f) return;
     FILE *f = m->sink->f;
+    char ev[JSON_QUOTE_LEN(64)], node[JSON_QUOTE_LEN(sizeof m->node)];
+    json_quote(ev, sizeof ev, event, 64);
     pthread_mutex_lock(&m->sink->lock);
+    json_quote(node, sizeof node, m->node, sizeof m->node);
     double t = m->now ? m->now(m->now_arg) : metrics_now();
-    fprintf(f, "{\"t\":%.3f,\"event\":\"%s\",\"node\":\"%s\",\"stage\":", t, event, m->node);
+    fprintf(f, "{\"t\":%.3f,\"event\":%s,\"node\":%s,\"stage\":", t, ev, node);
     if (m->stage < 0) fputs("null", f);
     else fprintf(f, "%d", m->stage);
     if (fields && *fields) {
         fputc(',', f);
         va_list ap;
         va_start(ap, fields);
-        vfprintf(f, fields, ap);
+        s_put_fields(f, fields, &ap);
         va_end(ap);
     }
     fputs("}\n", f);

@@ -1,6 +1,7 @@
 /* metrics.h: the JSON Lines metrics log (DESIGN.md, "Metrics").  Every line
  * carries t (seconds since the process started), event, node and stage; the
- * caller adds the event's own keys as a JSON fragment.  Thread-safe. */
+ * caller adds the event's own keys through a format whose strings are always
+ * escaped (metrics_event).  Thread-safe. */
 #ifndef BRIGADE_METRICS_H
 #define BRIGADE_METRICS_H
 #include <stddef.h>
@@ -22,13 +23,22 @@ void metrics_set_clock(metrics_t *self, double (*now)(void *arg), void *arg);
 void metrics_set_stage(metrics_t *self, int stage);
 /* Sets the node id written on following lines. */
 void metrics_set_node(metrics_t *self, const char *node);
-/* Appends {"t":..,"event":event,"node":..,"stage":..,<fields>}; fields is a
- * printf format for the rest of the object without braces, e.g.
- * "\"loss\":%.6f", or NULL.  Flushed at once. */
+/* Appends {"t":..,"event":event,"node":..,"stage":..,<fields>} and flushes.
+ * fields (or NULL) is a printf-style format for the rest of the object
+ * without braces whose conversions are written as JSON:
+ *   %s         a const char * written as a JSON string through json_quote
+ *              (quoted and escaped; NULL is null; cut at METRICS_STR_MAX
+ *              bytes), so the format says "\"why\":%s", never quotes
+ *              around %s;
+ *   %d %i %u %x %X with hh h l ll z j t: integers, as printf writes them;
+ *   %f %e %g (any flags, width, precision): a number, or null when the
+ *              value is NaN or infinite;
+ *   %%.
+ * Quotes in the format's own text are the caller's (e.g. "\"run\":\"%016llx\"");
+ * a %s inside them, or any other conversion, is a programmer error (assert). */
 void metrics_event(metrics_t *self, const char *event, const char *fields, ...)
     __attribute__((format(printf, 3, 4)));
+#define METRICS_STR_MAX 1024   /* bytes of one string value written, at most */
 /* Seconds since process start (monotonic). */
 double metrics_now(void);
-/* Writes a JSON number, or null when x is not finite, into buf. */
-const char *metrics_num(char *buf, size_t len, double x);
 #endif

@@ -140,7 +140,7 @@ static void s_drop(netside_t *ns, const char *why, uint64_t from)
     char id[9];
     node_id_short(from, id);
     if (k <= DROP_LOG_FIRST || k % 100 == 0)
-        metrics_event(ns->c.metrics, "drop", "\"why\":\"%s\",\"from\":\"%s\",\"drops\":%llu", why, id, (unsigned long long)k);
+        metrics_event(ns->c.metrics, "drop", "\"why\":%s,\"from\":%s,\"drops\":%llu", why, id, (unsigned long long)k);
     /* a repeat offender is ignored for a while */
     peer_t *p = from != ns->id ? peers_find(&ns->peers, from) : NULL;
     if (p && ++p->strikes >= BAN_STRIKES) {
@@ -148,8 +148,9 @@ static void s_drop(netside_t *ns, const char *why, uint64_t from)
         p->banned_until = s_now(ns) + BAN_S;
         p->health = PEER_GONE;
         ns->view_dirty = 1;
-        metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"banned\",\"why\":\"%d refused messages, last: %s\",\"for_s\":%.0f",
-                      id, BAN_STRIKES, why, BAN_S);
+        char ban[300];
+        snprintf(ban, sizeof ban, "%d refused messages, last: %s", BAN_STRIKES, why);
+        metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"banned\",\"why\":%s,\"for_s\":%.0f", id, ban, BAN_S);
     }
 }
 
@@ -389,7 +390,7 @@ static void s_revive(netside_t *ns, peer_t *p, const char *why)
     ns->view_dirty = 1;
     char s[9];
     node_id_short(p->info.id, s);
-    metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"%s\",\"peer_stage\":%d", s, why, p->info.stage);
+    metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":%s,\"peer_stage\":%d", s, why, p->info.stage);
 }
 
 /* What a third party says of a peer's freshness: heard from seen_ms ago.
@@ -508,7 +509,7 @@ static void s_add_peer(netside_t *ns, const peer_info_t *info, const char *why)
         if (p) p->rumor = s_rumor_rounds(ns);
         char s[9];
         node_id_short(info->id, s);
-        metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"joined\",\"why\":\"%s\",\"peer_stage\":%d,\"addr\":\"%s\"",
+        metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":%s,\"peer_stage\":%d,\"addr\":%s",
                       s, why, info->stage, info->addr);
     }
 }
@@ -541,7 +542,7 @@ static void s_refuse(netside_t *ns, const transport_msg_t *m, const char *why)
 {
     char id[9];
     node_id_short(m->sender, id);
-    metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"refused\",\"why\":\"%s\"", id, why);
+    metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"refused\",\"why\":%s", id, why);
     s_drop(ns, why, m->sender);
     if (m->hdr.flags & JOIN_FLAG_INTRO) return;
     wire_hdr_t h;
@@ -1071,7 +1072,7 @@ static void s_on_backup_push(netside_t *ns, const transport_msg_t *m)
     s_rx_free(x);
     char id[9];
     node_id_short(m->sender, id);
-    metrics_event(ns->c.metrics, "backup", "\"held_stage\":%d,\"version\":%lld,\"from\":\"%s\",\"bytes\":%zu",
+    metrics_event(ns->c.metrics, "backup", "\"held_stage\":%d,\"version\":%lld,\"from\":%s,\"bytes\":%zu",
                   s, (long long)b->version, id, b->total);
 }
 
@@ -1122,7 +1123,7 @@ static void s_serve_backup(netside_t *ns, const transport_msg_t *m)
     s_send_chunks(ns, 0, m, s, STATE_FLAG_BACKUP | STATE_FLAG_REPLY, b->buf, b->total, b->version);
     char id[9];
     node_id_short(m->sender, id);
-    metrics_event(ns->c.metrics, "backup", "\"served_stage\":%d,\"version\":%lld,\"to\":\"%s\"", s, (long long)b->version, id);
+    metrics_event(ns->c.metrics, "backup", "\"served_stage\":%d,\"version\":%lld,\"to\":%s", s, (long long)b->version, id);
 }
 
 static void s_on_state(netside_t *ns, const transport_msg_t *m)
@@ -1146,7 +1147,7 @@ static void s_on_state_out(netside_t *ns, mail_t *m)
     s_send_chunks(ns, m->peer, NULL, b->stage, m->hdr.flags, (const uint8_t *)b->data, total, b->version);
     char s[9];
     node_id_short(m->peer, s);
-    metrics_event(ns->c.metrics, m->hdr.flags & STATE_FLAG_BACKUP ? "backup" : "state", "\"to\":\"%s\",\"version\":%lld,\"bytes\":%zu",
+    metrics_event(ns->c.metrics, m->hdr.flags & STATE_FLAG_BACKUP ? "backup" : "state", "\"to\":%s,\"version\":%lld,\"bytes\":%zu",
                   s, (long long)b->version, total);
 }
 
@@ -1259,7 +1260,7 @@ static void s_on_bye(netside_t *ns, const transport_msg_t *m)
     ns->view_dirty = 1;
     char s[9];
     node_id_short(m->sender, s);
-    metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"gone\",\"why\":\"bye\",\"peer_stage\":%d", s, p->info.stage);
+    metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"gone\",\"why\":\"bye\",\"peer_stage\":%d", s, p->info.stage);
 }
 
 static void s_on_ping(netside_t *ns, const transport_msg_t *m)
@@ -1530,12 +1531,12 @@ static void s_check_health(netside_t *ns)
             p->health = PEER_GONE;
             p->rumor = 0;
             ns->view_dirty = 1;
-            metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
+            metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
         } else if (quiet > slow && p->health == PEER_ALIVE) {
             p->health = PEER_SLOW;
             node_id_short(p->info.id, s);
             ns->view_dirty = 1;
-            metrics_event(ns->c.metrics, "peer", "\"peer\":\"%s\",\"what\":\"slow\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
+            metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"slow\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
         } else if (quiet <= slow && p->health == PEER_SLOW) {
             p->health = PEER_ALIVE;
             ns->view_dirty = 1;

@@ -11,6 +11,8 @@
 
 typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC } opt_type_t;
 
+typedef enum { B_NONE, B_CLOSED, B_OPEN_LO } opt_bound_t;  /* no bounds, [lo, hi], (lo, hi] */
+
 typedef struct {
     const char *name;   /* without the leading -- */
     opt_type_t type;
@@ -19,61 +21,74 @@ typedef struct {
     int which;          /* OPTS_SOLO | OPTS_NODE */
     const char *arg;    /* argument name for --help */
     const char *help;
+    int run;            /* part of the run config (the creator's word, sent to joiners) */
+    opt_bound_t bound;  /* the value's bounds, checked by opts_check_run (run) or opts_resolve (local) */
+    double lo, hi;
 } opt_def_t;
+
+/* The last four fields of a table entry. */
+#define RUN(lo, hi)    1, B_CLOSED, lo, hi     /* run config, lo <= x <= hi */
+#define RUN_GT(lo, hi) 1, B_OPEN_LO, lo, hi    /* run config, lo < x <= hi */
+#define RUN_ANY        1, B_NONE, 0, 0         /* run config, checked elsewhere (model_check, parsing) */
+#define LOCAL(lo, hi)  0, B_CLOSED, lo, hi     /* this node's own, lo <= x <= hi */
+#define LOCAL_ANY      0, B_NONE, 0, 0
+#define NMAX 100000000                         /* steps, warmup, evaluation and save intervals */
 
 #define O(f) offsetof(opts_t, f)
 #define S(f) sizeof(((opts_t *)0)->f)
 #define BOTH (OPTS_SOLO | OPTS_NODE | OPTS_SIM)   /* the run's options: every trainer takes them */
 static const opt_def_t s_opts[] = {
-    { "model", T_STR, O(model), S(model), BOTH, "NAME", "gpt-tiny | gpt-small | gpt-base | mlp-fmnist (default gpt-tiny)" },
-    { "layers", T_INT, O(layers), 0, BOTH, "N", "override the preset's transformer blocks / hidden layers" },
-    { "dim", T_INT, O(dim), 0, BOTH, "N", "override the preset's width" },
-    { "heads", T_INT, O(heads), 0, BOTH, "N", "override the preset's attention heads" },
-    { "ctx", T_INT, O(ctx), 0, BOTH, "N", "override the preset's context length" },
-    { "data", T_STR, O(data), S(data), BOTH, "SPEC", "synthetic | text:PATH | fmnist[:DIR] (default synthetic)" },
-    { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)" },
-    { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500)" },
-    { "batch", T_INT, O(batch), 0, BOTH, "B", "microbatch size (default 8 gpt, 64 mlp)" },
-    { "micro", T_INT, O(micro), 0, BOTH, "M", "microbatches per update (default 1)" },
-    { "lr", T_FLOAT, O(optim.lr), 0, BOTH, "X", "peak AdamW learning rate (default 1e-3)" },
-    { "wd", T_FLOAT, O(optim.wd), 0, BOTH, "X", "decoupled weight decay (default 0.01)" },
-    { "warmup", T_INT, O(optim.warmup), 0, BOTH, "N", "warmup updates, then cosine decay (default 10)" },
-    { "clip", T_FLOAT, O(optim.clip), 0, BOTH, "X", "gradient norm clip per layer, 0 = off (default 1)" },
-    { "codec", T_CODEC, O(codec), S(codec), BOTH, "C", "activation codec: fp32 fp16 bf16 int8 int4 (default int8 node, fp32 solo)" },
-    { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)" },
-    { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe" },
-    { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work" },
-    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages)" },
-    { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)" },
-    { "threads", T_INT, O(threads), 0, BOTH, "T", "BLAS threads (default 1)" },
-    { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates (default 0: solo at the end only, node none)" },
-    { "metrics", T_STR, O(metrics), S(metrics), BOTH, "FILE", "append JSON Lines metrics to FILE" },
-    { "checkpoint", T_STR, O(checkpoint), S(checkpoint), OPTS_SOLO | OPTS_NODE, "DIR", "stage checkpoints in DIR; a restart resumes" },
-    { "save-every", T_INT, O(save_every), 0, OPTS_SOLO | OPTS_NODE, "N", "checkpoint every N updates (default 50)" },
-    { "save", T_STR, O(save), S(save), OPTS_SOLO, "FILE", "write the whole model to FILE at the end" },
-    { "resume", T_STR, O(resume), S(resume), OPTS_SOLO, "FILE", "start from a model file" },
-    { "listen", T_STR, O(listen), S(listen), OPTS_NODE, "HOST:PORT", "where this node listens (default 0.0.0.0:7700)" },
-    { "join", T_STR, O(join), S(join), OPTS_NODE, "HOST:PORT/KEY", "join the swarm of this node (omit to start a run)" },
-    { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)" },
-    { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)" },
-    { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)" },
-    { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)" },
-    { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)" },
-    { "http", T_INT, O(http), 0, OPTS_NODE, "PORT", "serve a status page on 127.0.0.1:PORT" },
-    { "emu-latency-ms", T_DOUBLE, O(emu_latency_ms), 0, OPTS_NODE, "MS", "test: delay outgoing messages" },
-    { "emu-jitter-ms", T_DOUBLE, O(emu_jitter_ms), 0, OPTS_NODE, "MS", "test: random extra delay" },
-    { "emu-bandwidth-mbit", T_DOUBLE, O(emu_bandwidth_mbit), 0, OPTS_NODE, "MBIT", "test: outgoing link rate" },
-    { "emu-loss", T_DOUBLE, O(emu_loss), 0, OPTS_NODE, "P", "test: drop outgoing messages with probability P" },
-    { "emu-slowdown", T_DOUBLE, O(emu_slowdown), 0, OPTS_NODE, "F", "test: make compute F times slower" },
+    { "model", T_STR, O(model), S(model), BOTH, "NAME", "gpt-tiny | gpt-small | gpt-base | mlp-fmnist (default gpt-tiny)", RUN_ANY },
+    { "layers", T_INT, O(layers), 0, BOTH, "N", "override the preset's transformer blocks / hidden layers", RUN_ANY },
+    { "dim", T_INT, O(dim), 0, BOTH, "N", "override the preset's width", RUN_ANY },
+    { "heads", T_INT, O(heads), 0, BOTH, "N", "override the preset's attention heads", RUN_ANY },
+    { "ctx", T_INT, O(ctx), 0, BOTH, "N", "override the preset's context length", RUN_ANY },
+    { "data", T_STR, O(data), S(data), BOTH, "SPEC", "synthetic | text:PATH | fmnist[:DIR] (default synthetic)", RUN_ANY },
+    { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)", RUN_ANY },
+    { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500)", RUN(1, NMAX) },
+    { "batch", T_INT, O(batch), 0, BOTH, "B", "microbatch size (default 8 gpt, 64 mlp)", RUN(1, 65536) },
+    { "micro", T_INT, O(micro), 0, BOTH, "M", "microbatches per update (default 1)", RUN(1, 65536) },
+    { "lr", T_FLOAT, O(optim.lr), 0, BOTH, "X", "peak AdamW learning rate (default 1e-3)", RUN_GT(0, 10) },
+    { "wd", T_FLOAT, O(optim.wd), 0, BOTH, "X", "decoupled weight decay (default 0.01)", RUN(0, 10) },
+    { "warmup", T_INT, O(optim.warmup), 0, BOTH, "N", "warmup updates, then cosine decay (default 10)", RUN(0, NMAX) },
+    { "clip", T_FLOAT, O(optim.clip), 0, BOTH, "X", "gradient norm clip per layer, 0 = off (default 1)", RUN(0, 1e6) },
+    { "codec", T_CODEC, O(codec), S(codec), BOTH, "C", "activation codec: fp32 fp16 bf16 int8 int4 (default int8 node, fp32 solo)", RUN_ANY },
+    { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)", RUN_ANY },
+    { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
+    { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
+    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages)", RUN(0, 4096) },
+    { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)", RUN_ANY },
+    { "threads", T_INT, O(threads), 0, BOTH, "T", "BLAS threads (default 1)", LOCAL(1, 256) },
+    { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates (default 0: solo at the end only, node none)", RUN(0, NMAX) },
+    { "metrics", T_STR, O(metrics), S(metrics), BOTH, "FILE", "append JSON Lines metrics to FILE", LOCAL_ANY },
+    { "checkpoint", T_STR, O(checkpoint), S(checkpoint), OPTS_SOLO | OPTS_NODE, "DIR", "stage checkpoints in DIR; a restart resumes", LOCAL_ANY },
+    { "save-every", T_INT, O(save_every), 0, OPTS_SOLO | OPTS_NODE, "N", "checkpoint every N updates (default 50)", LOCAL(1, NMAX) },
+    { "save", T_STR, O(save), S(save), OPTS_SOLO, "FILE", "write the whole model to FILE at the end", LOCAL_ANY },
+    { "resume", T_STR, O(resume), S(resume), OPTS_SOLO, "FILE", "start from a model file", LOCAL_ANY },
+    { "listen", T_STR, O(listen), S(listen), OPTS_NODE, "HOST:PORT", "where this node listens (default 0.0.0.0:7700)", LOCAL_ANY },
+    { "join", T_STR, O(join), S(join), OPTS_NODE, "HOST:PORT/KEY", "join the swarm of this node (omit to start a run)", LOCAL_ANY },
+    { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)", LOCAL_ANY },
+    { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)", LOCAL_ANY },
+    { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)", LOCAL_ANY },
+    { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)", LOCAL_ANY },
+    { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)", LOCAL_ANY },
+    { "http", T_INT, O(http), 0, OPTS_NODE, "PORT", "serve a status page on 127.0.0.1:PORT", LOCAL(0, 65535) },
+    { "emu-latency-ms", T_DOUBLE, O(emu_latency_ms), 0, OPTS_NODE, "MS", "test: delay outgoing messages", LOCAL(0, 60000) },
+    { "emu-jitter-ms", T_DOUBLE, O(emu_jitter_ms), 0, OPTS_NODE, "MS", "test: random extra delay", LOCAL(0, 60000) },
+    { "emu-bandwidth-mbit", T_DOUBLE, O(emu_bandwidth_mbit), 0, OPTS_NODE, "MBIT", "test: outgoing link rate", LOCAL(0, 1e6) },
+    { "emu-loss", T_DOUBLE, O(emu_loss), 0, OPTS_NODE, "P", "test: drop outgoing messages with probability P", LOCAL(0, 1) },
+    { "emu-slowdown", T_DOUBLE, O(emu_slowdown), 0, OPTS_NODE, "F", "test: make compute F times slower", LOCAL(1, 1000) },
 };
 #define NOPTS (int)(sizeof s_opts / sizeof s_opts[0])
 
-void opts_defaults(opts_t *o)
+void opts_defaults(opts_t *o, int which)
 {
     memset(o, 0, sizeof *o);
     snprintf(o->model, sizeof o->model, "gpt-tiny");
     snprintf(o->data, sizeof o->data, "synthetic");
-    o->stages = 0;
+    o->stages = which == OPTS_SOLO ? 1 : 4;
+    snprintf(o->codec, sizeof o->codec, "%s", which == OPTS_SOLO ? "fp32" : "int8");
+    snprintf(o->grad_codec, sizeof o->grad_codec, "%s", o->codec);
     o->steps = 500;
     o->micro = 1;
     optim_defaults(&o->optim);
@@ -204,6 +219,60 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
     return 0;
 }
 
+/* The value of numeric option d in o. */
+static double s_num(const opts_t *o, const opt_def_t *d)
+{
+    const void *p = (const char *)o + d->off;
+    switch (d->type) {
+    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: return *(const int *)p;
+    case T_FLOAT: return *(const float *)p;
+    case T_DOUBLE: return *(const double *)p;
+    case T_U64: return (double)*(const uint64_t *)p;
+    default: return 0;
+    }
+}
+
+/* Checks the bounds of every table option with run flag `run`.  Returns 0,
+ * or -1 with "--NAME VALUE: must be LO..HI" (integers) or "... in [LO, HI]". */
+static int s_check_bounds(const opts_t *o, int run, char *err, size_t errlen)
+{
+    for (int i = 0; i < NOPTS; i++) {
+        const opt_def_t *d = &s_opts[i];
+        if (d->bound == B_NONE || d->run != run) continue;
+        double x = s_num(o, d);
+        int ok = d->bound == B_OPEN_LO ? x > d->lo && x <= d->hi : x >= d->lo && x <= d->hi;
+        if (ok) continue;
+        if (d->type == T_FLOAT || d->type == T_DOUBLE)
+            snprintf(err, errlen, "--%s %g: must be in %c%g, %g]", d->name, x, d->bound == B_OPEN_LO ? '(' : '[', d->lo, d->hi);
+        else
+            snprintf(err, errlen, "--%s %.0f: must be %.0f..%.0f", d->name, x, d->lo, d->hi);
+        return -1;
+    }
+    return 0;
+}
+
+int opts_check_run(const opts_t *o, char *err, size_t errlen)
+{
+    const model_config_t *c = &o->cfg;
+    if (c->kind != MODEL_GPT && c->kind != MODEL_MLP) {
+        snprintf(err, errlen, "--model: unknown model kind %d", (int)c->kind);
+        return -1;
+    }
+    if (model_check(c, err, errlen) < 0) return -1;
+    if (s_check_bounds(o, 1, err, errlen) < 0) return -1;
+    stage_t probe;
+    if (stage_init(&probe, c, 0, o->stages, err, errlen) < 0) return -1;
+    if (codec_from_name(o->codec) < 0) {
+        snprintf(err, errlen, "--codec %s: unknown codec (fp32, fp16, bf16, int8, int4)", o->codec);
+        return -1;
+    }
+    if (codec_from_name(o->grad_codec) < 0) {
+        snprintf(err, errlen, "--grad-codec %s: unknown codec (fp32, fp16, bf16, int8, int4)", o->grad_codec);
+        return -1;
+    }
+    return 0;
+}
+
 int opts_resolve(opts_t *o, char *err, size_t errlen)
 {
     if (model_preset(&o->cfg, o->model, err, errlen) < 0)
@@ -212,24 +281,11 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (o->dim) o->cfg.C = o->dim;
     if (o->heads) o->cfg.NH = o->heads;
     if (o->ctx) o->cfg.maxT = o->ctx;
-    if (model_check(&o->cfg, err, errlen) < 0)
-        return -1;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
-    if (o->steps < 1) { snprintf(err, errlen, "--steps %d: must be at least 1", o->steps); return -1; }
-    if (o->batch < 1 || o->batch > 65536) { snprintf(err, errlen, "--batch %d: must be 1..65536", o->batch); return -1; }
-    if (o->micro < 1 || o->micro > 65536) { snprintf(err, errlen, "--micro %d: must be 1..65536", o->micro); return -1; }
-    if (o->threads < 1 || o->threads > 256) { snprintf(err, errlen, "--threads %d: must be 1..256", o->threads); return -1; }
-    if (!(o->optim.lr > 0.0f) || o->optim.lr > 10.0f) { snprintf(err, errlen, "--lr %g: must be in (0, 10]", o->optim.lr); return -1; }
-    if (!(o->optim.wd >= 0.0f && o->optim.wd <= 10.0f) || !(o->optim.clip >= 0.0f && o->optim.clip <= 1e6f) || o->optim.warmup < 0) {
-        snprintf(err, errlen, "--wd must be in [0, 10], --clip in [0, 1e6], --warmup >= 0");
+    if (opts_check_run(o, err, errlen) < 0 || s_check_bounds(o, 0, err, errlen) < 0)
         return -1;
-    }
-    if (o->eval_every < 0 || o->save_every < 1) { snprintf(err, errlen, "--eval-every must be >= 0 and --save-every >= 1"); return -1; }
-    if (o->max_inflight < 0) { snprintf(err, errlen, "--max-inflight %d: must be >= 1", o->max_inflight); return -1; }
-    if (o->emu_loss < 0 || o->emu_loss > 1) { snprintf(err, errlen, "--emu-loss %g: must be in [0, 1]", o->emu_loss); return -1; }
-    if (o->emu_slowdown < 1) { snprintf(err, errlen, "--emu-slowdown %g: must be >= 1", o->emu_slowdown); return -1; }
-    if (o->emu_latency_ms < 0 || o->emu_jitter_ms < 0 || o->emu_bandwidth_mbit < 0) {
-        snprintf(err, errlen, "--emu-latency-ms, --emu-jitter-ms and --emu-bandwidth-mbit must not be negative");
+    if (o->advertise[0] && !peer_addr_valid(o->advertise)) {
+        snprintf(err, errlen, "--advertise %s: want HOST:PORT (a hostname or IP address, port 1..65535)", o->advertise);
         return -1;
     }
     o->optim.total = o->steps;
@@ -319,16 +375,8 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     if (rbuf_error(r) || n.closed > 1) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
     snprintf(n.model, sizeof n.model, "%s", c->name);
     char why[256];
-    stage_t probe;
-    if ((c->kind != MODEL_GPT && c->kind != MODEL_MLP) || model_check(c, why, sizeof why) < 0
-        || stage_init(&probe, c, 0, n.stages, why, sizeof why) < 0
-        || n.steps < 1 || n.batch < 1 || n.batch > 65536 || n.micro < 1 || n.micro > 65536
-        || n.optim.warmup < 0 || (n.schedule != SCHED_ASYNC && n.schedule != SCHED_GPIPE)
-        || (n.stash != STASH_FULL && n.stash != STASH_2BW) || n.max_inflight < 0 || n.max_inflight > 4096
-        || !(n.optim.lr > 0.0f && n.optim.lr <= 10.0f) || !(n.optim.wd >= 0.0f && n.optim.wd <= 10.0f)
-        || !(n.optim.clip >= 0.0f && n.optim.clip <= 1e6f) || n.steps > 100000000
-        || codec_from_name(n.codec) < 0 || codec_from_name(n.grad_codec) < 0 || n.eval_every < 0) {
-        snprintf(err, errlen, "run config: values out of range");
+    if (opts_check_run(&n, why, sizeof why) < 0) {
+        snprintf(err, errlen, "run config: %s", why);
         return -1;
     }
     n.optim.total = n.steps;

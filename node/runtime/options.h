@@ -44,14 +44,24 @@ typedef struct {
 
 enum { OPTS_SOLO = 1, OPTS_NODE = 2, OPTS_SIM = 4 };
 
-/* Fills defaults. */
-void opts_defaults(opts_t *o);
+/* Fills the defaults of the command `which` (OPTS_SOLO or OPTS_NODE). */
+void opts_defaults(opts_t *o, int which);
 /* Parses argv[first..argc) for the command `which` (OPTS_SOLO or OPTS_NODE).
  * Returns 0; 1 when --help was asked (help printed to stdout); -1 with a
  * one-line reason in err for a bad option or value. */
 int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err, size_t errlen);
-/* Resolves the model and checks option values against each other. */
+/* Resolves the model (preset and overrides) and the batch default, then
+ * checks the run config (opts_check_run) and this node's own options (every
+ * bound of the option table, --advertise).  Returns 0, or -1 with a one-line
+ * reason naming the option. */
 int opts_resolve(opts_t *o, char *err, size_t errlen);
+/* The one check of a run config, the same for `brigade solo`, for the node
+ * that creates a swarm (both through opts_resolve) and for a joiner on the
+ * config it receives (opts_decode_run): the model (model_check), every bound
+ * of the option table's run options, the stage split (stage_init) and the
+ * codec names.  Returns 0, or -1 with a one-line reason naming the option,
+ * e.g. "--steps 100000001: must be 1..100000000". */
+int opts_check_run(const opts_t *o, char *err, size_t errlen);
 /* Prints the option table of `which` to f. */
 void opts_help(FILE *f, int which);
 /* 1 when option `name` (without dashes) was given on the command line. */
@@ -69,6 +79,8 @@ void opts_run_text(const opts_t *o, char *buf, size_t len);
 void opts_encode_run(void *wbuf, const opts_t *o);
 /* Reads a run config written by opts_encode_run into o, keeping o's local
  * options (listen, join, stage, files, threads, emulation).  Returns 0, or -1
- * with a reason when the bytes are malformed or the values out of range. */
+ * with a reason when the bytes are malformed, or "run config: " and
+ * opts_check_run's reason when a value is out of range; o is unchanged on
+ * failure. */
 int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen);
 #endif

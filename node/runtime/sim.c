@@ -584,7 +584,7 @@ static void s_node_start(snode_t *n)
     nc.modelled = !s->so.real;
     n->net = netside_new(&nc, err, sizeof err);
     if (!n->net) { s_violation(s, "node %d: %s", n->idx, err); n->alive = 0; return; }
-    metrics_event(n->metrics, "start", "\"role\":\"sim\",\"model\":\"%s\",\"join_addr\":\"%s\",\"incarnation\":%d",
+    metrics_event(n->metrics, "start", "\"role\":\"sim\",\"model\":%s,\"join_addr\":%s,\"incarnation\":%d",
                   n->o.cfg.name, n->addr, n->inc);
     if (n->joiner) {
         if (netside_join(n->net, n->o.join, -1, err, sizeof err) < 0) s_violation(s, "node %d join: %s", n->idx, err);
@@ -1017,7 +1017,7 @@ static void s_free(sim_t *s)
 void sim_opts_defaults(sim_opts_t *so)
 {
     memset(so, 0, sizeof *so);
-    opts_defaults(&so->o);
+    opts_defaults(&so->o, OPTS_SIM);
     so->nodes = 8;
     so->sim_seconds = 600;
     so->wall_seconds = 600;

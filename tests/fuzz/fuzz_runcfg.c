@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static opts_t base, o, o2;
     static int init;
     if (!init) {
-        opts_defaults(&base);
+        opts_defaults(&base, OPTS_NODE);
         char err[256];
         if (opts_resolve(&base, err, sizeof err) < 0) abort();
         init = 1;

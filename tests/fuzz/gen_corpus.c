@@ -117,7 +117,7 @@ static void s_runcfg(void)
         for (int k = 0; sets[s][k]; k++) argv[argc++] = (char *)sets[s][k];
         opts_t o;
         char err[256];
-        opts_defaults(&o);
+        opts_defaults(&o, OPTS_NODE);
         if (opts_parse(&o, OPTS_NODE, argc, argv, 2, err, sizeof err) != 0
             || opts_resolve(&o, err, sizeof err) < 0) {
             fprintf(stderr, "runcfg set %zu: %s\n", s, err);

@@ -8,6 +8,7 @@ DATA=/usr/share/games/fortunes
 T=$(mktemp -d /tmp/brigade-codecs.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
+. "$(dirname "$0")/hx.inc"
 
 if [ ! -d "$DATA" ]; then
     echo "FAIL - codecs int8 and int4 vs fp32: $DATA not installed (apt-get install fortunes)"
@@ -44,4 +45,5 @@ print(("ok - %s: val_loss %.4f vs fp32 %.4f (%+.2f%%, limit %g%%)" if ok else
 }
 check "codec int8/int8 at 4 stage cuts" "$v8" 0.01
 check "codec int4/int8 at 4 stage cuts" "$v4" 0.03
+hx_jsonl
 exit 0

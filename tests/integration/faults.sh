@@ -75,4 +75,5 @@ for _ in $(seq 100); do [ -s "$T/held" ] && break; sleep 0.2; done
 one_line_exit2 "node port in use" "in use" "$BRIGADE" node --listen "127.0.0.1:$(cat "$T/held")" --keys "$T/k2" \
     $TINY --stages 1 --steps 5 --threads 1
 kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null; HOLDER=""
+hx_jsonl
 exit 0

@@ -8,6 +8,7 @@ PIDS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
+. "$(dirname "$0")/hx.inc"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ev() {  # ev FILE EVENT KEY: that key of every EVENT line, one per line
     python3 -c 'import json,sys
@@ -70,4 +71,5 @@ fi
 "$BRIGADE" assemble "$T/ck0" --out "$T/half.bin" >"$T/asm2" 2>&1; rc=$?
 if [ $rc = 2 ] && grep -q "stage 1" "$T/asm2"; then echo "ok - assemble refuses an incomplete set of stages"
 else echo "FAIL - assemble incomplete: exit $rc: $(cat "$T/asm2")"; fi
+hx_jsonl
 exit 0

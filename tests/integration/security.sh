@@ -18,6 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP PIPE
+. "$(dirname "$0")/hx.inc"
 
 cat >"$T/m.py" <<'EOF'
 import json, sys
@@ -263,4 +264,5 @@ if [ -z "$why" ]; then
 else
     echo "FAIL - closed: ticket holder run:$why"
 fi
+hx_jsonl
 exit 0

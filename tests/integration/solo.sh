@@ -6,6 +6,7 @@ BRIGADE=${BRIGADE:-build/brigade}
 T=$(mktemp -d /tmp/brigade-solo.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
+. "$(dirname "$0")/hx.inc"
 B="timeout 120 $BRIGADE"
 
 ok() { echo "ok - $1"; }
@@ -112,4 +113,5 @@ expect2 "solo --model nope" solo --model nope
 expect2 "solo --data text:/nonexistent" solo --data text:/nonexistent --steps 1
 expect2 "solo --data fmnist:<empty dir>" solo --model mlp-fmnist --data "fmnist:$T/empty" --steps 1
 expect2 "sample truncated model file" sample --model-file "$T/trunc.bin"
+hx_jsonl
 exit 0

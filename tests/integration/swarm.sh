@@ -38,4 +38,5 @@ hx late-joiner-middle-stage --stages 4 --nodes 5 --node 4 "--stage 2" --fault "s
 hx late-joiner-data-stage --stages 4 --nodes 5 --node 4 "--stage 0" --fault "start 4 after 60" \
     --creator-args "$TINY --steps 250 --seed 1" \
     --expect-exit 0 --expect-state 4 --expect-no-jump 4 0.6 --expect-loss-ratio 0.5 --expect-lost 0 --expect-tokens-grow
+hx_jsonl
 exit 0

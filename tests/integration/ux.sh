@@ -8,6 +8,7 @@ PID=""
 cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
+. "$(dirname "$0")/hx.inc"
 ok() { echo "ok - $1"; }
 bad() { echo "FAIL - $1: $2"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -60,4 +61,5 @@ if kill -0 "$PID" 2>/dev/null; then bad "SIGTERM" "node still running 5 s after 
 elif grep -q '"event":"end"' "$T/m.jsonl"; then ok "SIGTERM stops a node and it writes its end event"
 else bad "SIGTERM" "the node stopped without an end event"; fi
 PID=""
+hx_jsonl
 exit 0
