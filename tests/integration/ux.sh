@@ -61,5 +61,26 @@ if kill -0 "$PID" 2>/dev/null; then bad "SIGTERM" "node still running 5 s after 
 elif grep -q '"event":"end"' "$T/m.jsonl"; then ok "SIGTERM stops a node and it writes its end event"
 else bad "SIGTERM" "the node stopped without an end event"; fi
 PID=""
+# every failure after the metrics file is open still ends with an end event naming the reason
+endcheck() {
+    name=$1; shift
+    rm -f "$T/f.jsonl"
+    "$BRIGADE" node --metrics "$T/f.jsonl" "$@" >"$T/f.out" 2>&1; rc=$?
+    why=$(python3 -c 'import json,sys
+ev=[json.loads(l) for l in open(sys.argv[1])]
+ends=[e for e in ev if e["event"]=="end"]
+print(ends[-1]["status"] + ": " + ends[-1]["why"] if len(ends)==1 else "%d end events" % len(ends))' "$T/f.jsonl" 2>&1)
+    case "$why" in error:*) [ $rc != 0 ] && ok "$name: exit $rc, end event ($why)" || bad "$name" "exit 0";;
+                   *) bad "$name" "exit $rc, $why: $(tail -n 1 "$T/f.out")";; esac
+}
+mkdir -p "$T/ro" && touch "$T/ro/stage.ckpt"
+endcheck "unreadable checkpoint" --listen 127.0.0.1:0 --checkpoint "$T/ro" --stages 2 --steps 5
+endcheck "silent bootstrap" --listen 127.0.0.1:0 --join "127.0.0.1:9/$(printf 'A%.0s' $(seq 40))" --stages 2
+python3 -c 'import socket,time,sys; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(20)' >"$T/busy" &
+BUSY=$!
+for _ in $(seq 50); do [ -s "$T/busy" ] && break; sleep 0.1; done
+endcheck "port in use" --listen "127.0.0.1:$(cat "$T/busy")" --stages 2
+kill "$BUSY" 2>/dev/null
+
 hx_jsonl
 exit 0
