@@ -147,6 +147,10 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
     if (model_check(cfg, err, errlen) < 0)
         return -1;
     int maxk = cfg->kind == MODEL_GPT ? cfg->L : cfg->L + 1;
+    if (nstages > MODEL_STAGES_MAX) {
+        snprintf(err, errlen, "--stages %d: at most %d", nstages, MODEL_STAGES_MAX);
+        return -1;
+    }
     if (nstages < 1 || nstages > maxk) {
         snprintf(err, errlen, "--stages %d: %s has %d layers to split, so 1..%d stages",
                  nstages, cfg->name, maxk, maxk);

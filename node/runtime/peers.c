@@ -1,5 +1,6 @@
 /* peers.c: the swarm table (peers.h). */
 #include "node/runtime/peers.h"
+#include "node/engine/model.h"
 #include <string.h>
 
 void peers_init(peers_t *t, uint64_t self)
@@ -60,9 +61,9 @@ void peers_stage_counts(peers_t *t, int nstages, int *count)
 
 int peers_pick_stage(peers_t *t, int nstages)
 {
-    int count[1024];
-    double rate[1024] = {0};
-    if (nstages > 1024) nstages = 1024;
+    int count[MODEL_STAGES_MAX];
+    double rate[MODEL_STAGES_MAX] = {0};
+    if (nstages > MODEL_STAGES_MAX) nstages = MODEL_STAGES_MAX;
     peers_stage_counts(t, nstages, count);
     pthread_mutex_lock(&t->lock);
     for (int i = 0; i < t->n; i++) {

@@ -48,7 +48,8 @@ void peers_fini(peers_t *t);
 int peers_upsert(peers_t *t, const peer_info_t *info, double now);
 /* Index of peer id, or -1 (call with the lock held). */
 int peers_find_locked(peers_t *t, uint64_t id);
-/* Peers (alive, self included) serving each stage, into count[nstages]. */
+/* Peers (alive, self included) serving each stage, into count[nstages]
+ * (nstages <= MODEL_STAGES_MAX, as every run config is). */
 void peers_stage_counts(peers_t *t, int nstages, int *count);
 /* The stage a newcomer should take: the one with the fewest alive peers,
  * ties broken by the lowest summed rate, then the lowest index. */

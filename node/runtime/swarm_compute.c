@@ -168,7 +168,7 @@ static void s_emit_update(compute_t *c, double loss)
                   (unsigned long long)atomic_load(&n->drops), (unsigned long long)c->retries);
     double el = s_now() - n->t0;
     uint64_t sent = atomic_load(&n->bytes_sent), raw = atomic_load(&n->bytes_sent_raw);
-    int counts[1024];
+    int counts[MODEL_STAGES_MAX];
     peers_stage_counts(&n->peers, n->nstages, counts);
     int npeers = 0;
     for (int s = 0; s < n->nstages; s++) npeers += counts[s];
@@ -655,7 +655,7 @@ static void s_timeouts(compute_t *c)
 
 static int s_all_stages_served(node_t *n)
 {
-    int counts[1024];
+    int counts[MODEL_STAGES_MAX];
     peers_stage_counts(&n->peers, n->nstages, counts);
     for (int s = 0; s < n->nstages; s++)
         if (counts[s] == 0) return 0;

@@ -472,7 +472,7 @@ static void s_on_join(node_t *n, transport_msg_t *m)
     if (known >= 0 && want < 0) stage = n->peers.p[known].info.stage;  /* a repeated JOIN keeps its stage */
     pthread_mutex_unlock(&n->peers.lock);
     if (stage < 0) stage = peers_pick_stage(&n->peers, n->nstages);
-    int counts[1024];
+    int counts[MODEL_STAGES_MAX];
     peers_stage_counts(&n->peers, n->nstages, counts);
     peer_info_t info = {0};
     info.id = m->sender;
@@ -633,7 +633,7 @@ static pthread_mutex_t s_rx_lock = PTHREAD_MUTEX_INITIALIZER;  /* s_rx is shared
 
 /* Backups this node holds for stages served by a single node (pushed
  * every BACKUP_EVERY updates), and the one being received. */
-#define BACKUP_STAGES 64
+#define BACKUP_STAGES MODEL_STAGES_MAX
 typedef struct {
     uint8_t *buf;          /* complete snapshot, or NULL */
     size_t total;
