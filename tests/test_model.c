@@ -128,6 +128,9 @@ static void test_gpt_gradients_fd(void)
     model_config_t c = s_small_gpt();
     s_check_fd(&c, 1, 2, 1e-2f, 0.05);
     s_check_fd(&c, 3, 2, 1e-2f, 0.05);
+    c.C = 32; c.NH = 2; c.maxT = 19;    /* head size 16: attention's fast kernels */
+    s_check_fd(&c, 1, 2, 1e-2f, 0.05);
+    s_check_fd(&c, 2, 2, 1e-2f, 0.05);
 }
 
 static void test_mlp_gradients_fd(void)
