@@ -29,6 +29,9 @@ $(BUILD)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# attention's register-blocked kernels want their multiply-adds fused
+$(BUILD)/node/engine/attention.o: CFLAGS += -ffp-contract=fast
+
 $(BUILD)/libbrigade.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

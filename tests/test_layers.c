@@ -1,6 +1,7 @@
 /* test_layers.c: every layer's backward against central finite differences,
  * the accumulate (+=) semantics of every backward, forward passes against
  * plain double-precision references, and the causality of attention. */
+#include "node/engine/attention.h"
 #include "node/engine/layers.h"
 /* RUN() in check.h puts two statements after an else on one line. */
 #pragma GCC diagnostic ignored "-Wmisleading-indentation"
@@ -524,7 +525,7 @@ typedef struct {
 
 static double s_attention_obj(layer_case_t *self) {
     attention_case_t *c = (attention_case_t *)self;
-    attention_forward(c->out, c->att, c->base.x[0], c->B, c->T, c->C, c->NH);
+    attention_forward(c->out, c->att, c->scratch, c->base.x[0], c->B, c->T, c->C, c->NH);
     return s_dot_d(c->out, c->R, c->B * c->T * c->C);
 }
 
@@ -547,7 +548,7 @@ static void s_attention_case(int B, int T, int NH, int hs, float amp) {
     c.out = s_zeros(B * T * c.C);
     c.att = s_zeros(B * NH * T * T);
     c.R = s_rand(B * T * c.C, 1.0f);
-    c.scratch = s_rand(T * T, 100.0f);   /* garbage: must not leak into results */
+    c.scratch = s_rand((int)attention_scratch_floats(T, c.C, NH), 100.0f);   /* garbage: must not leak into results */
     c.base.objective = s_attention_obj;
     c.base.backward = s_attention_bwd;
     char shape[64];
@@ -566,18 +567,27 @@ static void test_attention_backward(void) {
     s_rng = 5100;
     s_attention_case(1, 70, 2, 3, 1.5f);
     s_attention_case(2, 131, 3, 2, 1.5f);
+    /* head sizes that take the fast kernels (multiples of 16) */
+    s_attention_case(1, 1, 1, 16, 0.5f);
+    s_attention_case(2, 5, 2, 16, 0.5f);
+    s_attention_case(1, 13, 1, 32, 0.5f);
+    s_attention_case(1, 37, 2, 48, 0.4f);
+    s_attention_case(1, 70, 1, 16, 0.5f);
     s_print_stat(&s_attention_stat);
 }
 
 /* attention_forward against a plain double implementation. */
 static void test_attention_forward_ref(void) {
-    const int shapes[][4] = {{1, 1, 1, 1}, {2, 5, 2, 3}, {1, 64, 2, 4}, {1, 65, 1, 5}, {2, 130, 3, 3}};
+    const int shapes[][4] = {{1, 1, 1, 1}, {2, 5, 2, 3}, {1, 64, 2, 4}, {1, 65, 1, 5}, {2, 130, 3, 3},
+                             {1, 1, 1, 16}, {2, 5, 2, 16}, {1, 17, 2, 32}, {1, 64, 2, 32}, {1, 70, 1, 48},
+                             {2, 131, 2, 16}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], hs = shapes[s][3], C = NH * hs;
         s_rng = 600 + s;
         float *qkv = s_rand(B * T * 3 * C, 2.0f);
         float *out = s_rand(B * T * C, 1.0f), *att = s_rand(B * NH * T * T, 1.0f);
-        attention_forward(out, att, qkv, B, T, C, NH);
+        float *scratch = s_rand((int)attention_scratch_floats(T, C, NH), 100.0f);
+        attention_forward(out, att, scratch, qkv, B, T, C, NH);
         double *p = malloc((size_t)T * sizeof(double));
         double worst_att = 0.0, worst_out = 0.0;
         int upper_ok = 1;
@@ -609,27 +619,28 @@ static void test_attention_forward_ref(void) {
         CHECKF(worst_att <= 1e-6, "B=%d T=%d NH=%d hs=%d: att error %.3g", B, T, NH, hs, worst_att);
         CHECKF(worst_out <= 1e-5, "B=%d T=%d NH=%d hs=%d: out error %.3g", B, T, NH, hs, worst_out);
         CHECKF(upper_ok, "B=%d T=%d: att above the diagonal is not 0", B, T);
-        free(p); free(qkv); free(out); free(att);
+        free(p); free(qkv); free(out); free(att); free(scratch);
     }
 }
 
 /* Changing q, k or v of a later position leaves every earlier output and
  * attention row bit-identical; the later positions do change. */
 static void test_attention_causal(void) {
-    const int shapes[][4] = {{2, 7, 2, 3}, {1, 100, 3, 4}};
-    for (size_t s = 0; s < 2; s++) {
+    const int shapes[][4] = {{2, 7, 2, 3}, {1, 100, 3, 4}, {2, 7, 2, 16}, {1, 100, 3, 32}};
+    for (size_t s = 0; s < 4; s++) {
         int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], hs = shapes[s][3], C = NH * hs;
         s_rng = 700 + s;
         float *qkv = s_rand(B * T * 3 * C, 1.0f);
         float *out1 = s_zeros(B * T * C), *out2 = s_zeros(B * T * C);
         float *att1 = s_zeros(B * NH * T * T), *att2 = s_zeros(B * NH * T * T);
-        attention_forward(out1, att1, qkv, B, T, C, NH);
+        float *scratch = s_zeros((int)attention_scratch_floats(T, C, NH));
+        attention_forward(out1, att1, scratch, qkv, B, T, C, NH);
         for (int t0 = 0; t0 < T; t0 += (T > 10 ? 17 : 1)) {
             float *q2 = malloc((size_t)B * T * 3 * C * sizeof(float));
             memcpy(q2, qkv, (size_t)B * T * 3 * C * sizeof(float));
             int b = t0 % B;
             for (int i = 0; i < 3 * C; i++) q2[(size_t)(b * T + t0) * 3 * C + i] += 5.0f * s_unif() + 1.0f;
-            attention_forward(out2, att2, q2, B, T, C, NH);
+            attention_forward(out2, att2, scratch, q2, B, T, C, NH);
             int earlier_same = 1, later_changed = 0;
             for (int t = 0; t < T; t++)
                 for (int i = 0; i < C; i++) {
@@ -646,8 +657,58 @@ static void test_attention_causal(void) {
             CHECKF(later_changed, "T=%d: changing position %d changed nothing", T, t0);
             free(q2);
         }
-        free(qkv); free(out1); free(out2); free(att1); free(att2);
+        free(qkv); free(out1); free(out2); free(att1); free(att2); free(scratch);
     }
+}
+
+/* The fast kernels (hs a multiple of 16) against the reference that runs the
+ * same causal blocks through cblas_sgemm: att, out and the accumulated dqkv,
+ * on shapes around the kernels' 4-, 8- and 16-wide blocks; and the _heads
+ * variants over a split of the (b, h) pairs give the same bits as one call. */
+static void test_attention_fast_vs_ref(void) {
+    const int shapes[][4] = {{1, 1, 1, 16}, {1, 3, 2, 16}, {2, 9, 1, 32}, {1, 16, 2, 16}, {1, 33, 1, 48},
+                             {2, 64, 4, 32}, {1, 77, 2, 64}, {1, 128, 2, 32}, {1, 150, 1, 16}};
+    double worst_att = 0, worst_out = 0, worst_d = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], hs = shapes[s][3], C = NH * hs;
+        int nq = B * T * 3 * C, no = B * T * C, na = B * NH * T * T, ns = (int)attention_scratch_floats(T, C, NH);
+        s_rng = 1700 + s;
+        float *qkv = s_rand(nq, 1.5f), *dout = s_rand(no, 1.0f), *d0 = s_rand(nq, 1.0f);
+        float *out_r = s_rand(no, 9.0f), *att_r = s_rand(na, 9.0f), *out_f = s_rand(no, 9.0f), *att_f = s_rand(na, 9.0f);
+        float *dq_r = s_zeros(nq), *dq_f = s_zeros(nq), *dq_h = s_zeros(nq);
+        float *scr_r = s_rand(T * T, 50.0f), *scr_f = s_rand(ns, 50.0f);
+        float *out_h = s_zeros(no), *att_h = s_zeros(na);
+        memcpy(dq_r, d0, (size_t)nq * sizeof(float));   /* backward accumulates */
+        memcpy(dq_f, d0, (size_t)nq * sizeof(float));
+        memcpy(dq_h, d0, (size_t)nq * sizeof(float));
+        attention_forward_ref(out_r, att_r, qkv, B, T, C, NH);
+        attention_forward(out_f, att_f, scr_f, qkv, B, T, C, NH);
+        attention_backward_ref(dq_r, scr_r, dout, qkv, att_r, B, T, C, NH);
+        attention_backward(dq_f, scr_f, dout, qkv, att_f, B, T, C, NH);
+        for (int i = 0; i < na; i++) worst_att = fmax(worst_att, fabs(att_f[i] - att_r[i]));
+        for (int i = 0; i < no; i++) worst_out = fmax(worst_out, fabs(out_f[i] - out_r[i]));
+        double dw = 0;
+        for (int i = 0; i < nq; i++) dw = fmax(dw, fabs(dq_f[i] - dq_r[i]) / fmax(1.0, fabs(dq_r[i])));
+        worst_d = fmax(worst_d, dw);
+        int zero_above = 1;
+        for (int bh = 0; bh < B * NH; bh++)
+            for (int t = 0; t < T; t++)
+                for (int j = t + 1; j < T; j++) zero_above &= att_f[((size_t)bh * T + t) * T + j] == 0.0f;
+        CHECKF(zero_above, "B=%d T=%d NH=%d hs=%d: att above the diagonal is not 0", B, T, NH, hs);
+        /* the pairs in two unequal parts, in reverse order */
+        int cut = (B * NH) / 3;
+        attention_forward_heads(out_h, att_h, scr_f, qkv, B, T, C, NH, cut, B * NH);
+        attention_forward_heads(out_h, att_h, scr_f, qkv, B, T, C, NH, 0, cut);
+        attention_backward_heads(dq_h, scr_f, dout, qkv, att_h, B, T, C, NH, cut, B * NH);
+        attention_backward_heads(dq_h, scr_f, dout, qkv, att_h, B, T, C, NH, 0, cut);
+        CHECKF(memcmp(out_h, out_f, (size_t)no * sizeof(float)) == 0 && memcmp(att_h, att_f, (size_t)na * sizeof(float)) == 0
+               && memcmp(dq_h, dq_f, (size_t)nq * sizeof(float)) == 0, "B=%d T=%d NH=%d hs=%d: _heads differ", B, T, NH, hs);
+        free(qkv); free(dout); free(d0); free(out_r); free(att_r); free(out_f); free(att_f);
+        free(dq_r); free(dq_f); free(dq_h); free(scr_r); free(scr_f); free(out_h); free(att_h);
+    }
+    printf("  # fast vs reference (fast kernels %s in this build): max |att| diff %.3g, max |out| diff %.3g, "
+           "max dqkv rel diff %.3g\n", attention_fast(32, 1) ? "on" : "off", worst_att, worst_out, worst_d);
+    CHECKF(worst_att <= 1e-6 && worst_out <= 1e-5 && worst_d <= 1e-4, "fast attention differs from the reference");
 }
 
 /* ---------------------------------------------------------------------------
@@ -799,6 +860,7 @@ int main(void) {
     RUN(test_attention_forward_ref);
     RUN(test_attention_backward);
     RUN(test_attention_causal);
+    RUN(test_attention_fast_vs_ref);
     RUN(test_crossentropy_forward_ref);
     RUN(test_crossentropy_large_loss);
     RUN(test_crossentropy_backward);

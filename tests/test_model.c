@@ -128,6 +128,9 @@ static void test_gpt_gradients_fd(void)
     model_config_t c = s_small_gpt();
     s_check_fd(&c, 1, 2, 1e-2f, 0.05);
     s_check_fd(&c, 3, 2, 1e-2f, 0.05);
+    c.C = 32; c.NH = 2; c.maxT = 19;    /* head size 16: attention's fast kernels */
+    s_check_fd(&c, 1, 2, 1e-2f, 0.05);
+    s_check_fd(&c, 2, 2, 1e-2f, 0.05);
 }
 
 static void test_mlp_gradients_fd(void)
@@ -207,6 +210,30 @@ static void test_split_rule(void)
     CHECK(stage_init(&s, &c, 3, 3, err, sizeof err) < 0);
     CHECK(model_preset(&c, "gpt-huge", err, sizeof err) < 0);
     CHECK(strstr(err, "gpt-huge") != NULL);
+}
+
+/* One stage bound: an mlp of 128 hidden layers has 129 units, but no split
+ * has more than MODEL_STAGES_MAX stages; the largest gpt still splits one
+ * block per stage. */
+static void test_stages_max(void)
+{
+    model_config_t c;
+    char err[128];
+    stage_t *s = malloc(sizeof *s);
+    model_preset(&c, "mlp-fmnist", err, sizeof err);
+    c.L = 128;
+    c.C = 8;
+    CHECKF(stage_init(s, &c, 0, MODEL_STAGES_MAX, err, sizeof err) == 0, "%s", err);
+    CHECKF(stage_init(s, &c, MODEL_STAGES_MAX - 1, MODEL_STAGES_MAX, err, sizeof err) == 0, "%s", err);
+    CHECK(stage_init(s, &c, 0, MODEL_STAGES_MAX + 1, err, sizeof err) < 0);
+    CHECKF(strstr(err, "--stages 129: at most 128") != NULL, "%s", err);
+    model_preset(&c, "gpt-tiny", err, sizeof err);
+    c.L = 128;
+    c.C = 8;
+    c.NH = 2;
+    CHECK(MODEL_STAGES_MAX >= c.L);
+    CHECKF(stage_init(s, &c, c.L - 1, c.L, err, sizeof err) == 0, "%s", err);
+    free(s);
 }
 
 static void test_determinism(void)
@@ -515,6 +542,7 @@ static void test_checkpoint_kill_during_write(void)
 int main(void)
 {
     RUN(test_split_rule);
+    RUN(test_stages_max);
     RUN(test_gpt_gradients_fd);
     RUN(test_mlp_gradients_fd);
     RUN(test_split_equals_whole);

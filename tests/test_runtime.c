@@ -1086,6 +1086,31 @@ static void test_opts_same_bounds_both_sides(void)
     CHECKF(strcmp(err, "--steps 100000001: must be 1..100000000") == 0, "%s", err);
 }
 
+/* The stage count has one bound (MODEL_STAGES_MAX): a model that could be
+ * cut finer (an mlp of 128 hidden layers has 129 units) is refused past it
+ * on both sides, with the same message; --stage N likewise. */
+static void test_opts_stages_max(void)
+{
+    char ec[512] = "", ej[512] = "";
+    opts_t o;
+    int rc = s_parse(&o, OPTS_NODE, "--model mlp-fmnist --layers 128 --dim 8 --stages 129", ec, sizeof ec);
+    if (rc == 0) rc = opts_resolve(&o, ec, sizeof ec);
+    CHECKF(rc == -1 && strcmp(ec, "--stages 129: must be 1..128") == 0, "rc %d: %s", rc, ec);
+    CHECK(s_parse(&o, OPTS_NODE, "--model mlp-fmnist --layers 128 --dim 8 --stages 128", ec, sizeof ec) == 0);
+    CHECKF(opts_resolve(&o, ec, sizeof ec) == 0, "%s", ec);
+    o.stages = 129;   /* a creator's config past the bound, as a joiner would receive it */
+    opts_t j;
+    s_joiner(&j);
+    uint8_t buf[8192];
+    size_t len = s_encode(&o, buf, sizeof buf);
+    rbuf_t r;
+    rbuf_init(&r, buf, len);
+    CHECK(opts_decode_run(&r, &j, ej, sizeof ej) == -1);
+    CHECKF(strcmp(ej, "run config: --stages 129: must be 1..128") == 0, "%s", ej);
+    CHECK(s_refused(OPTS_NODE, "--stage 128", "--stage 128: want auto or a stage number 0..127"));
+    CHECK(s_parse(&o, OPTS_NODE, "--stage 127", ec, sizeof ec) == 0 && o.stage == 127);
+}
+
 /* The node's own options: bounds of the table, checked by opts_resolve. */
 static void test_opts_local_bounds(void)
 {
@@ -1221,6 +1246,7 @@ int main(void)
     RUN(test_opts_run_id_all_run_fields);
     RUN(test_opts_same_bounds_both_sides);
     RUN(test_opts_local_bounds);
+    RUN(test_opts_stages_max);
     RUN(test_checkpoint_roundtrip);
     RUN(test_checkpoint_damaged);
     RUN(test_checkpoint_bad_values);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define ASSEMBLE_MAX 256
+#define ASSEMBLE_MAX MODEL_STAGES_MAX   /* one folder per stage */
 
 int cmd_assemble(int argc, char **argv)
 {
@@ -30,6 +30,10 @@ int cmd_assemble(int argc, char **argv)
             return cli_fail(e);
         } else if (nd < ASSEMBLE_MAX) {
             dirs[nd++] = argv[i];
+        } else {
+            char e[300];
+            snprintf(e, sizeof e, "assemble: at most %d checkpoint folders (one per stage)", ASSEMBLE_MAX);
+            return cli_fail(e);
         }
     }
     if (!out || nd == 0) return cli_fail("assemble: usage: brigade assemble CHECKPOINT_DIR... --out FILE");

@@ -20,10 +20,10 @@
 typedef struct {
     opts_t o;
     int K;
-    stage_state_t *st[64];
-    acts_t *acts[64];
-    grad_scratch_t *gs[64];
-    float *residual[64];      /* error feedback per gradient cut stream */
+    stage_state_t *st[MODEL_STAGES_MAX];
+    acts_t *acts[MODEL_STAGES_MAX];
+    grad_scratch_t *gs[MODEL_STAGES_MAX];
+    float *residual[MODEL_STAGES_MAX];      /* error feedback per gradient cut stream */
     codec_ctx_t *codec;
     int act_codec, grad_codec;
     data_t *data;
@@ -148,7 +148,6 @@ int cmd_solo(int argc, char **argv)
     if (r < 0 || opts_resolve(&s->o, err, sizeof err) < 0) return cli_fail(err);
     opts_t *o = &s->o;
     s->K = o->stages;
-    if (s->K > 64) return cli_fail("--stages: at most 64");
     s->act_codec = codec_from_name(o->codec);
     s->grad_codec = codec_from_name(o->grad_codec);
     openblas_set_num_threads(o->threads);

@@ -1,5 +1,6 @@
 /* statuspage.c: the status page and /status.json (statuspage.h). */
 #include "node/cli/statuspage.h"
+#include "node/engine/model.h"
 #include "node/runtime/json.h"
 #include <inttypes.h>
 #include <math.h>
@@ -139,7 +140,7 @@ int status_render_json(http_reply_t *o, const status_snapshot_t *s)
     int np = s_npeers(s);
     s_json_key(o, "stages", 0);
     S_LIT(o, "[");
-    for (int st = 0; st < s->nstages && st < 4096; st++) {
+    for (int st = 0; st < s->nstages && st < MODEL_STAGES_MAX; st++) {
         int n = 0, alive = 0;
         for (int i = 0; i < np; i++) {
             if (s->peers[i].stage != st) continue;
@@ -275,7 +276,7 @@ static void s_swarm_map(http_reply_t *o, const status_snapshot_t *s)
     int np = s_npeers(s);
     S_LIT(o, "<table class=\"map\"><tr><th>stage</th><th>peers: capacity in microbatches per compute-second (ubatch/s), "
           "round trip, weight version</th></tr>");
-    for (int st = 0; st < s->nstages && st < 4096; st++) {
+    for (int st = 0; st < s->nstages && st < MODEL_STAGES_MAX; st++) {
         int n = 0, alive = 0;
         for (int i = 0; i < np; i++)
             if (s->peers[i].stage == st) { n++; alive += s_is_alive(&s->peers[i]); }

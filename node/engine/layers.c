@@ -1,62 +1,20 @@
 /* layers.c: forward/backward kernels of brigade's models (see layers.h).
  *
  * Matrix products go through cblas_sgemm.  The element-wise and row-wise
- * kernels are written for gcc -O2, whose vectorizer only takes loops with a
- * fixed trip count: each loop runs over blocks of S_LANES elements with a
- * fixed inner loop, then a scalar tail.  Float selects use bit masks
- * (s_select) because a float comparison under a `?:` is a possible trap for
- * gcc and blocks vectorization.  exp is a branch-free polynomial (s_expf) so
- * that softmax and gelu vectorize too; its error is below 1 ulp on [-87, 88].
+ * kernels use the vectorizable helpers of vecmath.h.
  *
  * Outputs never alias inputs (the pointers are restrict-qualified), except
  * in the element-wise forwards gelu, relu and residual, which may also run
  * exactly in place (out == inp, out == a or out == b; no partial overlap).
  */
 #include "node/engine/layers.h"
+#include "node/engine/vecmath.h"
 
 #include <assert.h>
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-#define S_LANES 8          /* block width of the vectorizable loops */
-#define S_ATT_BLOCK 64     /* attention rows per causal block */
-
-/* ---------------------------------------------------------------------------
- * Scalar helpers, all branch-free so that loops calling them vectorize. */
-
-static inline uint32_t s_bits(float x) { uint32_t b; memcpy(&b, &x, 4); return b; }
-static inline float s_float(uint32_t b) { float x; memcpy(&x, &b, 4); return x; }
-
-/* cond ? a : b, without a branch. */
-static inline float s_select(int cond, float a, float b) {
-    uint32_t m = 0u - (uint32_t)(cond != 0);
-    return s_float((s_bits(a) & m) | (s_bits(b) & ~m));
-}
-
-/* e^x for x in float range; inputs are clamped to [-87, 88] so results stay
- * normal: e^x below e^-87 (1.6e-38) returns about 1.6e-38, above e^88 about
- * 1.65e38.  NaN stays NaN. */
-static inline float s_expf(float x) {
-    x = s_select(x < -87.0f, -87.0f, x);
-    x = s_select(x > 88.0f, 88.0f, x);
-    /* x = n ln2 + r, |r| <= ln2/2; n rounded by the 1.5*2^23 trick, which
-     * also leaves n in the low bits of t. */
-    float t = x * 1.44269504088896341f + 12582912.0f;
-    float n = t - 12582912.0f;
-    float r = x - n * 0.693359375f;          /* ln2 split in two parts */
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;              /* minimax on [-ln2/2, ln2/2] */
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    int32_t k = (int32_t)s_bits(t) - 0x4B400000;   /* n as an integer */
-    return p * s_float((uint32_t)(k + 127) << 23);
-}
 
 #define S_GELU_K 0.7978845608028654f     /* sqrt(2/pi) */
 #define S_GELU_C 0.044715f
@@ -77,89 +35,6 @@ static inline float s_gelu_grad(float x) {
     float s = 1.0f / (1.0f + e);
     float sp = s_select(fabsf(u) > 40.0f, 0.0f, e * s * s);     /* s (1 - s) */
     return s + 2.0f * x * sp * S_GELU_K * (1.0f + 3.0f * S_GELU_C * x * x);
-}
-
-/* ---------------------------------------------------------------------------
- * Vector helpers over n floats. */
-
-/* y += x */
-static void s_add(float *restrict y, const float *restrict x, int n) {
-    int i = 0;
-    for (; i + S_LANES <= n; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) y[i + j] += x[i + j];
-    for (; i < n; i++) y[i] += x[i];
-}
-
-/* y += a * x */
-static void s_axpy(float *restrict y, float a, const float *restrict x, int n) {
-    int i = 0;
-    for (; i + S_LANES <= n; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) y[i + j] += a * x[i + j];
-    for (; i < n; i++) y[i] += a * x[i];
-}
-
-static float s_sum(const float *restrict x, int n) {
-    float acc[S_LANES] = {0};
-    int i = 0;
-    for (; i + S_LANES <= n; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) acc[j] += x[i + j];
-    float s = 0.0f;
-    for (; i < n; i++) s += x[i];
-    for (int j = 0; j < S_LANES; j++) s += acc[j];
-    return s;
-}
-
-static float s_dot(const float *restrict x, const float *restrict y, int n) {
-    float acc[S_LANES] = {0};
-    int i = 0;
-    for (; i + S_LANES <= n; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) acc[j] += x[i + j] * y[i + j];
-    float s = 0.0f;
-    for (; i < n; i++) s += x[i] * y[i];
-    for (int j = 0; j < S_LANES; j++) s += acc[j];
-    return s;
-}
-
-/* max of n >= 1 floats (NaNs are skipped). */
-static float s_max(const float *restrict x, int n) {
-    float acc[S_LANES];
-    for (int j = 0; j < S_LANES; j++) acc[j] = x[0];
-    int i = 0;
-    for (; i + S_LANES <= n; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) acc[j] = s_select(x[i + j] > acc[j], x[i + j], acc[j]);
-    float m = x[0];
-    for (; i < n; i++) m = s_select(x[i] > m, x[i], m);
-    for (int j = 0; j < S_LANES; j++) m = s_select(acc[j] > m, acc[j], m);
-    return m;
-}
-
-/* x (n >= 1) = softmax(x), with the row max subtracted first.  Returns the
- * sum of e^(x - max) (>= 1) and stores the max in *mx, so that
- * log-sum-exp(x) = *mx + log(sum). */
-static float s_softmax_inplace(float *restrict x, int n, float *mx) {
-    float m = s_max(x, n);
-    float acc[S_LANES] = {0};
-    int i = 0;
-    for (; i + S_LANES <= n; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) {
-            float e = s_expf(x[i + j] - m);
-            x[i + j] = e;
-            acc[j] += e;
-        }
-    float sum = 0.0f;
-    for (; i < n; i++) {
-        float e = s_expf(x[i] - m);
-        x[i] = e;
-        sum += e;
-    }
-    for (int j = 0; j < S_LANES; j++) sum += acc[j];
-    float inv = 1.0f / sum;
-    i = 0;
-    for (; i + S_LANES <= n; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) x[i + j] *= inv;
-    for (; i < n; i++) x[i] *= inv;
-    *mx = m;
-    return sum;
 }
 
 /* ---------------------------------------------------------------------------
@@ -402,88 +277,6 @@ void residual_forward(float *out, const float *a, const float *b, int N) {
 void residual_backward(float *restrict da, float *restrict db, const float *restrict dout, int N) {
     s_add(da, dout, N);
     s_add(db, dout, N);
-}
-
-/* ---------------------------------------------------------------------------
- * Causal self-attention.  Per (b, head), q, k, v are strided views of qkv
- * (leading dimension 3C) and the output a view of out (leading dimension C).
- * Rows are processed in blocks of S_ATT_BLOCK: rows [r0, r1) only see
- * columns [0, r1), so the products skip most of the upper triangle. */
-
-void attention_forward(float *restrict out, float *restrict att, const float *restrict qkv,
-                       int B, int T, int C, int NH) {
-    assert(NH > 0 && C % NH == 0);
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            const float *k = q + C;
-            const float *v = q + 2 * C;
-            float *a = att + ((size_t)b * NH + h) * T * T;
-            float *o = out + (size_t)b * T * C + (size_t)h * hs;
-            for (int r0 = 0; r0 < T; r0 += S_ATT_BLOCK) {
-                int r1 = r0 + S_ATT_BLOCK < T ? r0 + S_ATT_BLOCK : T;
-                int m = r1 - r0;
-                /* scores[r0:r1, 0:r1] = scale * q[r0:r1] @ k[0:r1]^T */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, r1, hs,
-                            scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, a + (size_t)r0 * T, T);
-                for (int t = r0; t < r1; t++) {
-                    float *row = a + (size_t)t * T;
-                    float mx;
-                    s_softmax_inplace(row, t + 1, &mx);
-                    memset(row + t + 1, 0, (size_t)(T - t - 1) * sizeof(float));
-                }
-                /* out[r0:r1] = att[r0:r1, 0:r1] @ v[0:r1] */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, r1,
-                            1.0f, a + (size_t)r0 * T, T, v, C3, 0.0f, o + (size_t)r0 * C, C);
-            }
-        }
-}
-
-void attention_backward(float *restrict dqkv, float *restrict scratch, const float *restrict dout,
-                        const float *restrict qkv, const float *restrict att,
-                        int B, int T, int C, int NH) {
-    assert(NH > 0 && C % NH == 0);
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const size_t off = (size_t)b * T * C3 + (size_t)h * hs;
-            const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
-            float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
-            const float *a = att + ((size_t)b * NH + h) * T * T;
-            const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
-            for (int r0 = 0; r0 < T; r0 += S_ATT_BLOCK) {
-                int r1 = r0 + S_ATT_BLOCK < T ? r0 + S_ATT_BLOCK : T;
-                int m = r1 - r0;
-                float *ds = scratch + (size_t)r0 * T;
-                /* datt[r0:r1, 0:r1] = dout[r0:r1] @ v[0:r1]^T */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, r1, hs,
-                            1.0f, dO + (size_t)r0 * C, C, v, C3, 0.0f, ds, T);
-                /* dv[0:r1] += att[r0:r1, 0:r1]^T @ dout[r0:r1] */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, m,
-                            1.0f, a + (size_t)r0 * T, T, dO + (size_t)r0 * C, C, 1.0f, dv, C3);
-                /* softmax backward on the causal part; zero above the diagonal */
-                for (int t = r0; t < r1; t++) {
-                    const float *p = a + (size_t)t * T;
-                    float *d = scratch + (size_t)t * T;
-                    int n = t + 1;
-                    float dot = s_dot(p, d, n);
-                    int i = 0;
-                    for (; i + S_LANES <= n; i += S_LANES)
-                        for (int j = 0; j < S_LANES; j++) d[i + j] = p[i + j] * (d[i + j] - dot);
-                    for (; i < n; i++) d[i] = p[i] * (d[i] - dot);
-                    if (r1 > n) memset(d + n, 0, (size_t)(r1 - n) * sizeof(float));
-                }
-                /* dq[r0:r1] += scale * dscores[r0:r1, 0:r1] @ k[0:r1] */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, r1,
-                            scale, ds, T, k, C3, 1.0f, dq + (size_t)r0 * C3, C3);
-                /* dk[0:r1] += scale * dscores[r0:r1, 0:r1]^T @ q[r0:r1] */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, m,
-                            scale, ds, T, q + (size_t)r0 * C3, C3, 1.0f, dk, C3);
-            }
-        }
 }
 
 /* ---------------------------------------------------------------------------

@@ -7,7 +7,8 @@
  *   - backward functions ACCUMULATE into their gradient outputs (+=); the
  *     caller zeroes gradient buffers once per update;
  *   - kernels are pure: no allocation, no I/O; scratch is passed in;
- *   - every matrix product goes through cblas_sgemm.
+ *   - every matrix product goes through cblas_sgemm (attention, in
+ *     attention.h, has its own small-product kernels).
  */
 #ifndef BRIGADE_LAYERS_H
 #define BRIGADE_LAYERS_H
@@ -50,18 +51,6 @@ void relu_backward(float *dinp, const float *out, const float *dout, int N);
 void residual_forward(float *out, const float *a, const float *b, int N);
 /* da += dout; db += dout. */
 void residual_backward(float *da, float *db, const float *dout, int N);
-
-/* Causal multi-head self-attention.
- * qkv (B,T,3C) holds q, k, v for each position (C = NH * hs, head h of q at
- * columns [h*hs, (h+1)*hs), of k at C + h*hs, of v at 2C + h*hs).
- * att (B,NH,T,T) receives the attention probabilities (row t attends to
- * positions <= t; entries above the diagonal are 0).
- * out (B,T,C) = concat over heads of att @ v. */
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-/* dqkv (B,T,3C) += gradient given dout (B,T,C), the forward's qkv and att.
- * scratch must hold T*T floats. */
-void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                        const float *att, int B, int T, int C, int NH);
 
 /* Softmax cross-entropy over rows of logits (N,V) with integer targets (N) in [0,V).
  * probs (N,V) receives the softmax; losses (N) receives -log p[target],

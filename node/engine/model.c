@@ -1,6 +1,7 @@
 /* model.c: presets, the stage split, parameter layout and initialisation, and
  * the forward/backward passes of a stage (see model.h). */
 #include "node/engine/model.h"
+#include "node/engine/attention.h"
 #include "node/engine/layers.h"
 #include "node/engine/rng.h"
 #include <assert.h>
@@ -147,6 +148,10 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
     if (model_check(cfg, err, errlen) < 0)
         return -1;
     int maxk = cfg->kind == MODEL_GPT ? cfg->L : cfg->L + 1;
+    if (nstages > MODEL_STAGES_MAX) {
+        snprintf(err, errlen, "--stages %d: at most %d", nstages, MODEL_STAGES_MAX);
+        return -1;
+    }
     if (nstages < 1 || nstages > maxk) {
         snprintf(err, errlen, "--stages %d: %s has %d layers to split, so 1..%d stages",
                  nstages, cfg->name, maxk, maxk);
@@ -267,9 +272,17 @@ static size_t s_head_floats(const model_config_t *c, int B, int T)
     return N * c->C + 2 * N + 2 * N * c->V + N;
 }
 
+/* Transformer blocks a gpt stage holds. */
+static int s_nblocks(const stage_t *s)
+{
+    const model_config_t *c = &s->cfg;
+    int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
+    return u1 > u0 ? u1 - u0 : 0;
+}
+
 /* Local layout offsets of a stage's activations; returns the total floats. */
 typedef struct {
-    size_t in, emb, blocks, head, dout, din, total;
+    size_t in, emb, blocks, head, dout, din, scratch, total;
 } acts_layout_t;
 
 static acts_layout_t s_layout(const stage_t *s, int B, int T)
@@ -292,6 +305,8 @@ static acts_layout_t s_layout(const stage_t *s, int B, int T)
     }
     L.dout = off; off += stage_out_size(s, B, T);
     L.din = off; off += stage_in_size(s, B, T);
+    L.scratch = off;   /* attention's forward scratch */
+    if (c->kind == MODEL_GPT && s_nblocks(s) > 0) off += attention_scratch_floats(T, c->C, c->NH);
     L.total = off;
     return L;
 }
@@ -365,7 +380,8 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     const model_config_t *c = &s->cfg;
     size_t N = (size_t)B * T, C = (size_t)c->C;
     size_t wide = c->kind == MODEL_MLP && (size_t)c->D > C ? (size_t)c->D : C;
-    size_t sz[7] = { N * wide, N * wide, N * 3 * C, N * 4 * C, N * 4 * C, (size_t)T * T, N * c->V };
+    size_t sz[7] = { N * wide, N * wide, N * 3 * C, N * 4 * C, N * 4 * C,
+                     c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0, N * c->V };
     if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = sz[5] = 0; }
     size_t total = 0;
     for (int i = 0; i < 7; i++) total += sz[i];
@@ -405,7 +421,7 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a)
         for (int i = 0; i < BLK_N; i++) w[i] = s_tensor(s, params, u, i);
         layernorm_forward(b.ln1, b.ln1m, b.ln1r, x, w[BLK_LN1W], w[BLK_LN1B], N, C);
         linear_forward(b.qkv, b.ln1, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
-        attention_forward(b.atty, b.att, b.qkv, B, T, C, NH);
+        attention_forward(b.atty, b.att, a->buf + L.scratch, b.qkv, B, T, C, NH);
         linear_forward(b.res2, b.atty, w[BLK_PROJW], w[BLK_PROJB], N, C, C);
         residual_forward(b.res2, b.res2, x, N * C);
         layernorm_forward(b.ln2, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);

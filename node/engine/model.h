@@ -51,9 +51,13 @@ typedef struct {
     int decay;            /* 1: AdamW weight decay applies (matrices) */
 } param_tensor_t;
 
+/* Most pipeline stages of any split: solo --stages, a swarm's run config,
+ * node --stage, the runtime's per-stage tables and assemble all use this one
+ * bound.  model_check allows 128 blocks, so every gpt can still be cut one
+ * block per stage. */
+#define MODEL_STAGES_MAX 128
 #define STAGE_MAX_TENSORS 1600   /* 128 blocks x 12 tensors + embedding + head */
 #define MODEL_MAX_PARAMS (1ULL << 28)  /* refuse bigger models (1 GiB of fp32 weights) */
-#define MODEL_STAGES_MAX 256           /* most pipeline stages of a run */
 
 /* The static description of one stage of a split. */
 typedef struct {

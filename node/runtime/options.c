@@ -44,7 +44,7 @@ static const opt_def_t s_opts[] = {
     { "heads", T_INT, O(heads), 0, BOTH, "N", "override the preset's attention heads", RUN_ANY },
     { "ctx", T_INT, O(ctx), 0, BOTH, "N", "override the preset's context length", RUN_ANY },
     { "data", T_STR, O(data), S(data), BOTH, "SPEC", "synthetic | text:PATH | fmnist[:DIR] (default synthetic)", RUN_ANY },
-    { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)", RUN_ANY },
+    { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)", RUN(1, MODEL_STAGES_MAX) },
     { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500)", RUN(1, NMAX) },
     { "batch", T_INT, O(batch), 0, BOTH, "B", "microbatch size (default 8 gpt, 64 mlp)", RUN(1, 65536) },
     { "micro", T_INT, O(micro), 0, BOTH, "M", "microbatches per update (default 1)", RUN(1, 65536) },
@@ -167,8 +167,8 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
         if (strcmp(v, "auto") == 0) { *(int *)p = -1; return 0; }
         {
             long x = strtol(v, &end, 10);
-            if (end == v || *end || x < 0 || x > 1000) {
-                snprintf(err, errlen, "--stage %s: want auto or a stage number", v);
+            if (end == v || *end || x < 0 || x >= MODEL_STAGES_MAX) {
+                snprintf(err, errlen, "--stage %s: want auto or a stage number 0..%d", v, MODEL_STAGES_MAX - 1);
                 return -1;
             }
             *(int *)p = (int)x;

@@ -113,5 +113,14 @@ expect2 "solo --model nope" solo --model nope
 expect2 "solo --data text:/nonexistent" solo --data text:/nonexistent --steps 1
 expect2 "solo --data fmnist:<empty dir>" solo --model mlp-fmnist --data "fmnist:$T/empty" --steps 1
 expect2 "sample truncated model file" sample --model-file "$T/trunc.bin"
+expect2 "solo --stages past the one bound" solo --model mlp-fmnist --layers 128 --dim 8 --data synthetic --stages 129 --steps 1
+expect2 "node --stage past the one bound" node --stage 128
+
+# 7. The stage bound is one number (MODEL_STAGES_MAX = 128) for solo and swarm:
+#    solo cuts a 100-layer mlp into 100 stages (it stopped at 64 before).
+if run k100 --model mlp-fmnist --layers 100 --dim 8 --data synthetic --stages 100 --steps 2 \
+    && [ "$(last_of "$T/k100.jsonl" start stages)" = 100 ] && [ "$(last_of "$T/k100.jsonl" end status)" = ok ]; then
+    ok "solo --stages 100: a 100-stage split runs"
+else bad "solo --stages 100" "$(why k100)"; fi
 hx_jsonl
 exit 0

@@ -1,4 +1,0 @@
-build-check/compress/frame.o: compress/frame.c compress/codec.h \
- compress/quant.h
-compress/codec.h:
-compress/quant.h:

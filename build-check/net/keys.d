@@ -1,2 +1,0 @@
-build-check/net/keys.o: net/keys.c net/keys.h
-net/keys.h:

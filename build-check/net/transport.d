@@ -1,5 +1,0 @@
-build-check/net/transport.o: net/transport.c net/transport.h net/keys.h \
- net/wire.h
-net/transport.h:
-net/keys.h:
-net/wire.h:

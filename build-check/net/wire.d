@@ -1,3 +1,0 @@
-build-check/net/wire.o: net/wire.c net/wire.h net/keys.h
-net/wire.h:
-net/keys.h:

@@ -1,2 +1,0 @@
-build-check/node/engine/data.o: node/engine/data.c node/engine/data.h
-node/engine/data.h:

@@ -1,5 +1,0 @@
-build-tsan/net/transport.o: net/transport.c net/transport.h net/keys.h \
- net/wire.h
-net/transport.h:
-net/keys.h:
-net/wire.h:
