@@ -33,7 +33,7 @@ fi
 # The bootstrap (node 0) dies; the others train on, and a node started later
 # joins through another live node.
 hx bootstrap-dies-late-join-elsewhere --stages 4 --replicas 2 --nodes 9 \
-    --fault "kill9 0 after 60" --fault "start 8 after 100" \
+    --fault "kill9 0 after 60" --fault "start 8 after 80" \
     --creator-args "$TINY --steps 300 --seed 6" \
     --expect-exit 0 --expect-lost 0 --expect-loss-ratio 0.6 --expect-tokens-grow
 
