@@ -404,9 +404,7 @@ static int s_issue(compute_t *c, mbrec_t *old)
 static void s_issue_eval(compute_t *c)
 {
     node_t *n = c->n;
-    int nval = data_val_batches(n->data, c->B);
-    int cap = n->o.cfg.kind == MODEL_GPT ? 16 : 256;
-    if (nval > cap) nval = cap;
+    int nval = opts_eval_batches(&n->o, data_val_batches(n->data, c->B));
     int slot = s_slot_get(c);
     if (slot < 0) return;
     acts_t *a = c->pool[slot];
