@@ -597,7 +597,7 @@ static void test_opts_parse_bad(void)
 #define S_CREATOR_LINE "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic " \
     "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 " \
     "--codec int4 --grad-codec bf16 --schedule gpipe --stash 2bw --max-inflight 6 --seed 99 " \
-    "--eval-every 11 --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
+    "--eval-every 11 --eval-batches 5 --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
 
 static void s_creator(opts_t *o)
 {
@@ -652,7 +652,7 @@ static void test_opts_run_roundtrip(void)
     CHECK(j.optim.warmup == 7 && j.optim.total == 123);
     CHECK(strcmp(j.codec, "int4") == 0 && strcmp(j.grad_codec, "bf16") == 0);
     CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
-    CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.seed == 99);
+    CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.eval_batches == 5 && j.seed == 99);
     CHECK(j.closed == 1 && memcmp(j.owner_pub, c.owner_pub, 32) == 0);
     CHECK(opts_run_id(&j) == opts_run_id(&c));
     char a[2048], b[2048];
@@ -811,6 +811,8 @@ static void test_opts_run_id_all_run_fields(void)
     CHECKF(opts_run_id(&c) != id, "owner key byte 12 does not change the run id");
     c = base; c.max_inflight = 1;
     CHECKF(opts_run_id(&c) != id, "--max-inflight does not change the run id");
+    c = base; c.eval_batches = 6;
+    CHECKF(opts_run_id(&c) != id, "--eval-batches does not change the run id");
 }
 
 /* ---- checkpoints ------------------------------------------------------- */
@@ -1055,6 +1057,7 @@ static void test_opts_same_bounds_both_sides(void)
         {"clip",         {"-0.001", "0", "1000000", "1000001"}},
         {"max-inflight", {"-1", "0", "4096", "4097"}},
         {"eval-every",   {"-1", "0", "100000000", "100000001"}},
+        {"eval-batches", {"-1", "0", "65535", "65536"}},
         {"stages",       {"0", "1", "3", "4"}},                 /* the creator's model has 3 blocks */
         {"ctx",          {"1", "2", "4096", "4097"}},
         {"layers",       {NULL, "3", "128", "129"}},            /* 0 means the preset's, on the command line */
@@ -1109,6 +1112,28 @@ static void test_opts_stages_max(void)
     CHECKF(strcmp(ej, "run config: --stages 129: must be 1..128") == 0, "%s", ej);
     CHECK(s_refused(OPTS_NODE, "--stage 128", "--stage 128: want auto or a stage number 0..127"));
     CHECK(s_parse(&o, OPTS_NODE, "--stage 127", ec, sizeof ec) == 0 && o.stage == 127);
+}
+
+/* --eval-batches: one default for solo and node (by model kind), and the
+ * batches an evaluation runs over. */
+static void test_opts_eval_batches(void)
+{
+    opts_t o;
+    char err[512];
+    for (int which = OPTS_SOLO; which <= OPTS_NODE; which++) {
+        CHECK(s_parse(&o, which, "--model gpt-tiny", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
+        CHECKF(o.eval_batches == 32, "%s: gpt default %d", which == OPTS_SOLO ? "solo" : "node", o.eval_batches);
+        CHECK(s_parse(&o, which, "--model mlp-fmnist", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
+        CHECKF(o.eval_batches == 0, "%s: mlp default %d", which == OPTS_SOLO ? "solo" : "node", o.eval_batches);
+        CHECK(s_parse(&o, which, "--model mlp-fmnist --eval-batches 7", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
+        CHECK(o.eval_batches == 7);
+    }
+    o.eval_batches = 7;
+    CHECK(opts_eval_batches(&o, 100) == 7);
+    CHECK(opts_eval_batches(&o, 3) == 3);        /* never more than the data holds */
+    o.eval_batches = 0;                          /* all */
+    CHECK(opts_eval_batches(&o, 156) == 156);
+    CHECK(opts_eval_batches(&o, 1 << 20) == OPTS_EVAL_BATCHES_MAX);
 }
 
 /* The node's own options: bounds of the table, checked by opts_resolve. */
@@ -1247,6 +1272,7 @@ int main(void)
     RUN(test_opts_same_bounds_both_sides);
     RUN(test_opts_local_bounds);
     RUN(test_opts_stages_max);
+    RUN(test_opts_eval_batches);
     RUN(test_checkpoint_roundtrip);
     RUN(test_checkpoint_damaged);
     RUN(test_checkpoint_bad_values);

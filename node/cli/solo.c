@@ -97,9 +97,7 @@ static int s_backward(solo_t *s, float scale, uint64_t mb)
 /* Validation loss (and accuracy for classifiers) over the held-out batches. */
 static void s_eval(solo_t *s, double *loss, double *acc)
 {
-    int nb = data_val_batches(s->data, s->o.batch);
-    int cap = s->o.cfg.kind == MODEL_GPT ? 32 : nb;
-    if (nb > cap) nb = cap;
+    int nb = opts_eval_batches(&s->o, data_val_batches(s->data, s->o.batch));
     double sum = 0.0;
     long correct = 0, samples = 0;
     for (int i = 0; i < nb; i++) {

@@ -666,9 +666,7 @@ static void s_send_held(compute_t *c)
 static void s_issue_eval(compute_t *c)
 {
     if (!c->data) return;
-    int nval = data_val_batches(c->data, c->B);
-    int cap = c->o->cfg.kind == MODEL_GPT ? 16 : 256;
-    if (nval > cap) nval = cap;
+    int nval = opts_eval_batches(c->o, data_val_batches(c->data, c->B));
     int slot = s_slot_get(c);
     if (slot < 0) return;
     acts_t *a = c->pool[slot];

@@ -60,6 +60,7 @@ static const opt_def_t s_opts[] = {
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)", RUN_ANY },
     { "threads", T_INT, O(threads), 0, BOTH, "T", "BLAS threads (default 1)", LOCAL(1, 256) },
     { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates (default 0: solo at the end only, node none)", RUN(0, NMAX) },
+    { "eval-batches", T_INT, O(eval_batches), 0, BOTH, "N", "held-out batches per evaluation, 0 = all (default 32 gpt, all mlp)", RUN(0, OPTS_EVAL_BATCHES_MAX) },
     { "metrics", T_STR, O(metrics), S(metrics), BOTH, "FILE", "append JSON Lines metrics to FILE", LOCAL_ANY },
     { "checkpoint", T_STR, O(checkpoint), S(checkpoint), OPTS_SOLO | OPTS_NODE, "DIR", "stage checkpoints in DIR; a restart resumes", LOCAL_ANY },
     { "save-every", T_INT, O(save_every), 0, OPTS_SOLO | OPTS_NODE, "N", "checkpoint every N updates (default 50)", LOCAL(1, NMAX) },
@@ -282,6 +283,7 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (o->heads) o->cfg.NH = o->heads;
     if (o->ctx) o->cfg.maxT = o->ctx;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
+    if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
     if (opts_check_run(o, err, errlen) < 0 || s_check_bounds(o, 0, err, errlen) < 0)
         return -1;
     if (o->advertise[0] && !peer_addr_valid(o->advertise)) {
@@ -303,15 +305,23 @@ void opts_help(FILE *f, int which)
     }
 }
 
+int opts_eval_batches(const opts_t *o, int available)
+{
+    int n = o->eval_batches > 0 && o->eval_batches < available ? o->eval_batches : available;
+    return n > OPTS_EVAL_BATCHES_MAX ? OPTS_EVAL_BATCHES_MAX : n;
+}
+
 void opts_run_text(const opts_t *o, char *buf, size_t len)
 {
     const model_config_t *c = &o->cfg;
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
-             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d seed=%llu eval-every=%d closed=%d owner=",
+             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d seed=%llu eval-every=%d "
+             "eval-batches=%d closed=%d owner=",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
              o->batch, o->micro, o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
-             o->grad_codec, o->schedule, o->stash, o->max_inflight, (unsigned long long)o->seed, o->eval_every, o->closed);
+             o->grad_codec, o->schedule, o->stash, o->max_inflight, (unsigned long long)o->seed, o->eval_every,
+             o->eval_batches, o->closed);
     size_t k = strlen(buf);
     for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
 }
@@ -344,6 +354,7 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_str(w, o->grad_codec);
     wbuf_put_u64(w, o->seed);
     wbuf_put_u32(w, (uint32_t)o->eval_every);
+    wbuf_put_u32(w, (uint32_t)o->eval_batches);
     wbuf_put_u8(w, (uint8_t)(o->closed ? 1 : 0));
     wbuf_put_raw(w, o->owner_pub, 32);
 }
@@ -370,6 +381,7 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     rbuf_get_str(r, n.grad_codec, sizeof n.grad_codec);
     n.seed = rbuf_get_u64(r);
     n.eval_every = (int)rbuf_get_u32(r);
+    n.eval_batches = (int)rbuf_get_u32(r);
     n.closed = rbuf_get_u8(r);
     rbuf_get_raw(r, n.owner_pub, 32);
     if (rbuf_error(r) || n.closed > 1) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }

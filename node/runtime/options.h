@@ -25,6 +25,7 @@ typedef struct {
     uint64_t seed;
     int threads;
     int eval_every;
+    int eval_batches;            /* validation batches per evaluation, 0: all held-out ones */
     /* files */
     char metrics[OPT_PATH], checkpoint[OPT_PATH], save[OPT_PATH], resume[OPT_PATH];
     int save_every;
@@ -67,6 +68,14 @@ void opts_help(FILE *f, int which);
 /* 1 when option `name` (without dashes) was given on the command line. */
 int opts_given(const opts_t *o, const char *name);
 
+
+#define OPTS_EVAL_BATCHES_MAX 65535   /* most validation batches of one evaluation */
+
+/* Validation batches one evaluation runs over when the held-out data holds
+ * `available` of them: --eval-batches (0: all), at most available and
+ * OPTS_EVAL_BATCHES_MAX.  solo and the swarm both use it, so their val_loss
+ * is measured on the same batches. */
+int opts_eval_batches(const opts_t *o, int available);
 
 /* The run id: a 64-bit hash of everything that fixes the computation (model,
  * split, data, seed, optimizer, codecs, schedule, batch sizes).  Messages of

@@ -101,16 +101,16 @@ static void s_peers(void)
 
 static void s_runcfg(void)
 {
-    const char *sets[][12] = {
+    const char *sets[][16] = {
         { NULL },
         { "--model", "gpt-tiny", "--stages", "2", "--codec", "int8", "--grad-codec", "int4", NULL },
         { "--model", "mlp-fmnist", "--stages", "3", "--data", "fmnist", "--batch", "32", NULL },
-        { "--model", "gpt-tiny", "--layers", "2", "--dim", "32", "--heads", "2", "--ctx", "16", NULL },
+        { "--model", "gpt-tiny", "--layers", "2", "--dim", "32", "--heads", "2", "--ctx", "16", "--stages", "2", NULL },
         { "--schedule", "gpipe", "--stash", "2bw", "--max-inflight", "1", "--micro", "4", NULL },
-        { "--data", "text:/tmp/some file.txt", "--lr", "0.01", "--seed", "77", "--eval-every", "5", NULL },
+        { "--data", "text:/tmp/some file.txt", "--lr", "0.01", "--seed", "77", "--eval-every", "5", "--eval-batches", "3", NULL },
     };
     for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
-        char *argv[16];
+        char *argv[20];
         int argc = 0;
         argv[argc++] = "brigade";
         argv[argc++] = "node";

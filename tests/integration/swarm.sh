@@ -11,9 +11,11 @@ trap 'exit 1' INT TERM HUP
 . "$(dirname "$0")/hx.inc"
 TINY="--model gpt-tiny --data synthetic"
 
+# The same computation as solo, evaluation included: --eval-batches is part
+# of the run config with one default, so both measure val_loss on the same batches.
 hx parity-4-nodes-vs-solo --stages 4 \
-    --creator-args "$TINY --steps 30 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1" \
-    --expect-exit 0 --expect-parity 30
+    --creator-args "$TINY --steps 30 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1 --eval-every 10" \
+    --expect-exit 0 --expect-parity 30 --expect-eval-parity
 
 hx int8-4-stages-learns --stages 4 \
     --creator-args "$TINY --steps 200 --seed 1 --codec int8 --grad-codec int8" \

@@ -23,6 +23,35 @@ for c in solo node keygen status sample assemble ticket; do grep -q "^  $c " "$T
 [ -z "$missing" ] && ok "help lists the commands and node options" || bad help "missing:$missing"
 [ "$(grep -c -- '--join HOST:PORT/KEY ' "$T/hn")" = 1 ] && ok "node --help prints its table once" || bad "node help" "option table printed $(grep -c -- '--join HOST:PORT/KEY ' "$T/hn") times"
 
+# README's option table is the --help text of solo and node, row for row
+"$BRIGADE" solo --help >"$T/hs" 2>&1
+d=$(python3 - "$T/hs" "$T/hn" "$(dirname "$0")/../../README.md" <<'PY'
+import re, sys
+rows, order = {}, []
+for f, col in ((sys.argv[1], 0), (sys.argv[2], 1)):
+    for line in open(f):
+        m = re.match(r"  (--\S+(?: \S+)?)\s{2,}(\S.*)$", line.rstrip("\n"))
+        if not m:
+            continue
+        k = m.group(1)
+        if k not in rows:
+            rows[k] = [" ", " ", m.group(2)]
+            order.append(k)
+        rows[k][col] = "x"
+want = ["| `%s` | %s | %s | %s |" % (k.replace("|", "\\|"), rows[k][0].strip(), rows[k][1].strip(),
+        rows[k][2].replace("|", "\\|")) for k in order]
+want = [w.replace("|  |", "| |") for w in want]
+have = [l.rstrip("\n") for l in open(sys.argv[3]) if l.startswith("| `--")]
+norm = lambda l: re.sub(r"\|\s+\|", "| |", l)
+have = [norm(l) for l in have]
+want = [norm(l) for l in want]
+missing = [w for w in want if w not in have]
+extra = [h for h in have if h not in want]
+print("; ".join(["README lacks: " + m for m in missing[:3]] + ["README has, --help not: " + e for e in extra[:3]]))
+PY
+)
+[ -z "$d" ] && ok "README's option table matches solo and node --help" || bad "README option table" "$d"
+
 # a bad value: one line naming the option, exit 2
 "$BRIGADE" node --stage banana >"$T/e" 2>&1; rc=$?
 if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q -- "--stage" "$T/e"; then ok "bad --stage: one line, exit 2"
