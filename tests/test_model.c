@@ -343,6 +343,74 @@ static float s_opt_reference(const stage_t *s, const optim_config_t *o, opt_bufs
     return norm;
 }
 
+/* What README "The optimizer" states, checked against the code: defaults,
+ * the schedule formula, which tensors decay, clipping unit by unit, and one
+ * AdamW step of one element by the written formula. */
+static void test_optim_as_documented(void)
+{
+    optim_config_t o;
+    optim_defaults(&o);
+    CHECK(o.beta1 == 0.9f && o.beta2 == 0.95f && o.eps == 1e-8f && o.lr_min_frac == 0.1f);
+    CHECK(o.lr == 1e-3f && o.wd == 0.01f && o.warmup == 10 && o.clip == 1.0f);
+    o.lr = 0.01f; o.warmup = 5; o.total = 25;
+    for (int t = 0; t < 30; t++) {
+        double want;
+        if (t < o.warmup) want = 0.01 * (t + 1) / 5.0;
+        else {
+            double p = (double)(t - 5) / (25 - 5);
+            if (p > 1) p = 1;
+            want = 0.01 * (0.1 + 0.9 * 0.5 * (1 + cos(M_PI * p)));
+        }
+        CHECK_NEAR(optim_lr(&o, t), want, 1e-5);
+    }
+    CHECK(optim_lr(&o, 24) > 0.001f && fabsf(optim_lr(&o, 25) - 0.001f) < 1e-7f);
+
+    /* decay: every matrix (embeddings and head included), never a bias or norm */
+    model_config_t c = s_small_gpt();
+    char err[128];
+    stage_t s;
+    CHECK(stage_init(&s, &c, 0, 1, err, sizeof err) == 0);
+    int matrices = 0, others = 0;
+    for (int k = 0; k < s.ntensors; k++) {
+        const param_tensor_t *t = &s.tensors[k];
+        int is_block = t->unit >= 1 && t->unit <= c.L, i = is_block ? (k - 2) % 12 : -1;
+        int matrix = t->unit == 0 || (t->unit == c.L + 1 && k == s.ntensors - 1)
+                     || (is_block && (i == 2 || i == 4 || i == 8 || i == 10));
+        CHECKF(t->decay == matrix, "tensor %d of unit %d: decay %d", k, t->unit, t->decay);
+        matrices += matrix;
+        others += !matrix;
+    }
+    CHECK(matrices == 2 + 4 * c.L + 1 && others == 8 * c.L + 2);
+
+    /* clipping is per unit: a huge gradient in one block leaves the others as they are */
+    o = (optim_config_t){0};
+    optim_defaults(&o);
+    float *g = calloc(s.nparams, sizeof(float));
+    for (size_t i = 0; i < s.nparams; i++) g[i] = 1e-4f;
+    int k1 = 2;                                   /* first tensor of block 1 */
+    g[s.tensors[k1].offset] = 100.0f;
+    optim_clip(&s, g, 1.0f);
+    CHECK(g[0] == 1e-4f);                                       /* embeddings untouched */
+    CHECK(g[s.tensors[k1].offset + 1] < 1e-5f);                 /* block 1 scaled down */
+    CHECK(g[s.tensors[s.ntensors - 1].offset] == 1e-4f);        /* head untouched */
+    free(g);
+
+    /* one element of AdamW at t = 3, by the formula */
+    float w = 0.5f, m = 0.01f, v = 0.0004f, gr = 0.03f, lr = optim_lr(&o, 3);
+    double mm = 0.9 * m + 0.1 * gr, vv = 0.95 * v + 0.05 * gr * gr;
+    double want = w * (1 - lr * o.wd) - lr * (mm / (1 - pow(0.9, 4))) / (sqrt(vv / (1 - pow(0.95, 4))) + 1e-8);
+    stage_t one;
+    memset(&one, 0, sizeof one);
+    one.ntensors = 1;
+    one.nparams = 1;
+    one.tensors[0] = (param_tensor_t){.offset = 0, .size = 1, .unit = 0, .decay = 1};
+    float p1 = w, m1 = m, v1 = v, g1 = gr;
+    optim_step(&one, &o, NULL, 3, &p1, &g1, &m1, &v1);
+    CHECK_NEAR(p1, want, 1e-6);
+    CHECK_NEAR(m1, mm, 1e-6);
+    CHECK(g1 == 0.0f);
+}
+
 static void test_optim_step_matches_reference(void)
 {
     model_config_t c = s_small_gpt();
@@ -548,6 +616,7 @@ int main(void)
     RUN(test_split_equals_whole);
     RUN(test_determinism);
     RUN(test_loss_not_capped);
+    RUN(test_optim_as_documented);
     RUN(test_optim_step_matches_reference);
     RUN(test_optim_step_adjust);
     RUN(test_modelfile_roundtrip);

@@ -52,6 +52,17 @@ PY
 )
 [ -z "$d" ] && ok "README's option table matches solo and node --help" || bad "README option table" "$d"
 
+# README states the optimizer exactly (test_model checks the same facts against the code)
+R="$(dirname "$0")/../../README.md"
+opt=$(sed -n '/^### The optimizer/,/^### /p' "$R")
+missing=""
+for f in "betas 0.9 and 0.95" "eps 1e-8" "0.1 lr" "lr (t + 1) / W" "Clipping per unit" "token and" "output head" \
+         "Biases and layer-norm" "1 - lr_t wd" "1/(M B T)"; do
+    echo "$opt" | grep -qF -- "$f" || missing="$missing '$f'"
+done
+[ -n "$opt" ] && [ -z "$missing" ] && ok "README states the optimizer (betas, eps, schedule, decay, clipping unit)" \
+    || bad "README optimizer" "section '### The optimizer' missing or lacks:$missing"
+
 # a bad value: one line naming the option, exit 2
 "$BRIGADE" node --stage banana >"$T/e" 2>&1; rc=$?
 if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q -- "--stage" "$T/e"; then ok "bad --stage: one line, exit 2"
