@@ -234,6 +234,33 @@ static void test_linear_backward_nulls(void) {
     free(inp); free(w); free(dout); free(dinp); free(dw1); free(dw2); free(db);
 }
 
+/* The halves of linear_backward: the input gradient written (accumulate 0)
+ * equals linear_backward into zeros, and the parameter gradients over output
+ * channel ranges, in any order, equal one call over all of them. */
+static void test_linear_backward_parts(void) {
+    const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {64, 48, 96}, {130, 17, 65}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        s_rng = 1300 + s;
+        float *inp = s_rand(N * C, 1.0f), *w = s_rand(OC * C, 1.0f), *dout = s_rand(N * OC, 1.0f);
+        float *g0 = s_rand(OC * C + OC, 1.0f);   /* gradients already accumulated */
+        float *dinp_ref = s_zeros(N * C), *dinp = s_rand(N * C, 5.0f);   /* garbage: must be overwritten */
+        float *dw_ref = s_zeros(OC * C + OC), *dw = s_zeros(OC * C + OC);
+        memcpy(dw_ref, g0, (size_t)(OC * C + OC) * sizeof(float));
+        memcpy(dw, g0, (size_t)(OC * C + OC) * sizeof(float));
+        linear_backward(dinp_ref, dw_ref, dw_ref + OC * C, dout, inp, w, N, C, OC);
+        linear_backward_input(dinp, dout, w, N, C, OC, 0);
+        int cuts[4] = {0, OC / 3, OC / 3 + (OC > 2), OC};
+        for (int k = 2; k >= 0; k--)
+            linear_backward_params(dw, dw + OC * C, dout, inp, N, C, OC, cuts[k], cuts[k + 1]);
+        double dd = 0, dwd = 0;
+        for (int i = 0; i < N * C; i++) dd = fmax(dd, fabs(dinp[i] - dinp_ref[i]));
+        for (int i = 0; i < OC * C + OC; i++) dwd = fmax(dwd, fabs(dw[i] - dw_ref[i]));
+        CHECKF(dd <= 1e-5 && dwd <= 1e-5, "N=%d C=%d OC=%d: dinp diff %.3g, dweight/dbias diff %.3g", N, C, OC, dd, dwd);
+        free(inp); free(w); free(dout); free(g0); free(dinp_ref); free(dinp); free(dw_ref); free(dw);
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * Embedding. */
 
@@ -378,6 +405,31 @@ static void test_layernorm_forward_ref(void) {
     }
 }
 
+/* layernorm_backward_input + layernorm_backward_params over column ranges
+ * give the same bits as layernorm_backward. */
+static void test_layernorm_backward_parts(void) {
+    const int Cs[] = {1, 7, 64, 200};
+    for (size_t s = 0; s < sizeof Cs / sizeof Cs[0]; s++) {
+        int N = 9, C = Cs[s];
+        s_rng = 1400 + s;
+        float *inp = s_rand(N * C, 2.0f), *w = s_rand(C, 1.0f), *b = s_rand(C, 1.0f), *dout = s_rand(N * C, 1.0f);
+        float *out = s_zeros(N * C), *mean = s_zeros(N), *rstd = s_zeros(N);
+        layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+        float *dx1 = s_rand(N * C, 1.0f), *dx2 = s_zeros(N * C), *g1 = s_rand(2 * C, 1.0f), *g2 = s_zeros(2 * C);
+        memcpy(dx2, dx1, (size_t)N * C * sizeof(float));
+        memcpy(g2, g1, (size_t)2 * C * sizeof(float));
+        layernorm_backward(dx1, g1, g1 + C, dout, inp, w, mean, rstd, N, C);
+        layernorm_backward_input(dx2, dout, inp, w, mean, rstd, N, C);
+        int cut = C / 2;
+        layernorm_backward_params(g2, g2 + C, dout, inp, mean, rstd, N, C, cut, C);
+        layernorm_backward_params(g2, g2 + C, dout, inp, mean, rstd, N, C, 0, cut);
+        CHECKF(memcmp(dx1, dx2, (size_t)N * C * sizeof(float)) == 0, "C=%d: dinp differs", C);
+        CHECKF(memcmp(g1, g2, (size_t)2 * C * sizeof(float)) == 0, "C=%d: dweight/dbias differ", C);
+        free(inp); free(w); free(b); free(dout); free(out); free(mean); free(rstd);
+        free(dx1); free(dx2); free(g1); free(g2);
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * Element-wise layers: gelu, relu, residual. */
 
@@ -472,6 +524,25 @@ static void test_gelu_forward_ref(void) {
     CHECK(fabsf(d[0]) < 1e-20f && fabsf(d[1]) < 1e-20f);
     CHECK(d[2] == 1.0f && d[3] == 1.0f);
     free(x); free(y);
+}
+
+/* gelu_forward_grad and gelu_backward_grad give the same bits as gelu_forward
+ * and gelu_backward into zeros, over the whole range (tails included). */
+static void test_gelu_grad_pair(void) {
+    enum { N = 1003 };
+    float *x = malloc(N * sizeof(float)), *xg = malloc(N * sizeof(float));
+    float *y1 = s_zeros(N), *y2 = s_zeros(N), *d = s_rand(N, 2.0f), *dx1 = s_zeros(N), *dx2 = s_zeros(N);
+    for (int i = 0; i < N; i++) x[i] = -30.0f + 60.0f * i / (N - 1);
+    x[0] = -1e13f; x[1] = 1e13f; x[2] = 0.0f; x[3] = -0.0f;
+    memcpy(xg, x, N * sizeof(float));
+    gelu_forward(y1, x, N);
+    gelu_backward(dx1, x, d, N);
+    gelu_forward_grad(y2, xg, N);
+    memcpy(dx2, d, N * sizeof(float));
+    gelu_backward_grad(dx2, xg, N);
+    CHECK(memcmp(y1, y2, N * sizeof(float)) == 0);
+    CHECK(memcmp(dx1, dx2, N * sizeof(float)) == 0);
+    free(x); free(xg); free(y1); free(y2); free(d); free(dx1); free(dx2);
 }
 
 static void test_relu_forward_exact(void) {
@@ -699,16 +770,32 @@ static void test_attention_fast_vs_ref(void) {
         int cut = (B * NH) / 3;
         attention_forward_heads(out_h, att_h, scr_f, qkv, B, T, C, NH, cut, B * NH);
         attention_forward_heads(out_h, att_h, scr_f, qkv, B, T, C, NH, 0, cut);
-        attention_backward_heads(dq_h, scr_f, dout, qkv, att_h, B, T, C, NH, cut, B * NH);
-        attention_backward_heads(dq_h, scr_f, dout, qkv, att_h, B, T, C, NH, 0, cut);
+        attention_backward_heads(dq_h, scr_f, dout, qkv, att_h, B, T, C, NH, cut, B * NH, 1);
+        attention_backward_heads(dq_h, scr_f, dout, qkv, att_h, B, T, C, NH, 0, cut, 1);
         CHECKF(memcmp(out_h, out_f, (size_t)no * sizeof(float)) == 0 && memcmp(att_h, att_f, (size_t)na * sizeof(float)) == 0
                && memcmp(dq_h, dq_f, (size_t)nq * sizeof(float)) == 0, "B=%d T=%d NH=%d hs=%d: _heads differ", B, T, NH, hs);
+        /* accumulate 0 writes: over garbage, the same bits as accumulating into zeros */
+        float *dq_w = s_rand(nq, 7.0f), *dq_z = s_zeros(nq);
+        attention_backward_heads(dq_w, scr_f, dout, qkv, att_f, B, T, C, NH, 0, B * NH, 0);
+        attention_backward(dq_z, scr_f, dout, qkv, att_f, B, T, C, NH);
+        CHECKF(memcmp(dq_w, dq_z, (size_t)nq * sizeof(float)) == 0, "B=%d T=%d NH=%d hs=%d: written dqkv differs", B, T, NH, hs);
+        free(dq_w); free(dq_z);
         free(qkv); free(dout); free(d0); free(out_r); free(att_r); free(out_f); free(att_f);
         free(dq_r); free(dq_f); free(dq_h); free(scr_r); free(scr_f); free(out_h); free(att_h);
     }
     printf("  # fast vs reference (fast kernels %s in this build): max |att| diff %.3g, max |out| diff %.3g, "
            "max dqkv rel diff %.3g\n", attention_fast(32, 1) ? "on" : "off", worst_att, worst_out, worst_d);
     CHECKF(worst_att <= 1e-6 && worst_out <= 1e-5 && worst_d <= 1e-4, "fast attention differs from the reference");
+    /* accumulate 0 on the reference path too (head size 3) */
+    int B = 2, T = 21, NH = 2, C = 6, nq = B * T * 3 * C;
+    float *qkv = s_rand(nq, 1.0f), *dout = s_rand(B * T * C, 1.0f), *out = s_zeros(B * T * C);
+    float *att = s_zeros(B * NH * T * T), *scr = s_zeros((int)attention_scratch_floats(T, C, NH));
+    float *dq_w = s_rand(nq, 7.0f), *dq_z = s_zeros(nq);
+    attention_forward(out, att, scr, qkv, B, T, C, NH);
+    attention_backward_heads(dq_w, scr, dout, qkv, att, B, T, C, NH, 0, B * NH, 0);
+    attention_backward(dq_z, scr, dout, qkv, att, B, T, C, NH);
+    CHECKF(memcmp(dq_w, dq_z, (size_t)nq * sizeof(float)) == 0, "reference path: written dqkv differs");
+    free(qkv); free(dout); free(out); free(att); free(scr); free(dq_w); free(dq_z);
 }
 
 /* ---------------------------------------------------------------------------
@@ -848,11 +935,14 @@ int main(void) {
     RUN(test_linear_forward_naive);
     RUN(test_linear_backward);
     RUN(test_linear_backward_nulls);
+    RUN(test_linear_backward_parts);
     RUN(test_embedding_backward);
     RUN(test_layernorm_forward_ref);
     RUN(test_layernorm_backward);
+    RUN(test_layernorm_backward_parts);
     RUN(test_gelu_forward_ref);
     RUN(test_gelu_backward);
+    RUN(test_gelu_grad_pair);
     RUN(test_relu_forward_exact);
     RUN(test_relu_backward);
     RUN(test_residual_backward);

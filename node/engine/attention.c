@@ -368,7 +368,7 @@ static void s_fast_forward_head(float *restrict out, float *restrict att, float 
 
 static void s_fast_backward_head(float *restrict dqkv, float *restrict scratch, const float *restrict dout,
                                  const float *restrict qkv, const float *restrict att,
-                                 int T, int C, int NH, int bh)
+                                 int T, int C, int NH, int bh, int accumulate)
 {
     const int hs = C / NH, C3 = 3 * C, b = bh / NH, h = bh % NH, TP = s_round16(T);
     const float scale = 1.0f / sqrtf((float)hs);
@@ -388,13 +388,13 @@ static void s_fast_backward_head(float *restrict dqkv, float *restrict scratch, 
     }
     /* dv[j] += sum over t >= j of att[t][j] dout[t] */
     const s_pb_shape atT = {1, T, 2};
-    s_pb_rows(dv, C3, a, dO, C, hs, T, &atT, 1);
+    s_pb_rows(dv, C3, a, dO, C, hs, T, &atT, accumulate);
     /* dq[t] += sum over j <= t of ds[t][j] k[j] */
     const s_pb_shape dsk = {TP, 1, 1};
-    s_pb_rows(dq, C3, ds, k, C3, hs, T, &dsk, 1);
+    s_pb_rows(dq, C3, ds, k, C3, hs, T, &dsk, accumulate);
     /* dk[j] += sum over t >= j of ds[t][j] q[t] */
     const s_pb_shape dsTq = {1, TP, 2};
-    s_pb_rows(dk, C3, ds, q, C3, hs, T, &dsTq, 1);
+    s_pb_rows(dk, C3, ds, q, C3, hs, T, &dsTq, accumulate);
 }
 
 #endif /* __AVX512F__ */
@@ -434,13 +434,24 @@ void attention_forward_heads(float *out, float *att, float *scratch, const float
 }
 
 void attention_backward_heads(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                              const float *att, int B, int T, int C, int NH, int bh0, int bh1)
+                              const float *att, int B, int T, int C, int NH, int bh0, int bh1,
+                              int accumulate)
 {
     assert(NH > 0 && C % NH == 0 && 0 <= bh0 && bh1 <= B * NH);
+    const int hs = C / NH, C3 = 3 * C;
     for (int bh = bh0; bh < bh1; bh++) {
 #ifdef __AVX512F__
-        if (attention_fast(C, NH)) { s_fast_backward_head(dqkv, scratch, dout, qkv, att, T, C, NH, bh); continue; }
+        if (attention_fast(C, NH)) {
+            s_fast_backward_head(dqkv, scratch, dout, qkv, att, T, C, NH, bh, accumulate);
+            continue;
+        }
 #endif
+        if (!accumulate) {   /* the reference adds: clear this head's q, k, v columns first */
+            float *d = dqkv + (size_t)(bh / NH) * T * C3 + (size_t)(bh % NH) * hs;
+            for (int t = 0; t < T; t++)
+                for (int part = 0; part < 3; part++)
+                    memset(d + (size_t)t * C3 + (size_t)part * C, 0, (size_t)hs * sizeof(float));
+        }
         s_ref_backward_head(dqkv, scratch, dout, qkv, att, B, T, C, NH, bh);
     }
 }
@@ -454,5 +465,5 @@ void attention_forward(float *out, float *att, float *scratch, const float *qkv,
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH)
 {
-    attention_backward_heads(dqkv, scratch, dout, qkv, att, B, T, C, NH, 0, B * NH);
+    attention_backward_heads(dqkv, scratch, dout, qkv, att, B, T, C, NH, 0, B * NH, 1);
 }

@@ -31,11 +31,13 @@ void attention_forward(float *out, float *att, float *scratch, const float *qkv,
 /* dqkv (B,T,3C) += gradient given dout (B,T,C), the forward's qkv and att. */
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH);
-/* The same on the (b, h) pairs [bh0, bh1) only. */
+/* The same on the (b, h) pairs [bh0, bh1) only.  The backward writes those
+ * heads' parts of dqkv instead of adding to them when accumulate is 0. */
 void attention_forward_heads(float *out, float *att, float *scratch, const float *qkv,
                              int B, int T, int C, int NH, int bh0, int bh1);
 void attention_backward_heads(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                              const float *att, int B, int T, int C, int NH, int bh0, int bh1);
+                              const float *att, int B, int T, int C, int NH, int bh0, int bh1,
+                              int accumulate);
 
 /* Reference: per head, causal blocks of 64 rows, products through
  * cblas_sgemm.  The backward's scratch holds T*T floats. */

@@ -62,22 +62,41 @@ void linear_forward(float *restrict out, const float *restrict inp,
                 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
+/* dinp (N,C) (+)= dout (N,OC) @ weight (OC,C). */
+void linear_backward_input(float *restrict dinp, const float *restrict dout,
+                           const float *restrict weight, int N, int C, int OC, int accumulate) {
+    assert(N >= 0 && C >= 0 && OC >= 0);
+    if (N == 0 || C == 0) return;
+    if (OC == 0) {
+        if (!accumulate) memset(dinp, 0, (size_t)N * C * sizeof(float));
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC,
+                1.0f, dout, OC, weight, C, accumulate ? 1.0f : 0.0f, dinp, C);
+}
+
+/* dweight rows [oc0, oc1) += dout[:, oc0:oc1]^T @ inp; dbias [oc0, oc1) +=
+ * column sums of dout, row by row in order. */
+void linear_backward_params(float *restrict dweight, float *restrict dbias,
+                            const float *restrict dout, const float *restrict inp,
+                            int N, int C, int OC, int oc0, int oc1) {
+    assert(N >= 0 && C >= 0 && 0 <= oc0 && oc0 <= oc1 && oc1 <= OC);
+    int m = oc1 - oc0;
+    if (N == 0 || m == 0) return;
+    if (C > 0)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, C, N,
+                    1.0f, dout + oc0, OC, inp, C, 1.0f, dweight + (size_t)oc0 * C, C);
+    if (dbias)
+        for (int n = 0; n < N; n++) s_add(dbias + oc0, dout + (size_t)n * OC + oc0, m);
+}
+
 /* dinp (N,C) += dout (N,OC) @ weight (OC,C); dweight (OC,C) += dout^T @ inp;
  * dbias (OC) += column sums of dout. */
 void linear_backward(float *restrict dinp, float *restrict dweight, float *restrict dbias,
                      const float *restrict dout, const float *restrict inp,
                      const float *restrict weight, int N, int C, int OC) {
-    assert(N >= 0 && C >= 0 && OC >= 0);
-    if (N == 0 || OC == 0) return;
-    if (C > 0) {
-        if (dinp)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC,
-                        1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N,
-                    1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-    }
-    if (dbias)
-        for (int n = 0; n < N; n++) s_add(dbias, dout + (size_t)n * OC, OC);
+    if (dinp) linear_backward_input(dinp, dout, weight, N, C, OC, 1);
+    linear_backward_params(dweight, dbias, dout, inp, N, C, OC, 0, OC);
 }
 
 /* ---------------------------------------------------------------------------
@@ -148,11 +167,10 @@ void layernorm_forward(float *restrict out, float *restrict mean, float *restric
     }
 }
 
-/* dinp (N,C), dweight (C), dbias (C) += layernorm gradients. */
-void layernorm_backward(float *restrict dinp, float *restrict dweight, float *restrict dbias,
-                        const float *restrict dout, const float *restrict inp,
-                        const float *restrict weight, const float *restrict mean,
-                        const float *restrict rstd, int N, int C) {
+/* dinp (N,C) += the layernorm input gradient, row by row. */
+void layernorm_backward_input(float *restrict dinp, const float *restrict dout,
+                              const float *restrict inp, const float *restrict weight,
+                              const float *restrict mean, const float *restrict rstd, int N, int C) {
     assert(C > 0);
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -183,17 +201,47 @@ void layernorm_backward(float *restrict dinp, float *restrict dweight, float *re
                 float nrm = (x[i + j] - m) * s;
                 float dn = weight[i + j] * d[i + j];
                 dx[i + j] += (dn - dmean - nrm * dnmean) * s;
-                dweight[i + j] += nrm * d[i + j];
-                dbias[i + j] += d[i + j];
             }
         for (; i < C; i++) {
             float nrm = (x[i] - m) * s;
             float dn = weight[i] * d[i];
             dx[i] += (dn - dmean - nrm * dnmean) * s;
-            dweight[i] += nrm * d[i];
-            dbias[i] += d[i];
         }
     }
+}
+
+/* dweight, dbias [c0, c1) += sums over the rows, in order, of norm * dout and dout. */
+void layernorm_backward_params(float *restrict dweight, float *restrict dbias,
+                               const float *restrict dout, const float *restrict inp,
+                               const float *restrict mean, const float *restrict rstd,
+                               int N, int C, int c0, int c1) {
+    assert(0 <= c0 && c0 <= c1 && c1 <= C);
+    float *restrict dw = dweight + c0, *restrict db = dbias + c0;
+    int w = c1 - c0;
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C + c0;
+        const float *d = dout + (size_t)n * C + c0;
+        float m = mean[n], s = rstd[n];
+        int i = 0;
+        for (; i + S_LANES <= w; i += S_LANES)
+            for (int j = 0; j < S_LANES; j++) {
+                dw[i + j] += (x[i + j] - m) * s * d[i + j];
+                db[i + j] += d[i + j];
+            }
+        for (; i < w; i++) {
+            dw[i] += (x[i] - m) * s * d[i];
+            db[i] += d[i];
+        }
+    }
+}
+
+/* dinp, dweight (C), dbias (C) += layernorm gradients. */
+void layernorm_backward(float *restrict dinp, float *restrict dweight, float *restrict dbias,
+                        const float *restrict dout, const float *restrict inp,
+                        const float *restrict weight, const float *restrict mean,
+                        const float *restrict rstd, int N, int C) {
+    layernorm_backward_input(dinp, dout, inp, weight, mean, rstd, N, C);
+    layernorm_backward_params(dweight, dbias, dout, inp, mean, rstd, N, C, 0, C);
 }
 
 /* ---------------------------------------------------------------------------
@@ -218,6 +266,31 @@ static void s_gelu_inplace(float *restrict x, int N) {
 void gelu_forward(float *out, const float *inp, int N) {
     if (out == inp) s_gelu_inplace(out, N);
     else s_gelu_to(out, inp, N);
+}
+
+/* gelu and its derivative from one exp (s_gelu and s_gelu_grad, operation
+ * for operation). */
+static inline void s_gelu_both(float x, float *y, float *dy) {
+    float u = S_GELU_K * (x + S_GELU_C * x * x * x);
+    float e = s_expf(-2.0f * u);
+    *y = x / (1.0f + e);
+    float s = 1.0f / (1.0f + e);
+    float sp = s_select(fabsf(u) > 40.0f, 0.0f, e * s * s);
+    *dy = s + 2.0f * x * sp * S_GELU_K * (1.0f + 3.0f * S_GELU_C * x * x);
+}
+
+void gelu_forward_grad(float *restrict out, float *restrict xg, int N) {
+    int i = 0;
+    for (; i + S_LANES <= N; i += S_LANES)
+        for (int j = 0; j < S_LANES; j++) s_gelu_both(xg[i + j], &out[i + j], &xg[i + j]);
+    for (; i < N; i++) s_gelu_both(xg[i], &out[i], &xg[i]);
+}
+
+void gelu_backward_grad(float *restrict d, const float *restrict grad, int N) {
+    int i = 0;
+    for (; i + S_LANES <= N; i += S_LANES)
+        for (int j = 0; j < S_LANES; j++) d[i + j] *= grad[i + j];
+    for (; i < N; i++) d[i] *= grad[i];
 }
 
 void gelu_backward(float *restrict dinp, const float *restrict inp,

@@ -22,6 +22,15 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                      const float *inp, const float *weight, int N, int C, int OC);
 
+/* The two halves of linear_backward, for callers that split the work:
+ * dinp (N,C) = dout @ weight, or += when accumulate; and dweight rows
+ * [oc0, oc1) += dout[:, oc0:oc1]^T @ inp, dbias [oc0, oc1) += column sums
+ * (dbias may be NULL). */
+void linear_backward_input(float *dinp, const float *dout, const float *weight, int N, int C, int OC,
+                           int accumulate);
+void linear_backward_params(float *dweight, float *dbias, const float *dout, const float *inp,
+                            int N, int C, int OC, int oc0, int oc1);
+
 /* out (B,T,C) = wte[tokens[b,t]] + wpe[t].  wte (V,C), wpe (maxT,C); tokens in [0,V). */
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                        int B, int T, int C);
@@ -37,10 +46,23 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
                         const float *inp, const float *weight, const float *mean,
                         const float *rstd, int N, int C);
 
+/* The halves of layernorm_backward: dinp (N,C) += the input gradient; and
+ * dweight, dbias [c0, c1) += their gradients (sums over the rows in order). */
+void layernorm_backward_input(float *dinp, const float *dout, const float *inp, const float *weight,
+                              const float *mean, const float *rstd, int N, int C);
+void layernorm_backward_params(float *dweight, float *dbias, const float *dout, const float *inp,
+                               const float *mean, const float *rstd, int N, int C, int c0, int c1);
+
 /* out (N) = gelu(inp), the tanh approximation. */
 void gelu_forward(float *out, const float *inp, int N);
 /* dinp += gelu'(inp) * dout. */
 void gelu_backward(float *dinp, const float *inp, const float *dout, int N);
+/* The pair a trainer uses, one exp per element for both passes: forward
+ * out (N) = gelu(xg) and xg = gelu'(xg) (the input is replaced by the
+ * derivative); backward d (N) *= that derivative, in place.  Same values
+ * as gelu_forward and gelu_backward into zeros. */
+void gelu_forward_grad(float *out, float *xg, int N);
+void gelu_backward_grad(float *d, const float *grad, int N);
 
 /* out (N) = max(inp, 0). */
 void relu_forward(float *out, const float *inp, int N);

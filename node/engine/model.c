@@ -234,6 +234,8 @@ size_t stage_out_size(const stage_t *s, int B, int T)
  * gpt layout in acts_t.buf: [in][emb][blocks...][head][dout][din]
  * block: ln1 (N,C) ln1m ln1r (N) qkv (N,3C) att (B,NH,T,T) atty (N,C) res2 (N,C)
  *        ln2 (N,C) ln2m ln2r (N) fch (N,4C) fchg (N,4C) res3 (N,C)
+ *        (after the forward, fch holds gelu' of the fc output: the backward's
+ *        only use of it)
  * head:  lnf (N,C) lnfm lnfr (N) logits (N,V) probs (N,V) losses (N)
  * mlp layout: [in][x][per unit: h (B,out)][probs (B,V)][losses (B)][dout][din] */
 typedef struct {
@@ -369,7 +371,7 @@ const float *acts_logits(const stage_t *s, const acts_t *a)
 }
 
 struct grad_scratch {
-    float *dres, *dtmp, *dqkv, *dfch, *dfchg, *attscratch, *dlogits;
+    float *dres, *dtmp, *dqkv, *dfchg, *attscratch, *dlogits;
     float *buf;
 };
 
@@ -380,15 +382,15 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     const model_config_t *c = &s->cfg;
     size_t N = (size_t)B * T, C = (size_t)c->C;
     size_t wide = c->kind == MODEL_MLP && (size_t)c->D > C ? (size_t)c->D : C;
-    size_t sz[7] = { N * wide, N * wide, N * 3 * C, N * 4 * C, N * 4 * C,
+    size_t sz[6] = { N * wide, N * wide, N * 3 * C, N * 4 * C,
                      c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0, N * c->V };
-    if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = sz[5] = 0; }
+    if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = 0; }
     size_t total = 0;
-    for (int i = 0; i < 7; i++) total += sz[i];
+    for (int i = 0; i < 6; i++) total += sz[i];
     g->buf = calloc(total, sizeof(float));
     if (!g->buf) { free(g); return NULL; }
-    float *p = g->buf, **dst[7] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfch, &g->dfchg, &g->attscratch, &g->dlogits };
-    for (int i = 0; i < 7; i++) { *dst[i] = p; p += sz[i]; }
+    float *p = g->buf, **dst[6] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfchg, &g->attscratch, &g->dlogits };
+    for (int i = 0; i < 6; i++) { *dst[i] = p; p += sz[i]; }
     return g;
 }
 
@@ -426,7 +428,7 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a)
         residual_forward(b.res2, b.res2, x, N * C);
         layernorm_forward(b.ln2, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
         linear_forward(b.fch, b.ln2, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
-        gelu_forward(b.fchg, b.fch, N * 4 * C);
+        gelu_forward_grad(b.fchg, b.fch, N * 4 * C);   /* fch now holds gelu'(fch) */
         linear_forward(b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], N, 4 * C, C);
         residual_forward(b.res3, b.res3, b.res2, N * C);
         x = b.res3;
@@ -460,9 +462,8 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
         int u = c->L + 1;
         memset(g->dlogits, 0, sizeof(float) * N * V);
         crossentropy_backward(g->dlogits, probs, a->targets, loss_scale, N, V);
-        memset(g->dtmp, 0, sizeof(float) * NC);
-        linear_backward(g->dtmp, (float *)s_tensor(s, grads, u, 2), NULL, g->dlogits, lnf,
-                        s_tensor(s, params, u, 2), N, C, V);
+        linear_backward_input(g->dtmp, g->dlogits, s_tensor(s, params, u, 2), N, C, V, 0);
+        linear_backward_params((float *)s_tensor(s, grads, u, 2), NULL, g->dlogits, lnf, N, C, V, 0, V);
         memset(g->dres, 0, sizeof(float) * NC);
         layernorm_backward(g->dres, (float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1),
                            g->dtmp, BLOCK_IN(u1), s_tensor(s, params, u, 0), m, r, N, C);
@@ -478,21 +479,20 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
             w[i] = s_tensor(s, params, u, i);
             dw[i] = (float *)s_tensor(s, grads, u, i);
         }
-        /* res3 = res2 + fchg @ Wfcp: dres carries d res3 and becomes d res2 */
-        memset(g->dfchg, 0, sizeof(float) * NC * 4);
-        linear_backward(g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], N, 4 * C, C);
-        memset(g->dfch, 0, sizeof(float) * NC * 4);
-        gelu_backward(g->dfch, b.fch, g->dfchg, N * 4 * C);
-        memset(g->dtmp, 0, sizeof(float) * NC);
-        linear_backward(g->dtmp, dw[BLK_FCW], dw[BLK_FCB], g->dfch, b.ln2, w[BLK_FCW], N, C, 4 * C);
+        /* res3 = res2 + fchg @ Wfcp: dres carries d res3 and becomes d res2.
+         * The temporaries dfchg, dtmp, dqkv are written, not cleared and added to. */
+        linear_backward_input(g->dfchg, g->dres, w[BLK_FCPW], N, 4 * C, C, 0);
+        linear_backward_params(dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, N, 4 * C, C, 0, C);
+        gelu_backward_grad(g->dfchg, b.fch, N * 4 * C);   /* dfchg becomes d fch */
+        linear_backward_input(g->dtmp, g->dfchg, w[BLK_FCW], N, C, 4 * C, 0);
+        linear_backward_params(dw[BLK_FCW], dw[BLK_FCB], g->dfchg, b.ln2, N, C, 4 * C, 0, 4 * C);
         layernorm_backward(g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->dtmp, b.res2, w[BLK_LN2W], b.ln2m, b.ln2r, N, C);
         /* res2 = x + atty @ Wproj: dres becomes d x */
-        memset(g->dtmp, 0, sizeof(float) * NC);
-        linear_backward(g->dtmp, dw[BLK_PROJW], dw[BLK_PROJB], g->dres, b.atty, w[BLK_PROJW], N, C, C);
-        memset(g->dqkv, 0, sizeof(float) * NC * 3);
-        attention_backward(g->dqkv, g->attscratch, g->dtmp, b.qkv, b.att, B, T, C, NH);
-        memset(g->dtmp, 0, sizeof(float) * NC);
-        linear_backward(g->dtmp, dw[BLK_QKVW], dw[BLK_QKVB], g->dqkv, b.ln1, w[BLK_QKVW], N, C, 3 * C);
+        linear_backward_input(g->dtmp, g->dres, w[BLK_PROJW], N, C, C, 0);
+        linear_backward_params(dw[BLK_PROJW], dw[BLK_PROJB], g->dres, b.atty, N, C, C, 0, C);
+        attention_backward_heads(g->dqkv, g->attscratch, g->dtmp, b.qkv, b.att, B, T, C, NH, 0, B * NH, 0);
+        linear_backward_input(g->dtmp, g->dqkv, w[BLK_QKVW], N, C, 3 * C, 0);
+        linear_backward_params(dw[BLK_QKVW], dw[BLK_QKVB], g->dqkv, b.ln1, N, C, 3 * C, 0, 3 * C);
         layernorm_backward(g->dres, dw[BLK_LN1W], dw[BLK_LN1B], g->dtmp, x, w[BLK_LN1W], b.ln1m, b.ln1r, N, C);
     }
 #undef BLOCK_IN
@@ -562,10 +562,10 @@ static void s_mlp_backward(const stage_t *s, const float *params, float *grads, 
             for (size_t i = 0; i < (size_t)B * out; i++)
                 if (!(h[i] > 0.0f)) dh[i] = 0.0f;
         }
-        int need_din = !(u == 0);
-        if (need_din) memset(dprev, 0, sizeof(float) * B * in);
-        linear_backward(need_din ? dprev : NULL, (float *)s_tensor(s, grads, u, 0),
-                        (float *)s_tensor(s, grads, u, 1), dh, x, s_tensor(s, params, u, 0), B, in, out);
+        if (u > 0)   /* the first layer's input needs no gradient */
+            linear_backward_input(dprev, dh, s_tensor(s, params, u, 0), B, in, out, 0);
+        linear_backward_params((float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1), dh, x,
+                               B, in, out, 0, out);
         float *t = dh; dh = dprev; dprev = t;
     }
     if (!s->first)
