@@ -12,6 +12,7 @@
 #include "node/runtime/router.h"
 #include "node/runtime/queue.h"
 #include "node/runtime/stash.h"
+#include "node/engine/staleness.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -559,6 +560,12 @@ static void test_opts_parse_good(void)
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0);
     CHECK(o.batch == 64 && strcmp(o.save, "/tmp/x.model") == 0);
     CHECK(s_parse(&o, OPTS_SOLO, "--steps 3 --help", err, sizeof err) == 1);
+    rc = s_parse(&o, OPTS_SOLO, "--stages 4 --delay 3,2,1,0 --staleness none", err, sizeof err);
+    CHECK(rc == 0 && o.ndelay == 4 && o.delay[0] == 3 && o.delay[3] == 0 && o.staleness == 0);
+    rc = s_parse(&o, OPTS_SOLO, "--delay 64", err, sizeof err);
+    CHECK(rc == 0 && o.ndelay == 1 && o.delay[0] == 64 && o.staleness == STALE_DEFAULT);
+    rc = s_parse(&o, OPTS_NODE, "--staleness lr+predict+dc+ramp", err, sizeof err);
+    CHECK(rc == 0 && o.staleness == STALE_ALL && o.ndelay == 0);
 }
 
 static void test_opts_parse_bad(void)
@@ -581,6 +588,17 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--stage -1", "--stage"));
     CHECK(s_refused(OPTS_NODE, "--schedule sync", "async or gpipe"));
     CHECK(s_refused(OPTS_NODE, "--stash half", "full or 2bw"));
+    CHECK(s_refused(OPTS_NODE, "--staleness predictive", "--staleness"));
+    CHECK(s_refused(OPTS_NODE, "--staleness predict+predict", "--staleness"));
+    CHECK(s_refused(OPTS_NODE, "--delay 1,0", "unknown option"));            /* solo only */
+    CHECK(s_refused(OPTS_SOLO, "--delay 3,-1", "--delay"));
+    CHECK(s_refused(OPTS_SOLO, "--delay 1.5,0", "--delay"));
+    CHECK(s_refused(OPTS_SOLO, "--delay 1,,0", "--delay"));
+    CHECK(s_refused(OPTS_SOLO, "--delay 2,", "--delay"));
+    CHECK(s_refused(OPTS_SOLO, "--delay x", "--delay"));
+    CHECK(s_refused(OPTS_SOLO, "--delay +1", "--delay"));
+    CHECK(s_refused(OPTS_SOLO, "--delay 65", "--delay"));
+    CHECK(s_refused(OPTS_SOLO, "--delay 99999999999999999999", "--delay"));
     /* resolve: values that parse but do not fit together */
     CHECK(s_refused(OPTS_NODE, "--model gpt-huge", "gpt-huge"));
     CHECK(s_refused(OPTS_NODE, "--heads 3", "--heads"));
@@ -597,7 +615,7 @@ static void test_opts_parse_bad(void)
 #define S_CREATOR_LINE "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic " \
     "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 " \
     "--codec int4 --grad-codec bf16 --schedule gpipe --stash 2bw --max-inflight 6 --seed 99 " \
-    "--eval-every 11 --eval-batches 5 --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
+    "--eval-every 11 --eval-batches 5 --staleness lr+dc --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
 
 static void s_creator(opts_t *o)
 {
@@ -653,6 +671,7 @@ static void test_opts_run_roundtrip(void)
     CHECK(strcmp(j.codec, "int4") == 0 && strcmp(j.grad_codec, "bf16") == 0);
     CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
     CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.eval_batches == 5 && j.seed == 99);
+    CHECK(j.staleness == (STALE_LR | STALE_DC));
     CHECK(j.closed == 1 && memcmp(j.owner_pub, c.owner_pub, 32) == 0);
     CHECK(opts_run_id(&j) == opts_run_id(&c));
     char a[2048], b[2048];
@@ -735,11 +754,13 @@ static void test_opts_run_out_of_range(void)
     c = base; c.stash = 9;                  CHECK(s_decode_of(&c) == -1);
     c = base; c.max_inflight = -1;          CHECK(s_decode_of(&c) == -1);
     c = base; c.eval_every = -1;            CHECK(s_decode_of(&c) == -1);
+    c = base; c.staleness = STALE_ALL + 1;  CHECK(s_decode_of(&c) == -1);
+    c = base; c.staleness = 0;              CHECK(s_decode_of(&c) == 0);
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];
     size_t len = s_encode(&base, buf, sizeof buf);
-    CHECK(len > 33);
-    buf[len - 33] = 2;
+    CHECK(len > 34);
+    buf[len - 34] = 2;   /* closed: before the owner key and the staleness flags */
     rbuf_t r;
     rbuf_init(&r, buf, len);
     opts_t j;
@@ -774,6 +795,7 @@ static void test_opts_run_id(void)
     DIFF(snprintf(c.grad_codec, sizeof c.grad_codec, "int8"));
     DIFF(c.schedule = SCHED_ASYNC);
     DIFF(c.stash = STASH_FULL);
+    DIFF(c.staleness = STALE_DEFAULT);
     DIFF(c.seed = 100);
     DIFF(c.closed = 0);
     DIFF(c.owner_pub[0] ^= 1);

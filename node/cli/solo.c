@@ -1,7 +1,10 @@
 /* solo.c: `brigade solo`, the whole model in one process (the reference).
  * With --stages K the model is cut into K stages exactly as the swarm cuts
  * it, and the activations and gradients crossing each cut go through the
- * chosen codecs (--codec, --grad-codec) as they would on the wire. */
+ * chosen codecs (--codec, --grad-codec) as they would on the wire.  With
+ * --delay D0,...,DK-1 stage k computes its gradients at its weights of Dk
+ * updates earlier, as a stage of an asynchronous swarm with that weight
+ * delay does at steady state, and --staleness corrects for it (staleness.h). */
 #include "node/cli/cli.h"
 #include "node/engine/data.h"
 #include "node/runtime/metrics.h"
@@ -9,6 +12,7 @@
 #include "node/engine/modelfile.h"
 #include "node/runtime/options.h"
 #include "node/cli/progress.h"
+#include "node/engine/staleness.h"
 #include "node/engine/train.h"
 #include "compress/codec.h"
 #include <cblas.h>
@@ -29,6 +33,8 @@ typedef struct {
     data_t *data;
     batch_t batch;
     metrics_t *metrics;
+    float *ring[MODEL_STAGES_MAX];        /* --delay: delay[k] + 1 forward-weight versions of stage k, by version mod delay[k] + 1 */
+    const float *w[MODEL_STAGES_MAX];     /* the weights stage k's passes of this update use */
 } solo_t;
 
 static void s_destroy(solo_t *s)
@@ -38,6 +44,7 @@ static void s_destroy(solo_t *s)
         acts_destroy(&s->acts[k]);
         grad_scratch_destroy(&s->gs[k]);
         free(s->residual[k]);
+        free(s->ring[k]);
     }
     codec_ctx_destroy(&s->codec);
     data_batch_free(&s->batch);
@@ -70,7 +77,7 @@ static int s_forward(solo_t *s)
             if (s->act_codec != 0 && codec_roundtrip(s->codec, s->acts[k]->in, n, s->act_codec, NULL) < 0)
                 return -1;
         }
-        stage_forward(&s->st[k]->s, s->st[k]->params, s->acts[k]);
+        stage_forward(&s->st[k]->s, s->w[k], s->acts[k]);
     }
     return 0;
 }
@@ -89,7 +96,7 @@ static int s_backward(solo_t *s, float scale, uint64_t mb)
                     return -1;
             }
         }
-        stage_backward(&s->st[k]->s, s->st[k]->params, s->st[k]->grads, s->acts[k], s->gs[k], scale);
+        stage_backward(&s->st[k]->s, s->w[k], s->st[k]->grads, s->acts[k], s->gs[k], scale);
     }
     return 0;
 }
@@ -104,8 +111,11 @@ static void s_eval(solo_t *s, double *loss, double *acc)
         data_val_batch(s->data, &s->batch, i);
         s_load_batch(s, &s->batch);
         int K = s->K, act = s->act_codec;
-        s->act_codec = 0;   /* evaluation measures the model, not the wire */
+        const float *w[MODEL_STAGES_MAX];
+        s->act_codec = 0;   /* evaluation measures the model (the live weights), not the wire */
+        for (int k = 0; k < K; k++) { w[k] = s->w[k]; s->w[k] = s->st[k]->params; }
         s_forward(s);
+        for (int k = 0; k < K; k++) s->w[k] = w[k];
         s->act_codec = act;
         sum += s->acts[K - 1]->loss;
         correct += s->acts[K - 1]->correct;
@@ -129,6 +139,46 @@ static void s_emit_eval(solo_t *s, int64_t version)
     progress_done();
 }
 
+/* Stage k's steady-state weight delay in updates (--delay; 0 without it). */
+static int s_delay(const solo_t *s, int k)
+{
+    return s->o.ndelay ? s->o.delay[k] : 0;
+}
+
+/* Before update t: stores version t's forward weights in each delayed
+ * stage's ring and points s->w[k] at those of version t - b, b being the
+ * delay budget of update t (never before `first`, the first version this
+ * process has).  Returns stage 0's delay this update. */
+static int s_pick_weights(solo_t *s, int64_t t, int64_t first)
+{
+    int delay0 = 0;
+    for (int k = 0; k < s->K; k++) {
+        stage_state_t *st = s->st[k];
+        int d = s_delay(s, k);
+        if (d == 0) { s->w[k] = st->params; continue; }
+        size_t n = st->s.nparams;
+        stale_forward_weights(s->ring[k] + (size_t)(t % (d + 1)) * n, &st->s, &s->o.optim, s->o.staleness,
+                              st->params, st->m, st->v, (int)t, d);
+        int b = stale_delay_budget(&s->o.optim, s->o.staleness, (int)t, d);
+        int64_t u = t - b < first ? first : t - b;
+        s->w[k] = s->ring[k] + (size_t)(u % (d + 1)) * n;
+        if (k == 0) delay0 = (int)(t - u);
+    }
+    return delay0;
+}
+
+/* The optimizer step of every stage, with its delay's corrections. */
+static void s_step(solo_t *s)
+{
+    for (int k = 0; k < s->K; k++) {
+        stage_state_t *st = s->st[k];
+        optim_adjust_t adj;
+        stale_dc_t dc;
+        stale_adjust(&adj, &dc, &s->o.optim, s->o.staleness, (int)st->version, s_delay(s, k), st->params, s->w[k], st->v);
+        stage_state_step_adjusted(st, &s->o.optim, &adj);
+    }
+}
+
 int cmd_solo(int argc, char **argv)
 {
     static solo_t S;
@@ -146,6 +196,11 @@ int cmd_solo(int argc, char **argv)
     if (r < 0 || opts_resolve(&s->o, err, sizeof err) < 0) return cli_fail(err);
     opts_t *o = &s->o;
     s->K = o->stages;
+    if (o->ndelay && o->ndelay != s->K) {
+        snprintf(err, sizeof err, "--delay: %d value%s for %d stage%s (want one per stage)", o->ndelay,
+                 o->ndelay == 1 ? "" : "s", s->K, s->K == 1 ? "" : "s");
+        return cli_fail(err);
+    }
     s->act_codec = codec_from_name(o->codec);
     s->grad_codec = codec_from_name(o->grad_codec);
     openblas_set_num_threads(o->threads);
@@ -186,6 +241,11 @@ int cmd_solo(int argc, char **argv)
         size_t nout = stage_out_size(&s->st[k]->s, o->batch, T);
         s->residual[k] = nout ? calloc(nout, sizeof(float)) : NULL;
         if (!s->acts[k] || !s->gs[k] || (nout && !s->residual[k])) { s_destroy(s); return cli_fail("out of memory for activations"); }
+        s->w[k] = s->st[k]->params;
+        if (s_delay(s, k) > 0) {
+            s->ring[k] = malloc(sizeof(float) * s->st[k]->s.nparams * (size_t)(s_delay(s, k) + 1));
+            if (!s->ring[k]) { s_destroy(s); return cli_fail("--delay: out of memory for the weight versions"); }
+        }
     }
     s->codec = codec_ctx_new(1);
     s->metrics = metrics_open(o->metrics, "solo", err, sizeof err);
@@ -195,9 +255,14 @@ int cmd_solo(int argc, char **argv)
     for (int k = 0; k < s->K; k++) nparams += s->st[k]->s.nparams;
     uint64_t run = opts_run_id(o);
     metrics_set_stage(s->metrics, s->K == 1 ? 0 : -1);
+    char stale[64], delays[MODEL_STAGES_MAX * 4] = "";
+    stale_name(o->staleness, stale, sizeof stale);
+    for (int k = 0; k < s->K; k++)
+        snprintf(delays + strlen(delays), sizeof delays - strlen(delays), "%s%d", k ? "," : "", s_delay(s, k));
     metrics_event(s->metrics, "start", "\"role\":\"solo\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
-                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s",
-                  (unsigned long long)run, o->cfg.name, nparams, s->K, o->batch, o->micro, o->codec, o->grad_codec);
+                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s,\"staleness\":%s,\"delay\":%s",
+                  (unsigned long long)run, o->cfg.name, nparams, s->K, o->batch, o->micro, o->codec, o->grad_codec,
+                  stale, delays);
     fprintf(stderr, "brigade solo: %s, %zu parameters, %d stage%s, data %s, %d updates of %d x %d\n",
             o->cfg.name, nparams, s->K, s->K > 1 ? "s" : "", o->data, o->steps, o->micro, o->batch);
 
@@ -211,6 +276,7 @@ int cmd_solo(int argc, char **argv)
     const char *why = "ok";
     for (int64_t step = start_version; step < o->steps; step++) {
         double loss_sum = 0.0;
+        int delay0 = s_pick_weights(s, step, start_version);
         for (int m = 0; m < o->micro; m++) {
             data_next_train(s->data, &s->batch, 0, 1, &cursor);
             s_load_batch(s, &s->batch);
@@ -219,15 +285,14 @@ int cmd_solo(int argc, char **argv)
             tokens += per_mb;
         }
         if (status) break;
-        for (int k = 0; k < s->K; k++)
-            stage_state_step(s->st[k], &o->optim);
+        s_step(s);
         double loss = loss_sum / o->micro;
         if (!isfinite(loss)) { status = 3; why = "loss is not finite (training diverged; lower --lr)"; break; }
         double el = metrics_now() - t0;
         int64_t v = s->st[0]->version;
         metrics_event(s->metrics, "update", "\"version\":%lld,\"tokens\":%lld,\"loss\":%.6f,\"lr\":%.6g,"
-                      "\"bytes_sent\":0,\"bytes_sent_raw\":0,\"bytes_recv\":0,\"stash\":1,\"inflight\":0",
-                      (long long)v, (long long)tokens, loss, optim_lr(&o->optim, (int)step));
+                      "\"bytes_sent\":0,\"bytes_sent_raw\":0,\"bytes_recv\":0,\"stash\":1,\"inflight\":0,\"delay\":%d",
+                      (long long)v, (long long)tokens, loss, optim_lr(&o->optim, (int)step), delay0);
         progress_line(v == o->steps, 5.0, "update %lld/%d  loss %.4f  %.0f tok/s", (long long)v, o->steps,
                       loss, el > 0 ? tokens / el : 0.0);
         if (o->eval_every > 0 && v % o->eval_every == 0) { progress_done(); s_emit_eval(s, v); }

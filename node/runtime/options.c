@@ -8,8 +8,9 @@
 #include <sodium.h>
 #include "net/wire.h"
 #include "compress/codec.h"
+#include "node/engine/staleness.h"
 
-typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC } opt_type_t;
+typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_DELAYS } opt_type_t;
 
 typedef enum { B_NONE, B_CLOSED, B_OPEN_LO } opt_bound_t;  /* no bounds, [lo, hi], (lo, hi] */
 
@@ -57,6 +58,8 @@ static const opt_def_t s_opts[] = {
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
     { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages)", RUN(0, 4096) },
+    { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; solo --delay applies it, nodes not yet)", RUN(0, STALE_ALL) },
+    { "delay", T_DELAYS, O(delay), 0, OPTS_SOLO, "D0,D1,..", "stage k computes its gradients at its weights of Dk updates earlier, as an async stage with that delay", LOCAL_ANY },
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)", RUN_ANY },
     { "threads", T_INT, O(threads), 0, BOTH, "T", "BLAS threads (default 1)", LOCAL(1, 256) },
     { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates (default 0: solo at the end only, node none)", RUN(0, NMAX) },
@@ -98,6 +101,7 @@ void opts_defaults(opts_t *o, int which)
     o->save_every = 50;
     o->stage = -1;
     o->emu_slowdown = 1.0;
+    o->staleness = STALE_DEFAULT;
 }
 
 static const opt_def_t *s_find(const char *name)
@@ -114,6 +118,26 @@ int opts_given(const opts_t *o, const char *name)
     if (!d) return 0;
     int i = (int)(d - s_opts);
     return (o->given[i / 64] >> (i % 64)) & 1;
+}
+
+/* --delay D0,D1,...: whole numbers 0..OPT_MAX_DELAY, one per stage (solo checks the count against --stages). */
+static int s_set_delays(opts_t *o, const char *v, char *err, size_t errlen)
+{
+    int n = 0;
+    for (const char *p = v;;) {
+        char *end = NULL;
+        errno = 0;
+        long x = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+        if (x < 0 || x > OPT_MAX_DELAY || errno || (*end && *end != ',') || n == MODEL_STAGES_MAX) {
+            snprintf(err, errlen, "--delay %s: want whole numbers 0..%d separated by commas, one per stage", v, OPT_MAX_DELAY);
+            return -1;
+        }
+        o->delay[n++] = (int)x;
+        if (!*end) break;
+        p = end + 1;
+    }
+    o->ndelay = n;
+    return 0;
 }
 
 static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t errlen)
@@ -164,6 +188,14 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
         else if (strcmp(v, "2bw") == 0) *(int *)p = STASH_2BW;
         else { snprintf(err, errlen, "--stash %s: want full or 2bw", v); return -1; }
         return 0;
+    case T_STALE:
+        if (stale_parse(v, (int *)p) < 0) {
+            snprintf(err, errlen, "--staleness %s: want none, or predict, ramp, lr, dc joined by + (e.g. predict+ramp)", v);
+            return -1;
+        }
+        return 0;
+    case T_DELAYS:
+        return s_set_delays(o, v, err, errlen);
     case T_STAGE:
         if (strcmp(v, "auto") == 0) { *(int *)p = -1; return 0; }
         {
@@ -225,7 +257,7 @@ static double s_num(const opts_t *o, const opt_def_t *d)
 {
     const void *p = (const char *)o + d->off;
     switch (d->type) {
-    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: return *(const int *)p;
+    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: return *(const int *)p;
     case T_FLOAT: return *(const float *)p;
     case T_DOUBLE: return *(const double *)p;
     case T_U64: return (double)*(const uint64_t *)p;
@@ -314,16 +346,22 @@ int opts_eval_batches(const opts_t *o, int available)
 void opts_run_text(const opts_t *o, char *buf, size_t len)
 {
     const model_config_t *c = &o->cfg;
+    char stale[64];
+    stale_name(o->staleness, stale, sizeof stale);
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
-             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d seed=%llu eval-every=%d "
-             "eval-batches=%d closed=%d owner=",
+             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d staleness=%s seed=%llu "
+             "eval-every=%d eval-batches=%d closed=%d owner=",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
              o->batch, o->micro, o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
-             o->grad_codec, o->schedule, o->stash, o->max_inflight, (unsigned long long)o->seed, o->eval_every,
+             o->grad_codec, o->schedule, o->stash, o->max_inflight, stale, (unsigned long long)o->seed, o->eval_every,
              o->eval_batches, o->closed);
     size_t k = strlen(buf);
     for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
+    for (int i = 0; i < o->ndelay && k + 8 < len; i++) {   /* solo only: never part of a swarm's config */
+        snprintf(buf + k, len - k, "%s%d", i ? "," : " delay=", o->delay[i]);
+        k += strlen(buf + k);
+    }
 }
 
 uint64_t opts_run_id(const opts_t *o)
@@ -357,6 +395,7 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_u32(w, (uint32_t)o->eval_batches);
     wbuf_put_u8(w, (uint8_t)(o->closed ? 1 : 0));
     wbuf_put_raw(w, o->owner_pub, 32);
+    wbuf_put_u8(w, (uint8_t)o->staleness);
 }
 
 int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
@@ -384,6 +423,8 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     n.eval_batches = (int)rbuf_get_u32(r);
     n.closed = rbuf_get_u8(r);
     rbuf_get_raw(r, n.owner_pub, 32);
+    n.staleness = rbuf_get_u8(r);
+    n.ndelay = 0;
     if (rbuf_error(r) || n.closed > 1) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
     snprintf(n.model, sizeof n.model, "%s", c->name);
     char why[256];

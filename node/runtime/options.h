@@ -10,6 +10,7 @@
 enum { SCHED_ASYNC = 0, SCHED_GPIPE = 1 };
 enum { STASH_FULL = 0, STASH_2BW = 1 };
 #define OPT_PATH 1024
+#define OPT_MAX_DELAY 64             /* solo --delay: most updates of delay per stage */
 
 typedef struct {
     /* model */
@@ -22,6 +23,9 @@ typedef struct {
     optim_config_t optim;
     char codec[8], grad_codec[8];
     int schedule, stash, max_inflight;
+    int staleness;               /* delay compensation: STALE_* flags (node/engine/staleness.h) */
+    int delay[MODEL_STAGES_MAX]; /* solo --delay: weight delay of each stage, in updates */
+    int ndelay;                  /* entries of delay[]; 0 without --delay */
     uint64_t seed;
     int threads;
     int eval_every;

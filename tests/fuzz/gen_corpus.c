@@ -2,7 +2,7 @@
  * runcfg and ticket into tests/fuzz/corpus/<name>/ (valid encodings made by
  * the real encoders).  Build and run from the repository root:
  *   cc -std=c11 -D_GNU_SOURCE -I. tests/fuzz/gen_corpus.c node/runtime/options.c \
- *      node/engine/model.c node/engine/layers.c node/engine/optim.c node/engine/data.c net/keys.c net/wire.c \
+ *      node/engine/model.c node/engine/layers.c node/engine/optim.c node/engine/data.c node/engine/staleness.c node/engine/attention.c net/keys.c net/wire.c \
  *      net/ticket.c compress/frame.c compress/quant.c -o /tmp/gen_corpus $(pkg-config --cflags --libs libzmq libzstd libsodium openblas zlib) -lm -pthread
  *   /tmp/gen_corpus */
 #include "net/keys.h"
@@ -108,6 +108,8 @@ static void s_runcfg(void)
         { "--model", "gpt-tiny", "--layers", "2", "--dim", "32", "--heads", "2", "--ctx", "16", "--stages", "2", NULL },
         { "--schedule", "gpipe", "--stash", "2bw", "--max-inflight", "1", "--micro", "4", NULL },
         { "--data", "text:/tmp/some file.txt", "--lr", "0.01", "--seed", "77", "--eval-every", "5", "--eval-batches", "3", NULL },
+        { "--staleness", "none", "--micro", "2", NULL },
+        { "--staleness", "predict+ramp+lr+dc", "--warmup", "0", NULL },
     };
     for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
         char *argv[20];
