@@ -255,7 +255,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     if (!x->node || node_join(x->node, err, errlen) < 0) return -1;
     x->view.n = x->node;
     const opts_t *run = node_opts(x->node);
-    openblas_set_num_threads(run->threads);
+    openblas_set_num_threads(1);   /* the engine's own threads (--threads) each run single-threaded BLAS */
     metrics_set_stage(x->metrics, node_stage(x->node));
     /* the start event precedes everything the node's sides write */
     stage_t lay;

@@ -203,7 +203,7 @@ int cmd_solo(int argc, char **argv)
     }
     s->act_codec = codec_from_name(o->codec);
     s->grad_codec = codec_from_name(o->grad_codec);
-    openblas_set_num_threads(o->threads);
+    openblas_set_num_threads(1);   /* the engine's own threads (--threads) each run single-threaded BLAS */
 
     model_config_t rcfg;
     int64_t start_version = 0;
@@ -221,6 +221,7 @@ int cmd_solo(int argc, char **argv)
     for (int k = 0; k < s->K; k++) {
         s->st[k] = stage_state_new(&o->cfg, k, s->K, o->seed, err, sizeof err);
         if (!s->st[k]) { free(resume); s_destroy(s); return cli_fail(err); }
+        s->st[k]->s.threads = o->threads;
     }
     if (resume) {
         size_t off = 0;

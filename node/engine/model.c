@@ -4,6 +4,7 @@
 #include "node/engine/attention.h"
 #include "node/engine/layers.h"
 #include "node/engine/rng.h"
+#include "node/engine/split.h"
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -163,6 +164,7 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
     }
     s->stage = stage;
     s->nstages = nstages;
+    s->threads = 1;
     s->first = stage == 0;
     s->last = stage == nstages - 1;
     stage_units(cfg, stage, nstages, &s->unit0, &s->unit1);
@@ -274,6 +276,12 @@ static size_t s_head_floats(const model_config_t *c, int B, int T)
     return N * c->C + 2 * N + 2 * N * c->V + N;
 }
 
+/* Threads the scratch of new activations and gradients is sized for. */
+static int s_workers(const stage_t *s)
+{
+    return s->threads < 1 ? 1 : s->threads > TEAM_MAX ? TEAM_MAX : s->threads;
+}
+
 /* Transformer blocks a gpt stage holds. */
 static int s_nblocks(const stage_t *s)
 {
@@ -307,8 +315,9 @@ static acts_layout_t s_layout(const stage_t *s, int B, int T)
     }
     L.dout = off; off += stage_out_size(s, B, T);
     L.din = off; off += stage_in_size(s, B, T);
-    L.scratch = off;   /* attention's forward scratch */
-    if (c->kind == MODEL_GPT && s_nblocks(s) > 0) off += attention_scratch_floats(T, c->C, c->NH);
+    L.scratch = off;   /* attention's forward scratch, one per thread */
+    if (c->kind == MODEL_GPT && s_nblocks(s) > 0)
+        off += (size_t)s_workers(s) * attention_scratch_floats(T, c->C, c->NH);
     L.total = off;
     return L;
 }
@@ -326,6 +335,7 @@ acts_t *acts_new(const stage_t *s, int B, int T)
     a->B = B;
     a->T = T;
     a->nbuf = L.total;
+    a->workers = s_workers(s);
     a->buf = calloc(L.total ? L.total : 1, sizeof(float));
     size_t ntok = s->cfg.kind == MODEL_GPT ? (size_t)B * T : (size_t)B;
     if (s->first && s->cfg.kind == MODEL_GPT) a->tokens = calloc(ntok, sizeof(int));
@@ -372,6 +382,8 @@ const float *acts_logits(const stage_t *s, const acts_t *a)
 
 struct grad_scratch {
     float *dres, *dtmp, *dqkv, *dfchg, *attscratch, *dlogits;
+    size_t attstride;   /* floats of attention scratch per thread */
+    int workers;        /* threads the scratch is sized for */
     float *buf;
 };
 
@@ -382,8 +394,9 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     const model_config_t *c = &s->cfg;
     size_t N = (size_t)B * T, C = (size_t)c->C;
     size_t wide = c->kind == MODEL_MLP && (size_t)c->D > C ? (size_t)c->D : C;
-    size_t sz[6] = { N * wide, N * wide, N * 3 * C, N * 4 * C,
-                     c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0, N * c->V };
+    g->workers = s_workers(s);
+    g->attstride = c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0;
+    size_t sz[6] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, N * c->V };
     if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = 0; }
     size_t total = 0;
     for (int i = 0; i < 6; i++) total += sz[i];
@@ -404,7 +417,7 @@ void grad_scratch_destroy(grad_scratch_t **self_p)
 
 /* ---- gpt ---- */
 
-static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a)
+static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team_t *tm)
 {
     const model_config_t *c = &s->cfg;
     int B = a->B, T = a->T, C = c->C, NH = c->NH, V = c->V, N = B * T;
@@ -421,31 +434,32 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a)
         block_acts_t b = s_block(c, a->buf + L.blocks + (size_t)(u - u0) * bf, B, T);
         const float *w[BLK_N];
         for (int i = 0; i < BLK_N; i++) w[i] = s_tensor(s, params, u, i);
-        layernorm_forward(b.ln1, b.ln1m, b.ln1r, x, w[BLK_LN1W], w[BLK_LN1B], N, C);
-        linear_forward(b.qkv, b.ln1, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
-        attention_forward(b.atty, b.att, a->buf + L.scratch, b.qkv, B, T, C, NH);
-        linear_forward(b.res2, b.atty, w[BLK_PROJW], w[BLK_PROJB], N, C, C);
-        residual_forward(b.res2, b.res2, x, N * C);
-        layernorm_forward(b.ln2, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
-        linear_forward(b.fch, b.ln2, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
-        gelu_forward_grad(b.fchg, b.fch, N * 4 * C);   /* fch now holds gelu'(fch) */
-        linear_forward(b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], N, 4 * C, C);
-        residual_forward(b.res3, b.res3, b.res2, N * C);
+        split_layernorm_forward(tm, b.ln1, b.ln1m, b.ln1r, x, w[BLK_LN1W], w[BLK_LN1B], N, C);
+        split_linear_forward(tm, b.qkv, b.ln1, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
+        split_attention_forward(tm, b.atty, b.att, a->buf + L.scratch, attention_scratch_floats(T, C, NH),
+                                b.qkv, B, T, C, NH);
+        split_linear_forward(tm, b.res2, b.atty, w[BLK_PROJW], w[BLK_PROJB], N, C, C);
+        split_residual_forward(tm, b.res2, b.res2, x, N * C);
+        split_layernorm_forward(tm, b.ln2, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
+        split_linear_forward(tm, b.fch, b.ln2, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
+        split_gelu_forward_grad(tm, b.fchg, b.fch, N * 4 * C);   /* fch now holds gelu'(fch) */
+        split_linear_forward(tm, b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], N, 4 * C, C);
+        split_residual_forward(tm, b.res3, b.res3, b.res2, N * C);
         x = b.res3;
     }
     if (s->last) {
         float *lnf = a->buf + L.head, *m = lnf + (size_t)N * C, *r = m + N;
         float *logits = r + N, *probs = logits + (size_t)N * V, *losses = probs + (size_t)N * V;
         int u = c->L + 1;
-        layernorm_forward(lnf, m, r, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), N, C);
-        linear_forward(logits, lnf, s_tensor(s, params, u, 2), NULL, N, C, V);
-        a->loss = crossentropy_forward(losses, probs, logits, a->targets, N, V);
+        split_layernorm_forward(tm, lnf, m, r, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), N, C);
+        split_linear_forward(tm, logits, lnf, s_tensor(s, params, u, 2), NULL, N, C, V);
+        a->loss = split_crossentropy_forward(tm, losses, probs, logits, a->targets, N, V);
         a->correct = 0;
     }
 }
 
 static void s_gpt_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
-                           grad_scratch_t *g, float loss_scale)
+                           grad_scratch_t *g, float loss_scale, team_t *tm)
 {
     const model_config_t *c = &s->cfg;
     int B = a->B, T = a->T, C = c->C, NH = c->NH, V = c->V, N = B * T;
@@ -461,12 +475,12 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
         float *probs = r + N + (size_t)N * V;
         int u = c->L + 1;
         memset(g->dlogits, 0, sizeof(float) * N * V);
-        crossentropy_backward(g->dlogits, probs, a->targets, loss_scale, N, V);
-        linear_backward_input(g->dtmp, g->dlogits, s_tensor(s, params, u, 2), N, C, V, 0);
-        linear_backward_params((float *)s_tensor(s, grads, u, 2), NULL, g->dlogits, lnf, N, C, V, 0, V);
+        split_crossentropy_backward(tm, g->dlogits, probs, a->targets, loss_scale, N, V);
+        split_linear_backward(tm, g->dtmp, (float *)s_tensor(s, grads, u, 2), NULL, g->dlogits, lnf,
+                              s_tensor(s, params, u, 2), N, C, V, 0);
         memset(g->dres, 0, sizeof(float) * NC);
-        layernorm_backward(g->dres, (float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1),
-                           g->dtmp, BLOCK_IN(u1), s_tensor(s, params, u, 0), m, r, N, C);
+        split_layernorm_backward(tm, g->dres, (float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1),
+                                 g->dtmp, BLOCK_IN(u1), s_tensor(s, params, u, 0), m, r, N, C);
     } else {
         memcpy(g->dres, a->dout, sizeof(float) * NC);
     }
@@ -481,19 +495,16 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
         }
         /* res3 = res2 + fchg @ Wfcp: dres carries d res3 and becomes d res2.
          * The temporaries dfchg, dtmp, dqkv are written, not cleared and added to. */
-        linear_backward_input(g->dfchg, g->dres, w[BLK_FCPW], N, 4 * C, C, 0);
-        linear_backward_params(dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, N, 4 * C, C, 0, C);
-        gelu_backward_grad(g->dfchg, b.fch, N * 4 * C);   /* dfchg becomes d fch */
-        linear_backward_input(g->dtmp, g->dfchg, w[BLK_FCW], N, C, 4 * C, 0);
-        linear_backward_params(dw[BLK_FCW], dw[BLK_FCB], g->dfchg, b.ln2, N, C, 4 * C, 0, 4 * C);
-        layernorm_backward(g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->dtmp, b.res2, w[BLK_LN2W], b.ln2m, b.ln2r, N, C);
+        split_linear_backward(tm, g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], N, 4 * C, C, 0);
+        split_gelu_backward_grad(tm, g->dfchg, b.fch, N * 4 * C);   /* dfchg becomes d fch */
+        split_linear_backward(tm, g->dtmp, dw[BLK_FCW], dw[BLK_FCB], g->dfchg, b.ln2, w[BLK_FCW], N, C, 4 * C, 0);
+        split_layernorm_backward(tm, g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->dtmp, b.res2, w[BLK_LN2W],
+                                 b.ln2m, b.ln2r, N, C);
         /* res2 = x + atty @ Wproj: dres becomes d x */
-        linear_backward_input(g->dtmp, g->dres, w[BLK_PROJW], N, C, C, 0);
-        linear_backward_params(dw[BLK_PROJW], dw[BLK_PROJB], g->dres, b.atty, N, C, C, 0, C);
-        attention_backward_heads(g->dqkv, g->attscratch, g->dtmp, b.qkv, b.att, B, T, C, NH, 0, B * NH, 0);
-        linear_backward_input(g->dtmp, g->dqkv, w[BLK_QKVW], N, C, 3 * C, 0);
-        linear_backward_params(dw[BLK_QKVW], dw[BLK_QKVB], g->dqkv, b.ln1, N, C, 3 * C, 0, 3 * C);
-        layernorm_backward(g->dres, dw[BLK_LN1W], dw[BLK_LN1B], g->dtmp, x, w[BLK_LN1W], b.ln1m, b.ln1r, N, C);
+        split_linear_backward(tm, g->dtmp, dw[BLK_PROJW], dw[BLK_PROJB], g->dres, b.atty, w[BLK_PROJW], N, C, C, 0);
+        split_attention_backward(tm, g->dqkv, g->attscratch, g->attstride, g->dtmp, b.qkv, b.att, B, T, C, NH, 0);
+        split_linear_backward(tm, g->dtmp, dw[BLK_QKVW], dw[BLK_QKVB], g->dqkv, b.ln1, w[BLK_QKVW], N, C, 3 * C, 0);
+        split_layernorm_backward(tm, g->dres, dw[BLK_LN1W], dw[BLK_LN1B], g->dtmp, x, w[BLK_LN1W], b.ln1m, b.ln1r, N, C);
     }
 #undef BLOCK_IN
     if (s->first)
@@ -505,7 +516,7 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
 
 /* ---- mlp ---- */
 
-static void s_mlp_forward(const stage_t *s, const float *params, acts_t *a)
+static void s_mlp_forward(const stage_t *s, const float *params, acts_t *a, team_t *tm)
 {
     const model_config_t *c = &s->cfg;
     int B = a->B;
@@ -515,7 +526,7 @@ static void s_mlp_forward(const stage_t *s, const float *params, acts_t *a)
     float *h = a->buf + L.blocks;
     for (int u = s->unit0; u < s->unit1; u++) {
         int out = u == c->L ? c->V : c->C;
-        linear_forward(h, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), B, in, out);
+        split_linear_forward(tm, h, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), B, in, out);
         if (u < c->L)
             relu_forward(h, h, B * out);
         x = h;
@@ -524,7 +535,7 @@ static void s_mlp_forward(const stage_t *s, const float *params, acts_t *a)
     }
     if (s->last) {
         float *probs = a->buf + L.head, *losses = probs + (size_t)B * c->V;
-        a->loss = crossentropy_forward(losses, probs, x, a->targets, B, c->V);
+        a->loss = split_crossentropy_forward(tm, losses, probs, x, a->targets, B, c->V);
         int correct = 0;
         for (int b = 0; b < B; b++) {
             const float *p = probs + (size_t)b * c->V;
@@ -538,7 +549,7 @@ static void s_mlp_forward(const stage_t *s, const float *params, acts_t *a)
 }
 
 static void s_mlp_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
-                           grad_scratch_t *g, float loss_scale)
+                           grad_scratch_t *g, float loss_scale, team_t *tm)
 {
     const model_config_t *c = &s->cfg;
     int B = a->B;
@@ -562,25 +573,36 @@ static void s_mlp_backward(const stage_t *s, const float *params, float *grads, 
             for (size_t i = 0; i < (size_t)B * out; i++)
                 if (!(h[i] > 0.0f)) dh[i] = 0.0f;
         }
-        if (u > 0)   /* the first layer's input needs no gradient */
-            linear_backward_input(dprev, dh, s_tensor(s, params, u, 0), B, in, out, 0);
-        linear_backward_params((float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1), dh, x,
-                               B, in, out, 0, out);
+        /* the first layer's input needs no gradient */
+        split_linear_backward(tm, u > 0 ? dprev : NULL, (float *)s_tensor(s, grads, u, 0),
+                              (float *)s_tensor(s, grads, u, 1), dh, x, s_tensor(s, params, u, 0), B, in, out, 0);
         float *t = dh; dh = dprev; dprev = t;
     }
     if (!s->first)
         memcpy(a->din, dh, sizeof(float) * B * c->C);
 }
 
+/* The team of one engine call: s->threads, capped by what the scratch was
+ * sized for; NULL (serial) for one thread. */
+static team_t *s_team(const stage_t *s, int workers)
+{
+    int n = s->threads < workers ? s->threads : workers;
+    return team_start(n);
+}
+
 void stage_forward(const stage_t *s, const float *params, acts_t *a)
 {
-    if (s->cfg.kind == MODEL_GPT) s_gpt_forward(s, params, a);
-    else s_mlp_forward(s, params, a);
+    team_t *tm = s_team(s, a->workers);
+    if (s->cfg.kind == MODEL_GPT) s_gpt_forward(s, params, a, tm);
+    else s_mlp_forward(s, params, a, tm);
+    team_stop(&tm);
 }
 
 void stage_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
                     grad_scratch_t *g, float loss_scale)
 {
-    if (s->cfg.kind == MODEL_GPT) s_gpt_backward(s, params, grads, a, g, loss_scale);
-    else s_mlp_backward(s, params, grads, a, g, loss_scale);
+    team_t *tm = s_team(s, g->workers);
+    if (s->cfg.kind == MODEL_GPT) s_gpt_backward(s, params, grads, a, g, loss_scale, tm);
+    else s_mlp_backward(s, params, grads, a, g, loss_scale, tm);
+    team_stop(&tm);
 }

@@ -67,6 +67,7 @@ typedef struct {
     int first, last;      /* 1 when this is the first / last stage */
     size_t nparams;       /* floats in the parameter buffer */
     int ntensors;         /* entries of tensors[] */
+    int threads;          /* threads an engine call on this stage may use (stage_init: 1); not part of the model */
     param_tensor_t tensors[STAGE_MAX_TENSORS];
 } stage_t;
 
@@ -99,28 +100,35 @@ typedef struct {
     int correct;      /* last stage, classifiers: samples predicted right */
     float *buf;       /* one allocation behind every saved activation */
     size_t nbuf;      /* floats in buf */
+    int workers;      /* threads its forward's scratch is sized for (s->threads at acts_new) */
 } acts_t;
 
-/* Allocates the activations of stage s for B samples of T positions. NULL when out of memory. */
+/* Allocates the activations of stage s for B samples of T positions, with
+ * scratch for s->threads threads. NULL when out of memory. */
 acts_t *acts_new(const stage_t *s, int B, int T);
 void acts_destroy(acts_t **self_p);
 /* Floats acts_new allocates (for memory reports). */
 size_t acts_floats(const stage_t *s, int B, int T);
 
-/* Scratch for the backward pass, shared by all microbatches of a stage. */
+/* Scratch for the backward pass, shared by all microbatches of a stage;
+ * sized for s->threads threads. */
 typedef struct grad_scratch grad_scratch_t;
 grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T);
 void grad_scratch_destroy(grad_scratch_t **self_p);
 
 /* Forward pass of stage s with parameters params on the inputs in a (in or
  * tokens/x, plus targets on the last stage).  Fills a->out (or a->loss and
- * a->correct on the last stage) and saves what backward needs in a. */
+ * a->correct on the last stage) and saves what backward needs in a.  Uses
+ * min(s->threads, a->workers) threads: its own, started and joined in the
+ * call (team.h); the results do not depend on the thread count except
+ * through the BLAS's rounding of split products (split.h). */
 void stage_forward(const stage_t *s, const float *params, acts_t *a);
 /* Backward pass: with a->dout set (not on the last stage) and the activations
  * saved by stage_forward with the same params, accumulates parameter
  * gradients into grads (+=) and writes a->din (not on the first stage).
  * loss_scale multiplies the gradient of the summed per-position losses
- * (usually 1 / (positions x microbatches per update)). */
+ * (usually 1 / (positions x microbatches per update)).  Threads as
+ * stage_forward, up to the scratch's size. */
 void stage_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
                     grad_scratch_t *g, float loss_scale);
 /* Forward-only pass for evaluation/sampling: same as stage_forward. */

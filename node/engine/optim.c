@@ -6,14 +6,19 @@
  * writes params, m and v and zeroes the gradients in the same loop.  The loops
  * run over fixed blocks of S_LANES elements so that gcc -O2 vectorizes them;
  * the arithmetic of an element is the reference's, operation for operation.
- * The norm is summed in double per chunk of S_CHUNK floats and the chunks in
- * order, so it does not depend on how chunks are shared among threads. */
+ * A unit is cut into tasks (S_TASK floats, more for huge units) that the
+ * threads of a team share (team.h); the norm is summed in double per chunk
+ * of S_CHUNK floats, chunks in order within a task and tasks in order, so it
+ * does not depend on the thread count. */
 #include "node/engine/optim.h"
+#include "node/engine/team.h"
 #include <math.h>
 #include <string.h>
 
 #define S_LANES 8
-#define S_CHUNK 16384   /* floats per norm partial */
+#define S_CHUNK 16384        /* floats per norm partial */
+#define S_TASK (4 * S_CHUNK) /* floats per task (more for units past S_MAX_TASKS tasks) */
+#define S_MAX_TASKS 4096
 
 void optim_defaults(optim_config_t *o)
 {
@@ -144,45 +149,92 @@ static void s_adamw_zero(float *restrict p, float *restrict g, float *restrict m
     }
 }
 
-/* Gradient norm of the unit whose tensors are [k0, k1): chunk partials in order. */
-static float s_unit_norm(const stage_t *s, const float *grads, int k0, int k1)
+/* One unit's share of the step: its tensors [k0, k1) cover floats [off,
+ * off + n) of the buffers, cut into tasks of `task` floats (a size that
+ * depends on n only, so the norm's order of sums does not depend on the
+ * thread count). */
+typedef struct {
+    const stage_t *s;
+    float *params, *grads, *m, *v;
+    int k0, k1;
+    size_t off, n, task;
+    double partial[S_MAX_TASKS];   /* sum of squares per task */
+    s_adamw_k k;
+    float wd;
+} s_unit_t;
+
+static void s_range(const s_unit_t *u, int i, size_t *a, size_t *b)
 {
-    size_t u0 = s->tensors[k0].offset, u1 = s->tensors[k1 - 1].offset + s->tensors[k1 - 1].size;
+    *a = u->off + (size_t)i * u->task;
+    *b = *a + u->task < u->off + u->n ? *a + u->task : u->off + u->n;
+}
+
+/* Task i of the norm: its chunks of S_CHUNK summed in order. */
+static void s_norm_task(void *arg, int i, int worker)
+{
+    s_unit_t *u = arg;
+    size_t a, b;
+    (void)worker;
+    s_range(u, i, &a, &b);
     double ss = 0.0;
-    for (size_t c = u0; c < u1; c += S_CHUNK)
-        ss += s_sumsq(grads + c, u1 - c < S_CHUNK ? u1 - c : S_CHUNK);
-    return (float)sqrt(ss);
+    for (size_t c = a; c < b; c += S_CHUNK)
+        ss += s_sumsq(u->grads + c, b - c < S_CHUNK ? b - c : S_CHUNK);
+    u->partial[i] = ss;
+}
+
+/* Task i of the update: AdamW on its range, tensor by tensor (each has its decay). */
+static void s_update_task(void *arg, int i, int worker)
+{
+    const s_unit_t *u = arg;
+    size_t a, b;
+    (void)worker;
+    s_range(u, i, &a, &b);
+    s_adamw_k k = u->k;
+    for (int j = u->k0; j < u->k1; j++) {
+        const param_tensor_t *pt = &u->s->tensors[j];
+        size_t lo = pt->offset > a ? pt->offset : a, hi = pt->offset + pt->size < b ? pt->offset + pt->size : b;
+        if (lo >= hi) continue;
+        k.decay = pt->decay ? 1.0f - k.lr * u->wd : 1.0f;
+        s_adamw_zero(u->params + lo, u->grads + lo, u->m + lo, u->v + lo, hi - lo, &k);
+    }
 }
 
 float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t *adj, int t,
                  float *params, float *grads, float *m, float *v)
 {
     float scale = adj && adj->lr_scale != 0.0f ? adj->lr_scale : 1.0f;
-    s_adamw_k k = {
+    s_unit_t unit_state, *u = &unit_state;   /* 33 kB on the stack */
+    *u = (s_unit_t){.s = s, .params = params, .grads = grads, .m = m, .v = v, .wd = o->wd};
+    u->k = (s_adamw_k){
         .b1 = o->beta1, .b2 = o->beta2, .ob1 = 1.0f - o->beta1, .ob2 = 1.0f - o->beta2,
         .c1 = 1.0f / (1.0f - powf(o->beta1, (float)(t + 1))),
         .c2 = 1.0f / (1.0f - powf(o->beta2, (float)(t + 1))),
         .lr = optim_lr(o, t) * scale, .eps = o->eps,
     };
+    team_t *team = team_start(s->threads);
     float worst = 0.0f;
     int k0 = 0;
     while (k0 < s->ntensors) {
-        int u = s->tensors[k0].unit, k1 = k0;
-        while (k1 < s->ntensors && s->tensors[k1].unit == u) k1++;
-        size_t off = s->tensors[k0].offset;
-        size_t n = s->tensors[k1 - 1].offset + s->tensors[k1 - 1].size - off;
+        int unit = s->tensors[k0].unit, k1 = k0;
+        while (k1 < s->ntensors && s->tensors[k1].unit == unit) k1++;
+        u->k0 = k0;
+        u->k1 = k1;
+        u->off = s->tensors[k0].offset;
+        u->n = s->tensors[k1 - 1].offset + s->tensors[k1 - 1].size - u->off;
+        size_t min_task = (u->n + S_MAX_TASKS - 1) / S_MAX_TASKS;
+        u->task = min_task > S_TASK ? (min_task + S_CHUNK - 1) / S_CHUNK * S_CHUNK : S_TASK;
+        int ntasks = (int)((u->n + u->task - 1) / u->task);
         if (adj && adj->grad_fn)
-            adj->grad_fn(adj->ctx, s, u, grads + off, off, n);
-        float norm = s_unit_norm(s, grads, k0, k1);
+            adj->grad_fn(adj->ctx, s, unit, grads + u->off, u->off, u->n);
+        team_run(team, ntasks, s_norm_task, u);
+        double ss = 0.0;
+        for (int i = 0; i < ntasks; i++) ss += u->partial[i];
+        float norm = (float)sqrt(ss);
         if (norm > worst) worst = norm;
-        k.f = o->clip > 0.0f && norm > o->clip ? o->clip / norm : 1.0f;
-        for (int j = k0; j < k1; j++) {
-            const param_tensor_t *pt = &s->tensors[j];
-            k.decay = pt->decay ? 1.0f - k.lr * o->wd : 1.0f;
-            s_adamw_zero(params + pt->offset, grads + pt->offset, m + pt->offset, v + pt->offset,
-                         pt->size, &k);
-        }
+        u->k.f = o->clip > 0.0f && norm > o->clip ? o->clip / norm : 1.0f;
+        team_run(team, ntasks, s_update_task, u);
         k0 = k1;
     }
+    team_stop(&team);
     return worst;
 }

@@ -1046,6 +1046,8 @@ static void s_move(compute_t *c, int to, const char *why)
     stage_state_destroy(&c->st);
     c->st = st;
     c->lay = lay;
+    c->lay.threads = c->o->threads;
+    if (st) st->s.threads = c->o->threads;
     c->version = st ? st->version : 0;
     c->fetch_from = c->stage;
     c->fetch_tries = 0;
@@ -1299,6 +1301,8 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->last_loss = NAN;
     if (c->st) { c->lay = c->st->s; c->version = c->st->version; }
     else if (stage_init(&c->lay, &c->o->cfg, c->stage, c->nstages, err, errlen) < 0) { compute_destroy(&c); return NULL; }
+    c->lay.threads = c->o->threads;   /* threads of each engine call (--threads) */
+    if (c->st) c->st->s.threads = c->o->threads;
     c->max_inflight = c->o->max_inflight > 0 ? c->o->max_inflight : 2 * c->nstages;
     if (c->o->schedule == SCHED_GPIPE) c->max_inflight = c->o->micro;
     c->auto_window = c->o->max_inflight == 0 && c->o->schedule != SCHED_GPIPE;

@@ -7,12 +7,14 @@
  *               [--model NAME] [--stages K] [--cut C] [--updates N] [--count M]
  *
  * Benchmark mode prints markdown tables:
- *   1. cblas_sgemm GFLOP/s at each thread count on the shapes of a gpt's
- *      matrix products (the best shape is "the peak");
+ *   1. cblas_sgemm GFLOP/s at each thread count (OpenBLAS's own threads) on
+ *      the shapes of a gpt's matrix products (the best shape is "the peak");
  *   2. tokens/s of a full training step (forward + backward + clip + AdamW
  *      through stage_state_step, the whole model in one stage, batch B of
- *      the preset's context T) after warm-up steps, from the fastest of the
- *      timed steps (the mean and the fastest wall time are shown beside it),
+ *      the preset's context T, the engine using `threads` threads of its own
+ *      as `brigade solo --threads` does) after warm-up steps, from the fastest of the
+ *      timed steps (the median, the mean and the fastest wall time are shown
+ *      beside it),
  *      and the step's achieved
  *      GFLOP/s as a fraction of the peak at the same thread count;
  *   3. peak resident memory of a training run against what it must hold.
@@ -55,6 +57,12 @@
 
 #define S_MAX_STAGES 16
 #define S_MAX_LIST 8
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
 
 static double s_now(void)
 {
@@ -110,7 +118,8 @@ static void s_pipe_destroy(s_pipe_t **self_p)
     *self_p = NULL;
 }
 
-static s_pipe_t *s_pipe_new(const char *model, int K, int B, const char *data, int total_updates)
+/* threads: the most threads a step will be asked to use (scratch is sized for it). */
+static s_pipe_t *s_pipe_new(const char *model, int K, int B, const char *data, int total_updates, int threads)
 {
     char err[512];
     s_pipe_t *p = calloc(1, sizeof *p);
@@ -124,6 +133,7 @@ static s_pipe_t *s_pipe_new(const char *model, int K, int B, const char *data, i
     for (int k = 0; k < K; k++) {
         p->st[k] = stage_state_new(&p->cfg, k, K, 1, err, sizeof err);
         if (!p->st[k]) s_die(err);
+        p->st[k]->s.threads = threads;
         p->acts[k] = acts_new(&p->st[k]->s, B, p->T);
         p->gs[k] = grad_scratch_new(&p->st[k]->s, B, p->T);
         if (!p->acts[k] || !p->gs[k]) s_die("out of memory for activations");
@@ -257,7 +267,7 @@ static int s_rss_run(const char *model, int B)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 8, 8, 1.0f, a, 8, b, 8, 0.0f, c, 8);
         return c[0] == 0.0f ? 0 : 1;
     }
-    s_pipe_t *p = s_pipe_new(model, 1, B, "synthetic", 3);
+    s_pipe_t *p = s_pipe_new(model, 1, B, "synthetic", 3, 1);
     for (int i = 0; i < 3; i++)
         s_pipe_step(p);
     s_pipe_destroy(&p);
@@ -273,7 +283,7 @@ static int s_dump(const char *model, const char *data, int K, int cut, int updat
     if (cut < 0 || cut + 1 >= K) s_die("--cut must be in 0..stages-2");
     if (count < 1 || count > updates) s_die("--count must be in 1..updates");
     openblas_set_num_threads(1);
-    s_pipe_t *p = s_pipe_new(model, K, 8, data, updates);
+    s_pipe_t *p = s_pipe_new(model, K, 8, data, updates, 1);
     FILE *fa = acts_path ? fopen(acts_path, "wb") : NULL;
     FILE *fg = grads_path ? fopen(grads_path, "wb") : NULL;
     if ((acts_path && !fa) || (grads_path && !fg)) {
@@ -394,31 +404,40 @@ int main(int argc, char **argv)
     /* 2. training step throughput */
     printf("\n| model | params | threads | B x T | best step ms | tokens/s | GFLOP/step | GFLOP/s | sgemm peak | of peak | loss |\n");
     printf("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    int maxth = 1;
+    for (int ti = 0; ti < nt; ti++) if (atoi(tlist[ti]) > maxth) maxth = atoi(tlist[ti]);
     for (int mi = 0; mi < nm; mi++) {
-        s_pipe_t *p = s_pipe_new(mlist[mi], 1, B, "synthetic", 1000);
+        s_pipe_t *p = s_pipe_new(mlist[mi], 1, B, "synthetic", 1000, maxth);
         double flops = s_step_flops(&p->cfg, B);
         for (int ti = 0; ti < nt; ti++) {
             int th = atoi(tlist[ti]);
-            openblas_set_num_threads(th);
+            /* as brigade runs: th engine threads, each with single-threaded BLAS */
+            openblas_set_num_threads(1);
+            for (int k = 0; k < p->K; k++) p->st[k]->s.threads = th;
             for (int i = 0; i < warmup; i++)
                 s_pipe_step(p);
-            double best = 1e30, sum = 0, wall = 1e30;
+            double best = 1e30, sum = 0, wall = 1e30, *all = calloc((size_t)steps, sizeof *all);
             float loss = 0;
+            if (!all) s_die("out of memory");
             for (int i = 0; i < steps; i++) {
                 double t0 = s_clock(th), w0 = s_now();
                 loss = s_pipe_step(p);
                 double dt = s_clock(th) - t0, dw = s_now() - w0;
                 if (dw < wall) wall = dw;
                 sum += dt;
+                all[i] = dt;
                 if (dt < best) best = dt;
             }
+            qsort(all, (size_t)steps, sizeof *all, s_cmp_double);
+            double median = steps % 2 ? all[steps / 2] : 0.5 * (all[steps / 2 - 1] + all[steps / 2]);
+            free(all);
             double mean = sum / steps, tok = (double)B * p->T / best, gf = flops / best / 1e9;
-            printf("| %s | %zu | %d | %d x %d | %.1f (mean %.1f, wall %.1f) | %.0f | %.2f | %.1f | %.1f | %.0f%% | %.3f |\n",
-                   mlist[mi], p->st[0]->s.nparams, th, B, p->T, 1e3 * best, 1e3 * mean, 1e3 * wall, tok,
-                   flops / 1e9, gf, peak[ti], 100.0 * gf / peak[ti], loss);
-            printf("kv what=train model=%s threads=%d tok_s=%.1f best_ms=%.2f mean_ms=%.2f wall_ms=%.2f "
-                   "gflop_step=%.4f gflops=%.2f peak=%.2f frac=%.4f\n", mlist[mi], th, tok, 1e3 * best,
-                   1e3 * mean, 1e3 * wall,
+            printf("| %s | %zu | %d | %d x %d | %.1f (median %.1f, mean %.1f, wall %.1f) | %.0f | %.2f | %.1f | %.1f | %.0f%% | %.3f |\n",
+                   mlist[mi], p->st[0]->s.nparams, th, B, p->T, 1e3 * best, 1e3 * median, 1e3 * mean, 1e3 * wall,
+                   tok, flops / 1e9, gf, peak[ti], 100.0 * gf / peak[ti], loss);
+            printf("kv what=train model=%s threads=%d tok_s=%.1f best_ms=%.2f median_ms=%.2f mean_ms=%.2f wall_ms=%.2f "
+                   "tok_s_median=%.1f gflop_step=%.4f gflops=%.2f peak=%.2f frac=%.4f\n", mlist[mi], th, tok,
+                   1e3 * best, 1e3 * median, 1e3 * mean, 1e3 * wall, (double)B * p->T / median,
                    flops / 1e9, gf, peak[ti], gf / peak[ti]);
             fflush(stdout);
         }
@@ -433,8 +452,8 @@ int main(int argc, char **argv)
                    "embedding and AdamW not counted.\n", mlist[nm - 1], s_matmul_params(&c));
     }
 
-    /* 3. peak RSS of a training run, in a fresh process */
-    {
+    /* 3. peak RSS of a training run, in a fresh process (--rss-model none: skipped) */
+    if (strcmp(rss_model, "none") != 0) {
         char self[4096], bs[16];
         ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
         if (len < 0) s_die("cannot read /proc/self/exe");

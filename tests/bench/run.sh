@@ -105,6 +105,45 @@ cat "$WORK/dump.log"
 DUMP_LINE=$(tail -n 1 "$WORK/dump.log" | sed 's/^bench_train: //')
 
 # ---------------------------------------------------------------------------
+# Where a 1-thread gpt-small step spends its time, by perf's samples grouped
+# by kind of work; $1 = pass name, the rest = command prefix.  Skipped (with a
+# line saying so) where perf is missing or not allowed.
+STEPS=${STEPS:-30}
+profile() {
+    pass=$1
+    shift
+    out=$WORK/profile.$pass
+    if ! command -v perf >/dev/null 2>&1 ||
+       ! "$@" perf record -q -o "$WORK/perf.$pass.data" -- "$BUILD/bench/bench_train" --models gpt-small \
+            --threads 1 --steps 12 --warmup 2 --rss-model none > "$WORK/perf.$pass.log" 2>&1; then
+        echo "profile: skipped (perf missing or not permitted here)" > "$out"
+        return
+    fi
+    step_ms=$(kv "$WORK/perf.$pass.log" train mean_ms model=gpt-small threads=1)
+    {
+        echo "| share of a 1-thread gpt-small step (perf samples, 12 steps) | % | ms per step (of a $step_ms ms mean step) |"
+        echo "|---|---:|---:|"
+        perf report -i "$WORK/perf.$pass.data" --no-children --sort symbol --stdio 2>/dev/null |
+        awk -v step="$step_ms" '
+            /^ *[0-9.]+%/ { p = $1; sub(/%/, "", p); sym = $3
+                g = "other (kernel, page faults, misc.)"
+                if (sym ~ /^sgemm_|^cblas_sgemm|^sgemm$/) g = "sgemm (OpenBLAS kernel and packing)"
+                else if (sym ~ /attention|^s_pb|^s_abt|^s_pack_t|s_causal|^s_ref_/) g = "attention"
+                else if (sym ~ /gelu/) g = "gelu"
+                else if (sym ~ /layernorm/) g = "layernorm"
+                else if (sym ~ /optim_|adamw|s_update_task|s_norm_task|s_sumsq/) g = "optimizer step"
+                else if (sym ~ /crossentropy|softmax/) g = "cross-entropy"
+                else if (sym ~ /memset|memmove|memcpy/) g = "memset / memcpy"
+                else if (sym ~ /residual|s_add|linear_backward|linear_forward|embedding/) g = "bias sums, residual adds, embedding"
+                else if (sym ~ /stage_init_params|sincos|rng_|log_fma|s_synthetic|s_hash|data_/) g = "start-up and data (not the step)"
+                else if (sym ~ /team|s_work|s_wait|pthread|sched_yield|futex/) g = "threads"
+                tot[g] += p }
+            END { for (g in tot) printf "| %s | %.1f | %.1f |\n", g, tot[g], tot[g] * step / 100 }' |
+        sort -t'|' -k3 -rn
+    } > "$out"
+}
+
+# ---------------------------------------------------------------------------
 # One pass of every measurement; $1 = pass name, the rest = command prefix.
 run_pass() {
     pass=$1
@@ -113,7 +152,7 @@ run_pass() {
     echo "== pass '$pass'${1:+: $*}"
     cut -d' ' -f1-3 /proc/loadavg > "$WORK/load.$pass"
     echo "load average: $(cat "$WORK/load.$pass")"
-    "$@" "$BUILD/bench/bench_train" --models gpt-tiny,gpt-small --threads 1,2 --steps 6 --warmup 2 \
+    "$@" "$BUILD/bench/bench_train" --models gpt-tiny,gpt-small --threads 1,2 --steps $STEPS --warmup 3 \
         --brigade "$BUILD/brigade" > "$WORK/train.$pass.out" 2>&1 || echo "bench_train failed" >&2
     echo "kernel that ran: $(kv "$WORK/train.$pass.out" env core)"
     grep -v '^kv ' "$WORK/train.$pass.out"
@@ -121,7 +160,7 @@ run_pass() {
     for m in gpt-tiny gpt-small; do
         for t in 1 2; do
             if [ -x "$PY" ]; then
-                "$@" "$PY" "$HERE/torch_gpt.py" --model $m --threads $t --steps 6 --warmup 2 \
+                "$@" "$PY" "$HERE/torch_gpt.py" --model $m --threads $t --steps $STEPS --warmup 3 \
                     >> "$WORK/torch.$pass.out" 2>&1 || echo "torch_gpt.py failed" >> "$WORK/torch.$pass.out"
             else
                 echo "torch: skipped ($PY not found)" >> "$WORK/torch.$pass.out"
@@ -129,6 +168,7 @@ run_pass() {
         done
     done
     grep -v '^kv ' "$WORK/torch.$pass.out"
+    profile "$pass" "$@"
     "$@" "$BUILD/bench/bench_codec" > "$WORK/codec.$pass.synth" 2>&1
     "$@" "$BUILD/bench/bench_codec" "$ACTS" > "$WORK/codec.$pass.acts" 2>&1
     "$@" "$BUILD/bench/bench_codec" "$GRADS" > "$WORK/codec.$pass.grads" 2>&1
@@ -152,6 +192,14 @@ speed_ratio() {  # model threads pass
     ratio "$(kv "$WORK/train.$3.out" train tok_s model=$1 threads=$2)" \
           "$(kv "$WORK/torch.$3.out" torch tok_s model=$1 threads=$2)"
 }
+median_ratio() { # model threads pass
+    ratio "$(kv "$WORK/train.$3.out" train tok_s_median model=$1 threads=$2)" \
+          "$(kv "$WORK/torch.$3.out" torch tok_s_median model=$1 threads=$2)"
+}
+thread_ratio() { # model pass: brigade 2 threads / 1 thread, best steps
+    ratio "$(kv "$WORK/train.$2.out" train tok_s model=$1 threads=2)" \
+          "$(kv "$WORK/train.$2.out" train tok_s model=$1 threads=1)"
+}
 frac() {         # model threads pass
     v=$(kv "$WORK/train.$3.out" train frac model=$1 threads=$2)
     [ -n "$v" ] && awk -v v="$v" 'BEGIN { printf "%.0f%%\n", 100 * v }' || echo n/a
@@ -173,14 +221,16 @@ tver=$(kv "$WORK/torch.set.out" torch version model=gpt-small threads=1)
 tattn=$(kv "$WORK/torch.set.out" torch attention model=gpt-small threads=1)
 
 {
-    echo "## Engine (issue 2)"
+    echo "## Engine (issues 2, 14)"
     echo
     echo "Machine: $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)."
     echo "Environment as set: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}."
     echo "PyTorch: ${tver:-not available} on the CPU through $PY (attention: ${tattn:-n/a})."
     echo "A step is forward + backward + per-unit clipping + AdamW of the whole model in one"
-    echo "stage, batch 8 of the preset's context; tokens/s from the fastest of 6 timed steps after"
-    echo "2 warm-up steps, for both brigade and PyTorch.  At 1 thread all the work runs in the"
+    echo "stage, batch 8 of the preset's context; tokens/s from the fastest of $STEPS timed steps after"
+    echo "3 warm-up steps (the median step beside it), for both brigade and PyTorch.  brigade's"
+    echo "--threads T are its own threads, each running single-threaded OpenBLAS; PyTorch's are"
+    echo "torch.set_num_threads(T).  At 1 thread all the work runs in the"
     echo "calling thread and is timed by that thread's CPU clock (CLOCK_THREAD_CPUTIME_ID,"
     echo "time.thread_time), which other processes on a shared machine do not inflate; with 2"
     echo "threads only the wall clock can time it, so 2-thread figures suffer from any other load"
@@ -188,13 +238,17 @@ tattn=$(kv "$WORK/torch.set.out" torch attention model=gpt-small threads=1)
     echo
     echo "| figure | as set (kernel $(core set)) | both unset (kernel $(core unset)) | target |"
     echo "|---|---:|---:|---|"
-    engine_row "brigade / PyTorch tokens/s, gpt-tiny, 1 thread" ">= 1.5" speed_ratio gpt-tiny 1
-    engine_row "brigade / PyTorch tokens/s, gpt-small, 1 thread" "> 1" speed_ratio gpt-small 1
+    engine_row "brigade / PyTorch tokens/s, gpt-tiny, 1 thread, best step" ">= 1.5" speed_ratio gpt-tiny 1
+    engine_row "brigade / PyTorch tokens/s, gpt-tiny, 1 thread, median step" "" median_ratio gpt-tiny 1
+    engine_row "brigade / PyTorch tokens/s, gpt-small, 1 thread, best step" ">= 1.2" speed_ratio gpt-small 1
+    engine_row "brigade / PyTorch tokens/s, gpt-small, 1 thread, median step" "" median_ratio gpt-small 1
     engine_row "brigade / PyTorch tokens/s, gpt-tiny, 2 threads" "" speed_ratio gpt-tiny 2
     engine_row "brigade / PyTorch tokens/s, gpt-small, 2 threads" "" speed_ratio gpt-small 2
-    engine_row "achieved / sgemm peak, gpt-small, 1 thread" ">= 60%" frac gpt-small 1
+    engine_row "brigade 2 threads / 1 thread tokens/s, gpt-small" ">= 1.7" thread_ratio gpt-small
+    engine_row "brigade 2 threads / 1 thread tokens/s, gpt-tiny" "" thread_ratio gpt-tiny
+    engine_row "achieved / sgemm peak, gpt-small, 1 thread" ">= 80% (native)" frac gpt-small 1
     engine_row "achieved / sgemm peak, gpt-small, 2 threads" "" frac gpt-small 2
-    engine_row "achieved / sgemm peak, gpt-tiny, 1 thread" "" frac gpt-tiny 1
+    engine_row "achieved / sgemm peak, gpt-tiny, 1 thread" ">= 65% (native)" frac gpt-tiny 1
     engine_row "peak RSS / (params + grads + 2 moments + activations), gpt-small engine loop" "" rss ratio
     engine_row "peak RSS / the same, \`brigade solo --model gpt-small\`" "" rss solo_ratio
     echo
@@ -222,11 +276,17 @@ tattn=$(kv "$WORK/torch.set.out" torch attention model=gpt-small threads=1)
     echo "thread count."
     for pass in set unset; do
         echo
+        echo "### Profile of a step now, environment $pass"
+        echo
+        cat "$WORK/profile.$pass"
+    done
+    for pass in set unset; do
+        echo
         echo "### bench_train, environment $pass"
         echo
         grep -v '^kv ' "$WORK/train.$pass.out"
         echo
-        echo "| PyTorch | model | params | threads | B x T | best step ms | tokens/s | loss | attention |"
+        echo "| PyTorch | model | params | threads | B x T | best step ms (median, mean, wall) | tokens/s | loss | attention |"
         echo "|---|---|---:|---:|---|---:|---:|---:|---|"
         grep '^|' "$WORK/torch.$pass.out"
         grep '^torch: skipped' "$WORK/torch.$pass.out" | sort -u

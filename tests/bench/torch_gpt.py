@@ -138,7 +138,7 @@ def main():
     # at 1 thread the work runs in this thread: its CPU clock ignores other
     # processes on the machine, as bench_train's does
     clock = time.thread_time if args.threads == 1 else time.perf_counter
-    best, total, wall = 1e30, 0.0, 1e30
+    best, total, wall, times = 1e30, 0.0, 1e30, []
     loss = float("nan")
     for _ in range(args.steps):
         t0, w0 = clock(), time.perf_counter()
@@ -146,13 +146,19 @@ def main():
         dt = clock() - t0
         wall = min(wall, time.perf_counter() - w0)
         total += dt
+        times.append(dt)
         best = min(best, dt)
+    times.sort()
+    n = len(times)
+    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
     tok = B * T / best
     print(f"| torch {torch.__version__} | {args.model} | {nparams} | {args.threads} | {B} x {T} | "
-          f"{1e3 * best:.1f} (mean {1e3 * total / args.steps:.1f}, wall {1e3 * wall:.1f}) | {tok:.0f} | {loss:.3f} | "
+          f"{1e3 * best:.1f} (median {1e3 * median:.1f}, mean {1e3 * total / args.steps:.1f}, wall {1e3 * wall:.1f}) | "
+          f"{tok:.0f} | {loss:.3f} | "
           f"{'sdpa' if sdpa else 'manual'} |")
     print(f"kv what=torch model={args.model} threads={args.threads} tok_s={tok:.1f} "
-          f"best_ms={1e3 * best:.2f} mean_ms={1e3 * total / args.steps:.2f} wall_ms={1e3 * wall:.2f} params={nparams} "
+          f"best_ms={1e3 * best:.2f} median_ms={1e3 * median:.2f} mean_ms={1e3 * total / args.steps:.2f} "
+          f"wall_ms={1e3 * wall:.2f} tok_s_median={B * T / median:.1f} params={nparams} "
           f"version={torch.__version__} attention={'sdpa' if sdpa else 'manual'}")
     return 0
 

@@ -1,0 +1,288 @@
+/* split.c: layer kernels shared among a team's threads (split.h). */
+#include "node/engine/split.h"
+#include "node/engine/attention.h"
+#include "node/engine/layers.h"
+
+#include <assert.h>
+
+/* [*a, *b): part i of `parts` of [0, n), boundaries on multiples of align
+ * (the last part takes the rest). */
+static void s_part(int n, int parts, int i, int align, int *a, int *b)
+{
+    long long lo = (long long)n * i / parts, hi = (long long)n * (i + 1) / parts;
+    lo = lo / align * align;
+    hi = i + 1 == parts ? n : hi / align * align;
+    *a = (int)lo;
+    *b = (int)(hi > lo ? hi : lo);
+}
+
+/* Parts for element-wise and row-wise loops: a few per worker, for balance. */
+static int s_parts(const team_t *team, int n, int min_per_part)
+{
+    int p = 4 * team_size(team);
+    if (min_per_part > 0 && n / min_per_part < p) p = n / min_per_part;
+    return p < 1 ? 1 : p;
+}
+
+/* ---------------------------------------------------------------------------
+ * Linear. */
+
+typedef struct {
+    float *out, *dinp, *dweight, *dbias;
+    const float *inp, *weight, *bias, *dout;
+    int N, C, OC, parts, accumulate;
+} s_linear_t;
+
+static void s_linear_fwd_task(void *arg, int i, int worker)
+{
+    const s_linear_t *x = arg;
+    int a, b;
+    (void)worker;
+    s_part(x->N, x->parts, i, 16, &a, &b);
+    linear_forward(x->out + (size_t)a * x->OC, x->inp + (size_t)a * x->C, x->weight, x->bias, b - a, x->C, x->OC);
+}
+
+void split_linear_forward(team_t *team, float *out, const float *inp, const float *weight,
+                          const float *bias, int N, int C, int OC)
+{
+    if (!team) { linear_forward(out, inp, weight, bias, N, C, OC); return; }
+    s_linear_t x = {.out = out, .inp = inp, .weight = weight, .bias = bias, .N = N, .C = C, .OC = OC,
+                    .parts = team_size(team)};
+    team_run(team, x.parts, s_linear_fwd_task, &x);
+}
+
+/* Tasks [0, parts) compute rows of dinp (when there is one), the next parts
+ * output-channel ranges of dweight and dbias. */
+static void s_linear_bwd_task(void *arg, int i, int worker)
+{
+    const s_linear_t *x = arg;
+    int a, b;
+    (void)worker;
+    if (x->dinp && i < x->parts) {
+        s_part(x->N, x->parts, i, 16, &a, &b);
+        linear_backward_input(x->dinp + (size_t)a * x->C, x->dout + (size_t)a * x->OC, x->weight,
+                              b - a, x->C, x->OC, x->accumulate);
+        return;
+    }
+    if (x->dinp) i -= x->parts;
+    s_part(x->OC, x->parts, i, 16, &a, &b);
+    linear_backward_params(x->dweight, x->dbias, x->dout, x->inp, x->N, x->C, x->OC, a, b);
+}
+
+void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
+                           const float *inp, const float *weight, int N, int C, int OC, int accumulate)
+{
+    if (!team) {
+        if (dinp) linear_backward_input(dinp, dout, weight, N, C, OC, accumulate);
+        linear_backward_params(dweight, dbias, dout, inp, N, C, OC, 0, OC);
+        return;
+    }
+    s_linear_t x = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
+                    .weight = weight, .N = N, .C = C, .OC = OC, .parts = team_size(team),
+                    .accumulate = accumulate};
+    team_run(team, (dinp ? 2 : 1) * x.parts, s_linear_bwd_task, &x);
+}
+
+/* ---------------------------------------------------------------------------
+ * Layernorm. */
+
+typedef struct {
+    float *out, *mean, *rstd, *dinp, *dweight, *dbias;
+    const float *inp, *weight, *bias, *dout, *cmean, *crstd;
+    int N, C, parts, cparts;
+} s_ln_t;
+
+static void s_ln_fwd_task(void *arg, int i, int worker)
+{
+    const s_ln_t *x = arg;
+    int a, b;
+    (void)worker;
+    s_part(x->N, x->parts, i, 1, &a, &b);
+    layernorm_forward(x->out + (size_t)a * x->C, x->mean + a, x->rstd + a, x->inp + (size_t)a * x->C,
+                      x->weight, x->bias, b - a, x->C);
+}
+
+void split_layernorm_forward(team_t *team, float *out, float *mean, float *rstd, const float *inp,
+                             const float *weight, const float *bias, int N, int C)
+{
+    if (!team) { layernorm_forward(out, mean, rstd, inp, weight, bias, N, C); return; }
+    s_ln_t x = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = weight, .bias = bias,
+                .N = N, .C = C, .parts = s_parts(team, N, 16)};
+    team_run(team, x.parts, s_ln_fwd_task, &x);
+}
+
+/* Tasks [0, parts): rows of dinp; [parts, parts + cparts): columns of the
+ * parameter gradients. */
+static void s_ln_bwd_task(void *arg, int i, int worker)
+{
+    const s_ln_t *x = arg;
+    int a, b;
+    (void)worker;
+    if (i < x->parts) {
+        s_part(x->N, x->parts, i, 1, &a, &b);
+        layernorm_backward_input(x->dinp + (size_t)a * x->C, x->dout + (size_t)a * x->C,
+                                 x->inp + (size_t)a * x->C, x->weight, x->cmean + a, x->crstd + a, b - a, x->C);
+        return;
+    }
+    s_part(x->C, x->cparts, i - x->parts, 8, &a, &b);
+    layernorm_backward_params(x->dweight, x->dbias, x->dout, x->inp, x->cmean, x->crstd, x->N, x->C, a, b);
+}
+
+void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
+                              const float *inp, const float *weight, const float *mean,
+                              const float *rstd, int N, int C)
+{
+    if (!team) { layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C); return; }
+    s_ln_t x = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
+                .weight = weight, .cmean = mean, .crstd = rstd, .N = N, .C = C,
+                .parts = s_parts(team, N, 16), .cparts = team_size(team)};
+    if (C / 32 < x.cparts) x.cparts = C / 32 > 0 ? C / 32 : 1;   /* column ranges of at least 32 */
+    team_run(team, x.parts + x.cparts, s_ln_bwd_task, &x);
+}
+
+/* ---------------------------------------------------------------------------
+ * Element-wise. */
+
+typedef struct {
+    float *out, *xg;
+    const float *a, *b, *grad;
+    int N, parts, kind;   /* 0 gelu forward, 1 gelu backward, 2 residual */
+} s_elt_t;
+
+static void s_elt_task(void *arg, int i, int worker)
+{
+    const s_elt_t *x = arg;
+    int a, b;
+    (void)worker;
+    s_part(x->N, x->parts, i, 64, &a, &b);
+    if (x->kind == 0) gelu_forward_grad(x->out + a, x->xg + a, b - a);
+    else if (x->kind == 1) gelu_backward_grad(x->out + a, x->grad + a, b - a);
+    else residual_forward(x->out + a, x->a + a, x->b + a, b - a);
+}
+
+static void s_elt(team_t *team, s_elt_t *x)
+{
+    x->parts = s_parts(team, x->N, 4096);
+    team_run(team, x->parts, s_elt_task, x);
+}
+
+void split_gelu_forward_grad(team_t *team, float *out, float *xg, int N)
+{
+    if (!team) { gelu_forward_grad(out, xg, N); return; }
+    s_elt_t x = {.out = out, .xg = xg, .N = N, .kind = 0};
+    s_elt(team, &x);
+}
+
+void split_gelu_backward_grad(team_t *team, float *d, const float *grad, int N)
+{
+    if (!team) { gelu_backward_grad(d, grad, N); return; }
+    s_elt_t x = {.out = d, .grad = grad, .N = N, .kind = 1};
+    s_elt(team, &x);
+}
+
+void split_residual_forward(team_t *team, float *out, const float *a, const float *b, int N)
+{
+    if (!team) { residual_forward(out, a, b, N); return; }
+    s_elt_t x = {.out = out, .a = a, .b = b, .N = N, .kind = 2};
+    s_elt(team, &x);
+}
+
+/* ---------------------------------------------------------------------------
+ * Attention: one task per (b, h). */
+
+typedef struct {
+    float *out, *att, *dqkv, *scratch;
+    const float *qkv, *catt, *dout;
+    size_t stride;
+    int B, T, C, NH, accumulate;
+} s_att_t;
+
+static void s_att_fwd_task(void *arg, int i, int worker)
+{
+    const s_att_t *x = arg;
+    attention_forward_heads(x->out, x->att, x->scratch + (size_t)worker * x->stride, x->qkv,
+                            x->B, x->T, x->C, x->NH, i, i + 1);
+}
+
+static void s_att_bwd_task(void *arg, int i, int worker)
+{
+    const s_att_t *x = arg;
+    attention_backward_heads(x->dqkv, x->scratch + (size_t)worker * x->stride, x->dout, x->qkv, x->catt,
+                             x->B, x->T, x->C, x->NH, i, i + 1, x->accumulate);
+}
+
+void split_attention_forward(team_t *team, float *out, float *att, float *scratch, size_t stride,
+                             const float *qkv, int B, int T, int C, int NH)
+{
+    if (!team) { attention_forward(out, att, scratch, qkv, B, T, C, NH); return; }
+    assert(stride >= attention_scratch_floats(T, C, NH));
+    s_att_t x = {.out = out, .att = att, .scratch = scratch, .qkv = qkv, .stride = stride,
+                 .B = B, .T = T, .C = C, .NH = NH};
+    team_run(team, B * NH, s_att_fwd_task, &x);
+}
+
+void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t stride, const float *dout,
+                              const float *qkv, const float *att, int B, int T, int C, int NH,
+                              int accumulate)
+{
+    if (!team) {
+        attention_backward_heads(dqkv, scratch, dout, qkv, att, B, T, C, NH, 0, B * NH, accumulate);
+        return;
+    }
+    assert(stride >= attention_scratch_floats(T, C, NH));
+    s_att_t x = {.dqkv = dqkv, .scratch = scratch, .dout = dout, .qkv = qkv, .catt = att, .stride = stride,
+                 .B = B, .T = T, .C = C, .NH = NH, .accumulate = accumulate};
+    team_run(team, B * NH, s_att_bwd_task, &x);
+}
+
+/* ---------------------------------------------------------------------------
+ * Cross-entropy: rows. */
+
+typedef struct {
+    float *losses, *probs, *dlogits;
+    const float *logits, *cprobs;
+    const int *targets;
+    float scale;
+    int N, V, parts;
+} s_ce_t;
+
+static void s_ce_fwd_task(void *arg, int i, int worker)
+{
+    const s_ce_t *x = arg;
+    int a, b;
+    (void)worker;
+    s_part(x->N, x->parts, i, 1, &a, &b);
+    crossentropy_forward(x->losses + a, x->probs + (size_t)a * x->V, x->logits + (size_t)a * x->V,
+                         x->targets + a, b - a, x->V);
+}
+
+float split_crossentropy_forward(team_t *team, float *losses, float *probs, const float *logits,
+                                 const int *targets, int N, int V)
+{
+    if (!team) return crossentropy_forward(losses, probs, logits, targets, N, V);
+    s_ce_t x = {.losses = losses, .probs = probs, .logits = logits, .targets = targets, .N = N, .V = V,
+                .parts = s_parts(team, N, 16)};
+    team_run(team, x.parts, s_ce_fwd_task, &x);
+    double total = 0.0;   /* as crossentropy_forward sums: in double, in row order */
+    for (int n = 0; n < N; n++) total += losses[n];
+    return N > 0 ? (float)(total / N) : 0.0f;
+}
+
+static void s_ce_bwd_task(void *arg, int i, int worker)
+{
+    const s_ce_t *x = arg;
+    int a, b;
+    (void)worker;
+    s_part(x->N, x->parts, i, 1, &a, &b);
+    crossentropy_backward(x->dlogits + (size_t)a * x->V, x->cprobs + (size_t)a * x->V, x->targets + a,
+                          x->scale, b - a, x->V);
+}
+
+void split_crossentropy_backward(team_t *team, float *dlogits, const float *probs, const int *targets,
+                                 float scale, int N, int V)
+{
+    if (!team) { crossentropy_backward(dlogits, probs, targets, scale, N, V); return; }
+    s_ce_t x = {.dlogits = dlogits, .cprobs = probs, .targets = targets, .scale = scale, .N = N, .V = V,
+                .parts = s_parts(team, N, 16)};
+    team_run(team, x.parts, s_ce_bwd_task, &x);
+}
