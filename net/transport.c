@@ -1,6 +1,7 @@
 /* transport.c: ROUTER + DEALER links over CurveZMQ, a ZAP handler served in
  * transport_poll(), and link emulation of outgoing messages. */
 #include "net/transport.h"
+#include "net/linkemu.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define MON_ENDPOINT "inproc://brigade.monitor"   /* handshake failures of the router */
+#define INBOX_MAX_BYTES (8ll << 20)   /* emulated downlink: stop reading past this backlog */
 
 /* A message waiting in a link's emulation queue: all frames in one block. */
 typedef struct s_pending {
@@ -34,9 +36,16 @@ typedef struct {
     uint64_t server_id;       /* node_id_from_pubkey(server_pub) */
     s_pending_t *head, *tail; /* emulation queue */
     int64_t queued_bytes;     /* bytes in the queue */
-    int64_t busy_until_us;    /* emulated serialization clock */
     int64_t last_due_us;      /* keeps order under jitter */
 } s_link_t;
+
+/* A received message waiting for the emulated downlink. */
+typedef struct s_inbox {
+    struct s_inbox *next;     /* next in arrival order */
+    int64_t due_us;           /* delivery time, monotonic µs */
+    int64_t bytes;            /* header and frames */
+    transport_msg_t msg;      /* owns its zmq parts */
+} s_inbox_t;
 
 struct transport_t {
     void *ctx;                /* one ZeroMQ context per transport */
@@ -56,7 +65,11 @@ struct transport_t {
     int capitems;
     int rr;                   /* round-robin start among readable sockets */
     uint64_t rng;             /* emulation randomness */
-    int emulate;              /* any emulation option set */
+    int emulate;              /* any emulation option of outgoing messages set */
+    linkemu_queue_t up;       /* emulated uplink, shared by every link and the replies */
+    linkemu_queue_t down;     /* emulated downlink (mbit 0: off) */
+    s_inbox_t *in_head, *in_tail; /* received messages waiting for the downlink */
+    int64_t in_bytes;         /* their bytes */
     int retry_soon;           /* a due message met a full queue */
     transport_stats_t st;     /* counters */
 };
@@ -166,6 +179,8 @@ transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errle
     if (o->emu_loss < 0) o->emu_loss = 0;
     self->emulate = o->emu_latency_ms > 0 || o->emu_jitter_ms > 0 ||
                     o->emu_bandwidth_mbit > 0 || o->emu_loss > 0;
+    self->up = linkemu_queue(o->emu_bandwidth_mbit);
+    self->down = linkemu_queue(o->emu_downlink_mbit);
     self->rng = o->emu_seed ^ 0x5DEECE66Dull;
     self->keys = *opts->keys;
     self->id = node_id_from_pubkey(self->keys.pub);
@@ -249,6 +264,12 @@ void transport_destroy(transport_t **self_p)
         if (self->links[i].sock) zmq_close(self->links[i].sock);
     }
     s_free_queue(&self->reply);
+    while (self->in_head) {
+        s_inbox_t *b = self->in_head;
+        self->in_head = b->next;
+        transport_msg_close(&b->msg);
+        free(b);
+    }
     if (self->mon) zmq_close(self->mon);
     if (self->router) zmq_close(self->router);
     if (self->zap) zmq_close(self->zap);
@@ -391,12 +412,9 @@ static int s_submit(transport_t *self, s_link_t *l, const uint8_t *route, size_t
         p->lens[i] = plen[i];
         d += plen[i];
     }
-    int64_t now = s_now_us();
-    double ser_us = self->o.emu_bandwidth_mbit > 0 ? (double)total * 8.0 / self->o.emu_bandwidth_mbit : 0;
-    int64_t start = l->busy_until_us > now ? l->busy_until_us : now;
-    l->busy_until_us = start + (int64_t)ceil(ser_us);
+    int64_t left = linkemu_serialize(&self->up, s_now_us(), total);
     double delay_us = self->o.emu_latency_ms * 1000.0 + self->o.emu_jitter_ms * 1000.0 * s_uniform(self);
-    int64_t due = l->busy_until_us + (int64_t)ceil(delay_us);
+    int64_t due = left + (int64_t)ceil(delay_us);
     if (due < l->last_due_us) due = l->last_due_us;
     l->last_due_us = due;
     p->due_us = due;
@@ -656,6 +674,45 @@ static int s_grow_items(transport_t *self, int need)
     return 0;
 }
 
+/* Emulated downlink: queues a received message (moved out of *m) until
+ * its serialization at the downlink rate has finished. */
+static void s_inbox_put(transport_t *self, transport_msg_t *m)
+{
+    int64_t bytes = WIRE_HDR_LEN;
+    for (int i = 0; i < m->nframes; i++) bytes += (int64_t)m->len[i];
+    s_inbox_t *b = malloc(sizeof *b);
+    if (!b) {
+        self->st.drops++;
+        s_drop(self, "out of memory for the emulated downlink", m->sender_pub);
+        transport_msg_close(m);
+        return;
+    }
+    b->next = NULL;
+    b->bytes = bytes;
+    b->msg = *m;
+    b->due_us = linkemu_serialize(&self->down, s_now_us(), (size_t)bytes);
+    m->parts_ = NULL;
+    m->nframes = 0;
+    if (self->in_tail) self->in_tail->next = b;
+    else self->in_head = b;
+    self->in_tail = b;
+    self->in_bytes += bytes;
+}
+
+/* Moves the oldest received message into *out if the emulated downlink
+ * has delivered it.  Returns 1 when it did. */
+static int s_inbox_take(transport_t *self, transport_msg_t *out)
+{
+    s_inbox_t *b = self->in_head;
+    if (!b || b->due_us > s_now_us()) return 0;
+    self->in_head = b->next;
+    if (!self->in_head) self->in_tail = NULL;
+    self->in_bytes -= b->bytes;
+    *out = b->msg;
+    free(b);
+    return 1;
+}
+
 int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
 {
     out->parts_ = NULL;   /* closing *out is safe whatever we return */
@@ -665,6 +722,9 @@ int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
     int first = 1;
     for (;;) {
         int64_t next_due = s_flush(self);
+        if (s_inbox_take(self, out)) return 1;
+        if (self->in_head && self->in_head->due_us < next_due) next_due = self->in_head->due_us;
+        int readable = self->in_bytes < INBOX_MAX_BYTES;   /* else leave them in ZeroMQ */
         if (s_grow_items(self, self->nlinks + 4)) return -1;
         zmq_pollitem_t *it = self->items;
         int n = 0;
@@ -674,9 +734,11 @@ int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
         self->item_link[n++] = -3;
         it[n] = (zmq_pollitem_t){.socket = self->mon, .events = ZMQ_POLLIN};
         self->item_link[n++] = -4;
-        it[n] = (zmq_pollitem_t){.socket = self->router, .events = ZMQ_POLLIN};
-        self->item_link[n++] = -1;
-        for (int i = 0; i < self->nlinks; i++) {
+        if (readable) {
+            it[n] = (zmq_pollitem_t){.socket = self->router, .events = ZMQ_POLLIN};
+            self->item_link[n++] = -1;
+        }
+        for (int i = 0; i < self->nlinks && readable; i++) {
             if (!self->links[i].sock) continue;
             it[n] = (zmq_pollitem_t){.socket = self->links[i].sock, .events = ZMQ_POLLIN};
             self->item_link[n++] = i;
@@ -723,10 +785,11 @@ int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
                 if (!(it[idx].revents & ZMQ_POLLIN)) continue;
                 int link = self->item_link[idx];
                 void *sock = link < 0 ? self->router : self->links[link].sock;
-                if (s_recv(self, sock, link, out)) {
-                    self->rr = (self->rr + k + 1) % ns;
-                    return 1;
-                }
+                if (!s_recv(self, sock, link, out)) continue;
+                self->rr = (self->rr + k + 1) % ns;
+                if (self->down.mbit <= 0) return 1;
+                s_inbox_put(self, out);      /* delivered when the downlink has carried it */
+                if (s_inbox_take(self, out)) return 1;
             }
         }
         if (woken) return 0;

@@ -16,11 +16,15 @@
  * authenticated key, is dropped and counted.  transport_send() and
  * transport_reply() stamp the header's sender with this node's id.
  *
- * Link emulation (test-only opts.emu_*): outgoing messages wait in a
- * per-link queue until latency + jitter (uniform in [0, jitter]) + their
- * serialization time at the emulated bandwidth, one after another, order
- * kept per link; a message lost to emulated loss is dropped silently and
- * counted.  Replies through the listening socket share one such queue. */
+ * Link emulation (test-only opts.emu_*, net/linkemu.h): the emulated
+ * bandwidth is the node's uplink, one serialization queue shared by every
+ * link and the replies: a message starts serializing when the previous
+ * message of ANY link has left, then waits latency + jitter (uniform in
+ * [0, jitter]) in its link's queue, order kept per link (replies through
+ * the listening socket share one such queue).  A message lost to emulated
+ * loss is dropped silently and counted.  With emu_downlink_mbit, received
+ * messages also pass one serialization queue at that rate before
+ * transport_poll() delivers them (in arrival order). */
 #ifndef BRIGADE_NET_TRANSPORT_H
 #define BRIGADE_NET_TRANSPORT_H
 #include <stddef.h>
@@ -58,7 +62,8 @@ typedef struct {
     /* test-only link emulation of outgoing messages (all 0: off) */
     double emu_latency_ms;
     double emu_jitter_ms;
-    double emu_bandwidth_mbit;   /* 0: unlimited */
+    double emu_bandwidth_mbit;   /* uplink rate, all links together; 0: unlimited */
+    double emu_downlink_mbit;    /* downlink rate, all senders together; 0: unlimited */
     double emu_loss;             /* probability in [0, 1] */
     uint64_t emu_seed;
     size_t emu_max_queue_bytes;  /* per link; 0: 256 MiB */
@@ -80,7 +85,7 @@ typedef struct {
 typedef struct {
     uint64_t msgs_sent;      /* messages handed to ZeroMQ (after emulation) */
     uint64_t bytes_sent;     /* their bytes, header included */
-    uint64_t msgs_recv;      /* messages delivered to the caller */
+    uint64_t msgs_recv;      /* messages received (delivered, or waiting for the emulated downlink) */
     uint64_t bytes_recv;     /* their bytes, header included */
     uint64_t drops;          /* received messages dropped (bad header, sender, ...) */
     uint64_t send_fails;     /* due messages ZeroMQ refused (e.g. reply route gone) */

@@ -2,6 +2,7 @@
  * 127.0.0.1 (ports picked by binding port 0). */
 #include "tests/check.h"
 #include "net/keys.h"
+#include "net/linkemu.h"
 #include "net/transport.h"
 #include "net/wire.h"
 
@@ -526,6 +527,167 @@ out:
     transport_destroy(&b);
 }
 
+/* The uplink model alone, on given times: one queue for every link, so two
+ * links sending N bytes each take twice as long as one link sending N. */
+static void test_linkemu_uplink(void)
+{
+    enum { MSGS = 10, BYTES = 10000 };
+    linkemu_queue_t one = linkemu_queue(8);      /* 1 byte per µs */
+    int64_t end_one = 0;
+    for (int i = 0; i < MSGS; i++) end_one = linkemu_serialize(&one, 0, BYTES);
+    CHECK(end_one == MSGS * BYTES);
+
+    /* two links, their messages interleaved as a node would send them */
+    linkemu_queue_t up = linkemu_queue(8);
+    int64_t end[2] = {0, 0};
+    for (int i = 0; i < 2 * MSGS; i++) end[i % 2] = linkemu_serialize(&up, 0, BYTES);
+    int64_t last = end[0] > end[1] ? end[0] : end[1];
+    CHECKF(last == 2 * end_one, "two links end at %lld us, one link at %lld us", (long long)last, (long long)end_one);
+    CHECK(end[0] == last - BYTES);               /* the first link's last message left one message earlier */
+
+    /* an idle queue starts at the arrival; no credit is saved while idle */
+    CHECK(linkemu_serialize(&up, 10 * last, BYTES) == 10 * last + BYTES);
+    /* a message arriving while the queue is busy waits for it */
+    CHECK(linkemu_serialize(&up, 10 * last, 1) == 10 * last + BYTES + 1);
+    /* unlimited: no serialization time */
+    linkemu_queue_t inf = linkemu_queue(0);
+    CHECK(linkemu_serialize(&inf, 1234, 1 << 30) == 1234);
+    CHECK(linkemu_serialize(&inf, 1234, 1 << 30) == 1234);
+}
+
+/* Polls every transport once (timeout 0, the last one with 2 ms) and counts
+ * the messages each received; for each, remembers the mb of the first one
+ * and when the first and the last arrived. */
+typedef struct { int got; int64_t first_ms, last_ms; uint64_t first_mb; int inorder; uint64_t next_mb; } s_tally_t;
+static void s_poll_all(transport_t **t, s_tally_t *tl, int n, int64_t t0)
+{
+    for (int i = 0; i < n; i++) {
+        transport_msg_t m;
+        while (transport_poll(t[i], i == n - 1 ? 2 : 0, &m) == 1) {
+            int64_t now = s_ms() - t0;
+            if (tl[i].got == 0) { tl[i].first_ms = now; tl[i].first_mb = m.hdr.mb; tl[i].next_mb = m.hdr.mb; }
+            tl[i].inorder &= m.hdr.mb == tl[i].next_mb;
+            tl[i].next_mb = m.hdr.mb + 1;
+            tl[i].last_ms = now;
+            tl[i].got++;
+            transport_msg_close(&m);
+        }
+    }
+}
+
+/* Sends `count` messages of `bytes` (header included) on link, mb from mb0. */
+static void s_send_big(transport_t *t, int link, int count, size_t bytes, uint64_t mb0)
+{
+    uint8_t *buf = calloc(1, bytes);
+    wire_hdr_t h;
+    wire_hdr_init(&h, WIRE_ACT);
+    const void *f[1] = {buf};
+    size_t l[1] = {bytes - WIRE_HDR_LEN};
+    for (int i = 0; i < count; i++) {
+        h.mb = mb0 + (uint64_t)i;
+        CHECK(transport_send(t, link, &h, f, l, 1) == 0);
+    }
+    free(buf);
+}
+
+/* Two links of one node share its emulated uplink: the first message to
+ * the second peer leaves only after everything queued before it, on the
+ * other link, has been serialized. */
+static void test_emulated_uplink_shared(void)
+{
+    keypair_t ka = s_keys(), kb = s_keys(), kc = s_keys();
+    transport_opts_t o = {0};
+    o.emu_bandwidth_mbit = 8;   /* 1 byte per µs */
+    transport_t *a = s_transport(&ka, &o), *b = s_transport(&kb, NULL), *c = s_transport(&kc, NULL);
+    CHECK(a && b && c);
+    if (!a || !b || !c) goto out;
+    char err[256];
+    int lb = transport_connect(a, "127.0.0.1", transport_port(b), kb.pub, err, sizeof err);
+    int lc = transport_connect(a, "127.0.0.1", transport_port(c), kc.pub, err, sizeof err);
+    CHECK(lb >= 0 && lc >= 0);
+    transport_t *all[3] = {a, b, c};
+    s_tally_t tl[3] = {{.inorder = 1}, {.inorder = 1}, {.inorder = 1}};
+    /* warm both connections up with one byte-sized message each */
+    s_send_big(a, lb, 1, WIRE_HDR_LEN + 1, 100);
+    s_send_big(a, lc, 1, WIRE_HDR_LEN + 1, 100);
+    int64_t w0 = s_ms();
+    while ((tl[1].got < 1 || tl[2].got < 1) && s_ms() - w0 < 3000) s_poll_all(all, tl, 3, w0);
+    CHECK(tl[1].got == 1 && tl[2].got == 1);
+    memset(tl, 0, sizeof tl);
+    for (int i = 0; i < 3; i++) tl[i].inorder = 1;
+
+    /* 3 x 50 kB to b, then 3 x 50 kB to c: 300 kB through one 1 byte/µs uplink */
+    int64_t t0 = s_ms();
+    s_send_big(a, lb, 3, 50000, 1);
+    s_send_big(a, lc, 3, 50000, 1);
+    while ((tl[1].got < 3 || tl[2].got < 3) && s_ms() - t0 < 5000) s_poll_all(all, tl, 3, t0);
+    CHECK(tl[1].got == 3 && tl[2].got == 3 && tl[1].inorder && tl[2].inorder);
+    /* per-link pipes would deliver c's first message after 50 ms and its
+     * last after 150 ms; one uplink: after 200 and 300 ms */
+    CHECKF(tl[2].first_ms >= 200, "c's first message after %lld ms", (long long)tl[2].first_ms);
+    CHECKF(tl[2].last_ms >= 300, "c's last message after %lld ms", (long long)tl[2].last_ms);
+    CHECKF(tl[1].last_ms >= 150, "b's last message after %lld ms", (long long)tl[1].last_ms);
+    transport_stats_t s;
+    transport_stats(a, &s);
+    CHECK(s.msgs_sent == 8 && s.bytes_sent == 300000 + 2 * (WIRE_HDR_LEN + 1));
+out:
+    transport_destroy(&a);
+    transport_destroy(&b);
+    transport_destroy(&c);
+}
+
+/* The emulated downlink: what two senders send to one node arrives at the
+ * downlink's rate, each sender's messages in order. */
+static void test_emulated_downlink(void)
+{
+    keypair_t ka = s_keys(), kb = s_keys(), kc = s_keys();
+    transport_opts_t o = {0};
+    o.emu_downlink_mbit = 8;    /* 1 byte per µs */
+    transport_t *a = s_transport(&ka, NULL), *c = s_transport(&kc, NULL), *b = s_transport(&kb, &o);
+    CHECK(a && b && c);
+    if (!a || !b || !c) goto out;
+    char err[256];
+    int la = transport_connect(a, "127.0.0.1", transport_port(b), kb.pub, err, sizeof err);
+    int lc = transport_connect(c, "127.0.0.1", transport_port(b), kb.pub, err, sizeof err);
+    CHECK(la >= 0 && lc >= 0);
+    transport_t *all[3] = {a, c, b};
+    s_tally_t tl[3] = {{.inorder = 1}, {.inorder = 1}, {.inorder = 1}};
+    s_send_big(a, la, 1, WIRE_HDR_LEN + 1, 0);
+    s_send_big(c, lc, 1, WIRE_HDR_LEN + 1, 0);
+    int64_t w0 = s_ms();
+    while (tl[2].got < 2 && s_ms() - w0 < 3000) s_poll_all(all, tl, 3, w0);
+    CHECK(tl[2].got == 2);
+
+    memset(tl, 0, sizeof tl);
+    tl[2].inorder = 1;
+    int64_t t0 = s_ms();
+    s_send_big(a, la, 3, 50000, 1);
+    s_send_big(c, lc, 3, 50000, 1);
+    int order_a = 1, order_c = 1;
+    uint64_t next_a = 1, next_c = 1;
+    int got = 0;
+    int64_t last_ms = 0;
+    while (got < 6 && s_ms() - t0 < 5000) {
+        transport_msg_t m;
+        transport_poll(a, 0, &m);
+        transport_msg_close(&m);
+        transport_poll(c, 0, &m);
+        transport_msg_close(&m);
+        if (transport_poll(b, 2, &m) != 1) continue;
+        if (m.sender == transport_id(a)) { order_a &= m.hdr.mb == next_a; next_a = m.hdr.mb + 1; }
+        else { order_c &= m.hdr.mb == next_c; next_c = m.hdr.mb + 1; }
+        got++;
+        last_ms = s_ms() - t0;
+        transport_msg_close(&m);
+    }
+    CHECK(got == 6 && order_a && order_c);
+    CHECKF(last_ms >= 300, "6 x 50 kB through an 8 Mbit/s downlink in %lld ms", (long long)last_ms);
+out:
+    transport_destroy(&a);
+    transport_destroy(&b);
+    transport_destroy(&c);
+}
+
 static void test_emulated_loss(void)
 {
     keypair_t ka = s_keys(), kb = s_keys();
@@ -620,6 +782,9 @@ int main(void)
     RUN(test_wrong_key_and_oversize);
     RUN(test_emulated_latency);
     RUN(test_emulated_bandwidth);
+    RUN(test_linkemu_uplink);
+    RUN(test_emulated_uplink_shared);
+    RUN(test_emulated_downlink);
     RUN(test_emulated_loss);
     RUN(test_port_in_use);
     RUN(test_send_never_blocks);

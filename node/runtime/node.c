@@ -413,6 +413,7 @@ node_t *node_new(const node_cfg_t *cfg, char *err, size_t errlen)
     to.emu_latency_ms = n->o.emu_latency_ms;
     to.emu_jitter_ms = n->o.emu_jitter_ms;
     to.emu_bandwidth_mbit = n->o.emu_bandwidth_mbit;
+    to.emu_downlink_mbit = n->o.emu_downlink_mbit;
     to.emu_loss = n->o.emu_loss;
     to.emu_seed = n->id;
     if (!n->board) { snprintf(err, errlen, "out of memory"); node_destroy(&n); return NULL; }

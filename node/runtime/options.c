@@ -79,7 +79,8 @@ static const opt_def_t s_opts[] = {
     { "http", T_INT, O(http), 0, OPTS_NODE, "PORT", "serve a status page on 127.0.0.1:PORT", LOCAL(0, 65535) },
     { "emu-latency-ms", T_DOUBLE, O(emu_latency_ms), 0, OPTS_NODE, "MS", "test: delay outgoing messages", LOCAL(0, 60000) },
     { "emu-jitter-ms", T_DOUBLE, O(emu_jitter_ms), 0, OPTS_NODE, "MS", "test: random extra delay", LOCAL(0, 60000) },
-    { "emu-bandwidth-mbit", T_DOUBLE, O(emu_bandwidth_mbit), 0, OPTS_NODE, "MBIT", "test: outgoing link rate", LOCAL(0, 1e6) },
+    { "emu-bandwidth-mbit", T_DOUBLE, O(emu_bandwidth_mbit), 0, OPTS_NODE, "MBIT", "test: uplink rate (all outgoing links share it)", LOCAL(0, 1e6) },
+    { "emu-downlink-mbit", T_DOUBLE, O(emu_downlink_mbit), 0, OPTS_NODE, "MBIT", "test: downlink rate (all incoming links share it)", LOCAL(0, 1e6) },
     { "emu-loss", T_DOUBLE, O(emu_loss), 0, OPTS_NODE, "P", "test: drop outgoing messages with probability P", LOCAL(0, 1) },
     { "emu-slowdown", T_DOUBLE, O(emu_slowdown), 0, OPTS_NODE, "F", "test: make compute F times slower", LOCAL(1, 1000) },
 };

@@ -42,7 +42,7 @@ typedef struct {
     uint8_t owner_pub[32];       /* run config: the owner's Ed25519 public key */
     int http;
     /* link emulation (tests) */
-    double emu_latency_ms, emu_bandwidth_mbit, emu_jitter_ms, emu_loss, emu_slowdown;
+    double emu_latency_ms, emu_bandwidth_mbit, emu_downlink_mbit, emu_jitter_ms, emu_loss, emu_slowdown;
     /* which options were given on the command line (bit per table entry) */
     uint64_t given[2];
 } opts_t;
