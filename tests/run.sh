@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs every unit test binary and every integration script under tests/,
-# counts the cases and ends with "N passed, M failed".
+# counts the cases and ends with "N passed, M failed".  A case that cannot
+# run here says "skip - NAME: why"; those lines are shown, not counted.
 # SAN_REPORTS=ThreadSanitizer (make tsan): every process the tests start
 # writes its sanitizer reports to a folder; a test with a report fails and
 # the report is printed.
@@ -30,6 +31,7 @@ for t in "$BUILD"/tests/test_* tests/integration/*.sh; do
   fi
   pass=$((pass + p)); fail=$((fail + f))
   printf '%-28s %3d ok %3d failed  (%ds)\n' "$name" "$p" "$f" $(( $(date +%s) - start ))
+  grep '^skip - ' "$log" | sed 's/^/    /'
   [ "$f" != 0 ] && sed 's/^/    /' "$log"
 done
 rm -f "$log"
