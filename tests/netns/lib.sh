@@ -138,6 +138,7 @@ netns_init() {
     NETNS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/brigade-netns.XXXXXX") || return 1
     : > "$NETNS_DIR/namespaces"
     : > "$NETNS_DIR/pids"
+    : > "$NETNS_DIR/running"
     echo 0 > "$NETNS_DIR/publics"
     echo 0 > "$NETNS_DIR/homes"
     NETNS_DEADLINE=$(( $(date +%s) + max ))
@@ -177,17 +178,30 @@ s_netns_watchdog() {
     s_netns_remove_all
 }
 
-# Kills every recorded process and every process inside our namespaces.
+# s_netns_ours: the pids to stop: what netns_run is waiting for (children
+# of the caller, not yet reaped) and what netns_spawn started that still
+# lives in one of our namespaces (a pid that has exited may be reused).
+s_netns_ours() {
+    cat "$NETNS_DIR/running" 2>/dev/null
+    for p in $(cat "$NETNS_DIR/pids" 2>/dev/null); do
+        ns=$(ip netns identify "$p" 2>/dev/null)
+        [ -n "$ns" ] && grep -qx "$ns" "$NETNS_DIR/namespaces" && echo "$p"
+    done
+}
+
+# Kills every process we started and every process inside our namespaces,
+# by pid: SIGTERM first, SIGKILL after 2 s.
 s_netns_kill_all() {
     [ -f "$NETNS_DIR/pids" ] || return 0
-    for p in $(cat "$NETNS_DIR/pids"); do kill -TERM "$p" 2>/dev/null; done
+    ours=$(s_netns_ours)
+    for p in $ours; do kill -TERM "$p" 2>/dev/null; done
     for i in 1 2 3 4 5 6 7 8 9 10; do
         alive=0
-        for p in $(cat "$NETNS_DIR/pids"); do kill -0 "$p" 2>/dev/null && alive=1; done
+        for p in $ours; do kill -0 "$p" 2>/dev/null && alive=1; done
         [ $alive = 0 ] && break
         sleep 0.2
     done
-    for p in $(cat "$NETNS_DIR/pids"); do kill -KILL "$p" 2>/dev/null; done
+    for p in $ours; do kill -KILL "$p" 2>/dev/null; done
     for ns in $(cat "$NETNS_DIR/namespaces" 2>/dev/null); do
         for p in $(ip netns pids "$ns" 2>/dev/null); do
             [ "$p" = "$NETNS_OWNER" ] || kill -KILL "$p" 2>/dev/null
@@ -321,12 +335,19 @@ netns_spawn() {
 netns_run() {
     "$@" &
     s_pid=$!
-    echo "$s_pid" >> "$NETNS_DIR/pids"
+    echo "$s_pid" >> "$NETNS_DIR/running"
     wait "$s_pid"
+    s_rc=$?
+    # reaped: forget the pid before it can be reused
+    grep -vx "$s_pid" "$NETNS_DIR/running" > "$NETNS_DIR/running.tmp"
+    mv "$NETNS_DIR/running.tmp" "$NETNS_DIR/running"
+    return $s_rc
 }
 
 netns_kill() {
     grep -qx "$1" "$NETNS_DIR/pids" 2>/dev/null || { echo "netns: $1 was not started by netns_spawn" >&2; return 1; }
+    ns=$(ip netns identify "$1" 2>/dev/null)
+    [ -n "$ns" ] && grep -qx "$ns" "$NETNS_DIR/namespaces" || return 0   # gone already
     kill -"${2:-KILL}" "$1" 2>/dev/null
 }
 
