@@ -22,6 +22,8 @@
 /* A message waiting in a link's emulation queue: all frames in one block. */
 typedef struct s_pending {
     struct s_pending *next;   /* next in the link's queue */
+    double wire;              /* its bytes on the emulated wire (linkemu_wire_bytes) */
+    int serialized;           /* its last byte has left the emulated uplink: due_us is set */
     int64_t due_us;           /* release time, monotonic µs */
     int nparts;               /* frames incl. route (replies) and header */
     size_t total;             /* bytes of all frames (route excluded) */
@@ -35,6 +37,8 @@ typedef struct {
     uint8_t server_pub[32];   /* the server's key (links) */
     uint64_t server_id;       /* node_id_from_pubkey(server_pub) */
     s_pending_t *head, *tail; /* emulation queue */
+    s_pending_t *ser;         /* first message still being serialized; NULL: none */
+    double left;              /* its bytes still to serialize */
     int64_t queued_bytes;     /* bytes in the queue */
     int64_t last_due_us;      /* keeps order under jitter */
 } s_link_t;
@@ -66,7 +70,10 @@ struct transport_t {
     int rr;                   /* round-robin start among readable sockets */
     uint64_t rng;             /* emulation randomness */
     int emulate;              /* any emulation option of outgoing messages set */
-    linkemu_queue_t up;       /* emulated uplink, shared by every link and the replies */
+    int64_t up_clock_us;      /* the emulated uplink has been run up to this time */
+    double ack_left;          /* bytes of TCP acknowledgements it still has to send */
+    s_link_t **flow;          /* scratch: the uplink's busy flows (NULL: the acknowledgements) */
+    double *flow_left;        /* scratch: their bytes still to serialize */
     linkemu_queue_t down;     /* emulated downlink (mbit 0: off) */
     s_inbox_t *in_head, *in_tail; /* received messages waiting for the downlink */
     int64_t in_bytes;         /* their bytes */
@@ -179,8 +186,10 @@ transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errle
     if (o->emu_loss < 0) o->emu_loss = 0;
     self->emulate = o->emu_latency_ms > 0 || o->emu_jitter_ms > 0 ||
                     o->emu_bandwidth_mbit > 0 || o->emu_loss > 0;
-    self->up = linkemu_queue(o->emu_bandwidth_mbit);
     self->down = linkemu_queue(o->emu_downlink_mbit);
+    self->flow = calloc(2, sizeof *self->flow);            /* the replies and the acknowledgements */
+    self->flow_left = calloc(2, sizeof *self->flow_left);
+    if (!self->flow || !self->flow_left) { s_err(err, errlen, "out of memory"); goto fail; }
     self->rng = o->emu_seed ^ 0x5DEECE66Dull;
     self->keys = *opts->keys;
     self->id = node_id_from_pubkey(self->keys.pub);
@@ -251,6 +260,8 @@ static void s_free_queue(s_link_t *l)
         free(p);
     }
     l->tail = NULL;
+    l->ser = NULL;
+    l->left = 0;
     l->queued_bytes = 0;
 }
 
@@ -276,6 +287,8 @@ void transport_destroy(transport_t **self_p)
     if (self->ctx) zmq_ctx_term(self->ctx);
     if (self->wakefd >= 0) close(self->wakefd);
     free(self->links);
+    free(self->flow);
+    free(self->flow_left);
     free(self->items);
     free(self->item_link);
     keypair_wipe(&self->keys);
@@ -295,6 +308,11 @@ int transport_connect(transport_t *self, const char *host, int port,
         s_link_t *l = realloc(self->links, sizeof *l * (size_t)cap);
         if (!l) { s_err(err, errlen, "out of memory"); return -1; }
         self->links = l;
+        s_link_t **fl = realloc(self->flow, sizeof *fl * (size_t)(cap + 2));
+        if (fl) self->flow = fl;
+        double *fleft = realloc(self->flow_left, sizeof *fleft * (size_t)(cap + 2));
+        if (fleft) self->flow_left = fleft;
+        if (!fl || !fleft) { s_err(err, errlen, "out of memory"); return -1; }
         self->caplinks = cap;
     }
     int ipv6 = strchr(host, ':') != NULL;
@@ -356,6 +374,62 @@ static int s_send_parts(transport_t *self, void *sock, uint8_t *const *parts,
     return 0;
 }
 
+/* l's message in serialization has left the emulated uplink at t: it is
+ * due after latency and jitter (order kept per link); the next one starts. */
+static void s_serialized(transport_t *self, s_link_t *l, int64_t t)
+{
+    s_pending_t *p = l->ser;
+    double delay_us = self->o.emu_latency_ms * 1000.0 + self->o.emu_jitter_ms * 1000.0 * s_uniform(self);
+    int64_t due = t + (int64_t)ceil(delay_us);
+    if (due < l->last_due_us) due = l->last_due_us;
+    l->last_due_us = due;
+    p->due_us = due;
+    p->serialized = 1;
+    l->ser = p->next;
+    l->left = l->ser ? l->ser->wire : 0;
+}
+
+/* The uplink's busy flows into self->flow / flow_left: every link and the
+ * reply queue with a message in serialization, and the acknowledgements. */
+static int s_flows(transport_t *self)
+{
+    int n = 0;
+    for (int i = 0; i < self->nlinks; i++)
+        if (self->links[i].ser) {
+            self->flow[n] = &self->links[i];
+            self->flow_left[n++] = self->links[i].left;
+        }
+    if (self->reply.ser) {
+        self->flow[n] = &self->reply;
+        self->flow_left[n++] = self->reply.left;
+    }
+    if (self->ack_left > 0) {
+        self->flow[n] = NULL;
+        self->flow_left[n++] = self->ack_left;
+    }
+    return n;
+}
+
+/* Runs the emulated uplink up to now: the busy flows share its rate
+ * (linkemu_share), and each message whose last byte has left gets its due
+ * time. */
+static void s_uplink_run(transport_t *self, int64_t now)
+{
+    while (self->up_clock_us < now) {
+        int n = s_flows(self);
+        if (!n) { self->up_clock_us = now; return; }
+        int64_t t = linkemu_share(self->o.emu_bandwidth_mbit, self->flow_left, n, self->up_clock_us, now);
+        for (int i = 0; i < n; i++) {
+            s_link_t *l = self->flow[i];
+            if (!l) { self->ack_left = self->flow_left[i]; continue; }
+            l->left = self->flow_left[i];
+            if (l->left <= 0) s_serialized(self, l, t);
+        }
+        if (t == self->up_clock_us && self->o.emu_bandwidth_mbit > 0) t++;   /* always progress */
+        self->up_clock_us = t;
+    }
+}
+
 /* Builds the part list of one message and either sends it now or queues it
  * on l's emulation queue. */
 static int s_submit(transport_t *self, s_link_t *l, const uint8_t *route, size_t route_len,
@@ -397,11 +471,15 @@ static int s_submit(transport_t *self, s_link_t *l, const uint8_t *route, size_t
         return 0;
     }
     if (l->head && (size_t)l->queued_bytes + total > self->o.emu_max_queue_bytes) return 1;
+    s_uplink_run(self, s_now_us());      /* a new message shares the uplink from now on */
     size_t all = 0;
     for (int i = 0; i < np; i++) all += plen[i];
     s_pending_t *p = malloc(sizeof *p + all);
     if (!p) return 1;
     p->next = NULL;
+    p->wire = linkemu_wire_bytes(total, nframes + 1);
+    p->serialized = 0;
+    p->due_us = INT64_MAX;
     p->nparts = np;
     p->total = total;
     p->has_route = route != NULL;
@@ -412,15 +490,13 @@ static int s_submit(transport_t *self, s_link_t *l, const uint8_t *route, size_t
         p->lens[i] = plen[i];
         d += plen[i];
     }
-    int64_t left = linkemu_serialize(&self->up, s_now_us(), total);
-    double delay_us = self->o.emu_latency_ms * 1000.0 + self->o.emu_jitter_ms * 1000.0 * s_uniform(self);
-    int64_t due = left + (int64_t)ceil(delay_us);
-    if (due < l->last_due_us) due = l->last_due_us;
-    l->last_due_us = due;
-    p->due_us = due;
     if (l->tail) l->tail->next = p;
     else l->head = p;
     l->tail = p;
+    if (!l->ser) {
+        l->ser = p;
+        l->left = p->wire;
+    }
     l->queued_bytes += (int64_t)total;
     return 0;
 }
@@ -443,7 +519,7 @@ int transport_reply(transport_t *self, const transport_msg_t *to, const wire_hdr
  * INT64_MAX. */
 static int64_t s_flush_link(transport_t *self, s_link_t *l, int64_t now)
 {
-    while (l->head && l->head->due_us <= now) {
+    while (l->head && l->head->serialized && l->head->due_us <= now) {
         s_pending_t *p = l->head;
         int rc = s_send_parts(self, l->sock, p->parts, p->lens, p->nparts, p->total);
         if (rc == 1) { self->retry_soon = 1; return INT64_MAX; }
@@ -453,7 +529,7 @@ static int64_t s_flush_link(transport_t *self, s_link_t *l, int64_t now)
         l->queued_bytes -= (int64_t)p->total;
         free(p);
     }
-    return l->head ? l->head->due_us : INT64_MAX;
+    return l->head && l->head->serialized ? l->head->due_us : INT64_MAX;
 }
 
 static int64_t s_flush(transport_t *self)
@@ -461,12 +537,15 @@ static int64_t s_flush(transport_t *self)
     int64_t now = s_now_us(), next = INT64_MAX;
     self->retry_soon = 0;
     if (!self->emulate) return next;
+    s_uplink_run(self, now);
     for (int i = 0; i < self->nlinks; i++) {
         if (!self->links[i].sock || !self->links[i].head) continue;
         int64_t d = s_flush_link(self, &self->links[i], now);
         if (d < next) next = d;
     }
     int64_t d = s_flush_link(self, &self->reply, now);
+    if (d < next) next = d;
+    d = linkemu_next_finish(self->o.emu_bandwidth_mbit, self->flow_left, s_flows(self), self->up_clock_us);
     if (d < next) next = d;
     return next;
 }
@@ -674,6 +753,16 @@ static int s_grow_items(transport_t *self, int need)
     return 0;
 }
 
+/* The emulated uplink carries the TCP acknowledgements of what arrives. */
+static void s_acknowledge(transport_t *self, const transport_msg_t *m)
+{
+    if (!self->emulate || self->o.emu_bandwidth_mbit <= 0) return;
+    size_t bytes = WIRE_HDR_LEN;
+    for (int i = 0; i < m->nframes; i++) bytes += m->len[i];
+    s_uplink_run(self, s_now_us());
+    self->ack_left += linkemu_ack_bytes(linkemu_wire_bytes(bytes, m->nframes + 1));
+}
+
 /* Emulated downlink: queues a received message (moved out of *m) until
  * its serialization at the downlink rate has finished. */
 static void s_inbox_put(transport_t *self, transport_msg_t *m)
@@ -690,7 +779,7 @@ static void s_inbox_put(transport_t *self, transport_msg_t *m)
     b->next = NULL;
     b->bytes = bytes;
     b->msg = *m;
-    b->due_us = linkemu_serialize(&self->down, s_now_us(), (size_t)bytes);
+    b->due_us = linkemu_serialize(&self->down, s_now_us(), linkemu_wire_bytes((size_t)bytes, m->nframes + 1));
     m->parts_ = NULL;
     m->nframes = 0;
     if (self->in_tail) self->in_tail->next = b;
@@ -787,6 +876,7 @@ int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
                 void *sock = link < 0 ? self->router : self->links[link].sock;
                 if (!s_recv(self, sock, link, out)) continue;
                 self->rr = (self->rr + k + 1) % ns;
+                s_acknowledge(self, out);
                 if (self->down.mbit <= 0) return 1;
                 s_inbox_put(self, out);      /* delivered when the downlink has carried it */
                 if (s_inbox_take(self, out)) return 1;

@@ -17,14 +17,15 @@
  * transport_reply() stamp the header's sender with this node's id.
  *
  * Link emulation (test-only opts.emu_*, net/linkemu.h): the emulated
- * bandwidth is the node's uplink, one serialization queue shared by every
- * link and the replies: a message starts serializing when the previous
- * message of ANY link has left, then waits latency + jitter (uniform in
- * [0, jitter]) in its link's queue, order kept per link (replies through
- * the listening socket share one such queue).  A message lost to emulated
- * loss is dropped silently and counted.  With emu_downlink_mbit, received
- * messages also pass one serialization queue at that rate before
- * transport_poll() delivers them (in arrival order). */
+ * bandwidth is the node's uplink, shared by all its links and the replies
+ * (one flow): each link sends its messages in order, the links with
+ * something to send share the rate equally, and a message is due latency +
+ * jitter (uniform in [0, jitter]) after its last byte has left, order kept
+ * per link.  The rate counts the framing and TCP/IP headers of each message
+ * and the acknowledgements of what the node receives.  A message lost to
+ * emulated loss is dropped silently and counted.  With emu_downlink_mbit,
+ * received messages also pass one serialization queue at that rate, in
+ * arrival order, before transport_poll() delivers them. */
 #ifndef BRIGADE_NET_TRANSPORT_H
 #define BRIGADE_NET_TRANSPORT_H
 #include <stddef.h>

@@ -527,32 +527,48 @@ out:
     transport_destroy(&b);
 }
 
-/* The uplink model alone, on given times: one queue for every link, so two
- * links sending N bytes each take twice as long as one link sending N. */
+/* The uplink model alone, on given times (8 Mbit/s: 1 byte per µs). */
 static void test_linkemu_uplink(void)
 {
-    enum { MSGS = 10, BYTES = 10000 };
-    linkemu_queue_t one = linkemu_queue(8);      /* 1 byte per µs */
-    int64_t end_one = 0;
-    for (int i = 0; i < MSGS; i++) end_one = linkemu_serialize(&one, 0, BYTES);
-    CHECK(end_one == MSGS * BYTES);
+    /* one busy flow of 100 kB: 100 ms */
+    double one[1] = {100000};
+    CHECK(linkemu_share(8, one, 1, 0, INT64_MAX) == 100000 && one[0] == 0);
 
-    /* two links, their messages interleaved as a node would send them */
-    linkemu_queue_t up = linkemu_queue(8);
-    int64_t end[2] = {0, 0};
-    for (int i = 0; i < 2 * MSGS; i++) end[i % 2] = linkemu_serialize(&up, 0, BYTES);
-    int64_t last = end[0] > end[1] ? end[0] : end[1];
-    CHECKF(last == 2 * end_one, "two links end at %lld us, one link at %lld us", (long long)last, (long long)end_one);
-    CHECK(end[0] == last - BYTES);               /* the first link's last message left one message earlier */
+    /* two flows of 100 kB each share the uplink: both take 200 ms, twice one */
+    double two[2] = {100000, 100000};
+    int64_t t = linkemu_share(8, two, 2, 0, INT64_MAX);
+    CHECKF(t == 200000 && two[0] == 0 && two[1] == 0, "two flows done at %lld us", (long long)t);
 
-    /* an idle queue starts at the arrival; no credit is saved while idle */
-    CHECK(linkemu_serialize(&up, 10 * last, BYTES) == 10 * last + BYTES);
-    /* a message arriving while the queue is busy waits for it */
-    CHECK(linkemu_serialize(&up, 10 * last, 1) == 10 * last + BYTES + 1);
-    /* unlimited: no serialization time */
-    linkemu_queue_t inf = linkemu_queue(0);
-    CHECK(linkemu_serialize(&inf, 1234, 1 << 30) == 1234);
-    CHECK(linkemu_serialize(&inf, 1234, 1 << 30) == 1234);
+    /* a busy flow does not hold a small message of another flow back: with
+     * 250 kB queued on one flow, 100 bytes on another leave after 200 µs */
+    double mixed[2] = {250000, 100};
+    CHECK(linkemu_next_finish(8, mixed, 2, 0) == 200);
+    t = linkemu_share(8, mixed, 2, 0, INT64_MAX);
+    CHECK(t == 200 && mixed[1] == 0 && fabs(mixed[0] - 249900) < 1e-6);
+    /* then the big one has the uplink to itself */
+    CHECK(linkemu_share(8, mixed, 2, t, INT64_MAX) == 200 + 249900 && mixed[0] == 0);
+
+    /* stopping at to_us: each active flow sent half the elapsed bytes */
+    double part[3] = {1000, 0, 1000};
+    CHECK(linkemu_share(8, part, 3, 0, 500) == 500);
+    CHECK(fabs(part[0] - 750) < 1e-9 && part[1] == 0 && fabs(part[2] - 750) < 1e-9);
+    /* no busy flow: time just passes; unlimited: everything leaves at once */
+    double idle[2] = {0, 0};
+    CHECK(linkemu_share(8, idle, 2, 10, 99) == 99 && linkemu_next_finish(8, idle, 2, 10) == INT64_MAX);
+    double inf[2] = {1e9, 5};
+    CHECK(linkemu_share(0, inf, 2, 10, 99) == 10 && inf[0] == 0 && inf[1] == 0);
+
+    /* the wire: framing per frame, 66 bytes of headers per 1448-byte segment */
+    CHECK(linkemu_wire_bytes(1448 - LINKEMU_FRAME_HDR, 1) == 1448 + 66);
+    CHECK(linkemu_wire_bytes(1449 - LINKEMU_FRAME_HDR, 1) == 1449 + 2 * 66);
+    CHECK(linkemu_ack_bytes(4 * 1514) == 2 * 66 && linkemu_ack_bytes(1) == 66);
+
+    /* the downlink: one queue in arrival order */
+    linkemu_queue_t q = linkemu_queue(8);
+    CHECK(linkemu_serialize(&q, 0, 1000) == 1000 && linkemu_serialize(&q, 10, 1000) == 2000);
+    CHECK(linkemu_serialize(&q, 5000, 1) == 5001);
+    linkemu_queue_t u = linkemu_queue(0);
+    CHECK(linkemu_serialize(&u, 1234, 1e9) == 1234);
 }
 
 /* Polls every transport once (timeout 0, the last one with 2 ms) and counts
@@ -590,9 +606,8 @@ static void s_send_big(transport_t *t, int link, int count, size_t bytes, uint64
     free(buf);
 }
 
-/* Two links of one node share its emulated uplink: the first message to
- * the second peer leaves only after everything queued before it, on the
- * other link, has been serialized. */
+/* Two links of one node share its emulated uplink: what each sends takes
+ * twice as long as it would alone. */
 static void test_emulated_uplink_shared(void)
 {
     keypair_t ka = s_keys(), kb = s_keys(), kc = s_keys();
@@ -622,11 +637,13 @@ static void test_emulated_uplink_shared(void)
     s_send_big(a, lc, 3, 50000, 1);
     while ((tl[1].got < 3 || tl[2].got < 3) && s_ms() - t0 < 5000) s_poll_all(all, tl, 3, t0);
     CHECK(tl[1].got == 3 && tl[2].got == 3 && tl[1].inorder && tl[2].inorder);
-    /* per-link pipes would deliver c's first message after 50 ms and its
-     * last after 150 ms; one uplink: after 200 and 300 ms */
-    CHECKF(tl[2].first_ms >= 200, "c's first message after %lld ms", (long long)tl[2].first_ms);
-    CHECKF(tl[2].last_ms >= 300, "c's last message after %lld ms", (long long)tl[2].last_ms);
-    CHECKF(tl[1].last_ms >= 150, "b's last message after %lld ms", (long long)tl[1].last_ms);
+    /* a pipe per link would deliver both in 150 ms (first messages after
+     * 50 ms); one shared uplink (plus the wire's headers) needs >= 300 ms
+     * for each, their first messages after >= 100 ms */
+    CHECKF(tl[1].last_ms >= 300 && tl[2].last_ms >= 300, "b's last message after %lld ms, c's after %lld ms",
+           (long long)tl[1].last_ms, (long long)tl[2].last_ms);
+    CHECKF(tl[1].first_ms >= 100 && tl[2].first_ms >= 100, "first messages after %lld and %lld ms",
+           (long long)tl[1].first_ms, (long long)tl[2].first_ms);
     transport_stats_t s;
     transport_stats(a, &s);
     CHECK(s.msgs_sent == 8 && s.bytes_sent == 300000 + 2 * (WIRE_HDR_LEN + 1));

@@ -25,6 +25,11 @@
 # internet (a public node's eth0, a home router's wan0), its downlink on the
 # bridge side of that link.  Rates are Mbit/s; 0 or "" leaves a direction
 # unshaped.  NETNS_TBF_LATENCY_MS (default 100) bounds each tbf queue.
+# Every namespace uses the TCP congestion control NETNS_TCP_CC (default
+# reno: loss-based like cubic, the Linux default most volunteers run, which
+# behaves like reno at these sub-millisecond round trips; a namespace may
+# only pick what the host's net.ipv4.tcp_allowed_congestion_control lists,
+# and a host set to bbr overruns tbf's queue with retransmissions).
 #
 # Namespaces are named brn<pid>-NAME (pid: the script that called
 # netns_init), so runs never collide and stale ones of a dead run are
@@ -58,6 +63,13 @@
 #                                    the topology is complete, before the traffic)
 #   netns_bytes_to NAME PEER         bytes (IP) NAME sent to PEER's address since netns_account
 #   netns_shaper_bytes NAME up|down  bytes the tbf of NAME's uplink / downlink carried
+#   netns_shaper_drops NAME up|down  packets that tbf dropped (its queue was full)
+#   netns_retrans NAME               TCP segments NAME's namespace retransmitted
+#   netns_sample FILE SECONDS NAME... every SECONDS, append each NAME's counters to FILE:
+#                                    "T NAME up|down BYTES" (its shapers) and
+#                                    "T NAME to:PEER BYTES" (after netns_account); T: epoch
+#                                    seconds.  Runs in the background until netns_sample_stop
+#   netns_sample_stop                stop it (after one last sample)
 #   netns_remaining                  seconds left before the bound
 #   netns_cleanup                    everything above removed (also the trap)
 
@@ -128,12 +140,16 @@ s_netns_new() {
     ns="${NETNS_PREFIX}$1"
     ip netns add "$ns" || return 1
     echo "$ns" >> "$NETNS_DIR/namespaces"
-    ip -n "$ns" link set lo up
+    ip -n "$ns" link set lo up || return 1
+    ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=${NETNS_TCP_CC:-reno}" 2>/dev/null ||
+        echo "netns: $1 keeps the host's TCP congestion control (${NETNS_TCP_CC:-reno} is not allowed)" >&2
+    return 0
 }
 
 netns_init() {
     max=${1:-300}
     NETNS_OWNER=$$
+    NETNS_OWNER_START=$(s_netns_start_time $$)
     NETNS_PREFIX="brn$$-"
     NETNS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/brigade-netns.XXXXXX") || return 1
     : > "$NETNS_DIR/namespaces"
@@ -158,16 +174,21 @@ netns_init() {
     NETNS_WATCHDOG=$(cat "$NETNS_DIR/watchdog")
 }
 
+# s_netns_start_time PID: when PID started (clock ticks since boot), so that
+# a reused pid is not taken for the process it was.
+s_netns_start_time() { awk '{ sub(/^.*\) /, ""); print $20 }' "/proc/$1/stat" 2>/dev/null; }
+s_netns_owner_alive() { [ "$(s_netns_start_time "$NETNS_OWNER")" = "$NETNS_OWNER_START" ]; }
+
 # The watchdog: past the deadline, or when the caller has died, kill and
 # remove everything (the caller's trap does the same when it can run).
 s_netns_watchdog() {
     trap - EXIT INT TERM HUP
     exec </dev/null >/dev/null 2>&1
-    while kill -0 "$NETNS_OWNER" 2>/dev/null; do
+    while s_netns_owner_alive; do
         if [ "$(date +%s)" -ge "$NETNS_DEADLINE" ]; then
             echo "netns: time bound reached" > "$NETNS_DIR/timed_out"
             s_netns_kill_all
-            kill -TERM "$NETNS_OWNER" 2>/dev/null
+            s_netns_owner_alive && kill -TERM "$NETNS_OWNER" 2>/dev/null
             sleep 5
             break
         fi
@@ -381,10 +402,51 @@ netns_bytes_to() {
         awk -v p="\"$2\"" '/counter/ && $NF == p { for (i = 1; i < NF; i++) if ($i == "bytes") s += $(i + 1) } END { print s + 0 }'
 }
 
-netns_shaper_bytes() {
+s_netns_sample_once() {
+    t=$(date +%s.%N)
+    for who in "$@"; do
+        echo "$t $who up $(netns_shaper_bytes "$who" up)"
+        echo "$t $who down $(netns_shaper_bytes "$who" down)"
+        ip netns exec "$(netns_ns "$who")" nft list chain ip brnacct out 2>/dev/null |
+            awk -v t="$t" -v w="$who" '/counter/ { for (i = 1; i < NF; i++) if ($i == "bytes") b = $(i + 1)
+                                                   p = $NF; gsub(/"/, "", p); s[p] += b }
+                                       END { for (p in s) print t, w, "to:" p, s[p] }'
+    done
+}
+
+netns_sample() {
+    out=$1 every=$2
+    shift 2
+    : > "$NETNS_DIR/sample.on"
+    ( trap - EXIT INT TERM HUP
+      while [ -f "$NETNS_DIR/sample.on" ]; do s_netns_sample_once "$@"; sleep "$every"; done
+      s_netns_sample_once "$@" ) >> "$out" 2>/dev/null &
+    NETNS_SAMPLER=$!
+    echo "$NETNS_SAMPLER" >> "$NETNS_DIR/running"
+}
+
+netns_sample_stop() {
+    [ -n "${NETNS_SAMPLER:-}" ] || return 0
+    rm -f "$NETNS_DIR/sample.on"
+    wait "$NETNS_SAMPLER"
+    grep -vx "$NETNS_SAMPLER" "$NETNS_DIR/running" > "$NETNS_DIR/running.tmp"
+    mv "$NETNS_DIR/running.tmp" "$NETNS_DIR/running"
+    NETNS_SAMPLER=
+}
+
+# s_netns_qdisc_stat NAME up|down FIELD: a number of the root qdisc's
+# statistics line ("Sent B bytes P pkt (dropped D, ...)"): 2 bytes, 7 drops.
+s_netns_qdisc_stat() {
     [ -f "$NETNS_DIR/n.$1" ] || { echo "netns: no node '$1'" >&2; return 1; }
     if [ "$2" = up ]; then ns=$(s_netns_field "$1" 5); dev=$(s_netns_field "$1" 6)
     else ns="${NETNS_PREFIX}inet"; dev=$(s_netns_field "$1" 7); fi
     ip netns exec "$ns" tc -s qdisc show dev "$dev" root 2>/dev/null |
-        awk '$1 == "Sent" { print $2; found = 1; exit } END { if (!found) print 0 }'
+        awk -v k="$3" '$1 == "Sent" { v = $k; gsub(/[^0-9]/, "", v); print v + 0; found = 1; exit }
+                       END { if (!found) print 0 }'
+}
+netns_shaper_bytes() { s_netns_qdisc_stat "$1" "$2" 2; }
+netns_shaper_drops() { s_netns_qdisc_stat "$1" "$2" 7; }
+
+netns_retrans() {
+    netns_exec "$1" nstat -az TcpRetransSegs 2>/dev/null | awk '$1 == "TcpRetransSegs" { print $2; f = 1 } END { if (!f) print 0 }'
 }

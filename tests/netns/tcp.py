@@ -7,8 +7,10 @@
                                          connection, read to EOF; then write
                                          "peer=IP bytes=N seconds=S" to FILE
                                          (exit 1 if nobody came within TIMEOUT_S, default 30)
-  tcp.py send HOST PORT BYTES            connect, send BYTES, wait for the receiver to
-                                         close; print "seconds=S"
+  tcp.py send HOST PORT BYTES            connect (a refused connection is retried for
+                                         10 s), send BYTES, wait for the receiver to
+                                         close; print "seconds=S" (timed from the
+                                         connection)
 """
 import os
 import socket
@@ -53,8 +55,20 @@ def s_serve(port, path, timeout):
     return 0
 
 
+def s_dial(host, port, bound):
+    """A connection, retrying a refused one (the server may still be starting) up to bound seconds."""
+    end = time.time() + bound
+    while True:
+        try:
+            return socket.create_connection((host, port), timeout=10)
+        except ConnectionRefusedError:
+            if time.time() >= end:
+                raise
+            time.sleep(0.1)
+
+
 def s_send(host, port, nbytes):
-    with socket.create_connection((host, port), timeout=10) as s:
+    with s_dial(host, port, 10) as s:
         s.settimeout(120)
         t0 = time.time()
         chunk = b"\0" * (1 << 16)
