@@ -412,18 +412,11 @@ int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
     return 0;
 }
 
-int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, size_t errlen)
+/* Decodes buf (ANNOUNCE_LEN bytes) into a and checks its form (no
+ * cryptography).  NULL, or the reason it is malformed. */
+static const char *s_announce_parse(announce_t *a, const uint8_t *buf)
 {
-    memset(a, 0, sizeof *a);
-    if (s_sodium(err, errlen)) return -1;
-    if (len != ANNOUNCE_LEN) {
-        s_err(err, errlen, "announcement of %zu bytes, expected %d", len, ANNOUNCE_LEN);
-        return -1;
-    }
-    if (s_rd32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || buf[5] != 0) {
-        s_err(err, errlen, "announcement: bad magic or version");
-        return -1;
-    }
+    if (s_rd32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || buf[5] != 0) return "bad magic or version";
     a->stage = (int16_t)s_rd16(buf + 6);
     a->id = s_rd64(buf + 8);
     a->seq = s_rd64(buf + 16);
@@ -432,27 +425,53 @@ int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, si
     memcpy(a->sig, buf + 184, 64);
     const uint8_t *addr = buf + 88;
     size_t n = strnlen((const char *)addr, PEER_ADDR_MAX);
-    const char *why = NULL;
-    if (a->stage < -1) why = "bad stage";
-    else if (n == 0 || n >= PEER_ADDR_MAX) why = "bad address";
-    for (size_t i = n; !why && i < PEER_ADDR_MAX; i++)
-        if (addr[i] != 0) why = "bytes after the address";
-    if (!why && !peer_addr_valid((const char *)addr)) why = "address is not HOST:PORT";
+    if (a->stage < -1) return "bad stage";
+    if (n == 0 || n >= PEER_ADDR_MAX) return "bad address";
+    for (size_t i = n; i < PEER_ADDR_MAX; i++)
+        if (addr[i] != 0) return "bytes after the address";
+    if (!peer_addr_valid((const char *)addr)) return "address is not HOST:PORT";
+    memcpy(a->addr, addr, n);
+    a->addr[n] = '\0';
+    return NULL;
+}
+
+/* The reason a's keys or signature (over buf) do not hold, or NULL. */
+static const char *s_announce_crypto(const announce_t *a, const uint8_t *buf)
+{
     uint8_t curve[32];
-    if (!why && a->id != node_id_from_pubkey(a->pubkey)) why = "id does not match its key";
-    if (!why && (crypto_sign_ed25519_pk_to_curve25519(curve, a->sign_pub) != 0
-                 || sodium_memcmp(curve, a->pubkey, 32) != 0))
-        why = "signing key is not the node key";
-    if (!why && crypto_sign_verify_detached(a->sig, buf, S_ANNOUNCE_SIGNED, a->sign_pub) != 0)
-        why = "bad signature";
+    if (a->id != node_id_from_pubkey(a->pubkey)) return "id does not match its key";
+    if (crypto_sign_ed25519_pk_to_curve25519(curve, a->sign_pub) != 0 || sodium_memcmp(curve, a->pubkey, 32) != 0)
+        return "signing key is not the node key";
+    if (crypto_sign_verify_detached(a->sig, buf, S_ANNOUNCE_SIGNED, a->sign_pub) != 0) return "bad signature";
+    return NULL;
+}
+
+static int s_announce_read(announce_t *a, const uint8_t *buf, size_t len, int crypto, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    if (s_sodium(err, errlen)) return -1;
+    if (len != ANNOUNCE_LEN) {
+        s_err(err, errlen, "announcement of %zu bytes, expected %d", len, ANNOUNCE_LEN);
+        return -1;
+    }
+    const char *why = s_announce_parse(a, buf);
+    if (!why && crypto) why = s_announce_crypto(a, buf);
     if (why) {
         s_err(err, errlen, "announcement: %s", why);
         memset(a, 0, sizeof *a);
         return -1;
     }
-    memcpy(a->addr, addr, n);
-    a->addr[n] = '\0';
     return 0;
+}
+
+int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    return s_announce_read(a, buf, len, 1, err, errlen);
+}
+
+int announce_decode(announce_t *a, const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    return s_announce_read(a, buf, len, 0, err, errlen);
 }
 
 int announce_matches(const announce_t *a, const peer_info_t *p)

@@ -183,6 +183,9 @@ void announce_encode(uint8_t out[ANNOUNCE_LEN], const announce_t *a);
  * id == node_id_from_pubkey(pubkey), sign_pub is the Edwards form of pubkey,
  * and the signature.  Returns 0 with a filled, or -1 with a reason. */
 int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, size_t errlen);
+/* The same decoding and form checks without the key and signature checks:
+ * only for bytes that passed announce_verify() before (see vcache.h). */
+int announce_decode(announce_t *a, const uint8_t *buf, size_t len, char *err, size_t errlen);
 
 /* 1 when the verified announcement a vouches for record p: same id, pubkey,
  * addr and stage; else 0. */

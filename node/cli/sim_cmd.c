@@ -180,6 +180,11 @@ int cmd_sim(int argc, char **argv)
            (unsigned long long)res.bytes_sent, (unsigned long long)res.bytes_delivered, (unsigned long long)res.bytes_dropped,
            (unsigned long long)res.bytes_inflight, res.node_seconds > 0 ? res.control_bytes / res.node_seconds : 0.0);
     if (res.learn_n) printf("sim: a node knew a live peer of every stage %.2f s after it started (mean of %d)\n", res.learn_all_s, res.learn_n);
+    printf("sim: %llu microbatches applied at the last stage, %.2f per simulated s, %.1f%% of the compute bound (%.2f per s); "
+           "speed %.1f simulated s per CPU s (%.1f CPU s)\n",
+           (unsigned long long)res.applied_last, res.sim_s > 0 ? res.applied_last / res.sim_s : 0.0,
+           res.bound_mb > 0 ? 100.0 * res.applied_last / res.bound_mb : 0.0, res.sim_s > 0 ? res.bound_mb / res.sim_s : 0.0,
+           res.cpu_s > 0 ? res.sim_s / res.cpu_s : 0.0, res.cpu_s);
     if (so->real) printf("sim: weights %016llx\n", (unsigned long long)res.weights);
     if (!res.run_complete) printf("sim: the run did not complete (%llu of %llu microbatches)\n",
                                   (unsigned long long)res.completed, (unsigned long long)res.target);

@@ -40,6 +40,7 @@
 #define NORM_WARMUP 16          /* tensors seen before the norm check applies */
 #define FEEDBACK_STREAMS 64     /* gradient streams with error feedback (one per upstream peer) */
 #define TABLE_MAX_BYTES (1u << 22)
+#define VCACHE_OWN 1024         /* verified announcements a node remembers (without a shared cache) */
 
 /* A state snapshot being received in STATE chunks. */
 typedef struct {
@@ -121,6 +122,8 @@ struct netside {
     uint8_t done_proof[DONE_LEN];  /* the last stage's signed word that the run completed */
     int have_proof;
     net_counters_t ctr;
+    vcache_t *vcache;           /* c.vcache, or own_vcache */
+    vcache_t *own_vcache;
 };
 
 /* ---- helpers ---- */
@@ -404,6 +407,16 @@ static int s_fresh(netside_t *ns, peer_t *p, uint64_t seen_ms)
     return 1;
 }
 
+/* 1 when blob is a valid announcement (into *a): checked once, then found in the verified cache. */
+static int s_announce_ok(netside_t *ns, announce_t *a, const uint8_t *blob, size_t len, char *err, size_t errlen)
+{
+    if (len != ANNOUNCE_LEN) return 0;
+    if (vcache_has(ns->vcache, blob, len)) return announce_decode(a, blob, len, err, errlen) == 0;
+    if (announce_verify(a, blob, len, err, errlen) != 0) return 0;
+    vcache_add(ns->vcache, blob, len);
+    return 1;
+}
+
 /* Takes the records of a table sent by `sender`: its own record on its word
  * (the link authenticated it), anyone else's only with that peer's valid
  * signed announcement, newer than the one held, vouching for the record's
@@ -426,7 +439,7 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
         if (len == ANNOUNCE_LEN && p && p->announce_seq && memcmp(p->announce, blob, ANNOUNCE_LEN) == 0)
             valid = 0;  /* the announcement we hold already: nothing new, no signature to check */
         else
-            valid = len == ANNOUNCE_LEN && announce_verify(&a, blob, len, err, sizeof err) == 0 && announce_matches(&a, rec);
+            valid = s_announce_ok(ns, &a, blob, len, err, sizeof err) && announce_matches(&a, rec);
         if (rec->id == sender) {
             if (memcmp(rec->pubkey, sender_pub, 32) != 0) continue;
             s_add_peer(ns, rec, why);
@@ -1657,7 +1670,9 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->dec = codec_ctx_new(1);
     ns->enc = codec_ctx_new(1);
     ns->backups = calloc((size_t)(ns->nstages > 0 ? ns->nstages : 1), sizeof(backup_t));
-    if (peers_init(&ns->peers, ns->id) < 0 || !ns->dec || !ns->enc || !ns->backups) {
+    if (!cfg->vcache) ns->own_vcache = vcache_new(VCACHE_OWN);
+    ns->vcache = cfg->vcache ? cfg->vcache : ns->own_vcache;
+    if (peers_init(&ns->peers, ns->id) < 0 || !ns->dec || !ns->enc || !ns->backups || !ns->vcache) {
         netside_destroy(&ns);
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -1681,6 +1696,7 @@ void netside_destroy(netside_t **self_p)
     free(ns->backups);
     codec_ctx_destroy(&ns->dec);
     codec_ctx_destroy(&ns->enc);
+    vcache_destroy(&ns->own_vcache);
     peers_fini(&ns->peers);
     free(ns);
     *self_p = NULL;

@@ -16,6 +16,7 @@
 #include "net/keys.h"
 #include "net/ticket.h"
 #include "net/transport.h"
+#include "net/vcache.h"
 #include "node/runtime/env.h"
 #include "node/runtime/mail.h"
 #include "node/runtime/metrics.h"
@@ -51,6 +52,8 @@ typedef struct {
     void (*post)(void *arg, mail_t *m);  /* mail to the compute side (ownership passes) */
     void *post_arg;
     int modelled;              /* simulator: tensors are modelled (sizes only, no values) */
+    vcache_t *vcache;          /* announcements verified already, shared by the simulator's nodes
+                                  (one thread); NULL: the netside keeps a small one of its own */
 } netside_cfg_t;
 
 typedef struct netside netside_t;

@@ -2,6 +2,7 @@
 #include "node/runtime/sim.h"
 #include "compress/codec.h"
 #include "net/keys.h"
+#include "net/vcache.h"
 #include "node/engine/data.h"
 #include "node/runtime/compute.h"
 #include "node/runtime/idmap.h"
@@ -108,9 +109,11 @@ struct sim {
     uint64_t trace;
     double done_at;            /* when the run completed (INFINITY: not yet) */
     uint64_t sent_dead, recv_dead;  /* counters of nodes that are gone */
-    double wall0;
+    double wall0, cpu0;        /* wall and CPU clocks at the start */
     uint64_t best_done;        /* the run's progress as the last node that left saw it */
     uint64_t rogue_sent;       /* bytes rogues put on the network beside their network sides */
+    double capacity;           /* FLOPs the nodes could have done while alive (speed x --gflops x time) */
+    vcache_t *vcache;          /* announcements verified already (all nodes: verification is a pure function) */
 };
 
 static int s_plan_cmp(const void *a, const void *b);
@@ -147,6 +150,13 @@ static double s_wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double s_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -385,6 +395,7 @@ static void s_trace(void *arg, int what, uint64_t mb, int64_t v)
             idmap_put(&n->applied, mb, 0);
         }
         if (netside_stage(n->net) == 0) n->resolved++;
+        if (netside_stage(n->net) == n->o.stages - 1) s->res->applied_last++;
         break;
     case TRACE_LOST: n->resolved++; break;
     case TRACE_SKIP: n->resolved++; break;
@@ -582,6 +593,7 @@ static void s_node_start(snode_t *n)
     nc.post = s_post_comp;
     nc.post_arg = n;
     nc.modelled = !s->so.real;
+    nc.vcache = s->vcache;
     n->net = netside_new(&nc, err, sizeof err);
     if (!n->net) { s_violation(s, "node %d: %s", n->idx, err); n->alive = 0; return; }
     metrics_event(n->metrics, "start", "\"role\":\"sim\",\"model\":%s,\"join_addr\":%s,\"incarnation\":%d",
@@ -659,6 +671,7 @@ static void s_node_stop(snode_t *n, int crash)
     n->alive = 0;
     n->left_at = n->sim->now;
     n->sim->res->node_seconds += n->sim->now - n->started_at;
+    n->sim->capacity += (n->sim->now - n->started_at) * n->sim->so.gflops * 1e9 * n->speed;
     s_node_free_sides(n);
 }
 
@@ -889,8 +902,9 @@ static void s_progress(sim_t *s)
             if (c > done) done = c;
         }
     }
-    fprintf(s->log, "sim %8.1f s (%.1f s wall): %d nodes alive, %d serving, %llu microbatches done, %d events queued\n",
-            s->now, s_wall() - s->wall0, alive, serving, (unsigned long long)done, s->nheap);
+    fprintf(s->log, "sim %8.1f s (%.1f s wall, %.1f s cpu): %d nodes alive, %d serving, %llu microbatches done (%llu applied at the last stage), %d events queued\n",
+            s->now, s_wall() - s->wall0, s_cpu() - s->cpu0, alive, serving, (unsigned long long)done,
+            (unsigned long long)s->res->applied_last, s->nheap);
 }
 
 /* 1 when nothing is left to do: the run completed and every live node ended. */
@@ -949,6 +963,21 @@ static void s_step(sim_t *s, ev_t *e)
 
 /* ---- the end ---- */
 
+/* Modelled FLOPs of one microbatch through every stage: forward 2, backward
+ * 4 per parameter and sample position (compute.c's model of the work). */
+static double s_mb_flops(const sim_opts_t *so)
+{
+    double P = 0;
+    char err[200];
+    for (int st = 0; st < so->o.stages; st++) {
+        stage_t lay;
+        if (stage_init(&lay, &so->o.cfg, st, so->o.stages, err, sizeof err) < 0) return 0;
+        P += (double)lay.nparams;
+    }
+    int T = so->o.cfg.kind == MODEL_GPT ? so->o.cfg.maxT : 1;
+    return 6.0 * P * so->o.batch * T;
+}
+
 static void s_finish(sim_t *s)
 {
     sim_result_t *r = s->res;
@@ -969,7 +998,10 @@ static void s_finish(sim_t *s)
         }
         s_close_compute(n, 0);
         r->node_seconds += s->now - n->started_at;
+        s->capacity += (s->now - n->started_at) * s->so.gflops * 1e9 * n->speed;
     }
+    double per_mb = s_mb_flops(&s->so);
+    r->bound_mb = per_mb > 0 ? s->capacity / per_mb : 0;
     r->completed = best;
     r->target = s->so.steps_given ? (uint64_t)s->so.o.steps * (uint64_t)s->so.o.micro : 0;
     if (r->completed < s->best_done) r->completed = s->best_done;
@@ -983,6 +1015,7 @@ static void s_finish(sim_t *s)
                                                 (unsigned long long)recv, (unsigned long long)r->bytes_delivered);
     r->sim_s = s->now;
     r->wall_s = s_wall() - s->wall0;
+    r->cpu_s = s_cpu() - s->cpu0;
     r->trace = s->trace;
     r->nodes_total = s->nnodes;
     if (r->learn_n) r->learn_all_s /= r->learn_n;
@@ -1010,6 +1043,7 @@ static void s_free(sim_t *s)
     free(s->pair_last);
     idmap_fini(&s->pair_ix);
     metrics_close(&s->metrics);
+    vcache_destroy(&s->vcache);
 }
 
 /* ---- entry points ---- */
@@ -1041,6 +1075,7 @@ int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_
     s->trace = 0xcbf29ce484222325ULL;
     s->done_at = INFINITY;
     s->wall0 = s_wall();
+    s->cpu0 = s_cpu();
     idmap_init(&s->pair_ix);
     if (!so->steps_given) s->so.o.steps = 100000000;
     s->so.o.optim.total = s->so.o.steps;
@@ -1069,8 +1104,9 @@ int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_
         free(rnd);
         qsort(s->plan, (size_t)s->nplan, sizeof *s->plan, s_plan_cmp);
     }
-    s->metrics = metrics_open(so->o.metrics, "sim", err, errlen);
-    if (!s->metrics) { free(s->plan); free(s); return -1; }
+    s->vcache = vcache_new(so->nodes > 128 ? 8 * so->nodes : 1024);
+    s->metrics = s->vcache ? metrics_open(so->o.metrics, "sim", err, errlen) : NULL;
+    if (!s->metrics) { if (!s->vcache) snprintf(err, errlen, "out of memory"); vcache_destroy(&s->vcache); free(s->plan); free(s); return -1; }
     if (log) fprintf(log, "brigade sim: %d nodes, %d stages, %s, %s compute, latency %g..%g ms, uplink %g..%g Mbit/s, speed %g..%g, seed %llu\n",
                      so->nodes, so->o.stages, so->o.cfg.name, so->real ? "real" : "modelled", so->lat_lo, so->lat_hi, so->bw_lo,
                      so->bw_hi, so->speed_lo, so->speed_hi, (unsigned long long)so->o.seed);

@@ -81,6 +81,10 @@ typedef struct {
     uint64_t skipped;          /* applied further on but not at the data stage */
     int run_complete;          /* the run reached its target (or its time bound) */
     double sim_s, wall_s;      /* simulated and wall seconds */
+    double cpu_s;              /* CPU seconds of this process (the machine may be shared: the fair speed measure) */
+    uint64_t applied_last;     /* microbatches applied by last-stage nodes (a re-issued one may count twice) */
+    double bound_mb;           /* the compute bound: microbatches the nodes' compute could have done in sim_s (every
+                                  node busy all the time it was alive, work perfectly balanced; modelled FLOPs) */
     uint64_t trace;            /* hash of the event trace */
     uint64_t weights;          /* hash of the live nodes' final weights (real compute), 0 otherwise */
     uint64_t bytes_sent, bytes_delivered, bytes_dropped, bytes_inflight;
