@@ -18,6 +18,7 @@
 #define REC_MAX 256          /* microbatch records */
 #define PENDING_MAX 1024     /* tensors waiting for this node's compute */
 #define AVG_EVERY 20         /* updates between within-stage averaging (weights sent as fp16) */
+#define AVG_PEERS 2          /* to this many live peers of the stage, in turn (bounded: a stage may have hundreds) */
 #define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
 #define MAX_TRIES 20         /* a data-stage microbatch is given up after this many issues */
 #define BACKUP_EVERY 20      /* backup snapshots of a stage served by one node: at most every 20 updates, */
@@ -83,6 +84,9 @@ struct compute {
     int *by_stage;                /* view entries grouped by stage: stage s at by_stage[stage_at[s] .. stage_at[s + 1]) */
     int stage_at[MODEL_STAGES_MAX + 1];
     int view_live;                /* live peers in the view */
+    int live_at[MODEL_STAGES_MAX]; /* live peers of each stage in the view */
+    int rtt_for;                  /* the stage rtt_mean/rtt_min were computed for with this view, -1 none */
+    double rtt_mean, rtt_min;     /* s_rtt's result, kept until the view or the stage changes */
     batch_t batch;                /* data stage: the batch being issued */
     uint8_t *targets8;            /* its targets as sent (one byte each) */
     uint64_t cursor, mb_seq;
@@ -226,8 +230,13 @@ static void s_take_view(compute_t *c, peer_view_t *v)
     for (int s = 0; s < K; s++) c->stage_at[s + 1] += c->stage_at[s];
     int fill[MODEL_STAGES_MAX];
     memcpy(fill, c->stage_at, sizeof(int) * (size_t)K);
+    memset(c->live_at, 0, sizeof(int) * (size_t)K);
     for (int i = 0; i < v->n; i++)
-        if (v->p[i].stage >= 0 && v->p[i].stage < K) ix[fill[v->p[i].stage]++] = i;
+        if (v->p[i].stage >= 0 && v->p[i].stage < K) {
+            ix[fill[v->p[i].stage]++] = i;
+            c->live_at[v->p[i].stage] += v->p[i].health != PEER_GONE;
+        }
+    c->rtt_for = -1;
 }
 
 /* The view entries of stage s (count in *n). */
@@ -241,10 +250,7 @@ static const int *s_stage_peers(const compute_t *c, int s, int *n)
 /* Live peers of `stage` in the view (self excluded). */
 static int s_stage_live(const compute_t *c, int stage)
 {
-    int n, k = 0;
-    const int *ix = s_stage_peers(c, stage, &n);
-    for (int i = 0; i < n; i++) k += c->view->p[ix[i]].health != PEER_GONE;
-    return k;
+    return c->view && stage >= 0 && stage < c->nstages ? c->live_at[stage] : 0;
 }
 
 static int s_all_stages_served(const compute_t *c)
@@ -256,23 +262,28 @@ static int s_all_stages_served(const compute_t *c)
 
 /* Mean smoothed and minimum round trips to the live peers of the
  * neighbouring stages, the links this node's work crosses (ms; 0 unknown). */
-static void s_rtt(const compute_t *c, double *mean, double *min)
+static void s_rtt(compute_t *c, double *mean, double *min)
 {
-    double sum = 0, lo = 0;
-    int n = 0;
-    for (int s = c->stage - 1; s <= c->stage + 1; s += 2) {
-        int k;
-        const int *ix = s_stage_peers(c, s, &k);
-        for (int i = 0; i < k; i++) {
-            const view_peer_t *p = &c->view->p[ix[i]];
-            if (p->health == PEER_GONE || p->rtt_ms <= 0) continue;
-            sum += p->rtt_ms;
-            if (p->rtt_min_ms > 0 && (lo == 0 || p->rtt_min_ms < lo)) lo = p->rtt_min_ms;
-            n++;
+    if (c->rtt_for != c->stage) {
+        double sum = 0, lo = 0;
+        int n = 0;
+        for (int s = c->stage - 1; s <= c->stage + 1; s += 2) {
+            int k;
+            const int *ix = s_stage_peers(c, s, &k);
+            for (int i = 0; i < k; i++) {
+                const view_peer_t *p = &c->view->p[ix[i]];
+                if (p->health == PEER_GONE || p->rtt_ms <= 0) continue;
+                sum += p->rtt_ms;
+                if (p->rtt_min_ms > 0 && (lo == 0 || p->rtt_min_ms < lo)) lo = p->rtt_min_ms;
+                n++;
+            }
         }
+        c->rtt_mean = n ? sum / n : 0;
+        c->rtt_min = lo;
+        c->rtt_for = c->stage;
     }
-    *mean = n ? sum / n : 0;
-    if (min) *min = lo;
+    *mean = c->rtt_mean;
+    if (min) *min = c->rtt_min;
 }
 
 static uint64_t s_pick(compute_t *c, int stage, uint64_t avoid)
@@ -427,14 +438,20 @@ static void s_say(compute_t *c, const char *line)
 
 /* ---- the optimizer step and what follows it ---- */
 
+/* Sends this node's weights to AVG_PEERS live peers of its stage, from a
+ * place in the stage's list that moves on every round (pairwise gossip
+ * averaging: the replicas converge, and the bytes do not grow with the stage). */
 static void s_average(compute_t *c)
 {
     int n;
     const int *ix = s_stage_peers(c, c->stage, &n);
-    for (int i = 0; i < n; i++) {
-        const view_peer_t *p = &c->view->p[ix[i]];
+    uint64_t round = (uint64_t)c->version / AVG_EVERY;
+    int start = n ? (int)(((c->c.id ^ round) * 0x9e3779b97f4a7c15ULL) >> 33) % n : 0;
+    for (int k = 0, sent = 0; k < n && sent < AVG_PEERS; k++) {
+        const view_peer_t *p = &c->view->p[ix[(start + k) % n]];
         if (p->health == PEER_GONE) continue;
         s_out(c, s_tensor_mail(c, WIRE_AVG, p->id, (uint64_t)c->version, s_params(c), c->lay.nparams, codec_from_name("fp16")));
+        sent++;
     }
 }
 
@@ -1015,7 +1032,7 @@ static void s_timeouts(compute_t *c)
  * microbatches to cover the pipeline's network round trip with compute
  * (Little's law: latency / time per microbatch), at least 2 per stage and at
  * most 8 per stage (each one holds activations at every stage). */
-static int s_auto_window(const compute_t *c)
+static int s_auto_window(compute_t *c)
 {
     int K = c->nstages;
     double rtt;
@@ -1276,6 +1293,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
 {
     compute_t *c = calloc(1, sizeof *c);
     if (!c) { snprintf(err, errlen, "out of memory"); return NULL; }
+    c->rtt_for = -1;
     c->c = *cfg;
     c->o = cfg->o;
     c->st = cfg->st;

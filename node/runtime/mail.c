@@ -27,16 +27,50 @@ void mail_free_q(queue_item_t *q)
     mail_free((mail_t *)q);
 }
 
+/* Index slots for n entries: a power of two >= 2n. */
+static size_t s_ix_slots(int n)
+{
+    size_t k = 4;
+    while (k < 2 * (size_t)(n > 0 ? n : 1)) k <<= 1;
+    return k;
+}
+
+/* The index slot of id (Fibonacci hashing, then linear probing). */
+static uint32_t s_ix_home(const peer_view_t *v, uint64_t id)
+{
+    return (uint32_t)((id * 0x9e3779b97f4a7c15ULL) >> 32) & v->ixmask;
+}
+
 peer_view_t *peer_view_new(int n)
 {
-    peer_view_t *v = calloc(1, sizeof *v + sizeof(view_peer_t) * (size_t)(n > 0 ? n : 1));
+    size_t np = (size_t)(n > 0 ? n : 1), slots = s_ix_slots(n);
+    peer_view_t *v = calloc(1, sizeof *v + sizeof(view_peer_t) * np + sizeof(int32_t) * slots);
     if (v) v->n = n;
     return v;
 }
 
+void peer_view_index(peer_view_t *v)
+{
+    size_t slots = s_ix_slots(v->n);
+    v->ix = (int32_t *)(void *)&v->p[v->n > 0 ? v->n : 1];
+    v->ixmask = (uint32_t)(slots - 1);
+    memset(v->ix, 0, sizeof(int32_t) * slots);
+    for (int i = 0; i < v->n; i++) {
+        uint32_t h = s_ix_home(v, v->p[i].id);
+        while (v->ix[h]) h = (h + 1) & v->ixmask;
+        v->ix[h] = i + 1;
+    }
+}
+
 const view_peer_t *peer_view_find(const peer_view_t *v, uint64_t id)
 {
-    for (int i = 0; v && i < v->n; i++)
+    if (!v) return NULL;
+    if (v->ix) {
+        for (uint32_t h = s_ix_home(v, id); v->ix[h]; h = (h + 1) & v->ixmask)
+            if (v->p[v->ix[h] - 1].id == id) return &v->p[v->ix[h] - 1];
+        return NULL;
+    }
+    for (int i = 0; i < v->n; i++)
         if (v->p[i].id == id) return &v->p[i];
     return NULL;
 }

@@ -64,6 +64,8 @@ typedef struct {
 typedef struct {
     uint64_t completed;     /* the run's progress: last-stage microbatches of every other node ever known */
     int n;                  /* entries of p */
+    uint32_t ixmask;        /* slots of ix - 1 (a power of two minus one) */
+    int32_t *ix;            /* id -> index + 1 (0 empty), in the same allocation; NULL: not indexed */
     view_peer_t p[];        /* the peers, gone ones included (health PEER_GONE) */
 } peer_view_t;
 
@@ -101,9 +103,11 @@ void mail_free(mail_t *m);
 /* mail_free for queue_fini. */
 void mail_free_q(queue_item_t *q);
 
-/* A view with room for n peers (n set, entries zeroed); NULL when out of memory. */
+/* A view with room for n peers (n set, entries zeroed, not indexed); NULL when out of memory. */
 peer_view_t *peer_view_new(int n);
-/* The peer of id in v, or NULL. */
+/* Builds v's id index once its entries are filled (then finds take O(1)). */
+void peer_view_index(peer_view_t *v);
+/* The peer of id in v, or NULL (through the index when built, else a scan). */
 const view_peer_t *peer_view_find(const peer_view_t *v, uint64_t id);
 
 /* A blob for nparams floats per part (data allocated, not zeroed). */

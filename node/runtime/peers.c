@@ -117,5 +117,6 @@ peer_view_t *peers_view(const peers_t *t)
         q->loss = (float)p->last_loss;
     }
     v->n = k;
+    peer_view_index(v);
     return v;
 }
