@@ -18,8 +18,7 @@ void idmap_init(idmap_t *m)
 
 void idmap_fini(idmap_t *m)
 {
-    free(m->key);
-    free(m->val);
+    free(m->slot);
     memset(m, 0, sizeof *m);
 }
 
@@ -27,8 +26,8 @@ int idmap_get(const idmap_t *m, uint64_t key)
 {
     if (!m->cap) return -1;
     size_t mask = (size_t)m->cap - 1;
-    for (size_t h = (size_t)s_hash(key) & mask; m->val[h]; h = (h + 1) & mask)
-        if (m->key[h] == key) return m->val[h] - 1;
+    for (size_t h = (size_t)s_hash(key) & mask; m->slot[h].val; h = (h + 1) & mask)
+        if (m->slot[h].key == key) return (int)(m->slot[h].val - 1);
     return -1;
 }
 
@@ -36,21 +35,20 @@ int idmap_get(const idmap_t *m, uint64_t key)
 static void s_put(idmap_t *m, uint64_t key, int val)
 {
     size_t mask = (size_t)m->cap - 1, h = (size_t)s_hash(key) & mask;
-    while (m->val[h] && m->key[h] != key) h = (h + 1) & mask;
-    if (!m->val[h]) m->n++;
-    m->key[h] = key;
-    m->val[h] = val + 1;
+    while (m->slot[h].val && m->slot[h].key != key) h = (h + 1) & mask;
+    if (!m->slot[h].val) m->n++;
+    m->slot[h].key = key;
+    m->slot[h].val = (int64_t)val + 1;
 }
 
 int idmap_put(idmap_t *m, uint64_t key, int val)
 {
     if (2 * (m->n + 1) > m->cap) {
         idmap_t g = { .cap = m->cap ? 2 * m->cap : 16 };
-        g.key = calloc((size_t)g.cap, sizeof *g.key);
-        g.val = calloc((size_t)g.cap, sizeof *g.val);
-        if (!g.key || !g.val) { free(g.key); free(g.val); return -1; }
+        g.slot = calloc((size_t)g.cap, sizeof *g.slot);
+        if (!g.slot) return -1;
         for (int i = 0; i < m->cap; i++)
-            if (m->val[i]) s_put(&g, m->key[i], m->val[i] - 1);
+            if (m->slot[i].val) s_put(&g, m->slot[i].key, (int)(m->slot[i].val - 1));
         idmap_fini(m);
         *m = g;
     }
@@ -60,6 +58,6 @@ int idmap_put(idmap_t *m, uint64_t key, int val)
 
 void idmap_clear(idmap_t *m)
 {
-    if (m->cap) memset(m->val, 0, sizeof(int) * (size_t)m->cap);
+    if (m->cap) memset(m->slot, 0, sizeof *m->slot * (size_t)m->cap);
     m->n = 0;
 }

@@ -7,8 +7,12 @@
 #include <stdint.h>
 
 typedef struct {
-    uint64_t *key;   /* keys of used slots */
-    int *val;        /* value + 1 of each slot; 0: empty */
+    uint64_t key;    /* the id */
+    int64_t val;     /* value + 1; 0: empty slot */
+} idmap_slot_t;
+
+typedef struct {
+    idmap_slot_t *slot; /* key and value side by side: one cache line per probe */
     int cap;         /* slots (a power of two) */
     int n;           /* entries */
 } idmap_t;

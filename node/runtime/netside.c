@@ -306,8 +306,9 @@ static void s_self_announce(netside_t *ns, peer_t *self)
     uint64_t seq = ns->c.clock.wall_ms(ns->c.clock.arg);
     if (seq <= self->announce_seq) seq = self->announce_seq + 1;
     if (announce_sign(&a, &self->info, seq, ns->c.keys, err, sizeof err) == 0) {
-        announce_encode(self->announce, &a);
-        self->announce_seq = seq;
+        uint8_t blob[ANNOUNCE_LEN];
+        announce_encode(blob, &a);
+        peers_set_announce(self, blob, seq);
     }
 }
 
@@ -465,8 +466,7 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
             if (p->info.stage != a.stage || strcmp(p->info.addr, a.addr) != 0) { ns->view_dirty = 1; p->rumor = s_rumor_rounds(ns); }
             memcpy(p->info.addr, a.addr, sizeof p->info.addr);
             p->info.stage = a.stage;
-            memcpy(p->announce, blob, ANNOUNCE_LEN);
-            p->announce_seq = a.seq;
+            peers_set_announce(p, blob, a.seq);
         }
     }
     return 0;

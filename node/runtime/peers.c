@@ -28,6 +28,7 @@ int peers_init(peers_t *t, uint64_t self)
 
 void peers_fini(peers_t *t)
 {
+    for (int i = 0; i < t->n; i++) free(t->p[i].announce);
     free(t->p);
     idmap_fini(&t->index);
     memset(t, 0, sizeof *t);
@@ -60,6 +61,14 @@ int peers_upsert(peers_t *t, const peer_info_t *info, double now)
         p->info.rate = info->rate;
         p->info.version = info->version;
     }
+    return 0;
+}
+
+int peers_set_announce(peer_t *p, const uint8_t *blob, uint64_t seq)
+{
+    if (!p->announce && !(p->announce = malloc(ANNOUNCE_LEN))) return -1;
+    memcpy(p->announce, blob, ANNOUNCE_LEN);
+    p->announce_seq = seq;
     return 0;
 }
 

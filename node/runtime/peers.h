@@ -27,7 +27,9 @@ typedef struct {
     double last_loss;       /* its last reported loss (last stage), NaN unknown */
     int strikes;            /* messages of it refused since the last ban */
     int admitted;           /* closed swarm: its ticket was verified here */
-    uint8_t announce[ANNOUNCE_LEN]; /* its own signed announcement (addr, stage), as received */
+    uint8_t *announce;      /* its own signed announcement (addr, stage), as received: ANNOUNCE_LEN bytes
+                               owned by the table (peers_set_announce), NULL none (kept out of the record:
+                               the table is scanned often and held by every node) */
     uint64_t announce_seq;  /* the seq of that announcement; 0: none */
     double banned_until;    /* clock time before which it is ignored */
     double last_state_req;  /* rate limit of its STATE_REQs */
@@ -55,6 +57,8 @@ peer_t *peers_find(peers_t *t, uint64_t id);
  * own measurements stay); a record about self is taken only the first time.
  * Returns 1 when the peer is new, 0 when known, -1 when the table is full. */
 int peers_upsert(peers_t *t, const peer_info_t *info, double now);
+/* Keeps blob (ANNOUNCE_LEN bytes) as p's announcement with its seq.  0, or -1 when out of memory (nothing changed). */
+int peers_set_announce(peer_t *p, const uint8_t *blob, uint64_t seq);
 /* Peers (alive, self included) serving each stage, into count[nstages]. */
 void peers_stage_counts(const peers_t *t, int nstages, int *count);
 /* The stage a newcomer should take: the one with the fewest alive peers,
