@@ -90,6 +90,7 @@ struct compute {
     batch_t batch;                /* data stage: the batch being issued */
     uint8_t *targets8;            /* its targets as sent (one byte each) */
     uint64_t cursor, mb_seq;
+    uint64_t mb_prefix;           /* high 24 bits of this incarnation's microbatch ids (node id and start time mixed) */
     int bwd_count;                /* backward passes since the last update */
     double loss_sum;
     int loss_n;
@@ -633,7 +634,7 @@ static int s_issue(compute_t *c, mbrec_t *old)
     r->from = 0;
     if (!old) {
         /* the id stays across re-issues: every node applies a microbatch at most once */
-        r->mb = ((c->c.id & 0xffffffULL) << 40) | (++c->mb_seq & 0xffffffffffULL);
+        r->mb = (c->mb_prefix << 40) | (++c->mb_seq & 0xffffffffffULL);
         s_trace(c, TRACE_ISSUE, r->mb, c->version);
     }
     r->tries++;
@@ -1295,6 +1296,9 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     if (!c) { snprintf(err, errlen, "out of memory"); return NULL; }
     c->rtt_for = -1;
     c->c = *cfg;
+    /* ids of a restarted node must not repeat those of its earlier life (peers remember what they applied) */
+    uint64_t h = (cfg->id ^ cfg->clock.wall_ms(cfg->clock.arg)) * 0x9e3779b97f4a7c15ULL;
+    c->mb_prefix = (h ^ (h >> 29)) >> 40;
     c->o = cfg->o;
     c->st = cfg->st;
     c->data = cfg->data;

@@ -81,7 +81,8 @@ typedef struct {
     int nlinks, caplinks;
     simmsg_t *last_in;         /* a rogue's last received message (replays) */
     /* invariants */
-    idmap_t applied;           /* microbatches it applied (any incarnation of this stage tenure) */
+    idmap_t applied;           /* microbatches its compute side applied (this incarnation's stage tenure: a restarted
+                                  node starts with no memory and no state of its earlier life, as a fresh process) */
     int64_t last_v;            /* last weight version of its stage tenure */
     int last_vstage;
     uint64_t issued, resolved; /* data stage: microbatches issued; applied here, lost or skipped */
@@ -462,6 +463,7 @@ static int s_node_prepare(snode_t *n, char *err, size_t errlen)
     if (!n->comp) return -1;
     n->last_vstage = -1;
     n->last_v = -1;
+    idmap_clear(&n->applied);
     compute_flush(n->comp);
     s_comp_wake(n, s->now);
     return 0;
