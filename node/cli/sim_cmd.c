@@ -1,6 +1,7 @@
 /* sim_cmd.c: `brigade sim`: a whole swarm of the real runtime in one
  * process on a virtual network and clock (node/runtime/sim.h). */
 #include "node/cli/cli.h"
+#include "net/wire.h"
 #include "node/runtime/sim.h"
 #include <math.h>
 #include <stdio.h>
@@ -179,6 +180,16 @@ int cmd_sim(int argc, char **argv)
     printf("sim: bytes sent %llu, delivered %llu, dropped %llu, in flight %llu; control (gossip, heartbeats, joins) %.1f B per node-second\n",
            (unsigned long long)res.bytes_sent, (unsigned long long)res.bytes_delivered, (unsigned long long)res.bytes_dropped,
            (unsigned long long)res.bytes_inflight, res.node_seconds > 0 ? res.control_bytes / res.node_seconds : 0.0);
+    if (res.node_seconds > 0) {
+        double ns = res.node_seconds;
+        printf("sim: per node-second: gossip %.0f B (%.2f msgs), heartbeats %.0f B (%.2f msgs), joins and goodbyes %.0f B, "
+               "tensors %.0f B (%.2f msgs), averaging %.0f B, state %.0f B\n",
+               res.type_bytes[WIRE_PEERS] / ns, res.type_msgs[WIRE_PEERS] / ns,
+               (res.type_bytes[WIRE_PING] + res.type_bytes[WIRE_PONG]) / ns, (res.type_msgs[WIRE_PING] + res.type_msgs[WIRE_PONG]) / ns,
+               (res.type_bytes[WIRE_JOIN] + res.type_bytes[WIRE_WELCOME] + res.type_bytes[WIRE_BYE] + res.type_bytes[WIRE_DONE]) / ns,
+               (res.type_bytes[WIRE_ACT] + res.type_bytes[WIRE_GRAD]) / ns, (res.type_msgs[WIRE_ACT] + res.type_msgs[WIRE_GRAD]) / ns,
+               res.type_bytes[WIRE_AVG] / ns, (res.type_bytes[WIRE_STATE] + res.type_bytes[WIRE_STATE_REQ]) / ns);
+    }
     if (res.learn_n) printf("sim: a node knew a live peer of every stage %.2f s after it started (mean of %d)\n", res.learn_all_s, res.learn_n);
     printf("sim: %llu microbatches applied at the last stage, %.2f per simulated s, %.1f%% of the compute bound (%.2f per s); "
            "speed %.1f simulated s per CPU s (%.1f CPU s)\n",

@@ -291,6 +291,8 @@ static void s_transmit(sim_t *s, simmsg_t *m)
     snode_t *src = s->node[m->src];
     s->res->bytes_sent += m->bytes;
     if (s_control(m->type)) s->res->control_bytes += m->bytes;
+    s->res->type_msgs[m->type & 15]++;
+    s->res->type_bytes[m->type & 15] += m->bytes;
     double start = src->egress_free > s->now ? src->egress_free : s->now;
     double ser = src->bps > 0 ? (double)m->bytes * 8.0 / src->bps : 0;
     src->egress_free = start + ser;

@@ -89,6 +89,7 @@ typedef struct {
     uint64_t weights;          /* hash of the live nodes' final weights (real compute), 0 otherwise */
     uint64_t bytes_sent, bytes_delivered, bytes_dropped, bytes_inflight;
     uint64_t control_bytes;    /* gossip, heartbeats, joins (all nodes) */
+    uint64_t type_msgs[16], type_bytes[16];  /* messages put on the network and their bytes, by wire type */
     double node_seconds;       /* sum over nodes of their time alive */
     double first_loss, last_loss;  /* the last stage's training loss, first and last update */
     double learn_all_s;        /* mean time a node took to know a live peer of every stage */
