@@ -19,6 +19,7 @@
 #define PING_EVERY_S 0.5
 #define PING_PARTNERS 6         /* each round pings up to this many partners (tensor traffic in the last PARTNER_S) */
 #define PARTNER_PING_S 2.0      /* not pinged in this long, */
+#define PARTNER_RTT_S 10.0      /* (a partner that spoke to us lately: its RTT is refreshed this often) */
 #define PING_OTHERS 2           /* and this many other peers, round-robin */
 #define PARTNER_S 10.0
 #define PARTNERS_MAX 32         /* partners tracked */
@@ -508,7 +509,7 @@ static void s_heard(netside_t *ns, uint64_t id)
 {
     peer_t *p = peers_find(&ns->peers, id);
     if (!p) return;
-    p->last_heard = s_now(ns);
+    p->last_heard = p->last_direct = s_now(ns);
     if (p->health == PEER_GONE) s_revive(ns, p, "heard again");
 }
 
@@ -1471,6 +1472,7 @@ static void s_ping_round(netside_t *ns)
         peer_t *p = ns->partner[i] ? peers_find(&ns->peers, ns->partner[i]) : NULL;
         if (!p || !s_partner(p, now)) { ns->partner[i] = 0; continue; }
         if (p->health == PEER_GONE || now - p->last_ping < PARTNER_PING_S) continue;
+        if (now - p->last_direct < PARTNER_PING_S && p->rtt_ms > 0 && now - p->last_ping < PARTNER_RTT_S) continue;
         s_ping(ns, p, now);
         sent++;
     }

@@ -19,7 +19,8 @@ typedef struct {
     peer_info_t info;       /* gossip record (id, addr, key, stage, rate, version) */
     int link;               /* transport link, -1 until connected */
     peer_health_t health;   /* alive / slow / gone */
-    double last_heard;      /* clock time of the last message from it */
+    double last_heard;      /* clock time of the last message from it (or of a third party's word of it) */
+    double last_direct;     /* clock time of the last message from it itself */
     double rtt_ms;          /* EWMA of our PING round trips, 0 unknown */
     double rtt_dev_ms;      /* EWMA of |rtt - mean| */
     double rtt_min_ms;      /* the smallest round trip seen, 0 unknown */
