@@ -136,6 +136,12 @@ static double s_uniform(sim_t *s)
 }
 
 /* A deterministic number in [lo, hi] for a key (per node or per link). */
+/* An exponential waiting time of the given rate (events per second). */
+static double s_exponential(sim_t *s, double rate)
+{
+    return -log(1.0 - s_uniform(s)) / rate;
+}
+
 static double s_range(const sim_t *s, uint64_t key, double lo, double hi)
 {
     double u = (double)(s_mix(s->so.o.seed ^ s_mix(key)) >> 11) * (1.0 / 9007199254740992.0);
@@ -490,6 +496,7 @@ static void s_net_kick(snode_t *n)
 
 static void s_comp_wake(snode_t *n, double at)
 {
+    if (n->busy) return;          /* the end of its step runs it (a new generation would orphan that event) */
     if (n->cwake <= at) return;   /* already due by then */
     n->cwake = at;
     n->cgen++;
@@ -878,7 +885,9 @@ static void s_churn(sim_t *s)
         for (int i = 0; i < s->nnodes; i++) {
             snode_t *n = s->node[i];
             if (n->alive && k-- == 0) {
-                if (s_uniform(s) < 0.5 || !n->comp) s_node_stop(n, 1);
+                int crash = s_uniform(s) < 0.5 || !n->comp;
+                if (s->log && !s->so.quiet) fprintf(s->log, "sim %8.1f s: churn: node %d leaves (%s)\n", s->now, i, crash ? "crash" : "goodbye");
+                if (crash) s_node_stop(n, 1);
                 else compute_stop(n->comp, 2), s_comp_wake(n, s->now);
                 break;
             }
@@ -1121,7 +1130,8 @@ int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_
         s_push(s, i == 0 ? 0.0 : 0.5 + 0.05 * i, EV_START, i, 0, NULL);
     }
     for (int i = 0; i < s->nplan; i++) s_push(s, s->plan[i].at, EV_PLAN, i, 0, NULL);
-    if (so->churn_per_hour > 0) s_push(s, 10.0, EV_CHURN, -1, 0, NULL);
+    if (so->churn_per_hour > 0)   /* the first leave after a 10 s start, then a Poisson process (s_churn) */
+        s_push(s, 10.0 + s_exponential(s, so->nodes * so->churn_per_hour / 3600.0), EV_CHURN, -1, 0, NULL);
     s_push(s, PROGRESS_EVERY_S, EV_PROGRESS, -1, 0, NULL);
     double end = so->sim_seconds > 0 ? so->sim_seconds : 86400.0;
     uint64_t steps = 0;
