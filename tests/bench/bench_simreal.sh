@@ -76,7 +76,7 @@ print("the asynchronous schedule depends on timing, so two runs of the same seed
 print("*sim*: `brigade sim --nodes 4 --compute real` with the same options (links 0.1..0.5 ms, unlimited bandwidth).")
 print("Exit statuses: %s." % ", ".join(s for s in status if s))
 print()
-print("| version | real run 1 | real run 2 | sim | sim - mean(real) | |real 1 - real 2| |")
+print("| version | real run 1 | real run 2 | sim | sim - mean(real) | real 1 - real 2 (abs) |")
 print("|---:|---:|---:|---:|---:|---:|")
 devs, noise = [], []
 for v in sorted(set(r1) | set(r2) | set(sm)):
