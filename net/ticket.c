@@ -474,6 +474,11 @@ int announce_decode(announce_t *a, const uint8_t *buf, size_t len, char *err, si
     return s_announce_read(a, buf, len, 0, err, errlen);
 }
 
+uint64_t announce_seq_of(const uint8_t *buf)
+{
+    return s_rd64(buf + 16);
+}
+
 int announce_matches(const announce_t *a, const peer_info_t *p)
 {
     return a->id == p->id && memcmp(a->pubkey, p->pubkey, 32) == 0

@@ -187,6 +187,10 @@ int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, si
  * only for bytes that passed announce_verify() before (see vcache.h). */
 int announce_decode(announce_t *a, const uint8_t *buf, size_t len, char *err, size_t errlen);
 
+/* The seq field of an announcement's bytes (ANNOUNCE_LEN of them), unchecked:
+ * only to tell quickly that a blob is not newer than one already held. */
+uint64_t announce_seq_of(const uint8_t *buf);
+
 /* 1 when the verified announcement a vouches for record p: same id, pubkey,
  * addr and stage; else 0. */
 int announce_matches(const announce_t *a, const peer_info_t *p);

@@ -438,8 +438,8 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
         announce_t a;
         char err[160];
         int valid = 0;
-        if (len == ANNOUNCE_LEN && p && p->announce_seq && memcmp(p->announce, blob, ANNOUNCE_LEN) == 0)
-            valid = 0;  /* the announcement we hold already: nothing new, no signature to check */
+        if (len == ANNOUNCE_LEN && p && p->announce_seq && announce_seq_of(blob) <= p->announce_seq)
+            valid = 0;  /* not newer than the one we hold (seqs only grow): nothing new, no signature to check */
         else
             valid = s_announce_ok(ns, &a, blob, len, err, sizeof err) && announce_matches(&a, rec);
         if (rec->id == sender) {
