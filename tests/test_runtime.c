@@ -762,8 +762,8 @@ static void test_opts_run_out_of_range(void)
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];
     size_t len = s_encode(&base, buf, sizeof buf);
-    CHECK(len > 34);
-    buf[len - 34] = 2;   /* closed: before the owner key and the staleness flags */
+    CHECK(len > 35);
+    buf[len - 35] = 2;   /* closed: before the owner key, the staleness flags and the delay budget */
     rbuf_t r;
     rbuf_init(&r, buf, len);
     opts_t j;

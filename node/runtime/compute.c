@@ -978,6 +978,31 @@ static void s_fetch(compute_t *c, uint64_t donor)
     s_out(c, m);
 }
 
+/* The donor of a download did not deliver (why): another live peer of the
+ * stage (three tries in all), else a backup, else the initial weights. */
+static void s_fetch_elsewhere(compute_t *c, const char *why)
+{
+    uint64_t next = 0;
+    for (int i = 0; c->view && i < c->view->n && !next; i++) {
+        const view_peer_t *p = &c->view->p[i];
+        if (p->stage == c->stage && p->health != PEER_GONE && p->id != c->fetch_donor) next = p->id;
+    }
+    if (c->fetch_tries >= 3) next = 0;
+    char line[256];
+    snprintf(line, sizeof line, "%s; %s", why, next ? "asking another peer of the stage" : "looking for a backup");
+    s_say(c, line);
+    s_fetch(c, next);
+}
+
+/* While downloading: a donor the peer table has declared gone will not
+ * deliver; ask elsewhere at once instead of waiting out the fetch. */
+static void s_check_donor(compute_t *c)
+{
+    if (c->phase != PH_FETCH || c->fetch_kind != START_DOWNLOAD || !c->fetch_donor) return;
+    const view_peer_t *p = peer_view_find(c->view, c->fetch_donor);
+    if (!p || p->health == PEER_GONE) s_fetch_elsewhere(c, "the stage's peer asked for its state is gone");
+}
+
 /* The per-stage objects: made at start and again after a move. */
 static int s_stage_setup(compute_t *c)
 {
@@ -1018,7 +1043,7 @@ static void s_stage_teardown(compute_t *c)
 /* A fetch ended (blob NULL: nothing came): serve the stage from what there is. */
 static void s_on_state(compute_t *c, mail_t *m)
 {
-    if (c->phase != PH_FETCH || m->hdr.stage != c->stage) return;   /* late: a fetch given up */
+    if (c->phase != PH_FETCH || m->hdr.stage != c->stage || m->peer != c->fetch_donor) return;   /* late: a fetch given up */
     state_blob_t *b = m->state;
     int got = b && b->nparams == c->lay.nparams;
     if (got) {
@@ -1040,16 +1065,7 @@ static void s_on_state(compute_t *c, mail_t *m)
         s_say(c, line);
         c->last_move = s_now(c);
     } else if (c->fetch_kind == START_DOWNLOAD && !got) {
-        /* the donor did not deliver: another peer of the stage, else a backup, else the initial weights */
-        uint64_t next = 0;
-        for (int i = 0; c->view && i < c->view->n && !next; i++) {
-            const view_peer_t *p = &c->view->p[i];
-            if (p->stage == c->stage && p->health != PEER_GONE && p->id != c->fetch_donor) next = p->id;
-        }
-        snprintf(line, sizeof line, "no state from the stage's peer in %.0f s; %s", FETCH_DOWNLOAD_S,
-                 next && c->fetch_tries < 3 ? "asking another" : "looking for a backup");
-        s_say(c, line);
-        s_fetch(c, next && c->fetch_tries < 3 ? next : 0);
+        s_fetch_elsewhere(c, "no state from the stage's peer in time");
         return;
     } else {
         metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version, how);
@@ -1240,6 +1256,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
     case MAIL_VIEW:
         s_take_view(c, m->view);
         m->view = NULL;
+        s_check_donor(c);
         break;
     case MAIL_STATE: s_on_state(c, m); break;
     case MAIL_STOP:
