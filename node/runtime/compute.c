@@ -1139,8 +1139,8 @@ static int s_window_need(const compute_t *c)
 /* The data stage's window when --max-inflight is not given: what the round
  * trip needs, at least 2 and at most 8 per stage (each microbatch holds
  * activations at every stage); the delay budget narrows it further at
- * admission (s_may_issue).  Says once per change when the budget cannot
- * hold the window at this micro. */
+ * admission (s_may_issue).  Says when the budget cannot hold the window at
+ * this micro: once, and again when the micro needed moves by a quarter. */
 static void s_auto_window(compute_t *c)
 {
     int K = c->nstages, w = s_window_need(c);
@@ -1148,16 +1148,17 @@ static void s_auto_window(compute_t *c)
     if (w < 2 * K) w = 2 * K;
     if (w > 8 * K) w = 8 * K;
     c->max_inflight = w;
-    int need = s_micro_needed(c);
-    if (need && need != c->micro_said) {
+    int need = s_micro_needed(c), said = c->micro_said;
+    int settled = c->fwd_done >= (uint64_t)(8 * K);   /* round trips and compute times measured a while */
+    if (settled && need && (!said || 4 * abs(need - said) >= said + 4)) {   /* news: the first, or a change of a quarter */
         char line[256];
         snprintf(line, sizeof line, "the round trip asks for %d microbatches in flight; a delay budget of %d update%s "
                  "holds %d at --micro %d: --micro %d would keep every stage busy", c->window_need, c->o->max_delay,
                  c->o->max_delay == 1 ? "" : "s", (c->o->max_delay + 1) * c->o->micro, c->o->micro, need);
         metrics_event(c->c.metrics, "warning", "\"what\":\"window\",\"micro_needed\":%d,\"why\":%s", need, line);
         s_say(c, line);
+        c->micro_said = need;
     }
-    c->micro_said = need;
 }
 
 /* ---- moves ---- */
@@ -1426,6 +1427,11 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->T = c->o->cfg.kind == MODEL_GPT ? c->o->cfg.maxT : 1;
     c->targets_n = (size_t)c->B * c->T;
     c->cursor = cfg->cursor;
+    /* microbatch ids: 24 bits of the node id, 40 of a sequence that starts at
+     * the wall clock's low 32 bits of milliseconds x 256, so that a node
+     * restarted with the same identity never reissues an id peers have seen
+     * (that would need 256 microbatches per millisecond) */
+    c->mb_seq = (c->c.clock.wall_ms(c->c.clock.arg) & 0xffffffffULL) << 8;
     c->completed = cfg->completed;
     c->t0 = s_now(c);
     c->last_backup = c->t0;
