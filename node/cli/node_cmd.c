@@ -173,6 +173,14 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
         return -1;
     }
     (void)argc; (void)argv;
+    if (o->no_listen) {
+        if (!o->join[0]) {
+            snprintf(err, errlen, "--no-listen: the node that starts a run must be reachable (use --no-listen with --join)");
+            return -1;
+        }
+        snprintf(x->listen_host, sizeof x->listen_host, "127.0.0.1");   /* a socket nobody is told of */
+        x->listen_port = 0;
+    }
     if (o->join[0]) {
         char host[ADDR_HOST_MAX], e2[400];
         int port;
@@ -248,6 +256,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     nc.ticket = x->has_ticket ? x->ticket : NULL;
     nc.listen_host = x->listen_host;
     nc.listen_port = x->listen_port;
+    nc.no_listen = o->no_listen;
     nc.local_data = opts_given(o, "data") ? o->data : NULL;
     nc.metrics = x->metrics;
     nc.obs = (node_observer_t){ .arg = &x->view, .report = s_on_report, .say = s_on_say };
@@ -261,10 +270,15 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     stage_t lay;
     if (stage_init(&lay, &run->cfg, node_stage(x->node), run->stages, err, errlen) < 0) return -1;
     int64_t version = x->ck_state && x->ck.stage == node_stage(x->node) && x->ck.run == node_run_id(x->node) ? x->ck.version : 0;
-    metrics_event(x->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
-                  "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"version\":%lld",
+#define START_FMT(reach) "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu," \
+        "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"version\":%lld,\"reachable\":" reach
+    metrics_event(x->metrics, "start", node_outward(x->node) ? START_FMT("false") : START_FMT("true"),
                   (unsigned long long)node_run_id(x->node), run->cfg.name, lay.nparams, node_join_addr(x->node), run->stages,
                   run->codec, run->grad_codec, (long long)version);
+#undef START_FMT
+    if (node_outward(x->node))
+        fprintf(stderr, "brigade node: %s: peers send to this node over the links it opens\n",
+                o->no_listen ? "--no-listen" : "the swarm could not reach this node's address (behind NAT?)");
     if (node_prepare(x->node, x->ck_state ? &x->ck : NULL, x->ck_state, x->ckpt_path, err, errlen) < 0) return -1;
     free(x->ck_state);
     x->ck_state = NULL;
