@@ -1362,6 +1362,23 @@ static void s_on_pong(netside_t *ns, const transport_msg_t *m)
     ns->view_dirty = 1;
 }
 
+/* After a full table (s_put_table, limit 0): how this node reaches each of
+ * its records, in the same order: a u32 count, then a u8 each
+ * (STATUS_LINK_*; added later: older readers stop before it). */
+static void s_put_links(netside_t *ns, wbuf_t *w)
+{
+    uint32_t k = 1;
+    for (int i = 0; i < ns->peers.n; i++)
+        if (ns->peers.p[i].info.id != ns->id && ns->peers.p[i].health != PEER_GONE) k++;
+    wbuf_put_u32(w, k);
+    wbuf_put_u8(w, STATUS_LINK_SELF);
+    for (int i = 0; i < ns->peers.n; i++) {
+        const peer_t *p = &ns->peers.p[i];
+        if (p->info.id == ns->id || p->health == PEER_GONE) continue;
+        wbuf_put_u8(w, p->link < 0 ? STATUS_LINK_NONE : p->adopted ? STATUS_LINK_REVERSE : STATUS_LINK_DIRECT);
+    }
+}
+
 static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
 {
     if (ns->c.o->closed && !s_admitted(ns, m->sender)) {
@@ -1383,6 +1400,7 @@ static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
     wbuf_put_f32(&w, (float)loss);
     wbuf_put_str(&w, ns->c.o->cfg.name);
     s_put_table(ns, &w, 0);
+    s_put_links(ns, &w);
     if (!wbuf_error(&w)) {
         wire_hdr_t h;
         s_hdr(ns, &h, WIRE_STATUS);
