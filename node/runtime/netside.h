@@ -27,6 +27,13 @@
 #define MB_ATTEMPT_SHIFT 8     /* ACT/GRAD flags bits 8..15: the issue attempt of the microbatch */
 #define MB_ATTEMPT(flags) (((flags) >> MB_ATTEMPT_SHIFT) & 0xffu)
 #define JOIN_FLAG_INTRO 0x1u   /* JOIN: an introduction (ticket) to a peer, no WELCOME wanted */
+#define JOIN_FLAG_OUTWARD 0x2u /* JOIN: the sender is reachable only over links it opens (no probe; send back over them) */
+#define PING_FLAG_PROBE 0x1u   /* PING/PONG: the bootstrap's reachability probe of a joiner's address */
+#define STATUS_LINK_SELF 0      /* STATUS: the answering node itself */
+#define STATUS_LINK_DIRECT 1    /* STATUS: it has a link to that peer's address */
+#define STATUS_LINK_REVERSE 2   /* STATUS: it sends over the link that peer opened to it (the peer is behind NAT) */
+#define STATUS_LINK_NONE 3      /* STATUS: no link yet (opened on first use) */
+#define DIAL_FLAG_FWD 0x1u     /* DIAL: forwarded to the outward-only node itself (hdr.mb: who wants a link) */
 #define STATE_CHUNK (1u << 20) /* bytes per STATE message */
 #define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
 #define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
@@ -51,6 +58,7 @@ typedef struct {
     void (*post)(void *arg, mail_t *m);  /* mail to the compute side (ownership passes) */
     void *post_arg;
     int modelled;              /* simulator: tensors are modelled (sizes only, no values) */
+    int no_listen;             /* --no-listen: reachable only over the links this node opens */
 } netside_cfg_t;
 
 typedef struct netside netside_t;
@@ -68,6 +76,9 @@ int netside_join(netside_t *self, const char *join_addr, int want, char *err, si
  * netside_stage()), 0 still waiting, -1 failed with a one-line reason in err
  * (refused, malformed WELCOME, finished run, no answer in time). */
 int netside_join_state(netside_t *self, char *err, size_t errlen);
+/* 1 when this node is reachable only over the links it opens (--no-listen,
+ * or the bootstrap's probe of its address failed at JOIN). */
+int netside_outward(const netside_t *self);
 /* The run id, the stage this node serves and its data shard (after a join: as assigned). */
 uint64_t netside_run(const netside_t *self);
 int netside_stage(const netside_t *self);

@@ -83,6 +83,12 @@ static int s_port_send(void *arg, int link, const transport_msg_t *to, const wir
     return to ? transport_reply(n->tr, to, h, f, l, nf) : -1;
 }
 
+static int s_port_adopt(void *arg, int link, const transport_msg_t *from)
+{
+    node_t *n = arg;
+    return transport_adopt(n->tr, link, from);
+}
+
 /* ---- mailboxes ---- */
 
 static void s_post_comp(void *arg, mail_t *m)
@@ -425,10 +431,12 @@ node_t *node_new(const node_cfg_t *cfg, char *err, size_t errlen)
     nc.ticket = n->has_ticket ? n->ticket : NULL;
     nc.adv = n->adv;
     nc.clock = (rt_clock_t){ .arg = n, .now = s_clock_now, .wall_ms = s_clock_wall_ms };
-    nc.port = (rt_port_t){ .arg = n, .connect = s_port_connect, .disconnect = s_port_disconnect, .send = s_port_send };
+    nc.port = (rt_port_t){ .arg = n, .connect = s_port_connect, .disconnect = s_port_disconnect, .send = s_port_send,
+                           .adopt = s_port_adopt };
     nc.metrics = n->metrics;
     nc.post = s_post_comp;
     nc.post_arg = n;
+    nc.no_listen = cfg->no_listen;
     n->net = netside_new(&nc, err, errlen);
     if (!n->net) { node_destroy(&n); return NULL; }
     return n;
@@ -456,3 +464,4 @@ const char *node_idshort(const node_t *n) { return n->idshort; }
 const opts_t *node_opts(const node_t *n) { return &n->o; }
 uint64_t node_run_id(const node_t *n) { return netside_run(n->net); }
 int node_stage(const node_t *n) { return netside_stage(n->net); }
+int node_outward(const node_t *n) { return netside_outward(n->net); }

@@ -31,6 +31,7 @@ typedef struct {
     const char *local_data;     /* --data given on this node's command line (a joiner of stage 0 reads only that), or NULL */
     metrics_t *metrics;         /* events (borrowed) */
     node_observer_t obs;        /* progress reports (optional) */
+    int no_listen;              /* reachable only over the links it opens (--no-listen) */
 } node_cfg_t;
 
 /* Opens the transport and makes the network side.  NULL with a one-line
@@ -46,6 +47,8 @@ const char *node_idshort(const node_t *self);
 /* The options in force: a joiner's run config comes from the swarm. */
 const opts_t *node_opts(const node_t *self);
 uint64_t node_run_id(const node_t *self);
+/* 1 when this node is reachable only over the links it opens (after node_join). */
+int node_outward(const node_t *self);
 /* The stage served (before node_run, or after it). */
 int node_stage(const node_t *self);
 

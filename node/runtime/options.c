@@ -10,7 +10,7 @@
 #include "compress/codec.h"
 #include "node/engine/staleness.h"
 
-typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_DELAYS } opt_type_t;
+typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_DELAYS, T_FLAG } opt_type_t;
 
 typedef enum { B_NONE, B_CLOSED, B_OPEN_LO } opt_bound_t;  /* no bounds, [lo, hi], (lo, hi] */
 
@@ -74,6 +74,7 @@ static const opt_def_t s_opts[] = {
     { "join", T_STR, O(join), S(join), OPTS_NODE, "HOST:PORT/KEY", "join the swarm of this node (omit to start a run)", LOCAL_ANY },
     { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)", LOCAL_ANY },
     { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)", LOCAL_ANY },
+    { "no-listen", T_FLAG, O(no_listen), 0, OPTS_NODE, "", "accept no connection: open every link outward (a node behind NAT is detected without it)", LOCAL_ANY },
     { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)", LOCAL_ANY },
     { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)", LOCAL_ANY },
     { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)", LOCAL_ANY },
@@ -149,6 +150,9 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
     void *p = (char *)o + d->off;
     errno = 0;
     switch (d->type) {
+    case T_FLAG:
+        *(int *)p = 1;
+        return 0;
     case T_INT: {
         long x = strtol(v, &end, 10);
         if (end == v || *end || errno || x < INT_MIN || x > INT_MAX) goto bad;
@@ -240,6 +244,10 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
             return -1;
         }
         const char *v = eq ? eq + 1 : NULL;
+        if (d->type == T_FLAG) {
+            if (v) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
+            v = "1";
+        }
         if (!v) {
             if (i + 1 >= argc) {
                 snprintf(err, errlen, "--%s needs a value (%s)", name, d->arg);
@@ -260,7 +268,7 @@ static double s_num(const opts_t *o, const opt_def_t *d)
 {
     const void *p = (const char *)o + d->off;
     switch (d->type) {
-    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: return *(const int *)p;
+    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: case T_FLAG: return *(const int *)p;
     case T_FLOAT: return *(const float *)p;
     case T_DOUBLE: return *(const double *)p;
     case T_U64: return (double)*(const uint64_t *)p;
@@ -339,7 +347,7 @@ void opts_help(FILE *f, int which)
         const opt_def_t *d = &s_opts[i];
         if (!(d->which & which)) continue;
         char left[64];
-        snprintf(left, sizeof left, "--%s %s", d->name, d->arg);
+        snprintf(left, sizeof left, d->arg[0] ? "--%s %s" : "--%s", d->name, d->arg);
         fprintf(f, "  %-30s %s\n", left, d->help);
     }
 }

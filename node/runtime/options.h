@@ -37,6 +37,7 @@ typedef struct {
     /* node */
     char listen[256], join[512], advertise[256], keys[OPT_PATH];
     int stage;                   /* -1: auto */
+    int no_listen;               /* --no-listen: reachable only over the links this node opens */
     char owner[OPT_PATH];        /* creator of a closed swarm: the owner key folder */
     char ticket[OPT_PATH];       /* joiner of a closed swarm: ticket text or @FILE */
     int closed;                  /* run config: only ticket holders are admitted */

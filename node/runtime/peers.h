@@ -37,6 +37,9 @@ typedef struct {
     double last_ping;       /* clock time of our last PING to it */
     double norm_mean;       /* running mean of the per-value RMS of its ACT/GRAD tensors */
     int norm_n;             /* tensors in that mean */
+    int outward;            /* reachable only over the links it opens (its JOIN, or its signed announcement) */
+    int adopted;            /* link is the connection it opened to us (transport_adopt) */
+    double last_dial;       /* when we last asked for a link from it (DIAL) */
 } peer_t;
 
 typedef struct {
