@@ -4,8 +4,9 @@
 #
 #   sh tests/bench/bench_convergence.sh      BUILD=build RESULTS_DIR=tests/bench/results
 #   QUICK=1 sh tests/bench/bench_convergence.sh   only the micro-1 row 3,2,1,0 (the acceptance configuration)
+#   PART=solo|swarm sh tests/bench/bench_convergence.sh   one of the two tables (default both)
 #
-# Writes RESULTS_DIR/60-convergence.md and, when gnuplot is installed,
+# Writes RESULTS_DIR/60-convergence.md (solo), 61-convergence-swarm.md and, when gnuplot is installed,
 # tests/bench/convergence.png (val loss vs updates).  Every figure is a final
 # validation loss of gpt-tiny on the fortunes text, 4 stages, batch 8, lr 1e-3,
 # measured here, one run at a time under nice.
@@ -52,9 +53,10 @@ s_solo() {
 }
 
 # s_swarm NAME STEPS MICRO MODE SEED LINK: one simulated swarm (4 nodes, 4 stages); MODE is
-# SCHEDULE:STALENESS[:STASH], LINK "LAT_MS BW_MBIT" (0 bandwidth: unlimited)
+# SCHEDULE:STALENESS[:STASH][@STEPS], LINK "LAT_MS BW_MBIT" (0 bandwidth: unlimited)
 s_swarm() {
     name=$1 steps=$2 micro=$3 mode=$4 seed=$5
+    case $mode in *@*) steps=${mode#*@} mode=${mode%@*} ;; esac
     set -- $6
     sched=${mode%%:*} rest=${mode#*:}
     stale=${rest%%:*} stash=full
@@ -137,6 +139,7 @@ SEP="|---|---|---|---|---|---|---|---|---|"
 modes() {   # DELAYS: the solo modes of one row
     echo "solo:0,0,0,0:none solo:$1:none solo:$1:predict solo:$1:lr solo:$1:dc solo:$1:ramp solo:$1:predict+lr solo:$1:predict+ramp"
 }
+if [ "${PART:-solo}" = solo ]; then
 {
     echo "## Convergence under weight delay (issue 10)"
     echo
@@ -168,22 +171,32 @@ modes() {   # DELAYS: the solo modes of one row
         row "micro 4: 1,1,1,0" 400 4 $(modes 1,1,1,0)
     fi
     echo
-    echo "### swarms: brigade sim --compute real, 4 nodes, micro 4, 400 updates, eval every 50"
+    echo "bench_convergence: $(( $(date +%s) - t_start )) s, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+} > "$WORK/frag.md"
+fi
+
+if [ "${PART:-swarm}" = swarm ]; then
+{
+    echo "### Swarms under weight delay: brigade sim --compute real, 4 nodes, micro 4, 400 updates"
     echo
     echo "Simulated seconds (compute modelled from FLOPs, links emulated); tokens/s of the last stage; \"reaches\""
-    echo "is the simulated second at which the val loss first reached gpipe's final one, per seed."
+    echo "is the simulated second at which the val loss first reached gpipe's final one, per seed; @600: a run"
+    echo "of 600 updates (its learning-rate schedule spans 600)."
     echo
     echo "| links | schedule:staleness[:stash] | val loss (vs gpipe) [seeds] | sim s | tokens/s | reaches gpipe's final |"
     echo "|---|---|---|---|---|---|"
-    SW="gpipe:none async:predict+ramp async:none async:predict+ramp:2bw"
+    SW="gpipe:none async:predict+ramp async:none async:predict+ramp:2bw async:predict+ramp@600"
     [ -n "${QUICK:-}" ] && SW="gpipe:none async:predict+ramp"
     # shellcheck disable=SC2086
     swarm_row "1 ms" 400 4 "1 0" $SW
     # shellcheck disable=SC2086
     swarm_row "50 ms, 20 Mbit/s" 400 4 "50 20" $SW
     echo
-    echo "bench_convergence: $(( $(date +%s) - t_start )) s, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
-} > "$WORK/frag.md"
+    echo "bench_convergence (swarms): $(( $(date +%s) - t_start )) s, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+} > "$RESULTS_DIR/61-convergence-swarm.md"
+echo "wrote $RESULTS_DIR/61-convergence-swarm.md"
+fi
+[ "${PART:-solo}" = solo ] || exit 0
 
 # val loss vs updates for the plot: micro 1, 3,2,1,0, seed 1, every 10 updates
 if command -v gnuplot >/dev/null 2>&1; then
