@@ -393,7 +393,7 @@ int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
     if (n == 0 || n >= PEER_ADDR_MAX) { s_err(err, errlen, "announcement: bad address"); return -1; }
     if (self->stage < -1) { s_err(err, errlen, "announcement: bad stage"); return -1; }
     a->stage = self->stage;
-    a->flags = (uint8_t)(self->flags & PEER_FLAG_OUTWARD);
+    a->flags = (uint8_t)(self->flags & PEER_FLAGS_KNOWN);
     a->id = self->id;
     a->seq = seq;
     memcpy(a->pubkey, kp->pub, 32);
@@ -422,7 +422,7 @@ int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, si
         s_err(err, errlen, "announcement of %zu bytes, expected %d", len, ANNOUNCE_LEN);
         return -1;
     }
-    if (s_rd32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || (buf[5] & ~PEER_FLAG_OUTWARD) != 0) {
+    if (s_rd32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || (buf[5] & ~PEER_FLAGS_KNOWN) != 0) {
         s_err(err, errlen, "announcement: bad magic or version");
         return -1;
     }

@@ -95,7 +95,7 @@ const char *wire_type_name(int type)
         [WIRE_PING] = "PING", [WIRE_PONG] = "PONG", [WIRE_ACT] = "ACT",
         [WIRE_GRAD] = "GRAD", [WIRE_STATE_REQ] = "STATE_REQ", [WIRE_STATE] = "STATE",
         [WIRE_AVG] = "AVG", [WIRE_BYE] = "BYE", [WIRE_DONE] = "DONE",
-        [WIRE_STATUS_REQ] = "STATUS_REQ", [WIRE_STATUS] = "STATUS", [WIRE_DIAL] = "DIAL",
+        [WIRE_STATUS_REQ] = "STATUS_REQ", [WIRE_STATUS] = "STATUS", [WIRE_DIAL] = "DIAL", [WIRE_RELAY] = "RELAY",
     };
     if (type <= 0 || type >= WIRE_TYPE_END) return "?";
     return names[type];

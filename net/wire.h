@@ -44,6 +44,7 @@ typedef enum {
     WIRE_STATUS_REQ,   /* `brigade status` asks for the swarm map */
     WIRE_STATUS,       /* the swarm map */
     WIRE_DIAL,         /* please open a link to a peer (to an outward-only node, through one it has a link to) */
+    WIRE_RELAY,        /* a sealed message between two outward-only nodes, through a relay (net/relay.h) */
     WIRE_TYPE_END      /* one past the last valid type */
 } wire_type_t;
 
@@ -166,6 +167,8 @@ typedef struct {
 } peer_info_t;
 
 #define PEER_FLAG_OUTWARD 0x1u   /* reachable only over the connections it opens (behind NAT, --no-listen) */
+#define PEER_FLAG_RELAY   0x2u   /* reachable, and relays sealed traffic between outward-only nodes (--relay on) */
+#define PEER_FLAGS_KNOWN  (PEER_FLAG_OUTWARD | PEER_FLAG_RELAY)
 
 /* Writes a u32 count and n records. */
 void peers_encode(wbuf_t *w, const peer_info_t *p, int n);

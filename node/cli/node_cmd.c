@@ -116,9 +116,10 @@ static int s_http(void *arg, const char *path, http_reply_t *r)
 
 /* A ticket given as text or @FILE, into its bytes.  0, or -1 with a reason. */
 /* What a STATUS table says of each record's reachability, after the
- * records: reach[i] 1 public, 2 outward only (the peer's own signed
- * announcement), 0 unknown; link[i] how the answering node reaches it
- * (STATUS_LINK_*; 4 unknown: an older node). */
+ * records: reach[i] 1 public, 2 outward only, 3 public and relays for
+ * outward-only nodes (the peer's own signed announcement), 0 unknown;
+ * link[i] how the answering node reaches it (STATUS_LINK_*; 5 unknown: an
+ * older node). */
 static void s_status_reach(rbuf_t *r, int k, const peer_info_t *recs, uint8_t *reach, uint8_t *link)
 {
     uint32_t nb = rbuf_get_u32(r);
@@ -128,13 +129,13 @@ static void s_status_reach(rbuf_t *r, int k, const peer_info_t *recs, uint8_t *r
         announce_t a;
         char err[160];
         if (blob && len == ANNOUNCE_LEN && announce_verify(&a, blob, len, err, sizeof err) == 0 && announce_matches(&a, &recs[i]))
-            reach[i] = (a.flags & PEER_FLAG_OUTWARD) ? 2 : 1;
+            reach[i] = (a.flags & PEER_FLAG_OUTWARD) ? 2 : (a.flags & PEER_FLAG_RELAY) ? 3 : 1;
     }
-    for (int i = 0; i < k; i++) link[i] = 4;
+    for (int i = 0; i < k; i++) link[i] = 5;
     uint32_t nl = rbuf_remaining(r) >= 4 ? rbuf_get_u32(r) : 0;
     for (uint32_t i = 0; !rbuf_error(r) && i < nl && (int)i < k; i++) {
         uint8_t v = rbuf_get_u8(r);
-        if (!rbuf_error(r) && v <= STATUS_LINK_NONE) link[i] = v;
+        if (!rbuf_error(r) && v <= STATUS_LINK_RELAY) link[i] = v;
     }
 }
 
@@ -204,6 +205,10 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
         }
         snprintf(x->listen_host, sizeof x->listen_host, "127.0.0.1");   /* a socket nobody is told of */
         x->listen_port = 0;
+    }
+    if (o->relay[0] && strcmp(o->relay, "on") && strcmp(o->relay, "off")) {
+        snprintf(err, errlen, "--relay %s: want on or off", o->relay);
+        return -1;
     }
     if (o->join[0]) {
         char host[ADDR_HOST_MAX], e2[400];
@@ -281,6 +286,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     nc.listen_host = x->listen_host;
     nc.listen_port = x->listen_port;
     nc.no_listen = o->no_listen;
+    nc.relay = strcmp(o->relay, "off") != 0;
     nc.local_data = opts_given(o, "data") ? o->data : NULL;
     nc.metrics = x->metrics;
     nc.obs = (node_observer_t){ .arg = &x->view, .report = s_on_report, .say = s_on_say };
@@ -329,10 +335,12 @@ static void s_end(node_cmd_t *x, int status, const char *why)
     if (x->node) node_result(x->node, &r);
     double wall = metrics_now() - x->t0;
     metrics_event(x->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
-                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,\"why\":%s",
+                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,"
+                  "\"relay_bytes\":%llu,\"relay_msgs\":%llu,\"relay_refused\":%llu,\"why\":%s",
                   status ? "error" : "ok", (long long)r.c.version, (unsigned long long)r.c.tokens, wall,
                   (unsigned long long)r.c.lost, (unsigned long long)r.bytes_sent, (unsigned long long)r.bytes_sent_raw,
-                  (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, status ? why : "completed");
+                  (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, (unsigned long long)r.relay_bytes,
+                  (unsigned long long)r.relay_msgs, (unsigned long long)r.relay_refused, status ? why : "completed");
     if (x->node && r.c.tokens + r.c.version > 0)
         fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", node_idshort(x->node), status ? why : "run complete",
                 wall, (long long)r.c.version);
@@ -497,10 +505,10 @@ int cmd_status(int argc, char **argv)
                     if (recs[i].stage != (int)s) continue;
                     char id[9];
                     node_id_short(recs[i].id, id);
-                    static const char *rn[] = { "?", "public", "outward" };
-                    static const char *ln[] = { "self", "direct", "reverse", "none", "?" };
+                    static const char *rn[] = { "?", "public", "outward", "relay" };
+                    static const char *ln[] = { "self", "direct", "reverse", "none", "relayed", "?" };
                     printf("%-6u %-9s %-24s %10.2f %9.1f %8u  %-8s %s\n", s, id, recs[i].addr, recs[i].rate, recs[i].rtt_ms,
-                           recs[i].version, rn[reach ? reach[i] : 0], ln[link ? link[i] : 4]);
+                           recs[i].version, rn[reach ? reach[i] : 0], ln[link ? link[i] : 5]);
                     any = 1;
                 }
                 if (!any) printf("%-6u (no peer: the swarm waits for one)\n", s);

@@ -3,6 +3,7 @@
  * arrives, encoding what leaves, state transfers and held backups. */
 #include "node/runtime/netside.h"
 #include "compress/codec.h"
+#include "net/relay.h"
 #include "node/engine/model.h"
 #include <math.h>
 #include <stdio.h>
@@ -44,6 +45,8 @@
 #define PROBES_MAX 16           /* joiners probed at a time (more: taken as reachable) */
 #define DIAL_EVERY_S 2.0        /* asking an outward-only peer for a link, at most this often */
 #define DIAL_VIA 3              /* through this many peers at a time */
+#define RELAY_MBIT_DEFAULT 100.0 /* cap on what a node relays for others, Mbit/s */
+#define RELAY_BURST_S 0.5       /* the cap's bucket holds this long at the cap (at least 2 MiB: a state chunk) */
 
 /* A state snapshot being received in STATE chunks. */
 typedef struct {
@@ -136,7 +139,9 @@ struct netside {
     uint8_t done_proof[DONE_LEN];  /* the last stage's signed word that the run completed */
     int have_proof;
     int outward;                /* this node is reachable only over the links it opens */
-    int ann_outward;            /* what our own announcement says of it */
+    int ann_flags;              /* the PEER_FLAG_* our own announcement says */
+    int relays;                 /* this node relays for outward-only nodes (reachable, --relay on) */
+    double relay_tokens, relay_last; /* the relay cap's bucket (bytes) */
     probe_t probe[PROBES_MAX];  /* reachability probes of joiners (bootstrap) */
     int dial_at;                /* round-robin position of DIAL relays */
     net_counters_t ctr;
@@ -207,6 +212,12 @@ static int s_norm_ok(netside_t *ns, uint64_t from, const float *t, size_t len)
     return 0;
 }
 
+/* PEER_FLAG_* of this node. */
+static uint8_t s_flags(const netside_t *ns)
+{
+    return (uint8_t)((ns->outward ? PEER_FLAG_OUTWARD : 0) | (ns->relays && !ns->outward ? PEER_FLAG_RELAY : 0));
+}
+
 static void s_self_info(const netside_t *ns, peer_info_t *p)
 {
     memset(p, 0, sizeof *p);
@@ -216,7 +227,7 @@ static void s_self_info(const netside_t *ns, peer_info_t *p)
     p->stage = (int16_t)ns->me.stage;
     p->version = (uint32_t)ns->me.version;
     p->rate = ns->me.rate;
-    p->flags = ns->outward ? PEER_FLAG_OUTWARD : 0;
+    p->flags = s_flags(ns);
 }
 
 static int s_has_ticket(const netside_t *ns)
@@ -289,17 +300,27 @@ static int s_link(netside_t *ns, uint64_t id)
     return p->link;
 }
 
+static int s_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const void *const *frames,
+                        const size_t *lens, int nf, uint64_t raw);
+
+/* A message to peer: over our link to it, or the one it opened to us, or
+ * (both reachable only outward) sealed through its relay. */
 static int s_send(netside_t *ns, uint64_t peer, const wire_hdr_t *h, const void *const *frames,
                   const size_t *lens, int nf, uint64_t raw, uint64_t virt)
 {
     int link = s_link(ns, peer);
-    if (link < 0) return -1;
+    if (link < 0) {
+        peer_t *p = peers_find(&ns->peers, peer);
+        if (p && p->via && !virt) return s_relay_send(ns, p, h, frames, lens, nf, raw);
+        return -1;
+    }
     return s_port_send(ns, link, NULL, h, frames, lens, nf, raw, virt);
 }
 
 static int s_reply(netside_t *ns, const transport_msg_t *to, const wire_hdr_t *h, const void *const *frames,
                    const size_t *lens, int nf)
 {
+    if (to->link == RELAYED_LINK) return s_send(ns, to->sender, h, frames, lens, nf, 0, 0);
     return s_port_send(ns, to->link >= 0 ? to->link : -1, to, h, frames, lens, nf, 0, 0);
 }
 
@@ -321,11 +342,11 @@ static void s_self_announce(netside_t *ns, peer_t *self)
 {
     announce_t a;
     char err[160];
-    self->info.flags = ns->outward ? PEER_FLAG_OUTWARD : 0;
+    self->info.flags = s_flags(ns);
     if (self->announce_seq && ns->ann_stage == self->info.stage && strcmp(ns->ann_addr, self->info.addr) == 0
-        && ns->ann_outward == ns->outward) return;
+        && ns->ann_flags == self->info.flags) return;
     ns->ann_stage = self->info.stage;
-    ns->ann_outward = ns->outward;
+    ns->ann_flags = self->info.flags;
     snprintf(ns->ann_addr, sizeof ns->ann_addr, "%s", self->info.addr);
     uint64_t seq = ns->c.clock.wall_ms(ns->c.clock.arg);
     if (seq <= self->announce_seq) seq = self->announce_seq + 1;
@@ -448,7 +469,7 @@ static void s_set_outward(netside_t *ns, peer_t *p, int outward)
  * opened to us: what we send it goes back that way. */
 static void s_adopt(netside_t *ns, peer_t *p, const transport_msg_t *m)
 {
-    if (!p || !p->outward || m->link >= 0 || !ns->c.port.adopt) return;
+    if (!p || !p->outward || m->link != -1 || !ns->c.port.adopt) return;
     if (p->link >= 0 && !p->adopted) { ns->c.port.disconnect(ns->c.port.arg, p->link); p->link = -1; }
     int l = ns->c.port.adopt(ns->c.port.arg, p->link, m);
     if (l < 0) return;
@@ -506,6 +527,8 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
             memcpy(p->info.addr, a.addr, sizeof p->info.addr);
             p->info.stage = a.stage;
             s_set_outward(ns, p, (a.flags & PEER_FLAG_OUTWARD) != 0);
+            if (p->relays != ((a.flags & PEER_FLAG_RELAY) != 0)) ns->view_dirty = 1;
+            p->relays = (a.flags & PEER_FLAG_RELAY) != 0;
             memcpy(p->announce, blob, ANNOUNCE_LEN);
             p->announce_seq = a.seq;
         }
@@ -1245,8 +1268,9 @@ static void s_send_chunks(netside_t *ns, uint64_t peer, const transport_msg_t *m
         uint64_t virt = ns->c.modelled ? len : 0;
         int r;
         if (peer) {
-            int link = s_link(ns, peer);
-            r = link < 0 ? -1 : s_port_send(ns, link, NULL, &h, f, l, 2, 0, virt);
+            r = s_send(ns, peer, &h, f, l, 2, 0, virt);
+        } else if (m->link == RELAYED_LINK) {
+            r = s_send(ns, m->sender, &h, f, l, 2, 0, virt);
         } else {
             r = s_port_send(ns, m->link >= 0 ? m->link : -1, m, &h, f, l, 2, 0, virt);
         }
@@ -1376,7 +1400,8 @@ static void s_put_links(netside_t *ns, wbuf_t *w)
     for (int i = 0; i < ns->peers.n; i++) {
         const peer_t *p = &ns->peers.p[i];
         if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-        wbuf_put_u8(w, p->link < 0 ? STATUS_LINK_NONE : p->adopted ? STATUS_LINK_REVERSE : STATUS_LINK_DIRECT);
+        wbuf_put_u8(w, p->link >= 0 ? (p->adopted ? STATUS_LINK_REVERSE : STATUS_LINK_DIRECT)
+                       : p->via ? STATUS_LINK_RELAY : STATUS_LINK_NONE);
     }
 }
 
@@ -1429,7 +1454,7 @@ static void s_on_ping(netside_t *ns, const transport_msg_t *m)
     wire_hdr_t h;
     s_hdr(ns, &h, WIRE_PONG);
     h.mb = m->hdr.mb;
-    if (m->link >= 0 || s_link(ns, m->sender) >= 0) s_send(ns, m->sender, &h, NULL, NULL, 0, 0, 0);
+    if (m->link >= 0 || m->link == RELAYED_LINK || s_link(ns, m->sender) >= 0) s_send(ns, m->sender, &h, NULL, NULL, 0, 0, 0);
 }
 
 /* The run completed: believed from a last-stage node's signed proof, relayed by anyone. */
@@ -1450,6 +1475,188 @@ static void s_on_done(netside_t *ns, const transport_msg_t *m)
     peer_t *from = peers_find(&ns->peers, m->sender);
     if (from) from->done_seen = 1;
     s_stop_compute(ns);
+}
+
+/* ---- relays: two outward-only nodes, through a reachable one ---- */
+
+static void s_dispatch(netside_t *ns, const transport_msg_t *m);
+
+/* A relay request we do not carry out: counted, logged, no strike (the
+ * sender may not know yet). */
+static void s_refuse_relay(netside_t *ns, const char *why, uint64_t from)
+{
+    atomic_fetch_add(&ns->ctr.relay_refused, 1);
+    uint64_t k = atomic_fetch_add(&ns->ctr.drops, 1) + 1;
+    char id[9];
+    node_id_short(from, id);
+    if (k <= DROP_LOG_FIRST || k % 100 == 0)
+        metrics_event(ns->c.metrics, "drop", "\"why\":%s,\"from\":%s,\"drops\":%llu", why, id, (unsigned long long)k);
+}
+
+/* The relay both ends of an outward-only pair pick: the live relaying peer
+ * with the lowest id (each end computes the same from its table). */
+static peer_t *s_pick_relay(netside_t *ns)
+{
+    peer_t *best = NULL;
+    double now = s_now(ns);
+    for (int i = 0; i < ns->peers.n; i++) {
+        peer_t *p = &ns->peers.p[i];
+        if (p->info.id == ns->id || !p->relays || p->outward || p->health == PEER_GONE || p->banned_until > now) continue;
+        if (!best || p->info.id < best->info.id) best = p;
+    }
+    return best;
+}
+
+/* The crypto_box key of us and p; the first time also our introduction to
+ * it through the relay (a closed swarm admits only ticket holders). */
+static int s_box(netside_t *ns, peer_t *p)
+{
+    if (p->has_box) return 0;
+    if (relay_key(p->box, p->info.pubkey, ns->c.keys->sec) < 0) return -1;
+    p->has_box = 1;
+    uint64_t wall = ns->c.clock.wall_ms(ns->c.clock.arg) * 1000;   /* counters grow across restarts too */
+    if (p->seq_out < wall) p->seq_out = wall;
+    return 1;
+}
+
+static int s_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const void *const *frames,
+                        const size_t *lens, int nf, uint64_t raw)
+{
+    peer_t *r = peers_find(&ns->peers, p->via);
+    int link = r && r->health != PEER_GONE ? s_link(ns, r->info.id) : -1;
+    if (link < 0) return -1;
+    int first = s_box(ns, p);
+    if (first < 0) return -1;
+    if (first && h->type != WIRE_JOIN) {
+        wbuf_t w;
+        wbuf_init(&w, 1024);
+        s_put_join(ns, &w, ns->me.stage);
+        wire_hdr_t ih;
+        s_hdr(ns, &ih, WIRE_JOIN);
+        ih.flags = JOIN_FLAG_INTRO | JOIN_FLAG_OUTWARD;
+        const void *f[1] = { w.data };
+        size_t l[1] = { w.len };
+        if (!wbuf_error(&w)) s_relay_send(ns, p, &ih, f, l, 1, 0);
+        wbuf_free(&w);
+    }
+    wire_hdr_t hh = *h;
+    hh.magic = WIRE_MAGIC;
+    hh.version = WIRE_VERSION;
+    hh.sender = ns->id;
+    size_t cap = relay_sealed_len(lens, nf);
+    uint8_t *env = malloc(cap);
+    if (!env) return -1;
+    long n = relay_seal(env, cap, p->box, ++p->seq_out, &hh, frames, lens, nf);
+    int rc = -1;
+    if (n > 0) {
+        wire_hdr_t oh;
+        s_hdr(ns, &oh, WIRE_RELAY);
+        oh.mb = p->info.id;
+        const void *f[1] = { env };
+        size_t l[1] = { (size_t)n };
+        rc = s_port_send(ns, link, NULL, &oh, f, l, 1, raw ? raw + WIRE_HDR_LEN + (uint64_t)n - (cap - RELAY_OVERHEAD) : 0, 0);
+    }
+    free(env);
+    return rc;
+}
+
+/* The relay's bucket: 0 when `bytes` more fit under --relay-mbit now. */
+static int s_relay_budget(netside_t *ns, size_t bytes)
+{
+    double rate = (ns->c.relay_mbit > 0 ? ns->c.relay_mbit : RELAY_MBIT_DEFAULT) * 1e6 / 8;
+    double cap = rate * RELAY_BURST_S, now = s_now(ns);
+    if (cap < 2.5 * (1 << 20)) cap = 2.5 * (1 << 20);
+    ns->relay_tokens += (now - ns->relay_last) * rate;
+    if (ns->relay_tokens > cap) ns->relay_tokens = cap;
+    ns->relay_last = now;
+    if (ns->relay_tokens < (double)bytes) return -1;
+    ns->relay_tokens -= (double)bytes;
+    return 0;
+}
+
+/* At the relay: passes a sealed envelope on to its receiver (which opened
+ * a link to us), as it is (test-only: altered with --emu-relay-tamper). */
+static void s_relay_forward(netside_t *ns, const transport_msg_t *m)
+{
+    if (!ns->relays || ns->outward) { s_refuse_relay(ns, "relay request to a node that does not relay", m->sender); return; }
+    peer_t *to = peers_find(&ns->peers, m->hdr.mb);
+    if (!to || to->info.id == ns->id || to->info.id == m->sender) { s_drop(ns, "relay request for an unknown peer", m->sender); return; }
+    if (to->link < 0) {
+        s_link(ns, to->info.id);   /* asks it for a link (DIAL) */
+        s_refuse_relay(ns, "relay: no link to the receiver yet", m->sender);
+        return;
+    }
+    size_t bytes = WIRE_HDR_LEN + m->len[0];
+    if (s_relay_budget(ns, bytes) < 0) { s_refuse_relay(ns, "relay over its cap (--relay-mbit)", m->sender); return; }
+    uint8_t *alt = NULL;
+    const void *f[1] = { m->frame[0] };
+    size_t l[1] = { m->len[0] };
+    ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    if (ns->c.emu_relay_tamper > 0 && (double)(ns->rng >> 11) * (1.0 / 9007199254740992.0) < ns->c.emu_relay_tamper
+        && m->len[0] > 0 && (alt = malloc(m->len[0]))) {
+        memcpy(alt, m->frame[0], m->len[0]);
+        alt[m->len[0] / 2] ^= 0x20;
+        f[0] = alt;
+    }
+    wire_hdr_t h;
+    s_hdr(ns, &h, WIRE_RELAY);
+    h.mb = m->sender;
+    h.flags = RELAY_FLAG_FWD;
+    if (s_port_send(ns, to->link, NULL, &h, f, l, 1, 0, 0) == 0) {
+        atomic_fetch_add(&ns->ctr.relay_bytes, bytes);
+        atomic_fetch_add(&ns->ctr.relay_msgs, 1);
+        peer_t *from = peers_find(&ns->peers, m->sender);
+        if (from && !from->relay_noted) {
+            from->relay_noted = 1;
+            char a[9], b[9];
+            node_id_short(m->sender, a);
+            node_id_short(to->info.id, b);
+            metrics_event(ns->c.metrics, "relay", "\"from\":%s,\"to\":%s", a, b);
+        }
+    } else {
+        s_refuse_relay(ns, "relay: the receiver's queue is full", m->sender);
+    }
+    free(alt);
+}
+
+/* At the receiver: opens an envelope its sealer sent through relay
+ * m->sender and handles what was inside as the sealer's own message.  An
+ * envelope that does not open (altered) counts against the relay. */
+static void s_relay_receive(netside_t *ns, const transport_msg_t *m)
+{
+    peer_t *src = peers_find(&ns->peers, m->hdr.mb);
+    if (!src || src->info.id == ns->id) { s_drop(ns, "relayed message from an unknown peer", m->sender); return; }
+    if (s_box(ns, src) < 0) { s_drop(ns, "relayed message from a peer with a bad key", m->sender); return; }
+    uint8_t *plain = malloc(m->len[0] ? m->len[0] : 1);
+    if (!plain) { s_discard(ns); return; }
+    relay_msg_t r;
+    char err[160];
+    const char *bad = NULL;
+    if (relay_open(&r, plain, m->frame[0], m->len[0], src->box, err, sizeof err) < 0) bad = err;
+    else if (r.hdr.sender != src->info.id) bad = "relayed message whose header names another sender";
+    else if (r.hdr.type == WIRE_RELAY || r.hdr.type == WIRE_STATUS_REQ || r.hdr.type == WIRE_DIAL
+             || (r.hdr.type == WIRE_JOIN && !(r.hdr.flags & JOIN_FLAG_INTRO)))
+        bad = "relayed message of a type that is not relayed";
+    else if (r.seq <= src->seq_in) bad = "relayed message replayed (an old counter)";
+    if (bad) { s_drop(ns, bad, m->sender); free(plain); return; }
+    src->seq_in = r.seq;
+    transport_msg_t in;
+    memset(&in, 0, sizeof in);
+    in.hdr = r.hdr;
+    memcpy(in.sender_pub, src->info.pubkey, 32);
+    in.sender = src->info.id;
+    in.link = RELAYED_LINK;
+    in.nframes = r.nframes;
+    for (int i = 0; i < r.nframes; i++) { in.frame[i] = r.frame[i]; in.len[i] = r.len[i]; }
+    s_dispatch(ns, &in);
+    free(plain);
+}
+
+static void s_on_relay(netside_t *ns, const transport_msg_t *m)
+{
+    if (m->link == RELAYED_LINK || m->nframes != 1) { s_drop(ns, "RELAY without one envelope", m->sender); return; }
+    if (m->hdr.flags & RELAY_FLAG_FWD) s_relay_receive(ns, m);
+    else s_relay_forward(ns, m);
 }
 
 /* We need to send to outward-only peer p and it has opened no link to us:
@@ -1497,13 +1704,19 @@ static void s_on_dial(netside_t *ns, const transport_msg_t *m)
 static void s_keep_links(netside_t *ns)
 {
     if (ns->me.stage < 0) return;
+    peer_t *relay = ns->outward ? s_pick_relay(ns) : NULL;
+    int relayed = 0;
     for (int i = 0; i < ns->peers.n; i++) {
         peer_t *p = &ns->peers.p[i];
-        if (p->info.id == ns->id || p->health == PEER_GONE || p->link >= 0 || p->banned_until > s_now(ns)) continue;
-        if (p->info.stage < ns->me.stage - 1 || p->info.stage > ns->me.stage + 1) continue;
+        int near = p->info.stage >= ns->me.stage - 1 && p->info.stage <= ns->me.stage + 1;
+        uint64_t via = ns->outward && p->outward && near && relay ? relay->info.id : 0;
+        if (p->via != via) { p->via = via; ns->view_dirty = 1; }
+        relayed |= via != 0;
+        if (p->info.id == ns->id || p->health == PEER_GONE || p->link >= 0 || p->banned_until > s_now(ns) || !near) continue;
         if (ns->outward && !p->outward) s_link(ns, p->info.id);
         else if (!ns->outward && p->outward) s_dial(ns, p);
     }
+    if (relayed && relay->link < 0) s_link(ns, relay->info.id);   /* the relay needs our link to reach us */
 }
 
 /* A joiner's messages before its WELCOME: only the bootstrap's answer counts. */
@@ -1527,6 +1740,12 @@ void netside_on_msg(netside_t *ns, const transport_msg_t *m, uint64_t virt_bytes
     for (int i = 0; i < m->nframes; i++) b += m->len[i];
     atomic_fetch_add(&ns->ctr.bytes_recv, b);
     if (ns->join == JOIN_WAITING || ns->join == JOIN_FAILED) { s_on_msg_joining(ns, m); return; }
+    s_dispatch(ns, m);
+}
+
+/* A message from an authenticated sender (directly, or opened from a relay's envelope). */
+static void s_dispatch(netside_t *ns, const transport_msg_t *m)
+{
     int type = m->hdr.type;
     if (type == WIRE_STATUS_REQ) { s_on_status_req(ns, m); return; }
     if (type == WIRE_PONG && (m->hdr.flags & PING_FLAG_PROBE)) { s_on_probe_pong(ns, m); return; }
@@ -1550,6 +1769,7 @@ void netside_on_msg(netside_t *ns, const transport_msg_t *m, uint64_t virt_bytes
     case WIRE_BYE: s_on_bye(ns, m); break;
     case WIRE_DONE: s_on_done(ns, m); break;
     case WIRE_DIAL: s_on_dial(ns, m); break;
+    case WIRE_RELAY: s_on_relay(ns, m); break;
     default:
         s_drop(ns, "unexpected message type", m->sender);
     }
@@ -1842,7 +2062,7 @@ static int s_unaware(netside_t *ns, int tell)
     for (int i = 0; i < ns->peers.n; i++) {
         peer_t *p = &ns->peers.p[i];
         if (p->info.id == ns->id || p->done_seen || now - p->last_heard > LINGER_RECENT_S || p->banned_until > now) continue;
-        if (p->outward && p->link < 0) continue;   /* no way to it: it hears the end from its own links */
+        if (p->outward && p->link < 0 && !p->via) continue;   /* no way to it: it hears the end from its own links */
         k++;
         if (!tell) continue;
         wire_hdr_t h;
@@ -1880,6 +2100,9 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->me.stage = cfg->o->stage;
     ns->me.loss = NAN;
     ns->outward = cfg->no_listen;
+    ns->relays = cfg->relay;
+    ns->relay_tokens = 1e18;   /* clamped to the bucket's size on first use */
+    ns->relay_last = s_now(ns);
     ns->join_link = -1;
     ns->join_tokens = JOIN_PER_S;
     ns->rng = ns->id ^ 0x9e3779b97f4a7c15ULL;

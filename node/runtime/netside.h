@@ -33,6 +33,10 @@
 #define STATUS_LINK_DIRECT 1    /* STATUS: it has a link to that peer's address */
 #define STATUS_LINK_REVERSE 2   /* STATUS: it sends over the link that peer opened to it (the peer is behind NAT) */
 #define STATUS_LINK_NONE 3      /* STATUS: no link yet (opened on first use) */
+#define STATUS_LINK_RELAY 4     /* STATUS: through a relay (both are reachable only outward) */
+#define RELAY_FLAG_FWD 0x1u     /* RELAY: from the relay to the receiver (hdr.mb: the sealer); without it,
+                                   from the sealer to the relay (hdr.mb: the receiver) */
+#define RELAYED_LINK (-3)       /* transport_msg_t.link of a message that came through a relay */
 #define DIAL_FLAG_FWD 0x1u     /* DIAL: forwarded to the outward-only node itself (hdr.mb: who wants a link) */
 #define STATE_CHUNK (1u << 20) /* bytes per STATE message */
 #define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
@@ -45,6 +49,9 @@ typedef struct {
     atomic_uint_fast64_t bytes_sent_state;  /* of bytes_sent: stage state (downloads served, backups) */
     atomic_uint_fast64_t bytes_recv;        /* received, headers included */
     atomic_uint_fast64_t drops;             /* messages refused or lost */
+    atomic_uint_fast64_t relay_bytes;       /* relayed for others: bytes forwarded */
+    atomic_uint_fast64_t relay_msgs;        /* relayed for others: messages forwarded */
+    atomic_uint_fast64_t relay_refused;     /* relay requests refused (over the cap, no link to the receiver, relay off) */
 } net_counters_t;
 
 typedef struct {
@@ -59,6 +66,9 @@ typedef struct {
     void *post_arg;
     int modelled;              /* simulator: tensors are modelled (sizes only, no values) */
     int no_listen;             /* --no-listen: reachable only over the links this node opens */
+    int relay;                 /* --relay on: relay for outward-only nodes (when this node is reachable) */
+    double relay_mbit;         /* cap on relayed traffic, Mbit/s (0: RELAY_MBIT_DEFAULT) */
+    double emu_relay_tamper;   /* test-only: probability that a relayed envelope is altered here */
 } netside_cfg_t;
 
 typedef struct netside netside_t;

@@ -285,6 +285,9 @@ void node_result(const node_t *n, node_result_t *out)
     out->bytes_sent_state = atomic_load(&k->bytes_sent_state);
     out->bytes_recv = atomic_load(&k->bytes_recv);
     out->drops = atomic_load(&k->drops) + out->c.drops + atomic_load(&n->mail_drops);
+    out->relay_bytes = atomic_load(&k->relay_bytes);
+    out->relay_msgs = atomic_load(&k->relay_msgs);
+    out->relay_refused = atomic_load(&k->relay_refused);
 }
 
 /* ---- start-up ---- */
@@ -437,6 +440,9 @@ node_t *node_new(const node_cfg_t *cfg, char *err, size_t errlen)
     nc.post = s_post_comp;
     nc.post_arg = n;
     nc.no_listen = cfg->no_listen;
+    nc.relay = cfg->relay;
+    nc.relay_mbit = n->o.relay_mbit;
+    nc.emu_relay_tamper = n->o.emu_relay_tamper;
     n->net = netside_new(&nc, err, errlen);
     if (!n->net) { node_destroy(&n); return NULL; }
     return n;

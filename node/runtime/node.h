@@ -32,6 +32,7 @@ typedef struct {
     metrics_t *metrics;         /* events (borrowed) */
     node_observer_t obs;        /* progress reports (optional) */
     int no_listen;              /* reachable only over the links it opens (--no-listen) */
+    int relay;                  /* relay for nodes behind NAT when reachable (--relay on) */
 } node_cfg_t;
 
 /* Opens the transport and makes the network side.  NULL with a one-line
@@ -74,6 +75,7 @@ void node_interrupt(node_t *self);
 typedef struct {
     compute_result_t c;
     uint64_t bytes_sent, bytes_sent_raw, bytes_sent_state, bytes_recv, drops;
+    uint64_t relay_bytes, relay_msgs, relay_refused;  /* relayed for others */
 } node_result_t;
 void node_result(const node_t *self, node_result_t *out);
 

@@ -75,6 +75,8 @@ static const opt_def_t s_opts[] = {
     { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)", LOCAL_ANY },
     { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)", LOCAL_ANY },
     { "no-listen", T_FLAG, O(no_listen), 0, OPTS_NODE, "", "accept no connection: open every link outward (a node behind NAT is detected without it)", LOCAL_ANY },
+    { "relay", T_STR, O(relay), S(relay), OPTS_NODE, "on|off", "relay sealed traffic between nodes behind NAT, when reachable (default on)", LOCAL_ANY },
+    { "relay-mbit", T_DOUBLE, O(relay_mbit), 0, OPTS_NODE, "MBIT", "cap on what this node relays for others (default 100)", LOCAL(0, 1e6) },
     { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)", LOCAL_ANY },
     { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)", LOCAL_ANY },
     { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)", LOCAL_ANY },
@@ -85,6 +87,7 @@ static const opt_def_t s_opts[] = {
     { "emu-downlink-mbit", T_DOUBLE, O(emu_downlink_mbit), 0, OPTS_NODE, "MBIT", "test: downlink rate (all incoming links share it)", LOCAL(0, 1e6) },
     { "emu-loss", T_DOUBLE, O(emu_loss), 0, OPTS_NODE, "P", "test: drop outgoing messages with probability P", LOCAL(0, 1) },
     { "emu-slowdown", T_DOUBLE, O(emu_slowdown), 0, OPTS_NODE, "F", "test: make compute F times slower", LOCAL(1, 1000) },
+    { "emu-relay-tamper", T_DOUBLE, O(emu_relay_tamper), 0, OPTS_NODE, "P", "test: alter each envelope this node relays with probability P", LOCAL(0, 1) },
 };
 #define NOPTS (int)(sizeof s_opts / sizeof s_opts[0])
 
