@@ -10,7 +10,7 @@
 #include "compress/codec.h"
 #include "node/engine/staleness.h"
 
-typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_DELAYS } opt_type_t;
+typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_DELAYS, T_FLAG } opt_type_t;
 
 typedef enum { B_NONE, B_CLOSED, B_OPEN_LO } opt_bound_t;  /* no bounds, [lo, hi], (lo, hi] */
 
@@ -57,8 +57,9 @@ static const opt_def_t s_opts[] = {
     { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)", RUN_ANY },
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
-    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages)", RUN(0, 4096) },
-    { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; solo --delay applies it, nodes not yet)", RUN(0, STALE_ALL) },
+    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages, within --max-delay)", RUN(0, 4096) },
+    { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 1)", RUN(0, 64) },
+    { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; dc in solo only)", RUN(0, STALE_ALL) },
     { "delay", T_DELAYS, O(delay), 0, OPTS_SOLO, "D0,D1,..", "stage k computes its gradients at its weights of Dk updates earlier, as an async stage with that delay", LOCAL_ANY },
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)", RUN_ANY },
     { "threads", T_INT, O(threads), 0, BOTH, "T", "compute threads per engine call (default 1)", LOCAL(1, 256) },
@@ -73,6 +74,9 @@ static const opt_def_t s_opts[] = {
     { "join", T_STR, O(join), S(join), OPTS_NODE, "HOST:PORT/KEY", "join the swarm of this node (omit to start a run)", LOCAL_ANY },
     { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)", LOCAL_ANY },
     { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)", LOCAL_ANY },
+    { "no-listen", T_FLAG, O(no_listen), 0, OPTS_NODE, "", "accept no connection: open every link outward (a node behind NAT is detected without it)", LOCAL_ANY },
+    { "relay", T_STR, O(relay), S(relay), OPTS_NODE, "on|off", "relay sealed traffic between nodes behind NAT, when reachable (default on)", LOCAL_ANY },
+    { "relay-mbit", T_DOUBLE, O(relay_mbit), 0, OPTS_NODE, "MBIT", "cap on what this node relays for others (default 100)", LOCAL(0, 1e6) },
     { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)", LOCAL_ANY },
     { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)", LOCAL_ANY },
     { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)", LOCAL_ANY },
@@ -83,6 +87,7 @@ static const opt_def_t s_opts[] = {
     { "emu-downlink-mbit", T_DOUBLE, O(emu_downlink_mbit), 0, OPTS_NODE, "MBIT", "test: downlink rate (all incoming links share it)", LOCAL(0, 1e6) },
     { "emu-loss", T_DOUBLE, O(emu_loss), 0, OPTS_NODE, "P", "test: drop outgoing messages with probability P", LOCAL(0, 1) },
     { "emu-slowdown", T_DOUBLE, O(emu_slowdown), 0, OPTS_NODE, "F", "test: make compute F times slower", LOCAL(1, 1000) },
+    { "emu-relay-tamper", T_DOUBLE, O(emu_relay_tamper), 0, OPTS_NODE, "P", "test: alter each envelope this node relays with probability P", LOCAL(0, 1) },
 };
 #define NOPTS (int)(sizeof s_opts / sizeof s_opts[0])
 
@@ -103,6 +108,7 @@ void opts_defaults(opts_t *o, int which)
     o->stage = -1;
     o->emu_slowdown = 1.0;
     o->staleness = STALE_DEFAULT;
+    o->max_delay = 1;
 }
 
 static const opt_def_t *s_find(const char *name)
@@ -147,6 +153,9 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
     void *p = (char *)o + d->off;
     errno = 0;
     switch (d->type) {
+    case T_FLAG:
+        *(int *)p = 1;
+        return 0;
     case T_INT: {
         long x = strtol(v, &end, 10);
         if (end == v || *end || errno || x < INT_MIN || x > INT_MAX) goto bad;
@@ -238,6 +247,10 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
             return -1;
         }
         const char *v = eq ? eq + 1 : NULL;
+        if (d->type == T_FLAG) {
+            if (v) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
+            v = "1";
+        }
         if (!v) {
             if (i + 1 >= argc) {
                 snprintf(err, errlen, "--%s needs a value (%s)", name, d->arg);
@@ -258,7 +271,7 @@ static double s_num(const opts_t *o, const opt_def_t *d)
 {
     const void *p = (const char *)o + d->off;
     switch (d->type) {
-    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: return *(const int *)p;
+    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: case T_FLAG: return *(const int *)p;
     case T_FLOAT: return *(const float *)p;
     case T_DOUBLE: return *(const double *)p;
     case T_U64: return (double)*(const uint64_t *)p;
@@ -304,6 +317,10 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
         snprintf(err, errlen, "--grad-codec %s: unknown codec (fp32, fp16, bf16, int8, int4)", o->grad_codec);
         return -1;
     }
+    if (o->stash == STASH_2BW && o->max_delay > 1) {
+        snprintf(err, errlen, "--max-delay %d: --stash 2bw keeps two weight versions, so a delay of at most 1", o->max_delay);
+        return -1;
+    }
     return 0;
 }
 
@@ -333,7 +350,7 @@ void opts_help(FILE *f, int which)
         const opt_def_t *d = &s_opts[i];
         if (!(d->which & which)) continue;
         char left[64];
-        snprintf(left, sizeof left, "--%s %s", d->name, d->arg);
+        snprintf(left, sizeof left, d->arg[0] ? "--%s %s" : "--%s", d->name, d->arg);
         fprintf(f, "  %-30s %s\n", left, d->help);
     }
 }
@@ -351,11 +368,11 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
     stale_name(o->staleness, stale, sizeof stale);
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
-             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d staleness=%s seed=%llu "
+             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d max-delay=%d staleness=%s seed=%llu "
              "eval-every=%d eval-batches=%d closed=%d owner=",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
              o->batch, o->micro, o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
-             o->grad_codec, o->schedule, o->stash, o->max_inflight, stale, (unsigned long long)o->seed, o->eval_every,
+             o->grad_codec, o->schedule, o->stash, o->max_inflight, o->max_delay, stale, (unsigned long long)o->seed, o->eval_every,
              o->eval_batches, o->closed);
     size_t k = strlen(buf);
     for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
@@ -397,6 +414,7 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_u8(w, (uint8_t)(o->closed ? 1 : 0));
     wbuf_put_raw(w, o->owner_pub, 32);
     wbuf_put_u8(w, (uint8_t)o->staleness);
+    wbuf_put_u8(w, (uint8_t)o->max_delay);
 }
 
 int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
@@ -425,6 +443,7 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     n.closed = rbuf_get_u8(r);
     rbuf_get_raw(r, n.owner_pub, 32);
     n.staleness = rbuf_get_u8(r);
+    n.max_delay = rbuf_get_u8(r);
     n.ndelay = 0;
     if (rbuf_error(r) || n.closed > 1) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
     snprintf(n.model, sizeof n.model, "%s", c->name);

@@ -24,6 +24,7 @@ typedef struct {
     char codec[8], grad_codec[8];
     int schedule, stash, max_inflight;
     int staleness;               /* delay compensation: STALE_* flags (node/engine/staleness.h) */
+    int max_delay;               /* weight delay budget in updates (--max-delay; async schedule) */
     int delay[MODEL_STAGES_MAX]; /* solo --delay: weight delay of each stage, in updates */
     int ndelay;                  /* entries of delay[]; 0 without --delay */
     uint64_t seed;
@@ -36,6 +37,10 @@ typedef struct {
     /* node */
     char listen[256], join[512], advertise[256], keys[OPT_PATH];
     int stage;                   /* -1: auto */
+    int no_listen;               /* --no-listen: reachable only over the links this node opens */
+    char relay[8];               /* --relay on|off ("": on) */
+    double relay_mbit;           /* --relay-mbit: cap on relayed traffic (0: the default) */
+    double emu_relay_tamper;     /* test-only: alter relayed envelopes with this probability */
     char owner[OPT_PATH];        /* creator of a closed swarm: the owner key folder */
     char ticket[OPT_PATH];       /* joiner of a closed swarm: ticket text or @FILE */
     int closed;                  /* run config: only ticket holders are admitted */

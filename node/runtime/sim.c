@@ -471,7 +471,6 @@ static int s_node_prepare(snode_t *n, char *err, size_t errlen)
     if (!n->comp) return -1;
     n->last_vstage = -1;
     n->last_v = -1;
-    idmap_clear(&n->applied);
     compute_flush(n->comp);
     s_comp_wake(n, s->now);
     return 0;
@@ -580,6 +579,14 @@ static void s_node_start(snode_t *n)
     n->started_at = s->now;
     n->closed = 0;
     n->issued = n->resolved = 0;
+    if (n->inc > 1) {
+        /* a restarted process: its weights come anew (downloaded, a backup or
+         * initial), without what the dead one applied, so a re-issued
+         * microbatch it had applied is applied once to these; its versions
+         * start over with them */
+        idmap_clear(&n->applied);
+        n->last_vstage = -1;
+    }
     n->o = s->so.o;
     n->joiner = n->idx != 0 || n->inc > 1;
     n->o.stage = 0;
