@@ -90,6 +90,10 @@ print("  what the nodes' summed compute could do (every node busy all the time i
 print("- *lost / dup*: microbatches given up (counted) / applied twice by a node; every run also checks the other invariants.")
 print("- *speed*: simulated seconds per CPU second of the simulator process.")
 print()
+print("At N = 1000 the %s s are mostly the join and the ramp (1000 nodes join in about 60 s, through a bootstrap that" % rows[2][2])
+print("answers 20 JOINs a second, then the windows grow as round trips are measured), so its throughput is not a steady")
+print("state; a Poisson churn at N = 10 may see no leave at all in the hour (seed 1 sees none).")
+print()
 print("| nodes | churn /h | sim s | learn every stage | gossip + heartbeats B/node/s | (gossip, heartbeats) | throughput mb/s | of the bound | lost | dup | speed sim s / CPU s | CPU s | exit |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
