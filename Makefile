@@ -3,9 +3,14 @@ CC      ?= cc
 PKGS    := libzmq libzstd libsodium openblas zlib
 PREFIX  ?= /usr/local
 BUILD   ?= build
-OPT     ?= -O2 -march=native -fno-omit-frame-pointer
+# One portable binary: the default build targets baseline x86-64, and the
+# kernels that gain from newer instructions (SSE4.1, AVX2, AVX-512) are
+# picked at run time (compress/cpu.h; BRIGADE_CPU=generic turns them off).
+# `make OPT=-march=native` builds for this machine only.
+MARCH   := $(if $(filter x86_64-%,$(shell $(CC) -dumpmachine)),-march=x86-64 -mtune=generic)
+OPT     ?= $(MARCH)
 SAN     ?=
-CFLAGS  ?= $(OPT) -g
+CFLAGS  ?= -O2 $(OPT) -fno-omit-frame-pointer -g
 # -fno-math-errno: no math function sets errno, so loops calling sqrtf vectorize
 CFLAGS  += -std=c11 -fno-math-errno -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -pthread -I. $(SAN)
 CFLAGS  += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
