@@ -5,6 +5,7 @@
 #include "node/cli/statuspage.h"
 #include "node/engine/modelfile.h"
 #include "node/runtime/node.h"
+#include "compress/cpu.h"
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -262,9 +263,9 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     if (stage_init(&lay, &run->cfg, node_stage(x->node), run->stages, err, errlen) < 0) return -1;
     int64_t version = x->ck_state && x->ck.stage == node_stage(x->node) && x->ck.run == node_run_id(x->node) ? x->ck.version : 0;
     metrics_event(x->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
-                  "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"version\":%lld",
+                  "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"version\":%lld,\"cpu\":%s",
                   (unsigned long long)node_run_id(x->node), run->cfg.name, lay.nparams, node_join_addr(x->node), run->stages,
-                  run->codec, run->grad_codec, (long long)version);
+                  run->codec, run->grad_codec, (long long)version, cpu_level_name(cpu_level()));
     if (node_prepare(x->node, x->ck_state ? &x->ck : NULL, x->ck_state, x->ckpt_path, err, errlen) < 0) return -1;
     free(x->ck_state);
     x->ck_state = NULL;
