@@ -24,7 +24,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test asan tsan simfuzz demo bench fuzz install clean
+.PHONY: all deps test asan tsan simfuzz demo bench fuzz install deb clean
 all: $(BUILD)/brigade
 
 deps:
@@ -91,7 +91,14 @@ install: $(BUILD)/brigade
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/brigade $(DESTDIR)$(PREFIX)/bin/brigade
 
+# The Debian package (dpkg-deb) of a portable binary, built apart in
+# build-deb/ so that an OPT=-march=native build never ends up in it.
+VERSION ?= 0.1.$(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+deb:
+	@$(MAKE) --no-print-directory build-deb/brigade BUILD=build-deb OPT="$(MARCH)"
+	@sh examples/debian/build-deb.sh build-deb/brigade build-deb $(VERSION)
+
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-deb build-native
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/node/cli/main.d
