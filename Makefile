@@ -80,9 +80,12 @@ demo: deps
 	@$(MAKE) --no-print-directory $(BUILD)/brigade
 	@sh examples/demo.sh
 
+# bench_portable.sh compares the default build with $(BUILD)-native (-march=native)
 bench: deps
 	@$(MAKE) --no-print-directory $(BUILD)/brigade $(BENCH_BIN)
-	@sh tests/bench/run.sh
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)-native OPT=-march=native $(BUILD)-native/brigade \
+	  $(BENCH_BIN:$(BUILD)/%=$(BUILD)-native/%)
+	@BUILD=$(BUILD) sh tests/bench/run.sh
 
 fuzz:
 	@sh tests/fuzz/run.sh
