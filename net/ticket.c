@@ -321,6 +321,7 @@ void announce_encode(uint8_t out[ANNOUNCE_LEN], const announce_t *a)
     memset(out, 0, ANNOUNCE_LEN);
     s_le32(out, ANNOUNCE_MAGIC);
     out[4] = ANNOUNCE_VERSION;
+    out[5] = a->flags;
     s_le16(out + 6, (uint16_t)a->stage);
     s_le64(out + 8, a->id);
     s_le64(out + 16, a->seq);
@@ -392,6 +393,7 @@ int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
     if (n == 0 || n >= PEER_ADDR_MAX) { s_err(err, errlen, "announcement: bad address"); return -1; }
     if (self->stage < -1) { s_err(err, errlen, "announcement: bad stage"); return -1; }
     a->stage = self->stage;
+    a->flags = (uint8_t)(self->flags & PEER_FLAGS_KNOWN);
     a->id = self->id;
     a->seq = seq;
     memcpy(a->pubkey, kp->pub, 32);
@@ -420,11 +422,12 @@ int announce_verify(announce_t *a, const uint8_t *buf, size_t len, char *err, si
         s_err(err, errlen, "announcement of %zu bytes, expected %d", len, ANNOUNCE_LEN);
         return -1;
     }
-    if (s_rd32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || buf[5] != 0) {
+    if (s_rd32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || (buf[5] & ~PEER_FLAGS_KNOWN) != 0) {
         s_err(err, errlen, "announcement: bad magic or version");
         return -1;
     }
     a->stage = (int16_t)s_rd16(buf + 6);
+    a->flags = buf[5];
     a->id = s_rd64(buf + 8);
     a->seq = s_rd64(buf + 16);
     memcpy(a->pubkey, buf + 24, 32);

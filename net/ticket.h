@@ -38,7 +38,8 @@
  *   off size field
  *     0   4  magic "BAN1" (ANNOUNCE_MAGIC)
  *     4   1  version (ANNOUNCE_VERSION)
- *     5   1  reserved, zero
+ *     5   1  flags: PEER_FLAG_OUTWARD (reachable only outward), PEER_FLAG_RELAY
+ *              (relays for outward-only nodes); other bits zero
  *     6   2  stage (int16; -1 = none yet)
  *     8   8  node id (node_id_from_pubkey(pubkey))
  *    16   8  seq: strictly increasing per node (e.g. unix ms at signing)
@@ -99,6 +100,7 @@ typedef struct {
 
 typedef struct {
     int16_t stage;             /* announced stage, -1 none */
+    uint8_t flags;             /* PEER_FLAG_* of the node (self->flags when signed) */
     uint64_t id;               /* node_id_from_pubkey(pubkey) */
     uint64_t seq;              /* larger = newer */
     uint8_t pubkey[32];        /* Curve25519 node key */

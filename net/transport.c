@@ -41,6 +41,8 @@ typedef struct {
     double left;              /* its bytes still to serialize */
     int64_t queued_bytes;     /* bytes in the queue */
     int64_t last_due_us;      /* keeps order under jitter */
+    uint8_t route[256];       /* adopted link: the peer's routing id on our router */
+    size_t route_len;         /* 0: a link we opened (a DEALER of ours) */
 } s_link_t;
 
 /* A received message waiting for the emulated downlink. */
@@ -272,7 +274,7 @@ void transport_destroy(transport_t **self_p)
     if (!self) return;
     for (int i = 0; i < self->nlinks; i++) {
         s_free_queue(&self->links[i]);
-        if (self->links[i].sock) zmq_close(self->links[i].sock);
+        if (self->links[i].sock && !self->links[i].route_len) zmq_close(self->links[i].sock);
     }
     s_free_queue(&self->reply);
     while (self->in_head) {
@@ -299,22 +301,28 @@ void transport_destroy(transport_t **self_p)
 int transport_port(const transport_t *self) { return self->port; }
 uint64_t transport_id(const transport_t *self) { return self->id; }
 
+/* Room for one more link.  0, or -1 when out of memory. */
+static int s_grow_links(transport_t *self)
+{
+    if (self->nlinks < self->caplinks) return 0;
+    int cap = self->caplinks ? 2 * self->caplinks : 8;
+    s_link_t *l = realloc(self->links, sizeof *l * (size_t)cap);
+    if (!l) return -1;
+    self->links = l;
+    s_link_t **fl = realloc(self->flow, sizeof *fl * (size_t)(cap + 2));
+    if (fl) self->flow = fl;
+    double *fleft = realloc(self->flow_left, sizeof *fleft * (size_t)(cap + 2));
+    if (fleft) self->flow_left = fleft;
+    if (!fl || !fleft) return -1;
+    self->caplinks = cap;
+    return 0;
+}
+
 int transport_connect(transport_t *self, const char *host, int port,
                       const uint8_t server_pub[32], char *err, size_t errlen)
 {
     if (port <= 0 || port > 65535) { s_err(err, errlen, "%s:%d: port out of range", host, port); return -1; }
-    if (self->nlinks == self->caplinks) {
-        int cap = self->caplinks ? 2 * self->caplinks : 8;
-        s_link_t *l = realloc(self->links, sizeof *l * (size_t)cap);
-        if (!l) { s_err(err, errlen, "out of memory"); return -1; }
-        self->links = l;
-        s_link_t **fl = realloc(self->flow, sizeof *fl * (size_t)(cap + 2));
-        if (fl) self->flow = fl;
-        double *fleft = realloc(self->flow_left, sizeof *fleft * (size_t)(cap + 2));
-        if (fleft) self->flow_left = fleft;
-        if (!fl || !fleft) { s_err(err, errlen, "out of memory"); return -1; }
-        self->caplinks = cap;
-    }
+    if (s_grow_links(self) < 0) { s_err(err, errlen, "out of memory"); return -1; }
     int ipv6 = strchr(host, ':') != NULL;
     int rmax = self->o.reconnect_ivl_ms * 20;
     void *sock = zmq_socket(self->ctx, ZMQ_DEALER);
@@ -348,8 +356,32 @@ void transport_disconnect(transport_t *self, int link)
     if (link < 0 || link >= self->nlinks || !self->links[link].sock) return;
     s_link_t *l = &self->links[link];
     s_free_queue(l);
-    zmq_close(l->sock);
+    if (!l->route_len) zmq_close(l->sock);
     l->sock = NULL;
+}
+
+int transport_adopt(transport_t *self, int link, const transport_msg_t *from)
+{
+    if (!from || from->link != -1 || from->route_len == 0 || from->route_len > sizeof from->route) return -1;
+    if (link >= 0 && link < self->nlinks && self->links[link].sock && self->links[link].route_len
+        && memcmp(self->links[link].server_pub, from->sender_pub, 32) == 0) {
+        s_link_t *l = &self->links[link];
+        if (l->route_len != from->route_len || memcmp(l->route, from->route, from->route_len) != 0) {
+            /* the peer connected again (a new routing id); what is queued already fails (send_fails) */
+            memcpy(l->route, from->route, from->route_len);
+            l->route_len = from->route_len;
+        }
+        return link;
+    }
+    if (s_grow_links(self) < 0) return -1;
+    s_link_t *l = &self->links[self->nlinks];
+    memset(l, 0, sizeof *l);
+    l->sock = self->router;
+    memcpy(l->server_pub, from->sender_pub, 32);
+    l->server_id = node_id_from_pubkey(from->sender_pub);
+    memcpy(l->route, from->route, from->route_len);
+    l->route_len = from->route_len;
+    return self->nlinks++;
 }
 
 int64_t transport_pending(const transport_t *self, int link)
@@ -505,7 +537,8 @@ int transport_send(transport_t *self, int link, const wire_hdr_t *h,
                    const void *const *frames, const size_t *lens, int nframes)
 {
     if (link < 0 || link >= self->nlinks || !self->links[link].sock) return -1;
-    return s_submit(self, &self->links[link], NULL, 0, h, frames, lens, nframes);
+    s_link_t *l = &self->links[link];
+    return s_submit(self, l, l->route_len ? l->route : NULL, l->route_len, h, frames, lens, nframes);
 }
 
 int transport_reply(transport_t *self, const transport_msg_t *to, const wire_hdr_t *h,
@@ -828,7 +861,7 @@ int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
             self->item_link[n++] = -1;
         }
         for (int i = 0; i < self->nlinks && readable; i++) {
-            if (!self->links[i].sock) continue;
+            if (!self->links[i].sock || self->links[i].route_len) continue;   /* adopted: read on the router */
             it[n] = (zmq_pollitem_t){.socket = self->links[i].sock, .events = ZMQ_POLLIN};
             self->item_link[n++] = i;
         }

@@ -121,6 +121,18 @@ uint64_t transport_id(const transport_t *self);
 int transport_connect(transport_t *self, const char *host, int port,
                       const uint8_t server_pub[32], char *err, size_t errlen);
 
+/* A link to the sender of `from`, a message that came in on the listening
+ * socket (from->link == -1), over the connection it came in on: the peer
+ * opened it (it may not be reachable itself, e.g. behind NAT), and we send
+ * back through our ROUTER by that connection's routing id.  Pass the link
+ * adopted from this peer before (or -1): when it is one, its routing id is
+ * brought up to date (the peer may have connected again) and it is
+ * returned.  Sending on an adopted link after the peer's connection went
+ * away fails (send_fails) until a message from its new connection is
+ * adopted.  Returns the link, or -1 (not a listening-socket message, out
+ * of memory). */
+int transport_adopt(transport_t *self, int link, const transport_msg_t *from);
+
 /* Closes a link; messages still queued on it are discarded. */
 void transport_disconnect(transport_t *self, int link);
 

@@ -95,7 +95,7 @@ const char *wire_type_name(int type)
         [WIRE_PING] = "PING", [WIRE_PONG] = "PONG", [WIRE_ACT] = "ACT",
         [WIRE_GRAD] = "GRAD", [WIRE_STATE_REQ] = "STATE_REQ", [WIRE_STATE] = "STATE",
         [WIRE_AVG] = "AVG", [WIRE_BYE] = "BYE", [WIRE_DONE] = "DONE",
-        [WIRE_STATUS_REQ] = "STATUS_REQ", [WIRE_STATUS] = "STATUS",
+        [WIRE_STATUS_REQ] = "STATUS_REQ", [WIRE_STATUS] = "STATUS", [WIRE_DIAL] = "DIAL", [WIRE_RELAY] = "RELAY",
     };
     if (type <= 0 || type >= WIRE_TYPE_END) return "?";
     return names[type];
@@ -306,6 +306,7 @@ int peers_decode(rbuf_t *r, peer_info_t *out, int max, int *n,
         p->rtt_ms = rbuf_get_f32(r);
         p->version = rbuf_get_u32(r);
         p->seen_ms = rbuf_get_u64(r);
+        p->flags = 0;
         if (rbuf_error(r)) {
             s_err(err, errlen, "peer record %u truncated or address too long", (unsigned)i);
             return -1;

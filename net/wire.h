@@ -43,6 +43,8 @@ typedef enum {
     WIRE_DONE,         /* the run finished */
     WIRE_STATUS_REQ,   /* `brigade status` asks for the swarm map */
     WIRE_STATUS,       /* the swarm map */
+    WIRE_DIAL,         /* please open a link to a peer (to an outward-only node, through one it has a link to) */
+    WIRE_RELAY,        /* a sealed message between two outward-only nodes, through a relay (net/relay.h) */
     WIRE_TYPE_END      /* one past the last valid type */
 } wire_type_t;
 
@@ -161,7 +163,12 @@ typedef struct {
     float rtt_ms;                /* RTT as seen by the sender of the table */
     uint32_t version;            /* its weight version */
     uint64_t seen_ms;            /* ms since the sender last heard from it */
+    uint8_t flags;               /* PEER_FLAG_*: not in peers_encode; carried by the peer's signed announcement */
 } peer_info_t;
+
+#define PEER_FLAG_OUTWARD 0x1u   /* reachable only over the connections it opens (behind NAT, --no-listen) */
+#define PEER_FLAG_RELAY   0x2u   /* reachable, and relays sealed traffic between outward-only nodes (--relay on) */
+#define PEER_FLAGS_KNOWN  (PEER_FLAG_OUTWARD | PEER_FLAG_RELAY)
 
 /* Writes a u32 count and n records. */
 void peers_encode(wbuf_t *w, const peer_info_t *p, int n);

@@ -289,6 +289,59 @@ static void s_on_drop(void *arg, const char *why, const uint8_t *pub)
     snprintf(s_drop_why, sizeof s_drop_why, "%s", why);
 }
 
+/* A node that is not reachable opens the link; the other side sends back
+ * over it (an adopted link: its ROUTER, by the connection's routing id),
+ * with and without emulation; a new connection of the same peer takes over. */
+static void test_adopted_link(void)
+{
+    for (int emu = 0; emu < 2; emu++) {
+        keypair_t ka = s_keys(), kb = s_keys();
+        transport_opts_t oa = {0};
+        oa.emu_latency_ms = emu ? 5 : 0;
+        transport_t *a = s_transport(&ka, &oa), *b = s_transport(&kb, NULL);
+        CHECK(a && b);
+        if (!a || !b) { transport_destroy(&a); transport_destroy(&b); return; }
+        char err[256];
+        int lb = transport_connect(b, "127.0.0.1", transport_port(a), ka.pub, err, sizeof err);
+        CHECK(lb >= 0);
+        transport_t *ob[1] = {b}, *oa1[1] = {a};
+        transport_msg_t m = {0};
+        CHECK(s_send(b, lb, WIRE_PING, 1, "hi") == 0);
+        CHECK(s_recv_within(a, ob, 1, 3000, &m) == 1 && m.link == -1);
+        CHECK(transport_adopt(a, -1, NULL) == -1);
+        int back = transport_adopt(a, -1, &m);
+        CHECK(back >= 0);
+        CHECK(transport_adopt(a, back, &m) == back);   /* the same connection: the same link */
+        transport_msg_close(&m);
+        for (int i = 0; i < 20; i++) CHECK(s_send(a, back, WIRE_ACT, (uint64_t)i, "act") == 0);
+        int got = 0, inorder = 1;
+        while (got < 20 && s_recv_within(b, oa1, 1, 3000, &m) == 1) {
+            inorder &= m.hdr.mb == (uint64_t)got && m.link == lb && memcmp(m.sender_pub, ka.pub, 32) == 0;
+            got++;
+            transport_msg_close(&m);
+        }
+        CHECKF(got == 20 && inorder, "emu %d: %d of 20 back over the adopted link", emu, got);
+        /* the peer comes back on a new connection: adopting brings the route up to date */
+        transport_disconnect(b, lb);
+        int lb2 = transport_connect(b, "127.0.0.1", transport_port(a), ka.pub, err, sizeof err);
+        CHECK(s_send(b, lb2, WIRE_PING, 2, "again") == 0);
+        CHECK(s_recv_within(a, ob, 1, 3000, &m) == 1);
+        CHECK(transport_adopt(a, back, &m) == back);
+        transport_msg_close(&m);
+        CHECK(s_send(a, back, WIRE_PONG, 9, "x") == 0);
+        CHECK(s_recv_within(b, oa1, 1, 3000, &m) == 1 && m.hdr.mb == 9 && m.link == lb2);
+        transport_msg_close(&m);
+        /* closing an adopted link leaves the listening socket alone */
+        transport_disconnect(a, back);
+        CHECK(transport_send(a, back, &(wire_hdr_t){0}, NULL, NULL, 0) == -1);
+        CHECK(s_send(b, lb2, WIRE_PING, 3, "still") == 0);
+        CHECK(s_recv_within(a, ob, 1, 3000, &m) == 1 && m.hdr.mb == 3);
+        transport_msg_close(&m);
+        transport_destroy(&a);
+        transport_destroy(&b);
+    }
+}
+
 static void test_admit_refuses(void)
 {
     keypair_t ka = s_keys(), kb = s_keys(), kc = s_keys();
@@ -794,6 +847,7 @@ int main(void)
     RUN(test_addr_parse);
     RUN(test_keys_files);
     RUN(test_exchange);
+    RUN(test_adopted_link);
     RUN(test_admit_refuses);
     RUN(test_hostile_clients);
     RUN(test_wrong_key_and_oversize);

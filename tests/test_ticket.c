@@ -295,6 +295,19 @@ static void test_announce_tamper(void)
     }
     CHECK(accepted == 0);
     CHECK(announce_verify(&v, buf, sizeof buf - 1, err, sizeof err) < 0);
+    CHECK(v.flags == 0 && buf[5] == 0);   /* a reachable node's announcement is what it always was */
+    /* the outward-only flag is signed: it cannot be added or removed by a third party */
+    peer_info_t po = p;
+    po.flags = PEER_FLAG_OUTWARD;
+    uint8_t ob[ANNOUNCE_LEN];
+    CHECK(announce_sign(&a, &po, 44, &kp, err, sizeof err) == 0);
+    announce_encode(ob, &a);
+    CHECK(ob[5] == PEER_FLAG_OUTWARD);
+    CHECK(announce_verify(&v, ob, sizeof ob, err, sizeof err) == 0 && (v.flags & PEER_FLAG_OUTWARD));
+    ob[5] = 0;
+    CHECK(announce_verify(&v, ob, sizeof ob, err, sizeof err) < 0);
+    ob[5] = 0x80;   /* an unknown flag */
+    CHECK(announce_verify(&v, ob, sizeof ob, err, sizeof err) < 0);
     /* a record that differs from the announcement */
     CHECK(announce_verify(&v, buf, sizeof buf, err, sizeof err) == 0);
     peer_info_t q = p;

@@ -4,6 +4,7 @@
 #include "node/cli/progress.h"
 #include "node/cli/statuspage.h"
 #include "node/engine/modelfile.h"
+#include "node/runtime/netside.h"
 #include "node/runtime/node.h"
 #include "compress/cpu.h"
 #include <cblas.h>
@@ -115,6 +116,30 @@ static int s_http(void *arg, const char *path, http_reply_t *r)
 }
 
 /* A ticket given as text or @FILE, into its bytes.  0, or -1 with a reason. */
+/* What a STATUS table says of each record's reachability, after the
+ * records: reach[i] 1 public, 2 outward only, 3 public and relays for
+ * outward-only nodes (the peer's own signed announcement), 0 unknown;
+ * link[i] how the answering node reaches it (STATUS_LINK_*; 5 unknown: an
+ * older node). */
+static void s_status_reach(rbuf_t *r, int k, const peer_info_t *recs, uint8_t *reach, uint8_t *link)
+{
+    uint32_t nb = rbuf_get_u32(r);
+    for (uint32_t i = 0; !rbuf_error(r) && i < nb && (int)i < k; i++) {
+        size_t len = 0;
+        const uint8_t *blob = rbuf_get_bytes(r, ANNOUNCE_LEN, &len);
+        announce_t a;
+        char err[160];
+        if (blob && len == ANNOUNCE_LEN && announce_verify(&a, blob, len, err, sizeof err) == 0 && announce_matches(&a, &recs[i]))
+            reach[i] = (a.flags & PEER_FLAG_OUTWARD) ? 2 : (a.flags & PEER_FLAG_RELAY) ? 3 : 1;
+    }
+    for (int i = 0; i < k; i++) link[i] = 5;
+    uint32_t nl = rbuf_remaining(r) >= 4 ? rbuf_get_u32(r) : 0;
+    for (uint32_t i = 0; !rbuf_error(r) && i < nl && (int)i < k; i++) {
+        uint8_t v = rbuf_get_u8(r);
+        if (!rbuf_error(r) && v <= STATUS_LINK_RELAY) link[i] = v;
+    }
+}
+
 static int s_read_ticket(const char *arg, uint8_t out[TICKET_LEN], char *err, size_t errlen)
 {
     char text[TICKET_TEXT_LEN + 64] = {0};
@@ -174,6 +199,18 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
         return -1;
     }
     (void)argc; (void)argv;
+    if (o->no_listen) {
+        if (!o->join[0]) {
+            snprintf(err, errlen, "--no-listen: the node that starts a run must be reachable (use --no-listen with --join)");
+            return -1;
+        }
+        snprintf(x->listen_host, sizeof x->listen_host, "127.0.0.1");   /* a socket nobody is told of */
+        x->listen_port = 0;
+    }
+    if (o->relay[0] && strcmp(o->relay, "on") && strcmp(o->relay, "off")) {
+        snprintf(err, errlen, "--relay %s: want on or off", o->relay);
+        return -1;
+    }
     if (o->join[0]) {
         char host[ADDR_HOST_MAX], e2[400];
         int port;
@@ -249,6 +286,8 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     nc.ticket = x->has_ticket ? x->ticket : NULL;
     nc.listen_host = x->listen_host;
     nc.listen_port = x->listen_port;
+    nc.no_listen = o->no_listen;
+    nc.relay = strcmp(o->relay, "off") != 0;
     nc.local_data = opts_given(o, "data") ? o->data : NULL;
     nc.metrics = x->metrics;
     nc.obs = (node_observer_t){ .arg = &x->view, .report = s_on_report, .say = s_on_say };
@@ -262,10 +301,15 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     stage_t lay;
     if (stage_init(&lay, &run->cfg, node_stage(x->node), run->stages, err, errlen) < 0) return -1;
     int64_t version = x->ck_state && x->ck.stage == node_stage(x->node) && x->ck.run == node_run_id(x->node) ? x->ck.version : 0;
-    metrics_event(x->metrics, "start", "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
-                  "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"version\":%lld,\"cpu\":%s",
+#define START_FMT(reach) "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu," \
+        "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"version\":%lld,\"cpu\":%s,\"reachable\":" reach
+    metrics_event(x->metrics, "start", node_outward(x->node) ? START_FMT("false") : START_FMT("true"),
                   (unsigned long long)node_run_id(x->node), run->cfg.name, lay.nparams, node_join_addr(x->node), run->stages,
                   run->codec, run->grad_codec, (long long)version, cpu_level_name(cpu_level()));
+#undef START_FMT
+    if (node_outward(x->node))
+        fprintf(stderr, "brigade node: %s: peers send to this node over the links it opens\n",
+                o->no_listen ? "--no-listen" : "the swarm could not reach this node's address (behind NAT?)");
     if (node_prepare(x->node, x->ck_state ? &x->ck : NULL, x->ck_state, x->ckpt_path, err, errlen) < 0) return -1;
     free(x->ck_state);
     x->ck_state = NULL;
@@ -292,10 +336,12 @@ static void s_end(node_cmd_t *x, int status, const char *why)
     if (x->node) node_result(x->node, &r);
     double wall = metrics_now() - x->t0;
     metrics_event(x->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
-                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,\"why\":%s",
+                  "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,"
+                  "\"relay_bytes\":%llu,\"relay_msgs\":%llu,\"relay_refused\":%llu,\"why\":%s",
                   status ? "error" : "ok", (long long)r.c.version, (unsigned long long)r.c.tokens, wall,
                   (unsigned long long)r.c.lost, (unsigned long long)r.bytes_sent, (unsigned long long)r.bytes_sent_raw,
-                  (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, status ? why : "completed");
+                  (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, (unsigned long long)r.relay_bytes,
+                  (unsigned long long)r.relay_msgs, (unsigned long long)r.relay_refused, status ? why : "completed");
     if (x->node && r.c.tokens + r.c.version > 0)
         fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", node_idshort(x->node), status ? why : "run complete",
                 wall, (long long)r.c.version);
@@ -450,19 +496,27 @@ int cmd_status(int argc, char **argv)
             }
             printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %.4f\n",
                    (unsigned long long)m.hdr.run, model, nst, (unsigned long long)done, (unsigned long long)target, loss);
-            printf("%-6s %-9s %-24s %10s %9s %8s\n", "stage", "peer", "address", "ubatch/s", "rtt ms", "version");
+            uint8_t *reach = calloc((size_t)k + 1, 1), *link = calloc((size_t)k + 1, 1);
+            if (reach && link) s_status_reach(&r, k, recs, reach, link);
+            printf("%-6s %-9s %-24s %10s %9s %8s  %-8s %s\n", "stage", "peer", "address", "ubatch/s", "rtt ms", "version",
+                   "reach", "link");
             for (uint32_t s = 0; s < nst; s++) {
                 int any = 0;
                 for (int i = 0; i < k; i++) {
                     if (recs[i].stage != (int)s) continue;
                     char id[9];
                     node_id_short(recs[i].id, id);
-                    printf("%-6u %-9s %-24s %10.2f %9.1f %8u\n", s, id, recs[i].addr, recs[i].rate, recs[i].rtt_ms, recs[i].version);
+                    static const char *rn[] = { "?", "public", "outward", "relay" };
+                    static const char *ln[] = { "self", "direct", "reverse", "none", "relayed", "?" };
+                    printf("%-6u %-9s %-24s %10.2f %9.1f %8u  %-8s %s\n", s, id, recs[i].addr, recs[i].rate, recs[i].rtt_ms,
+                           recs[i].version, rn[reach ? reach[i] : 0], ln[link ? link[i] : 5]);
                     any = 1;
                 }
                 if (!any) printf("%-6u (no peer: the swarm waits for one)\n", s);
             }
             free(recs);
+            free(reach);
+            free(link);
             rc = 0;
             transport_msg_close(&m);
             break;

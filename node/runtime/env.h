@@ -30,6 +30,13 @@ typedef struct {
      * otherwise).  0 sent or queued, 1 link full (nothing queued), -1 bad link. */
     int (*send)(void *arg, int link, const transport_msg_t *to, const wire_hdr_t *h,
                 const void *const *f, const size_t *l, int nf, uint64_t virt_bytes);
+    /* Optional (NULL: every node is reachable at its address).  A link back
+     * to the sender of `from` (a message that did not come in on a link of
+     * ours) over the connection it opened to us: for a peer that is not
+     * reachable itself (behind NAT).  `link` is the one adopted from that
+     * peer before, or -1; it is returned, brought up to date, when it is
+     * still one.  Returns the link or -1. */
+    int (*adopt)(void *arg, int link, const transport_msg_t *from);
 } rt_port_t;
 
 /* Reads the clock. */

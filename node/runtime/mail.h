@@ -58,6 +58,8 @@ typedef struct {
     uint32_t version;       /* its weight version (gossip) */
     uint64_t completed;     /* last stage: microbatches it reported done */
     float loss;             /* last stage: its last loss, NaN unknown */
+    int reach;              /* 0: a link to it (ours, or one it opened to us); 1: through a relay (an extra
+                               hop); -1: none yet (it is reachable only outward) */
 } view_peer_t;
 
 /* The peer table as published to the compute side (self not included). */

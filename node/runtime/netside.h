@@ -27,6 +27,17 @@
 #define MB_ATTEMPT_SHIFT 8     /* ACT/GRAD flags bits 8..15: the issue attempt of the microbatch */
 #define MB_ATTEMPT(flags) (((flags) >> MB_ATTEMPT_SHIFT) & 0xffu)
 #define JOIN_FLAG_INTRO 0x1u   /* JOIN: an introduction (ticket) to a peer, no WELCOME wanted */
+#define JOIN_FLAG_OUTWARD 0x2u /* JOIN: the sender is reachable only over links it opens (no probe; send back over them) */
+#define PING_FLAG_PROBE 0x1u   /* PING/PONG: the bootstrap's reachability probe of a joiner's address */
+#define STATUS_LINK_SELF 0      /* STATUS: the answering node itself */
+#define STATUS_LINK_DIRECT 1    /* STATUS: it has a link to that peer's address */
+#define STATUS_LINK_REVERSE 2   /* STATUS: it sends over the link that peer opened to it (the peer is behind NAT) */
+#define STATUS_LINK_NONE 3      /* STATUS: no link yet (opened on first use) */
+#define STATUS_LINK_RELAY 4     /* STATUS: through a relay (both are reachable only outward) */
+#define RELAY_FLAG_FWD 0x1u     /* RELAY: from the relay to the receiver (hdr.mb: the sealer); without it,
+                                   from the sealer to the relay (hdr.mb: the receiver) */
+#define RELAYED_LINK (-3)       /* transport_msg_t.link of a message that came through a relay */
+#define DIAL_FLAG_FWD 0x1u     /* DIAL: forwarded to the outward-only node itself (hdr.mb: who wants a link) */
 #define STATE_CHUNK (1u << 20) /* bytes per STATE message */
 #define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
 #define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
@@ -38,6 +49,9 @@ typedef struct {
     atomic_uint_fast64_t bytes_sent_state;  /* of bytes_sent: stage state (downloads served, backups) */
     atomic_uint_fast64_t bytes_recv;        /* received, headers included */
     atomic_uint_fast64_t drops;             /* messages refused or lost */
+    atomic_uint_fast64_t relay_bytes;       /* relayed for others: bytes forwarded */
+    atomic_uint_fast64_t relay_msgs;        /* relayed for others: messages forwarded */
+    atomic_uint_fast64_t relay_refused;     /* relay requests refused (over the cap, no link to the receiver, relay off) */
 } net_counters_t;
 
 typedef struct {
@@ -51,6 +65,10 @@ typedef struct {
     void (*post)(void *arg, mail_t *m);  /* mail to the compute side (ownership passes) */
     void *post_arg;
     int modelled;              /* simulator: tensors are modelled (sizes only, no values) */
+    int no_listen;             /* --no-listen: reachable only over the links this node opens */
+    int relay;                 /* --relay on: relay for outward-only nodes (when this node is reachable) */
+    double relay_mbit;         /* cap on relayed traffic, Mbit/s (0: RELAY_MBIT_DEFAULT) */
+    double emu_relay_tamper;   /* test-only: probability that a relayed envelope is altered here */
 } netside_cfg_t;
 
 typedef struct netside netside_t;
@@ -68,6 +86,9 @@ int netside_join(netside_t *self, const char *join_addr, int want, char *err, si
  * netside_stage()), 0 still waiting, -1 failed with a one-line reason in err
  * (refused, malformed WELCOME, finished run, no answer in time). */
 int netside_join_state(netside_t *self, char *err, size_t errlen);
+/* 1 when this node is reachable only over the links it opens (--no-listen,
+ * or the bootstrap's probe of its address failed at JOIN). */
+int netside_outward(const netside_t *self);
 /* The run id, the stage this node serves and its data shard (after a join: as assigned). */
 uint64_t netside_run(const netside_t *self);
 int netside_stage(const netside_t *self);

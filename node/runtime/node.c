@@ -83,6 +83,12 @@ static int s_port_send(void *arg, int link, const transport_msg_t *to, const wir
     return to ? transport_reply(n->tr, to, h, f, l, nf) : -1;
 }
 
+static int s_port_adopt(void *arg, int link, const transport_msg_t *from)
+{
+    node_t *n = arg;
+    return transport_adopt(n->tr, link, from);
+}
+
 /* ---- mailboxes ---- */
 
 static void s_post_comp(void *arg, mail_t *m)
@@ -291,6 +297,9 @@ void node_result(const node_t *n, node_result_t *out)
     out->bytes_sent_state = atomic_load(&k->bytes_sent_state);
     out->bytes_recv = atomic_load(&k->bytes_recv);
     out->drops = atomic_load(&k->drops) + out->c.drops + atomic_load(&n->mail_drops);
+    out->relay_bytes = atomic_load(&k->relay_bytes);
+    out->relay_msgs = atomic_load(&k->relay_msgs);
+    out->relay_refused = atomic_load(&k->relay_refused);
 }
 
 /* ---- start-up ---- */
@@ -437,10 +446,15 @@ node_t *node_new(const node_cfg_t *cfg, char *err, size_t errlen)
     nc.ticket = n->has_ticket ? n->ticket : NULL;
     nc.adv = n->adv;
     nc.clock = (rt_clock_t){ .arg = n, .now = s_clock_now, .wall_ms = s_clock_wall_ms };
-    nc.port = (rt_port_t){ .arg = n, .connect = s_port_connect, .disconnect = s_port_disconnect, .send = s_port_send };
+    nc.port = (rt_port_t){ .arg = n, .connect = s_port_connect, .disconnect = s_port_disconnect, .send = s_port_send,
+                           .adopt = s_port_adopt };
     nc.metrics = n->metrics;
     nc.post = s_post_comp;
     nc.post_arg = n;
+    nc.no_listen = cfg->no_listen;
+    nc.relay = cfg->relay;
+    nc.relay_mbit = n->o.relay_mbit;
+    nc.emu_relay_tamper = n->o.emu_relay_tamper;
     n->net = netside_new(&nc, err, errlen);
     if (!n->net) { node_destroy(&n); return NULL; }
     return n;
@@ -468,3 +482,4 @@ const char *node_idshort(const node_t *n) { return n->idshort; }
 const opts_t *node_opts(const node_t *n) { return &n->o; }
 uint64_t node_run_id(const node_t *n) { return netside_run(n->net); }
 int node_stage(const node_t *n) { return netside_stage(n->net); }
+int node_outward(const node_t *n) { return netside_outward(n->net); }

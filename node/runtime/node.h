@@ -31,6 +31,8 @@ typedef struct {
     const char *local_data;     /* --data given on this node's command line (a joiner of stage 0 reads only that), or NULL */
     metrics_t *metrics;         /* events (borrowed) */
     node_observer_t obs;        /* progress reports (optional) */
+    int no_listen;              /* reachable only over the links it opens (--no-listen) */
+    int relay;                  /* relay for nodes behind NAT when reachable (--relay on) */
 } node_cfg_t;
 
 /* Opens the transport and makes the network side.  NULL with a one-line
@@ -46,6 +48,8 @@ const char *node_idshort(const node_t *self);
 /* The options in force: a joiner's run config comes from the swarm. */
 const opts_t *node_opts(const node_t *self);
 uint64_t node_run_id(const node_t *self);
+/* 1 when this node is reachable only over the links it opens (after node_join). */
+int node_outward(const node_t *self);
 /* The stage served (before node_run, or after it). */
 int node_stage(const node_t *self);
 
@@ -71,6 +75,7 @@ void node_interrupt(node_t *self);
 typedef struct {
     compute_result_t c;
     uint64_t bytes_sent, bytes_sent_raw, bytes_sent_state, bytes_recv, drops;
+    uint64_t relay_bytes, relay_msgs, relay_refused;  /* relayed for others */
 } node_result_t;
 void node_result(const node_t *self, node_result_t *out);
 

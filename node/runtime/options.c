@@ -10,7 +10,7 @@
 #include "compress/codec.h"
 #include "node/engine/staleness.h"
 
-typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_DELAYS } opt_type_t;
+typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_DELAYS, T_FLAG } opt_type_t;
 
 typedef enum { B_NONE, B_CLOSED, B_OPEN_LO } opt_bound_t;  /* no bounds, [lo, hi], (lo, hi] */
 
@@ -73,6 +73,9 @@ static const opt_def_t s_opts[] = {
     { "join", T_STR, O(join), S(join), OPTS_NODE, "HOST:PORT/KEY", "join the swarm of this node (omit to start a run)", LOCAL_ANY },
     { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)", LOCAL_ANY },
     { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)", LOCAL_ANY },
+    { "no-listen", T_FLAG, O(no_listen), 0, OPTS_NODE, "", "accept no connection: open every link outward (a node behind NAT is detected without it)", LOCAL_ANY },
+    { "relay", T_STR, O(relay), S(relay), OPTS_NODE, "on|off", "relay sealed traffic between nodes behind NAT, when reachable (default on)", LOCAL_ANY },
+    { "relay-mbit", T_DOUBLE, O(relay_mbit), 0, OPTS_NODE, "MBIT", "cap on what this node relays for others (default 100)", LOCAL(0, 1e6) },
     { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)", LOCAL_ANY },
     { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)", LOCAL_ANY },
     { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)", LOCAL_ANY },
@@ -83,6 +86,7 @@ static const opt_def_t s_opts[] = {
     { "emu-downlink-mbit", T_DOUBLE, O(emu_downlink_mbit), 0, OPTS_NODE, "MBIT", "test: downlink rate (all incoming links share it)", LOCAL(0, 1e6) },
     { "emu-loss", T_DOUBLE, O(emu_loss), 0, OPTS_NODE, "P", "test: drop outgoing messages with probability P", LOCAL(0, 1) },
     { "emu-slowdown", T_DOUBLE, O(emu_slowdown), 0, OPTS_NODE, "F", "test: make compute F times slower", LOCAL(1, 1000) },
+    { "emu-relay-tamper", T_DOUBLE, O(emu_relay_tamper), 0, OPTS_NODE, "P", "test: alter each envelope this node relays with probability P", LOCAL(0, 1) },
 };
 #define NOPTS (int)(sizeof s_opts / sizeof s_opts[0])
 
@@ -147,6 +151,9 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
     void *p = (char *)o + d->off;
     errno = 0;
     switch (d->type) {
+    case T_FLAG:
+        *(int *)p = 1;
+        return 0;
     case T_INT: {
         long x = strtol(v, &end, 10);
         if (end == v || *end || errno || x < INT_MIN || x > INT_MAX) goto bad;
@@ -238,6 +245,10 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
             return -1;
         }
         const char *v = eq ? eq + 1 : NULL;
+        if (d->type == T_FLAG) {
+            if (v) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
+            v = "1";
+        }
         if (!v) {
             if (i + 1 >= argc) {
                 snprintf(err, errlen, "--%s needs a value (%s)", name, d->arg);
@@ -258,7 +269,7 @@ static double s_num(const opts_t *o, const opt_def_t *d)
 {
     const void *p = (const char *)o + d->off;
     switch (d->type) {
-    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: return *(const int *)p;
+    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: case T_FLAG: return *(const int *)p;
     case T_FLOAT: return *(const float *)p;
     case T_DOUBLE: return *(const double *)p;
     case T_U64: return (double)*(const uint64_t *)p;
@@ -333,7 +344,7 @@ void opts_help(FILE *f, int which)
         const opt_def_t *d = &s_opts[i];
         if (!(d->which & which)) continue;
         char left[64];
-        snprintf(left, sizeof left, "--%s %s", d->name, d->arg);
+        snprintf(left, sizeof left, d->arg[0] ? "--%s %s" : "--%s", d->name, d->arg);
         fprintf(f, "  %-30s %s\n", left, d->help);
     }
 }

@@ -36,6 +36,10 @@ typedef struct {
     /* node */
     char listen[256], join[512], advertise[256], keys[OPT_PATH];
     int stage;                   /* -1: auto */
+    int no_listen;               /* --no-listen: reachable only over the links this node opens */
+    char relay[8];               /* --relay on|off ("": on) */
+    double relay_mbit;           /* --relay-mbit: cap on relayed traffic (0: the default) */
+    double emu_relay_tamper;     /* test-only: alter relayed envelopes with this probability */
     char owner[OPT_PATH];        /* creator of a closed swarm: the owner key folder */
     char ticket[OPT_PATH];       /* joiner of a closed swarm: ticket text or @FILE */
     int closed;                  /* run config: only ticket holders are admitted */

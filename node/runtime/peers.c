@@ -115,6 +115,7 @@ peer_view_t *peers_view(const peers_t *t)
         q->version = p->info.version;
         q->completed = p->completed;
         q->loss = (float)p->last_loss;
+        q->reach = p->link >= 0 ? 0 : p->outward && p->via ? 1 : p->outward ? -1 : 0;
     }
     v->n = k;
     return v;

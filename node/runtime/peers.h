@@ -37,6 +37,16 @@ typedef struct {
     double last_ping;       /* clock time of our last PING to it */
     double norm_mean;       /* running mean of the per-value RMS of its ACT/GRAD tensors */
     int norm_n;             /* tensors in that mean */
+    int outward;            /* reachable only over the links it opens (its JOIN, or its signed announcement) */
+    int adopted;            /* link is the connection it opened to us (transport_adopt) */
+    double last_dial;       /* when we last asked for a link from it (DIAL) */
+    int relays;             /* it relays for outward-only nodes (its signed announcement) */
+    uint64_t via;           /* both outward-only: the relay we reach it through (0: none) */
+    uint8_t box[32];        /* crypto_box key of us and it (relayed messages), when has_box */
+    int has_box;
+    uint64_t seq_out;       /* relayed messages sealed for it */
+    uint64_t seq_in;        /* the highest counter opened from it (older ones are replays) */
+    int relay_noted;        /* we relayed for it (the `relay` metrics event was written) */
 } peer_t;
 
 typedef struct {

@@ -41,10 +41,11 @@ uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, u
     double best_cost = 0;
     for (int i = 0; v && i < n; i++) {
         const view_peer_t *p = &v->p[ix[i]];
-        if (p->id == avoid || p->health == PEER_GONE) continue;
+        if (p->id == avoid || p->health == PEER_GONE || p->reach < 0) continue;   /* no way to it yet */
         const route_t *r = router_get(rt, p->id, 0);
         double turn = r && r->turnaround > 0 ? r->turnaround : 0.05;
         double cost = ((r ? r->outstanding : 0) + 1) * turn + p->rtt_ms * 1e-3;
+        if (p->reach > 0) cost += 0.5 * p->rtt_ms * 1e-3 + 0.002;   /* relayed: its extra hop */
         if (p->health == PEER_SLOW) cost = cost * 4 + 1.0;
         if (!best || cost < best_cost) { best = p->id; best_cost = cost; }
     }

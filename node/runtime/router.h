@@ -27,7 +27,9 @@ route_t *router_get(router_t *rt, uint64_t peer, int make);
 /* Among the peers ix[0..n) of snapshot v (the peers of one stage), the live
  * one with the lowest expected completion time: (outstanding + 1) x
  * turnaround (0.05 s while unknown) + RTT; a slow peer costs 4 x + 1 s.
- * Never `avoid` (0: none).  0 when there is none. */
+ * Never `avoid` (0: none), nor a peer we have no link to yet (reach < 0:
+ * reachable only outward, asked for a link); a relayed peer (reach 1)
+ * costs its extra hop, half its round trip + 2 ms more.  0 when there is none. */
 uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, uint64_t avoid);
 /* A microbatch went to peer. */
 void router_sent(router_t *rt, uint64_t peer);
