@@ -71,7 +71,8 @@ print("compiles everything for this CPU.  Both measured here side by side, %d ro
 print("each running the builds in turn; the median of the rounds.  This CPU runs level")
 print("`%s`.  The machine is shared and was busy (load average %s before, %s after):" % (level, load0, load1))
 print("differences of a few percent are within its noise; the generic column")
-print("(BRIGADE_CPU=generic, every fast path off) shows what the run-time choice gains.\n")
+print("(BRIGADE_CPU=generic, every fast path off) shows what the run-time choice gains.")
+print("A step time ratio above 1, or a speed ratio below 1, means the portable build is slower.\n")
 print("| engine: median step, 1 thread | portable ms | native ms | portable / native | generic ms | generic / portable |")
 print("|---|---:|---:|---:|---:|---:|")
 for m in ["gpt-tiny", "gpt-small"]:
