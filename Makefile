@@ -57,13 +57,14 @@ asan: deps
 	@$(MAKE) --no-print-directory test BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 
-# The same tests built with ThreadSanitizer; any report (in a test binary or
-# in a node process an integration test starts) counts as a failure.
+# The unit tests and small swarms (tests/tsan/swarm.sh: training, engine
+# threads, kill, join, move) built with ThreadSanitizer; any report (in a
+# test binary or in a node process) counts as a failure.
 tsan: deps
 	@$(MAKE) --no-print-directory $(BUILD)-tsan/brigade BUILD=$(BUILD)-tsan OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=thread"
 	@$(MAKE) --no-print-directory $(patsubst $(BUILD)/%,$(BUILD)-tsan/%,$(TEST_BIN)) BUILD=$(BUILD)-tsan \
 	  OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=thread"
-	@BUILD=$(BUILD)-tsan SAN_REPORTS=ThreadSanitizer sh tests/run.sh
+	@BUILD=$(BUILD)-tsan SAN_REPORTS=ThreadSanitizer TESTS=tests/tsan/swarm.sh sh tests/run.sh
 
 # brigade sim on SEEDS (default 10000) random fault plans: make simfuzz SEEDS=N
 SEEDS ?= 10000

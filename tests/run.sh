@@ -2,8 +2,10 @@
 # Runs every unit test binary and every integration script under tests/,
 # counts the cases and ends with "N passed, M failed".  A case that cannot
 # run here says "skip - NAME: why"; those lines are shown, not counted.
-# SAN_REPORTS=ThreadSanitizer (make tsan): every process the tests start
-# writes its sanitizer reports to a folder; a test with a report fails and
+# TESTS: the scripts to run after the unit tests (default every
+# tests/integration/*.sh).  SAN_REPORTS=ThreadSanitizer (make tsan): every
+# process the tests start writes its sanitizer reports to a folder (with
+# the suppressions of tests/tsan/tsan.supp); a test with a report fails and
 # the report is printed.
 BUILD=${BUILD:-build}
 export BRIGADE=${BRIGADE:-$BUILD/brigade}
@@ -11,9 +13,9 @@ log=$(mktemp); pass=0; fail=0
 sandir=""
 if [ -n "$SAN_REPORTS" ]; then
   sandir=$(mktemp -d)
-  export TSAN_OPTIONS="log_path=$sandir/report second_deadlock_stack=1 $TSAN_OPTIONS"
+  export TSAN_OPTIONS="log_path=$sandir/report second_deadlock_stack=1 suppressions=$(pwd)/tests/tsan/tsan.supp $TSAN_OPTIONS"
 fi
-for t in "$BUILD"/tests/test_* tests/integration/*.sh; do
+for t in "$BUILD"/tests/test_* ${TESTS:-tests/integration/*.sh}; do
   [ -x "$t" ] || [ -f "$t" ] || continue
   name=$(basename "$t")
   start=$(date +%s)

@@ -609,12 +609,15 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--lr 0", "--lr"));
     CHECK(s_refused(OPTS_NODE, "--clip inf", "--clip"));
     CHECK(s_refused(OPTS_NODE, "--emu-loss 1.5", "--emu-loss"));
+    CHECK(s_refused(OPTS_NODE, "--max-delay -1", "--max-delay"));
+    CHECK(s_refused(OPTS_NODE, "--max-delay 65", "--max-delay"));
+    CHECK(s_refused(OPTS_NODE, "--stash 2bw --max-delay 2", "--max-delay"));
 }
 
 /* A creator's options with every run field away from its default. */
 #define S_CREATOR_LINE "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic " \
     "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 " \
-    "--codec int4 --grad-codec bf16 --schedule gpipe --stash 2bw --max-inflight 6 --seed 99 " \
+    "--codec int4 --grad-codec bf16 --schedule gpipe --stash 2bw --max-inflight 6 --max-delay 0 --seed 99 " \
     "--eval-every 11 --eval-batches 5 --staleness lr+dc --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
 
 static void s_creator(opts_t *o)
@@ -671,7 +674,7 @@ static void test_opts_run_roundtrip(void)
     CHECK(strcmp(j.codec, "int4") == 0 && strcmp(j.grad_codec, "bf16") == 0);
     CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
     CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.eval_batches == 5 && j.seed == 99);
-    CHECK(j.staleness == (STALE_LR | STALE_DC));
+    CHECK(j.staleness == (STALE_LR | STALE_DC) && j.max_delay == 0);
     CHECK(j.closed == 1 && memcmp(j.owner_pub, c.owner_pub, 32) == 0);
     CHECK(opts_run_id(&j) == opts_run_id(&c));
     char a[2048], b[2048];
@@ -759,8 +762,8 @@ static void test_opts_run_out_of_range(void)
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];
     size_t len = s_encode(&base, buf, sizeof buf);
-    CHECK(len > 34);
-    buf[len - 34] = 2;   /* closed: before the owner key and the staleness flags */
+    CHECK(len > 35);
+    buf[len - 35] = 2;   /* closed: before the owner key, the staleness flags and the delay budget */
     rbuf_t r;
     rbuf_init(&r, buf, len);
     opts_t j;

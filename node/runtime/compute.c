@@ -8,6 +8,7 @@
 #include "node/engine/modelfile.h"
 #include "node/runtime/router.h"
 #include "node/runtime/stash.h"
+#include "node/engine/staleness.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,15 @@ struct compute {
     int npool, slot_used[POOL_MAX];
     grad_scratch_t *gs;
     stash_t stash;
+    float *fwd_w;                 /* --staleness predict: the forward weights of version fwd_for */
+    int64_t fwd_for;              /* version fwd_w holds (-1: forwards run at the live weights) */
+    int64_t fwd_chosen;           /* version whose forward weights are chosen (-1: none yet) */
+    double delay_ewma;            /* measured weight delay in updates (smoothed; -1: none yet) */
+    int delay_max, delay_n;       /* largest delay and count of the backwards since the last update */
+    double delay_sum;             /* their sum */
+    uint64_t stash_mismatch;      /* backwards on weights their forward did not use (2bw after a re-issue) */
+    int window_need;              /* data stage: microbatches in flight the round trip asks for */
+    int micro_said;               /* the micro last named in a warning (0: none) */
     mbrec_t rec[REC_MAX];
     int inflight;                 /* records in use */
     pending_t acts, grads;        /* tensors waiting */
@@ -376,6 +386,77 @@ static void s_send_self(compute_t *c, int kind)
 
 /* ---- reports ---- */
 
+/* ---- weight delay ---- */
+
+/* The weight delay budget in updates at the current version: --max-delay,
+ * let in gradually with --staleness ramp; 0 under gpipe. */
+static int s_delay_budget(const compute_t *c)
+{
+    if (c->o->schedule == SCHED_GPIPE) return 0;
+    return stale_delay_budget(&c->o->optim, c->o->staleness, (int)c->version, c->o->max_delay);
+}
+
+/* The delay this stage runs with now: the measured one, within the budget. */
+static int s_delay_now(const compute_t *c)
+{
+    int d = c->delay_ewma > 0 ? (int)lround(c->delay_ewma) : 0, b = s_delay_budget(c);
+    return d < b ? d : b;
+}
+
+/* The weights the live version's forwards (and so their backwards) use. */
+static const float *s_version_weights(const compute_t *c)
+{
+    return c->fwd_for == c->version ? c->fwd_w : s_params(c);
+}
+
+/* At the first forward of a version: chooses its weights, the live ones or
+ * (--staleness predict) those predicted s_delay_now() updates ahead. */
+static void s_choose_weights(compute_t *c)
+{
+    if (c->fwd_chosen == c->version) return;
+    c->fwd_chosen = c->version;
+    c->fwd_for = -1;
+    int d = s_delay_now(c);
+    if (!c->st || !(c->o->staleness & STALE_PREDICT) || d <= 0 || c->version == 0) return;
+    if (!c->fwd_w && !(c->fwd_w = malloc(sizeof(float) * c->lay.nparams))) return;   /* no memory: live weights */
+    stale_forward_weights(c->fwd_w, &c->st->s, &c->o->optim, c->o->staleness, c->st->params, c->st->m, c->st->v,
+                          (int)c->version, d);
+    c->fwd_for = c->version;
+}
+
+/* The micro an update would need for the window the round trip asks for
+ * (window_need) to fit the delay budget: microbatch j's backward at the
+ * data stage follows the backwards of the ones in flight before it, so it
+ * is at most D updates late while bwd_count + inflight < (D + 1) x micro.
+ * 0 when the current micro is enough (or this is not the data stage). */
+static int s_micro_needed(const compute_t *c)
+{
+    int D = c->o->max_delay;
+    if (c->stage != 0 || c->o->schedule == SCHED_GPIPE || c->window_need <= (D + 1) * c->o->micro) return 0;
+    return (c->window_need + D) / (D + 1);
+}
+
+/* A backward of a microbatch whose forward ran at version v starts now. */
+static void s_note_delay(compute_t *c, int64_t v)
+{
+    int d = (int)(c->version - v);
+    c->delay_ewma = c->delay_ewma < 0 ? d : 0.9 * c->delay_ewma + 0.1 * d;
+    if (d > c->delay_max) c->delay_max = d;
+    c->delay_sum += d;
+    c->delay_n++;
+    if (!stash_holds(&c->stash, v, c->version)) c->stash_mismatch++;
+}
+
+/* The optimizer step, with the lr correction of --staleness (dc is solo's). */
+static void s_step(compute_t *c)
+{
+    optim_adjust_t adj;
+    stale_dc_t dc;
+    stale_adjust(&adj, &dc, &c->o->optim, c->o->staleness & ~STALE_DC, (int)c->st->version, s_delay_now(c),
+                 c->st->params, c->st->params, c->st->v);
+    stage_state_step_adjusted(c->st, &c->o->optim, &adj);
+}
+
 static double s_view_loss(const compute_t *c)
 {
     double loss = NAN;
@@ -393,13 +474,16 @@ static void s_emit_update(compute_t *c, double loss)
     int stash = stash_versions(&c->stash, c->version);
     metrics_event(c->c.metrics, "update",
                   "\"version\":%lld,\"tokens\":%llu,\"loss\":%.9g,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
-                  "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu",
+                  "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu,"
+                  "\"delay\":%g,\"delay_max\":%d,\"delay_budget\":%d,\"window\":%d,\"micro_needed\":%d,\"stash_mismatch\":%llu",
                   (long long)c->version, (unsigned long long)c->tokens,
                   s_last(c) ? loss : NAN,
                   (unsigned long long)sent, (unsigned long long)raw,
                   (unsigned long long)atomic_load(&k->bytes_recv), (unsigned long long)atomic_load(&k->bytes_sent_state),
                   stash, c->inflight,
-                  (unsigned long long)(atomic_load(&k->drops) + c->drops), (unsigned long long)c->retries);
+                  (unsigned long long)(atomic_load(&k->drops) + c->drops), (unsigned long long)c->retries,
+                  c->delay_n ? c->delay_sum / c->delay_n : NAN, c->delay_max, s_delay_budget(c),
+                  c->stage == 0 ? c->max_inflight : 0, s_micro_needed(c), (unsigned long long)c->stash_mismatch);
     if (!c->c.obs.report) return;
     node_report_t r = {0};
     r.stage = c->stage;
@@ -454,9 +538,9 @@ static void s_after_backward(compute_t *c)
 {
     if (++c->bwd_count < c->o->micro) return;
     c->bwd_count = 0;
-    if (stash_before_update(&c->stash, c->version, s_params(c)) < 0) { s_fail(c, "out of memory for the weight stash"); return; }
+    if (stash_before_update(&c->stash, c->version, s_version_weights(c)) < 0) { s_fail(c, "out of memory for the weight stash"); return; }
     if (c->st) {
-        stage_state_step(c->st, &c->o->optim);
+        s_step(c);
         c->version = c->st->version;
     } else {
         c->version++;
@@ -467,6 +551,8 @@ static void s_after_backward(compute_t *c)
     c->loss_sum = 0;
     c->loss_n = 0;
     s_emit_update(c, loss);
+    c->delay_max = c->delay_n = 0;
+    c->delay_sum = 0;
     if (s_last(c) && isfinite(loss)) c->last_loss = loss;
     s_send_self(c, MAIL_SELF);
     if (c->stage == 0 && c->o->eval_every > 0 && c->version % c->o->eval_every == 0) s_issue_eval(c);
@@ -528,9 +614,10 @@ static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t
 /* Forward of record r (inputs already in its slot). */
 static void s_forward(compute_t *c, mbrec_t *r)
 {
+    s_choose_weights(c);
     r->version = c->version;
     stash_ref(&c->stash, r->version);
-    if (!c->c.modelled) stage_forward(&c->lay, s_params(c), c->pool[r->slot]);
+    if (!c->c.modelled) stage_forward(&c->lay, s_version_weights(c), c->pool[r->slot]);
     c->tokens += (uint64_t)c->B * c->T;
     c->fwd_done++;
     c->flops += s_fwd_flops(c);
@@ -541,8 +628,9 @@ static void s_forward(compute_t *c, mbrec_t *r)
 static void s_backward(compute_t *c, mbrec_t *r)
 {
     acts_t *a = c->pool[r->slot];
+    s_note_delay(c, r->version);
     if (!c->c.modelled) {
-        const float *w = stash_params(&c->stash, r->version, c->version, s_params(c));
+        const float *w = stash_params(&c->stash, r->version, c->version, s_version_weights(c));
         float scale = 1.0f / ((float)c->B * c->T * c->o->micro);
         stage_backward(&c->lay, w, c->st->grads, a, c->gs, scale);
     }
@@ -890,6 +978,31 @@ static void s_fetch(compute_t *c, uint64_t donor)
     s_out(c, m);
 }
 
+/* The donor of a download did not deliver (why): another live peer of the
+ * stage (three tries in all), else a backup, else the initial weights. */
+static void s_fetch_elsewhere(compute_t *c, const char *why)
+{
+    uint64_t next = 0;
+    for (int i = 0; c->view && i < c->view->n && !next; i++) {
+        const view_peer_t *p = &c->view->p[i];
+        if (p->stage == c->stage && p->health != PEER_GONE && p->id != c->fetch_donor) next = p->id;
+    }
+    if (c->fetch_tries >= 3) next = 0;
+    char line[256];
+    snprintf(line, sizeof line, "%s; %s", why, next ? "asking another peer of the stage" : "looking for a backup");
+    s_say(c, line);
+    s_fetch(c, next);
+}
+
+/* While downloading: a donor the peer table has declared gone will not
+ * deliver; ask elsewhere at once instead of waiting out the fetch. */
+static void s_check_donor(compute_t *c)
+{
+    if (c->phase != PH_FETCH || c->fetch_kind != START_DOWNLOAD || !c->fetch_donor) return;
+    const view_peer_t *p = peer_view_find(c->view, c->fetch_donor);
+    if (!p || p->health == PEER_GONE) s_fetch_elsewhere(c, "the stage's peer asked for its state is gone");
+}
+
 /* The per-stage objects: made at start and again after a move. */
 static int s_stage_setup(compute_t *c)
 {
@@ -897,6 +1010,8 @@ static int s_stage_setup(compute_t *c)
     c->out_n = stage_out_size(&c->lay, c->B, c->T);
     if (!c->c.modelled && !(c->gs = grad_scratch_new(&c->lay, c->B, c->T))) return -1;
     stash_init(&c->stash, c->st ? c->lay.nparams : 1, c->o->stash == STASH_2BW);
+    c->fwd_for = c->fwd_chosen = -1;
+    c->delay_ewma = -1;
     c->bwd_count = 0;
     c->loss_sum = 0;
     c->loss_n = 0;
@@ -921,12 +1036,14 @@ static void s_stage_teardown(compute_t *c)
     c->npool = 0;
     grad_scratch_destroy(&c->gs);
     stash_fini(&c->stash);
+    free(c->fwd_w);
+    c->fwd_w = NULL;
 }
 
 /* A fetch ended (blob NULL: nothing came): serve the stage from what there is. */
 static void s_on_state(compute_t *c, mail_t *m)
 {
-    if (c->phase != PH_FETCH || m->hdr.stage != c->stage) return;   /* late: a fetch given up */
+    if (c->phase != PH_FETCH || m->hdr.stage != c->stage || m->peer != c->fetch_donor) return;   /* late: a fetch given up */
     state_blob_t *b = m->state;
     int got = b && b->nparams == c->lay.nparams;
     if (got) {
@@ -948,16 +1065,7 @@ static void s_on_state(compute_t *c, mail_t *m)
         s_say(c, line);
         c->last_move = s_now(c);
     } else if (c->fetch_kind == START_DOWNLOAD && !got) {
-        /* the donor did not deliver: another peer of the stage, else a backup, else the initial weights */
-        uint64_t next = 0;
-        for (int i = 0; c->view && i < c->view->n && !next; i++) {
-            const view_peer_t *p = &c->view->p[i];
-            if (p->stage == c->stage && p->health != PEER_GONE && p->id != c->fetch_donor) next = p->id;
-        }
-        snprintf(line, sizeof line, "no state from the stage's peer in %.0f s; %s", FETCH_DOWNLOAD_S,
-                 next && c->fetch_tries < 3 ? "asking another" : "looking for a backup");
-        s_say(c, line);
-        s_fetch(c, next && c->fetch_tries < 3 ? next : 0);
+        s_fetch_elsewhere(c, "no state from the stage's peer in time");
         return;
     } else {
         metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version, how);
@@ -1011,23 +1119,46 @@ static void s_timeouts(compute_t *c)
     }
 }
 
-/* The data stage's window when --max-inflight is not given: enough
- * microbatches to cover the pipeline's network round trip with compute
- * (Little's law: latency / time per microbatch), at least 2 per stage and at
- * most 8 per stage (each one holds activations at every stage). */
-static int s_auto_window(const compute_t *c)
+/* The microbatches in flight that keep every stage busy: one per stage plus
+ * enough to cover the pipeline's propagation round trip with compute
+ * (Little's law: latency / time per microbatch).  The round trip is the
+ * minimum measured, not the smoothed one: queueing the window itself causes
+ * must not grow the window.  2 x stages until both are measured. */
+static int s_window_need(const compute_t *c)
 {
     int K = c->nstages;
-    double rtt;
-    s_rtt(c, &rtt, NULL);
+    double mean, rtt;
+    s_rtt(c, &mean, &rtt);
     double per_mb = c->fwd_done ? c->busy_s / (double)c->fwd_done : 0;  /* my compute per microbatch */
     if (rtt <= 0 || per_mb <= 0) return 2 * K;
     /* forward and backward cross K-1 links each way: (K-1) round trips */
     double latency = (K - 1) * rtt * 1e-3;
-    int w = K + (int)ceil(latency / per_mb);
+    return K + (int)ceil(latency / per_mb);
+}
+
+/* The data stage's window when --max-inflight is not given: what the round
+ * trip needs, at least 2 and at most 8 per stage (each microbatch holds
+ * activations at every stage); the delay budget narrows it further at
+ * admission (s_may_issue).  Says when the budget cannot hold the window at
+ * this micro: once, and again when the micro needed moves by a quarter. */
+static void s_auto_window(compute_t *c)
+{
+    int K = c->nstages, w = s_window_need(c);
+    c->window_need = w;
     if (w < 2 * K) w = 2 * K;
     if (w > 8 * K) w = 8 * K;
-    return w;
+    c->max_inflight = w;
+    int need = s_micro_needed(c), said = c->micro_said;
+    int settled = c->fwd_done >= (uint64_t)(8 * K);   /* round trips and compute times measured a while */
+    if (settled && need && (!said || 4 * abs(need - said) >= said + 4)) {   /* news: the first, or a change of a quarter */
+        char line[256];
+        snprintf(line, sizeof line, "the round trip asks for %d microbatches in flight; a delay budget of %d update%s "
+                 "holds %d at --micro %d: --micro %d would keep every stage busy", c->window_need, c->o->max_delay,
+                 c->o->max_delay == 1 ? "" : "s", (c->o->max_delay + 1) * c->o->micro, c->o->micro, need);
+        metrics_event(c->c.metrics, "warning", "\"what\":\"window\",\"micro_needed\":%d,\"why\":%s", need, line);
+        s_say(c, line);
+        c->micro_said = need;
+    }
 }
 
 /* ---- moves ---- */
@@ -1126,6 +1257,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
     case MAIL_VIEW:
         s_take_view(c, m->view);
         m->view = NULL;
+        s_check_donor(c);
         break;
     case MAIL_STATE: s_on_state(c, m); break;
     case MAIL_STOP:
@@ -1157,7 +1289,7 @@ double compute_tick(compute_t *c)
     if (c->phase == PH_RUN && now >= c->next_timeout) {
         s_timeouts(c);
         s_send_held(c);
-        if (c->auto_window && c->stage == 0) c->max_inflight = s_auto_window(c);
+        if (c->auto_window && c->stage == 0) s_auto_window(c);
         s_send_self(c, MAIL_SELF);
         c->next_timeout = now + 0.2;
     }
@@ -1173,7 +1305,9 @@ static int s_may_issue(const compute_t *c)
 {
     if (c->stage != 0 || !s_all_stages_served(c)) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
-    return c->inflight < c->max_inflight;
+    /* the delay budget (s_micro_needed): FIFO completion puts the new
+     * microbatch's backward after bwd_count + inflight others of this update */
+    return c->inflight < c->max_inflight && c->bwd_count + c->inflight < (s_delay_budget(c) + 1) * c->o->micro;
 }
 
 int compute_step(compute_t *c, double *flops)
@@ -1293,6 +1427,11 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->T = c->o->cfg.kind == MODEL_GPT ? c->o->cfg.maxT : 1;
     c->targets_n = (size_t)c->B * c->T;
     c->cursor = cfg->cursor;
+    /* microbatch ids: 24 bits of the node id, 40 of a sequence that starts at
+     * the wall clock's low 32 bits of milliseconds x 256, so that a node
+     * restarted with the same identity never reissues an id peers have seen
+     * (that would need 256 microbatches per millisecond) */
+    c->mb_seq = (c->c.clock.wall_ms(c->c.clock.arg) & 0xffffffffULL) << 8;
     c->completed = cfg->completed;
     c->t0 = s_now(c);
     c->last_backup = c->t0;

@@ -1169,6 +1169,7 @@ static void s_fetch_end(netside_t *ns, state_blob_t *blob)
     mail_t *m = mail_new(MAIL_STATE);
     if (!m) { state_blob_destroy(&blob); return; }
     m->hdr.stage = (uint16_t)ns->fetch.stage;
+    m->peer = ns->fetch.donor;   /* which fetch ended: the compute side may have moved on */
     m->state = blob;
     s_rx_free(&ns->fetch.rx);
     ns->fetch.active = 0;

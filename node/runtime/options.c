@@ -57,8 +57,9 @@ static const opt_def_t s_opts[] = {
     { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)", RUN_ANY },
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
-    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages)", RUN(0, 4096) },
-    { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; solo --delay applies it, nodes not yet)", RUN(0, STALE_ALL) },
+    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages, within --max-delay)", RUN(0, 4096) },
+    { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 1)", RUN(0, 64) },
+    { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; dc in solo only)", RUN(0, STALE_ALL) },
     { "delay", T_DELAYS, O(delay), 0, OPTS_SOLO, "D0,D1,..", "stage k computes its gradients at its weights of Dk updates earlier, as an async stage with that delay", LOCAL_ANY },
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)", RUN_ANY },
     { "threads", T_INT, O(threads), 0, BOTH, "T", "compute threads per engine call (default 1)", LOCAL(1, 256) },
@@ -107,6 +108,7 @@ void opts_defaults(opts_t *o, int which)
     o->stage = -1;
     o->emu_slowdown = 1.0;
     o->staleness = STALE_DEFAULT;
+    o->max_delay = 1;
 }
 
 static const opt_def_t *s_find(const char *name)
@@ -315,6 +317,10 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
         snprintf(err, errlen, "--grad-codec %s: unknown codec (fp32, fp16, bf16, int8, int4)", o->grad_codec);
         return -1;
     }
+    if (o->stash == STASH_2BW && o->max_delay > 1) {
+        snprintf(err, errlen, "--max-delay %d: --stash 2bw keeps two weight versions, so a delay of at most 1", o->max_delay);
+        return -1;
+    }
     return 0;
 }
 
@@ -362,11 +368,11 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
     stale_name(o->staleness, stale, sizeof stale);
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
-             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d staleness=%s seed=%llu "
+             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d max-delay=%d staleness=%s seed=%llu "
              "eval-every=%d eval-batches=%d closed=%d owner=",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
              o->batch, o->micro, o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
-             o->grad_codec, o->schedule, o->stash, o->max_inflight, stale, (unsigned long long)o->seed, o->eval_every,
+             o->grad_codec, o->schedule, o->stash, o->max_inflight, o->max_delay, stale, (unsigned long long)o->seed, o->eval_every,
              o->eval_batches, o->closed);
     size_t k = strlen(buf);
     for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
@@ -408,6 +414,7 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_u8(w, (uint8_t)(o->closed ? 1 : 0));
     wbuf_put_raw(w, o->owner_pub, 32);
     wbuf_put_u8(w, (uint8_t)o->staleness);
+    wbuf_put_u8(w, (uint8_t)o->max_delay);
 }
 
 int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
@@ -436,6 +443,7 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     n.closed = rbuf_get_u8(r);
     rbuf_get_raw(r, n.owner_pub, 32);
     n.staleness = rbuf_get_u8(r);
+    n.max_delay = rbuf_get_u8(r);
     n.ndelay = 0;
     if (rbuf_error(r) || n.closed > 1) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
     snprintf(n.model, sizeof n.model, "%s", c->name);

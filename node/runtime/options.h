@@ -24,6 +24,7 @@ typedef struct {
     char codec[8], grad_codec[8];
     int schedule, stash, max_inflight;
     int staleness;               /* delay compensation: STALE_* flags (node/engine/staleness.h) */
+    int max_delay;               /* weight delay budget in updates (--max-delay; async schedule) */
     int delay[MODEL_STAGES_MAX]; /* solo --delay: weight delay of each stage, in updates */
     int ndelay;                  /* entries of delay[]; 0 without --delay */
     uint64_t seed;

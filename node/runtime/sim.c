@@ -558,6 +558,14 @@ static void s_node_start(snode_t *n)
     n->started_at = s->now;
     n->closed = 0;
     n->issued = n->resolved = 0;
+    if (n->inc > 1) {
+        /* a restarted process: its weights come anew (downloaded, a backup or
+         * initial), without what the dead one applied, so a re-issued
+         * microbatch it had applied is applied once to these; its versions
+         * start over with them */
+        idmap_clear(&n->applied);
+        n->last_vstage = -1;
+    }
     n->o = s->so.o;
     n->joiner = n->idx != 0 || n->inc > 1;
     n->o.stage = 0;

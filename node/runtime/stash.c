@@ -67,6 +67,13 @@ const float *stash_params(const stash_t *s, int64_t v, int64_t live_version, con
     return i >= 0 ? s->slot[i].params : live;
 }
 
+int stash_holds(const stash_t *s, int64_t v, int64_t live_version)
+{
+    if (v == live_version) return 1;
+    int i = s_find(s, v);
+    return i >= 0 && s->slot[i].params != NULL;
+}
+
 void stash_unref(stash_t *s, int64_t v, int64_t live_version)
 {
     int i = s_find(s, v);

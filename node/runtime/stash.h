@@ -35,6 +35,9 @@ void stash_ref(stash_t *s, int64_t v);
  * with: v itself, or under 2bw the oldest version kept when v is gone.
  * Returns the weights (live when v is the live version). */
 const float *stash_params(const stash_t *s, int64_t v, int64_t live_version, const float *live);
+/* 1 when the weights version v's forwards used are still held (v is the
+ * live version or a copy of v is kept); 0 when 2bw folded them away. */
+int stash_holds(const stash_t *s, int64_t v, int64_t live_version);
 /* The backward of a microbatch of version v is done (or it was abandoned). */
 void stash_unref(stash_t *s, int64_t v, int64_t live_version);
 /* Called before the live weights (version v) are updated in place: copies

@@ -4,18 +4,19 @@
 #
 #   sh tests/bench/bench_convergence.sh      BUILD=build RESULTS_DIR=tests/bench/results
 #   QUICK=1 sh tests/bench/bench_convergence.sh   only the micro-1 row 3,2,1,0 (the acceptance configuration)
+#   PART=solo|swarm sh tests/bench/bench_convergence.sh   one of the two tables (default both)
 #
-# Writes RESULTS_DIR/60-convergence.md and, when gnuplot is installed,
+# Writes RESULTS_DIR/60-convergence.md (solo), 61-convergence-swarm.md and, when gnuplot is installed,
 # tests/bench/convergence.png (val loss vs updates).  Every figure is a final
 # validation loss of gpt-tiny on the fortunes text, 4 stages, batch 8, lr 1e-3,
 # measured here, one run at a time under nice.
 #
-# Modes are "KIND:ARGS" rows (see MODES_*): solo:DELAYS:STALENESS runs
-# `brigade solo --delay DELAYS --staleness STALENESS`.  A swarm row
-# (swarm:SCHEDULE:STALENESS, e.g. swarm:async:predict+ramp, swarm:gpipe:none,
-# swarm:2bw:none) is where the swarm modes go once the runtime applies
-# --staleness: s_swarm below is the one function to fill in (through
-# tests/harness, evaluating on the same validation batches as solo).
+# Modes are "KIND:ARGS" rows (see modes()): solo:DELAYS:STALENESS runs
+# `brigade solo --delay DELAYS --staleness STALENESS`.  The swarm table runs
+# whole swarms of the real node code in `brigade sim --compute real` (the
+# same validation batches as solo; its clock is simulated: compute time
+# modelled from each step's FLOPs, links from --latency-ms/--bandwidth-mbit),
+# per schedule, --staleness and link.
 set -u
 BUILD=${BUILD:-build}
 HERE=tests/bench
@@ -51,10 +52,60 @@ s_solo() {
         || echo "bench_convergence: $name failed: $(tail -n 1 "$WORK/$name.out")" >&2
 }
 
-# s_swarm NAME STEPS MICRO SCHEDULE STALENESS SEED: the swarm rows (not measured yet: the runtime does not
-# apply --staleness); prints nothing, so the table shows "-".
+# s_swarm NAME STEPS MICRO MODE SEED LINK: one simulated swarm (4 nodes, 4 stages); MODE is
+# SCHEDULE:STALENESS[:STASH][@STEPS], LINK "LAT_MS BW_MBIT" (0 bandwidth: unlimited)
 s_swarm() {
-    :
+    name=$1 steps=$2 micro=$3 mode=$4 seed=$5
+    case $mode in *@*) steps=${mode#*@} mode=${mode%@*} ;; esac
+    set -- $6
+    sched=${mode%%:*} rest=${mode#*:}
+    stale=${rest%%:*} stash=full
+    [ "$rest" != "$stale" ] && stash=${rest#*:}
+    nice -n 10 "$BRIGADE" sim --nodes 4 $C --compute real --steps "$steps" --micro "$micro" --schedule "$sched" \
+        --staleness "$stale" --stash "$stash" --seed "$seed" --eval-every 50 --latency-ms "$1:$1" \
+        --bandwidth-mbit "$2:$2" --sim-seconds 100000 --wall-seconds 3000 --metrics "$WORK/$name.jsonl" \
+        >"$WORK/$name.out" 2>&1 || echo "bench_convergence: $name failed: $(tail -n 1 "$WORK/$name.out")" >&2
+}
+
+# swarm_row LABEL STEPS MICRO LINK MODE...: per MODE, over SEEDS: final val loss, simulated seconds, tokens/s
+# of the last stage, and the simulated seconds at which the val loss first reached the first mode's final one
+swarm_row() {
+    label=$1 steps=$2 micro=$3 link=$4
+    shift 4
+    for mode in "$@"; do
+        files=""
+        for seed in $SEEDS; do
+            name="s-$steps-$micro-$(echo "$mode $link" | tr ':,+ ' '_.p_')-$seed"
+            s_swarm "$name" "$steps" "$micro" "$mode" "$seed" "$link"
+            files="$files $WORK/$name.jsonl"
+        done
+        echo "$mode$files"
+    done | python3 -c '
+import json, sys
+rows = []
+for line in sys.stdin:
+    mode, *files = line.split()
+    runs = []
+    for f in files:
+        ev = [json.loads(l) for l in open(f)]
+        evals = [(e["t"], e["val_loss"]) for e in ev if e["event"] == "eval"]
+        last = [e for e in ev if e["event"] == "update" and e["stage"] == 3]
+        t = max(e["t"] for e in ev if e["event"] == "update")
+        toks = last[-1]["tokens"] / t if last and t > 0 else 0
+        runs.append((evals, t, toks))
+    rows.append((mode, runs))
+base = [r[0][-1][1] for r in rows[0][1] if r[0]]
+target = sum(base) / len(base) if base else None
+for mode, runs in rows:
+    fin = [r[0][-1][1] for r in runs if r[0]]
+    v = sum(fin) / len(fin) if fin else float("nan")
+    t = sum(r[1] for r in runs) / len(runs)
+    k = sum(r[2] for r in runs) / len(runs)
+    reach = [next((tt for tt, vv in r[0] if vv <= target), None) for r in runs] if target else []
+    reach_s = "/".join("%.0f" % x if x is not None else "not reached" for x in reach)
+    pct = "%+.1f%%" % (100 * (v / target - 1)) if target else "-"
+    print("| %s | %s | %.4f (%s) [%s] | %.0f | %.0f | %s |" % (sys.argv[1], mode, v, pct, " ".join("%.4f" % x for x in fin), t, k, reach_s))
+' "$label"
 }
 
 # row LABEL STEPS MICRO MODE...: one table row, the mean over SEEDS of each MODE's val loss and its
@@ -88,6 +139,7 @@ SEP="|---|---|---|---|---|---|---|---|---|"
 modes() {   # DELAYS: the solo modes of one row
     echo "solo:0,0,0,0:none solo:$1:none solo:$1:predict solo:$1:lr solo:$1:dc solo:$1:ramp solo:$1:predict+lr solo:$1:predict+ramp"
 }
+if [ "${PART:-solo}" = solo ]; then
 {
     echo "## Convergence under weight delay (issue 10)"
     echo
@@ -95,8 +147,7 @@ modes() {   # DELAYS: the solo modes of one row
     echo "lr 1e-3, warmup 10, mean over seeds $SEEDS [each seed]; the percentage is against the row's"
     echo "no-delay run.  \`brigade solo --delay D0,D1,D2,D3 --staleness MODE\`: stage k computes at its"
     echo "weights of Dk updates earlier, exactly what an asynchronous stage with that delay does at steady"
-    echo "state.  Swarm rows (gpipe, async per --staleness, 2bw, over real and emulated links) join this"
-    echo "table once the runtime applies --staleness."
+    echo "state.  The swarms' table (below) runs the real node code in brigade sim."
     echo
     echo "### micro 1, 300 updates (the acceptance configuration)"
     echo
@@ -122,6 +173,30 @@ modes() {   # DELAYS: the solo modes of one row
     echo
     echo "bench_convergence: $(( $(date +%s) - t_start )) s, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 } > "$WORK/frag.md"
+fi
+
+if [ "${PART:-swarm}" = swarm ]; then
+{
+    echo "### Swarms under weight delay: brigade sim --compute real, 4 nodes, micro 4, 400 updates"
+    echo
+    echo "Simulated seconds (compute modelled from FLOPs, links emulated); tokens/s of the last stage; \"reaches\""
+    echo "is the simulated second at which the val loss first reached gpipe's final one, per seed; @600: a run"
+    echo "of 600 updates (its learning-rate schedule spans 600)."
+    echo
+    echo "| links | schedule:staleness[:stash] | val loss (vs gpipe) [seeds] | sim s | tokens/s | reaches gpipe's final |"
+    echo "|---|---|---|---|---|---|"
+    SW="gpipe:none async:predict+ramp async:none async:predict+ramp:2bw async:predict+ramp@600"
+    [ -n "${QUICK:-}" ] && SW="gpipe:none async:predict+ramp"
+    # shellcheck disable=SC2086
+    swarm_row "1 ms" 400 4 "1 0" $SW
+    # shellcheck disable=SC2086
+    swarm_row "50 ms, 20 Mbit/s" 400 4 "50 20" $SW
+    echo
+    echo "bench_convergence (swarms): $(( $(date +%s) - t_start )) s, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+} > "$RESULTS_DIR/61-convergence-swarm.md"
+echo "wrote $RESULTS_DIR/61-convergence-swarm.md"
+fi
+[ "${PART:-solo}" = solo ] || exit 0
 
 # val loss vs updates for the plot: micro 1, 3,2,1,0, seed 1, every 10 updates
 if command -v gnuplot >/dev/null 2>&1; then

@@ -1,0 +1,60 @@
+#!/bin/sh
+# The asynchronous schedule's delay budget (--max-delay), measured in whole
+# simulated swarms (brigade sim, modelled compute): no backward runs more
+# than the budget's updates after its forward, the budget is used, 2bw keeps
+# two weight versions and never runs a backward on weights its forward did
+# not use, and a micro too small for the round trip is named in a warning.
+BRIGADE=${BRIGADE:-build/brigade}
+T=$(mktemp -d /tmp/brigade-schedule.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+SIM="--nodes 4 --stages 4 --steps 60 --micro 2 --latency-ms 20:50 --seed 4"
+
+# delays NAME FILE: "max_delay_max max_stash mismatches warnings micro_needed" over FILE's events
+delays() {
+    python3 - "$1" <<'PY'
+import json, sys
+dmax = smax = mism = warn = need = 0
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["event"] == "update":
+        dmax = max(dmax, e.get("delay_max", 99)); smax = max(smax, e["stash"]); mism = max(mism, e.get("stash_mismatch", 99))
+    elif e["event"] == "warning" and e.get("what") == "window":
+        warn += 1; need = e["micro_needed"]
+print(dmax, smax, mism, warn, need)
+PY
+}
+
+# 1. each budget holds and is reached (the round trip asks for more in flight than micro 2 allows)
+for D in 0 1 2; do
+    "$BRIGADE" sim $SIM --max-delay "$D" --staleness none --metrics "$T/d$D.jsonl" >"$T/d$D.out" 2>&1; rc=$?
+    set -- $(delays "$T/d$D.jsonl")
+    if [ $rc = 0 ] && [ "$1" = "$D" ]; then echo "ok - max-delay $D: largest delay seen $1 update(s), $(tail -n 1 "$T/d$D.out" | sed 's/^sim: //')"
+    else echo "FAIL - max-delay $D: exit $rc, largest delay seen '$1' (want exactly $D): $(tail -n 1 "$T/d$D.out")"; fi
+done
+
+# 2. --staleness ramp lets the delay in: none over the first 3 x warmup (10) updates
+"$BRIGADE" sim $SIM --steps 100 --max-delay 2 --staleness ramp --metrics "$T/ramp.jsonl" >"$T/ramp.out" 2>&1; rc=$?
+r=$(python3 -c "
+import json, sys
+ev = [json.loads(l) for l in open('$T/ramp.jsonl')]
+up = [e for e in ev if e['event'] == 'update']
+print(max([e['delay_max'] for e in up if e['version'] <= 30] or [-1]), max([e['delay_max'] for e in up] or [-1]))")
+if [ $rc = 0 ] && [ "$r" = "0 2" ]; then echo "ok - ramp: largest delay 0 up to update 30, 2 over the run"
+else echo "FAIL - ramp: exit $rc, largest delay up to update 30 and over the run: '$r' (want '0 2')"; fi
+
+# 3. 2bw: at most two versions, every backward on its forward's weights
+"$BRIGADE" sim $SIM --stash 2bw --metrics "$T/2bw.jsonl" >"$T/2bw.out" 2>&1; rc=$?
+set -- $(delays "$T/2bw.jsonl")
+if [ $rc = 0 ] && [ "$2" -le 2 ] && [ "$3" = 0 ]; then echo "ok - 2bw: at most $2 weight versions, $3 backwards on other weights"
+else echo "FAIL - 2bw: exit $rc, versions held up to '$2', backwards on weights their forward did not use '$3'"; fi
+
+# 4. the node names the micro the round trip needs
+set -- $(delays "$T/d1.jsonl")
+if [ "$4" -ge 1 ] && [ "$5" -gt 2 ]; then echo "ok - window warning: micro $5 would keep every stage busy"
+else echo "FAIL - window warning: $4 warnings, micro_needed '$5' (want a warning naming a micro above 2)"; fi
+
+# 5. gpipe never runs a stale backward
+"$BRIGADE" sim $SIM --schedule gpipe --metrics "$T/gp.jsonl" >"$T/gp.out" 2>&1; rc=$?
+set -- $(delays "$T/gp.jsonl")
+if [ $rc = 0 ] && [ "$1" = 0 ]; then echo "ok - gpipe: largest delay 0"
+else echo "FAIL - gpipe: exit $rc, largest delay '$1'"; fi
