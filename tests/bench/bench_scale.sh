@@ -7,7 +7,7 @@
 #                                                 a paragraph with its numbers goes to
 #                                                 RESULTS_DIR/scale-1000x1h.txt, quoted by every later run)
 #
-# Writes RESULTS_DIR/70-scale.md and, when gnuplot is installed,
+# Writes RESULTS_DIR/75-scale.md and, when gnuplot is installed,
 # tests/bench/scale.png.  gpt-small cut into 8 stages (--micro 8: an update
 # every 8 microbatches, so the delay budget lets the data stages keep the
 # pipeline full, as PipeDream-2BW's micro >= stages), modelled compute
@@ -126,5 +126,5 @@ if command -v gnuplot >/dev/null 2>&1; then
 fi
 echo >> "$WORK/frag.md"
 echo "bench_scale: $(( $(date +%s) - t_start )) s, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)." >> "$WORK/frag.md"
-mv "$WORK/frag.md" "$RESULTS_DIR/70-scale.md"
-echo "wrote $RESULTS_DIR/70-scale.md"
+mv "$WORK/frag.md" "$RESULTS_DIR/75-scale.md"
+echo "wrote $RESULTS_DIR/75-scale.md"
