@@ -82,9 +82,9 @@ for try in $(seq 40); do
     [ "$(printf '%s\n%s\n' "$(node_id "$T/k4")" "$lo" | sort | head -n 1)" = "$(node_id "$T/k4")" ] && break
 done
 python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/relay" --timeout 150 --stages 4 --nodes 5 \
-    --creator-args "--model gpt-tiny --data synthetic --steps 150 --seed 1" \
+    --creator-args "--model gpt-tiny --data synthetic --steps 100 --seed 1" \
     --node 0 " --keys $T/k0" --node 3 " --keys $T/k3" --node 4 " --keys $T/k4" \
-    --node 1 " --no-listen" --node 2 " --no-listen" --fault "kill9 4 after 40" \
+    --node 1 " --no-listen" --node 2 " --no-listen" --fault "kill9 4 after 30" \
     --expect-exit 0 --expect-lost 0 --expect-tokens-grow >"$T/relay.out" 2>&1
 rc=$?
 first=$(grep -c '"event":"relay"' "$T/relay/n4/metrics.jsonl" 2>/dev/null)
