@@ -3,9 +3,14 @@ CC      ?= cc
 PKGS    := libzmq libzstd libsodium openblas zlib
 PREFIX  ?= /usr/local
 BUILD   ?= build
-OPT     ?= -O2 -march=native -fno-omit-frame-pointer
+# One portable binary: the default build targets baseline x86-64, and the
+# kernels that gain from newer instructions (SSE4.1, AVX2, AVX-512) are
+# picked at run time (compress/cpu.h; BRIGADE_CPU=generic turns them off).
+# `make OPT=-march=native` builds for this machine only.
+MARCH   := $(if $(filter x86_64-%,$(shell $(CC) -dumpmachine)),-march=x86-64 -mtune=generic)
+OPT     ?= $(MARCH)
 SAN     ?=
-CFLAGS  ?= $(OPT) -g
+CFLAGS  ?= -O2 $(OPT) -fno-omit-frame-pointer -g
 # -fno-math-errno: no math function sets errno, so loops calling sqrtf vectorize
 CFLAGS  += -std=c11 -fno-math-errno -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -pthread -I. $(SAN)
 CFLAGS  += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -19,7 +24,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test asan tsan simfuzz demo bench fuzz install clean
+.PHONY: all deps test asan tsan simfuzz demo bench fuzz install deb clean
 all: $(BUILD)/brigade
 
 deps:
@@ -76,9 +81,12 @@ demo: deps
 	@$(MAKE) --no-print-directory $(BUILD)/brigade
 	@sh examples/demo.sh
 
+# bench_portable.sh compares the default build with $(BUILD)-native (-march=native)
 bench: deps
 	@$(MAKE) --no-print-directory $(BUILD)/brigade $(BENCH_BIN)
-	@sh tests/bench/run.sh
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)-native OPT=-march=native $(BUILD)-native/brigade \
+	  $(BENCH_BIN:$(BUILD)/%=$(BUILD)-native/%)
+	@BUILD=$(BUILD) sh tests/bench/run.sh
 
 fuzz:
 	@sh tests/fuzz/run.sh
@@ -87,7 +95,14 @@ install: $(BUILD)/brigade
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/brigade $(DESTDIR)$(PREFIX)/bin/brigade
 
+# The Debian package (dpkg-deb) of a portable binary, built apart in
+# build-deb/ so that an OPT=-march=native build never ends up in it.
+VERSION ?= 0.1.$(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+deb:
+	@$(MAKE) --no-print-directory build-deb/brigade BUILD=build-deb OPT="$(MARCH)"
+	@sh examples/debian/build-deb.sh build-deb/brigade build-deb $(VERSION)
+
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-deb build-native
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/node/cli/main.d

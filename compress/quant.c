@@ -1,20 +1,24 @@
 /* quant.c: block quantizers and float conversions.  See quant.h.
  *
- * The SSE4.1 paths (x86-64-v2 has SSE4.1) compute exactly the same float
- * operations in the same order as the scalar code, so the output bits do not
- * depend on the build; tests/test_codec.c checks them against the *_ref
- * functions.  F16C is used for fp16 conversion only when the build enables it
- * (-march=x86-64-v3). */
+ * The build targets baseline x86-64; the SSE4.1 paths and the F16C fp16
+ * conversion are compiled with target attributes and chosen per call by
+ * cpu_level() (compress/cpu.h; BRIGADE_CPU=generic turns them off).  They
+ * compute exactly the same float operations in the same order as the plain
+ * C code, so the output bits do not depend on the CPU: tests/test_codec.c
+ * checks every level this CPU runs against the *_ref functions. */
 #include "compress/quant.h"
+#include "compress/cpu.h"
 
 #include <math.h>
 #include <string.h>
 
-#ifdef __SSE4_1__
-#include <smmintrin.h>
-#endif
-#ifdef __F16C__
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define S_X86 1
 #include <immintrin.h>
+#define S_SSE41 __attribute__((target("sse4.1")))
+#define S_F16C __attribute__((target("sse4.1,avx,f16c")))
+#else
+#define S_X86 0
 #endif
 
 #define S_RNE_MAGIC 12582912.0f   /* 1.5 * 2^23: (v + M) - M rounds to nearest even */
@@ -84,11 +88,22 @@ float quant_bf16_to_f32(uint16_t h)
     return f;
 }
 
-uint32_t quant_absmax_bits(const float *x, size_t n)
+/* max(m, |x[i]| bits for i in [i, n)) */
+static inline uint32_t s_absmax_bits_c(const float *x, size_t i, size_t n, uint32_t m)
+{
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        u &= 0x7fffffffu;
+        m = u > m ? u : m;
+    }
+    return m;
+}
+
+#if S_X86
+S_SSE41 static uint32_t s_absmax_bits_sse41(const float *x, size_t n)
 {
     size_t i = 0;
-    uint32_t m = 0;
-#ifdef __SSE4_1__
     __m128i vm = _mm_setzero_si128();
     const __m128i mask = _mm_set1_epi32(0x7fffffff);
     for (; i + 4 <= n; i += 4) {
@@ -97,15 +112,17 @@ uint32_t quant_absmax_bits(const float *x, size_t n)
     }
     vm = _mm_max_epu32(vm, _mm_shuffle_epi32(vm, _MM_SHUFFLE(1, 0, 3, 2)));
     vm = _mm_max_epu32(vm, _mm_shuffle_epi32(vm, _MM_SHUFFLE(2, 3, 0, 1)));
-    m = (uint32_t)_mm_cvtsi128_si32(vm);
+    return s_absmax_bits_c(x, i, n, (uint32_t)_mm_cvtsi128_si32(vm));
+}
 #endif
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, x + i, 4);
-        u &= 0x7fffffffu;
-        m = u > m ? u : m;
-    }
-    return m;
+
+uint32_t quant_absmax_bits(const float *x, size_t n)
+{
+#if S_X86
+    if (cpu_level() >= CPU_SSE41)
+        return s_absmax_bits_sse41(x, n);
+#endif
+    return s_absmax_bits_c(x, 0, n, 0);
 }
 
 static inline uint32_t s_sr_hash(uint32_t s, uint32_t i)
@@ -172,25 +189,29 @@ static inline uint16_t s_scale(float amax, float p2ne, float qmax, float *id)
     return h;
 }
 
-static inline float s_absmax(const float *x, size_t m)
+/* max(amax, |x[j]| for j in [j, m)) */
+static inline float s_absmax_c(const float *x, size_t j, size_t m, float amax)
 {
-    float amax = 0.0f;
-    size_t j = 0;
-#ifdef __SSE4_1__
-    const __m128 sign = _mm_set1_ps(-0.0f);
-    __m128 va = _mm_setzero_ps();
-    for (; j + 4 <= m; j += 4)
-        va = _mm_max_ps(va, _mm_andnot_ps(sign, _mm_loadu_ps(x + j)));
-    va = _mm_max_ps(va, _mm_movehl_ps(va, va));
-    va = _mm_max_ss(va, _mm_shuffle_ps(va, va, 1));
-    amax = _mm_cvtss_f32(va);
-#endif
     for (; j < m; j++) {
         float a = fabsf(x[j]);
         amax = a > amax ? a : amax;
     }
     return amax;
 }
+
+#if S_X86
+S_SSE41 static inline float s_absmax_sse41(const float *x, size_t m)
+{
+    size_t j = 0;
+    const __m128 sign = _mm_set1_ps(-0.0f);
+    __m128 va = _mm_setzero_ps();
+    for (; j + 4 <= m; j += 4)
+        va = _mm_max_ps(va, _mm_andnot_ps(sign, _mm_loadu_ps(x + j)));
+    va = _mm_max_ps(va, _mm_movehl_ps(va, va));
+    va = _mm_max_ss(va, _mm_shuffle_ps(va, va, 1));
+    return s_absmax_c(x, j, m, _mm_cvtss_f32(va));
+}
+#endif
 
 /* ------------------------------------------------------------ reference */
 
@@ -266,10 +287,46 @@ void dequant_q4_ref(float *y, const block_q4_t *x, size_t nb, float p2e)
 
 /* ---------------------------------------------------------------- planar */
 
-#ifdef __SSE4_1__
+/* 1 when the SSE4.1 paths run. */
+static inline int s_sse41(void)
+{
+#if S_X86
+    return cpu_level() >= CPU_SSE41;
+#else
+    return 0;
+#endif
+}
+
+/* Codes of x[j, m) into q (int8); the plain path and the tail of the fast one. */
+static void s_q8_block_c(int8_t *q, const float *x, size_t j, size_t m, float p2ne, float id,
+                         uint64_t seed, uint64_t i0)
+{
+    for (; j < m; j++) {
+        float v = x[j] * p2ne;
+        v = v * id;
+        q[j] = (int8_t)(int)s_clampf(s_round(v, seed, i0 + j), 127.0f);
+    }
+}
+
+/* Codes of x[j, m) into q (int4 nibbles; j even). */
+static void s_q4_block_c(uint8_t *q, const float *x, size_t j, size_t m, float p2ne, float id,
+                         uint64_t seed, uint64_t i0)
+{
+    for (; j < m; j++) {
+        float v = x[j] * p2ne;
+        v = v * id;
+        int c = (int)s_clampf(s_round(v, seed, i0 + j), 7.0f) + 8;
+        if (j % 2 == 0)
+            q[j / 2] = (uint8_t)c;                   /* high nibble 0 until set */
+        else
+            q[j / 2] = (uint8_t)(q[j / 2] | (c << 4));
+    }
+}
+
+#if S_X86
 /* 16 codes as int32x4 x4 from x[0..16): round(x * p2ne * id). */
-static inline void s_codes16(__m128i c[4], const float *x, __m128 vp, __m128 vid,
-                             uint64_t seed, uint32_t s32, uint32_t i)
+S_SSE41 static inline void s_codes16(__m128i c[4], const float *x, __m128 vp, __m128 vid,
+                                     uint64_t seed, uint32_t s32, uint32_t i)
 {
     for (int k = 0; k < 4; k++) {
         __m128 v = _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(x + 4 * k), vp), vid);
@@ -291,13 +348,11 @@ static inline void s_codes16(__m128i c[4], const float *x, __m128 vp, __m128 vid
         }
     }
 }
-#endif
 
-static void s_q8_block(int8_t *q, const float *x, size_t m, float p2ne, float id,
-                       uint64_t seed, uint64_t i0)
+S_SSE41 static void s_q8_block_sse41(int8_t *q, const float *x, size_t m, float p2ne, float id,
+                                     uint64_t seed, uint64_t i0)
 {
     size_t j = 0;
-#ifdef __SSE4_1__
     const __m128 vp = _mm_set1_ps(p2ne), vid = _mm_set1_ps(id);
     const __m128i lo = _mm_set1_epi8(-127);
     uint32_t s32 = s_seed32(seed);
@@ -307,32 +362,13 @@ static void s_q8_block(int8_t *q, const float *x, size_t m, float p2ne, float id
         __m128i b = _mm_packs_epi16(_mm_packs_epi32(c[0], c[1]), _mm_packs_epi32(c[2], c[3]));
         _mm_storeu_si128((__m128i *)(q + j), _mm_max_epi8(b, lo));
     }
-#endif
-    for (; j < m; j++) {
-        float v = x[j] * p2ne;
-        v = v * id;
-        q[j] = (int8_t)(int)s_clampf(s_round(v, seed, i0 + j), 127.0f);
-    }
+    s_q8_block_c(q, x, j, m, p2ne, id, seed, i0);
 }
 
-void quant_q8(uint16_t *d, int8_t *q, const float *x, size_t n, int bs,
-              float p2ne, uint64_t seed)
-{
-    assert(bs >= 8 && bs % 8 == 0);
-    size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
-    for (size_t b = 0; b < nb; b++) {
-        size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
-        float id;
-        d[b] = s_scale(s_absmax(x + i0, m), p2ne, 127.0f, &id);
-        s_q8_block(q + i0, x + i0, m, p2ne, id, seed, i0);
-    }
-}
-
-static void s_q4_block(uint8_t *q, const float *x, size_t m, float p2ne, float id,
-                       uint64_t seed, uint64_t i0)
+S_SSE41 static void s_q4_block_sse41(uint8_t *q, const float *x, size_t m, float p2ne, float id,
+                                     uint64_t seed, uint64_t i0)
 {
     size_t j = 0;
-#ifdef __SSE4_1__
     const __m128 vp = _mm_set1_ps(p2ne), vid = _mm_set1_ps(id);
     const __m128i lo = _mm_set1_epi8(-7), hi = _mm_set1_epi8(7), off = _mm_set1_epi8(8);
     const __m128i m0f = _mm_set1_epi16(0x000f), mf0 = _mm_set1_epi16(0x00f0);
@@ -345,15 +381,29 @@ static void s_q4_block(uint8_t *q, const float *x, size_t m, float p2ne, float i
         __m128i t = _mm_or_si128(_mm_and_si128(b, m0f), _mm_and_si128(_mm_srli_epi16(b, 4), mf0));
         _mm_storel_epi64((__m128i *)(q + j / 2), _mm_packus_epi16(t, t));
     }
+    s_q4_block_c(q, x, j, m, p2ne, id, seed, i0);
+}
 #endif
-    for (; j < m; j++) {
-        float v = x[j] * p2ne;
-        v = v * id;
-        int c = (int)s_clampf(s_round(v, seed, i0 + j), 7.0f) + 8;
-        if (j % 2 == 0)
-            q[j / 2] = (uint8_t)c;                   /* high nibble 0 until set */
-        else
-            q[j / 2] = (uint8_t)(q[j / 2] | (c << 4));
+
+void quant_q8(uint16_t *d, int8_t *q, const float *x, size_t n, int bs,
+              float p2ne, uint64_t seed)
+{
+    assert(bs >= 8 && bs % 8 == 0);
+    size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+    int fast = s_sse41();
+    for (size_t b = 0; b < nb; b++) {
+        size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
+        float id;
+#if S_X86
+        if (fast) {
+            d[b] = s_scale(s_absmax_sse41(x + i0, m), p2ne, 127.0f, &id);
+            s_q8_block_sse41(q + i0, x + i0, m, p2ne, id, seed, i0);
+            continue;
+        }
+#endif
+        (void)fast;
+        d[b] = s_scale(s_absmax_c(x + i0, 0, m, 0.0f), p2ne, 127.0f, &id);
+        s_q8_block_c(q + i0, x + i0, 0, m, p2ne, id, seed, i0);
     }
 }
 
@@ -362,11 +412,20 @@ void quant_q4(uint16_t *d, uint8_t *q, const float *x, size_t n, int bs,
 {
     assert(bs >= 8 && bs % 8 == 0);
     size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+    int fast = s_sse41();
     for (size_t b = 0; b < nb; b++) {
         size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
         float id;
-        d[b] = s_scale(s_absmax(x + i0, m), p2ne, 7.0f, &id);
-        s_q4_block(q + i0 / 2, x + i0, m, p2ne, id, seed, i0);
+#if S_X86
+        if (fast) {
+            d[b] = s_scale(s_absmax_sse41(x + i0, m), p2ne, 7.0f, &id);
+            s_q4_block_sse41(q + i0 / 2, x + i0, m, p2ne, id, seed, i0);
+            continue;
+        }
+#endif
+        (void)fast;
+        d[b] = s_scale(s_absmax_c(x + i0, 0, m, 0.0f), p2ne, 7.0f, &id);
+        s_q4_block_c(q + i0 / 2, x + i0, 0, m, p2ne, id, seed, i0);
     }
 }
 
@@ -385,34 +444,80 @@ static inline int s_bad_scale(uint16_t h)
     return (h & 0x8000u) || (h & 0x7c00u) == 0x7c00u;
 }
 
+/* y[j, m) from int8 codes; the plain path and the tail of the fast one. */
+static void s_dq8_block_c(float *y, const int8_t *q, size_t j, size_t m, float s, float p2e)
+{
+    for (; j < m; j++) {
+        float v = (float)q[j] * s;
+        y[j] = v * p2e;
+    }
+}
+
+/* y[j, m) from int4 nibbles (j even). */
+static void s_dq4_block_c(float *y, const uint8_t *q, size_t j, size_t m, float s, float p2e)
+{
+    for (; j < m; j++) {
+        int c = (j % 2 == 0 ? q[j / 2] & 0x0f : q[j / 2] >> 4) - 8;
+        float v = (float)c * s;
+        y[j] = v * p2e;
+    }
+}
+
+#if S_X86
+S_SSE41 static void s_dq8_block_sse41(float *y, const int8_t *q, size_t m, float s, float p2e)
+{
+    size_t j = 0;
+    const __m128 vs = _mm_set1_ps(s), vp = _mm_set1_ps(p2e);
+    for (; j + 16 <= m; j += 16) {
+        __m128i c = _mm_loadu_si128((const __m128i *)(q + j));
+        for (int k = 0; k < 4; k++) {
+            __m128 v = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(c));
+            _mm_storeu_ps(y + j + 4 * k, _mm_mul_ps(_mm_mul_ps(v, vs), vp));
+            c = _mm_srli_si128(c, 4);
+        }
+    }
+    s_dq8_block_c(y, q, j, m, s, p2e);
+}
+
+S_SSE41 static void s_dq4_block_sse41(float *y, const uint8_t *q, size_t m, float s, float p2e)
+{
+    size_t j = 0;
+    const __m128 vs = _mm_set1_ps(s), vp = _mm_set1_ps(p2e);
+    const __m128i m0f = _mm_set1_epi8(0x0f), off = _mm_set1_epi8(8);
+    for (; j + 16 <= m; j += 16) {
+        __m128i raw = _mm_loadl_epi64((const __m128i *)(q + j / 2));
+        __m128i lo = _mm_and_si128(raw, m0f);
+        __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m0f);
+        __m128i c = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), off);
+        for (int k = 0; k < 4; k++) {
+            __m128 v = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(c));
+            _mm_storeu_ps(y + j + 4 * k, _mm_mul_ps(_mm_mul_ps(v, vs), vp));
+            c = _mm_srli_si128(c, 4);
+        }
+    }
+    s_dq4_block_c(y, q, j, m, s, p2e);
+}
+#endif
+
 int dequant_q8(float *y, const uint16_t *d, const int8_t *q, size_t n, int bs,
                float p2e)
 {
     assert(bs >= 8 && bs % 8 == 0);
     size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+    int fast = s_sse41();
     for (size_t b = 0; b < nb; b++) {
         if (s_bad_scale(d[b]))
             return -1;
         size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
         float s = quant_f16_to_f32(d[b]);
-        const int8_t *qb = q + i0;
-        float *yb = y + i0;
-        size_t j = 0;
-#ifdef __SSE4_1__
-        const __m128 vs = _mm_set1_ps(s), vp = _mm_set1_ps(p2e);
-        for (; j + 16 <= m; j += 16) {
-            __m128i c = _mm_loadu_si128((const __m128i *)(qb + j));
-            for (int k = 0; k < 4; k++) {
-                __m128 v = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(c));
-                _mm_storeu_ps(yb + j + 4 * k, _mm_mul_ps(_mm_mul_ps(v, vs), vp));
-                c = _mm_srli_si128(c, 4);
-            }
+#if S_X86
+        if (fast) {
+            s_dq8_block_sse41(y + i0, q + i0, m, s, p2e);
+            continue;
         }
 #endif
-        for (; j < m; j++) {
-            float v = (float)qb[j] * s;
-            yb[j] = v * p2e;
-        }
+        (void)fast;
+        s_dq8_block_c(y + i0, q + i0, 0, m, s, p2e);
     }
     return 0;
 }
@@ -422,60 +527,69 @@ int dequant_q4(float *y, const uint16_t *d, const uint8_t *q, size_t n, int bs,
 {
     assert(bs >= 8 && bs % 8 == 0);
     size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+    int fast = s_sse41();
     for (size_t b = 0; b < nb; b++) {
         if (s_bad_scale(d[b]))
             return -1;
         size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
         float s = quant_f16_to_f32(d[b]);
-        const uint8_t *qb = q + i0 / 2;
-        float *yb = y + i0;
-        size_t j = 0;
-#ifdef __SSE4_1__
-        const __m128 vs = _mm_set1_ps(s), vp = _mm_set1_ps(p2e);
-        const __m128i m0f = _mm_set1_epi8(0x0f), off = _mm_set1_epi8(8);
-        for (; j + 16 <= m; j += 16) {
-            __m128i raw = _mm_loadl_epi64((const __m128i *)(qb + j / 2));
-            __m128i lo = _mm_and_si128(raw, m0f);
-            __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m0f);
-            __m128i c = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), off);
-            for (int k = 0; k < 4; k++) {
-                __m128 v = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(c));
-                _mm_storeu_ps(yb + j + 4 * k, _mm_mul_ps(_mm_mul_ps(v, vs), vp));
-                c = _mm_srli_si128(c, 4);
-            }
+#if S_X86
+        if (fast) {
+            s_dq4_block_sse41(y + i0, q + i0 / 2, m, s, p2e);
+            continue;
         }
 #endif
-        for (; j < m; j++) {
-            int c = (j % 2 == 0 ? qb[j / 2] & 0x0f : qb[j / 2] >> 4) - 8;
-            float v = (float)c * s;
-            yb[j] = v * p2e;
-        }
+        (void)fast;
+        s_dq4_block_c(y + i0, q + i0 / 2, 0, m, s, p2e);
     }
     return 0;
 }
 
 /* ---------------------------------------------------------- float codecs */
 
-void quant_f16_planes(uint8_t *out, const float *x, size_t n, float p2ne)
+/* fp16 planes (of n values) of x[i, end) * p2ne; the plain path and the
+ * tail of the fast one. */
+static void s_f16_planes_c(uint8_t *out, const float *x, size_t n, size_t i, size_t end, float p2ne)
 {
-    size_t i = 0;
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(p2ne)),
-                                    _MM_FROUND_TO_NEAREST_INT);
-        uint16_t t[8];
-        _mm_storeu_si128((__m128i *)t, h);
-        for (int k = 0; k < 8; k++) {
-            out[i + k] = (uint8_t)t[k];
-            out[n + i + k] = (uint8_t)(t[k] >> 8);
-        }
-    }
-#endif
-    for (; i < n; i++) {
+    for (; i < end; i++) {
         uint16_t h = quant_f32_to_f16(x[i] * p2ne);
         out[i] = (uint8_t)h;
         out[n + i] = (uint8_t)(h >> 8);
     }
+}
+
+#if S_X86
+/* The conversion instruction rounds as quant_f32_to_f16 does; only a NaN
+ * differs (the instruction keeps payload bits), so a group of 8 holding a
+ * NaN goes through the scalar conversion. */
+S_F16C static void s_f16_planes_f16c(uint8_t *out, const float *x, size_t n, float p2ne)
+{
+    size_t i = 0;
+    const __m256 vp = _mm256_set1_ps(p2ne);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vp);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            s_f16_planes_c(out, x, n, i, i + 8, p2ne);
+            continue;
+        }
+        __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+        __m128i lo = _mm_shuffle_epi8(h, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+        _mm_storel_epi64((__m128i *)(out + i), lo);
+        _mm_storel_epi64((__m128i *)(out + n + i), _mm_unpackhi_epi64(lo, lo));
+    }
+    s_f16_planes_c(out, x, n, i, n, p2ne);
+}
+#endif
+
+void quant_f16_planes(uint8_t *out, const float *x, size_t n, float p2ne)
+{
+#if S_X86
+    if (cpu_level() >= CPU_AVX2) {
+        s_f16_planes_f16c(out, x, n, p2ne);
+        return;
+    }
+#endif
+    s_f16_planes_c(out, x, n, 0, n, p2ne);
 }
 
 int dequant_f16_planes(float *y, const uint8_t *in, size_t n, float p2e)

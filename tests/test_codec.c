@@ -1,7 +1,9 @@
-/* test_codec.c: quantizers against their reference, every codec's round trip
- * within its error bound, error feedback, and the frame decoder against bad
- * frames (run it under ASan too). */
+/* test_codec.c: quantizers against their reference (at every instruction
+ * level this CPU runs), every codec's round trip within its error bound,
+ * error feedback, and the frame decoder against bad frames (run it under
+ * ASan too). */
 #include "compress/codec.h"
+#include "compress/cpu.h"
 #include "compress/quant.h"
 #include "tests/check.h"
 
@@ -104,7 +106,13 @@ static void test_half_conversion(void)
 
 /* ------------------------------------------------------------ fast vs ref */
 
-static void test_planar_matches_reference(void)
+/* Caps the kernels at `level` (the process's BRIGADE_CPU). */
+static void s_set_level(cpu_level_t level)
+{
+    setenv("BRIGADE_CPU", cpu_level_name(level), 1);
+}
+
+static void s_planar_matches_reference(void)
 {
     const size_t nb = 37, n = nb * QK;
     float *x = malloc(n * sizeof *x), *y1 = malloc(n * sizeof *y1), *y2 = malloc(n * sizeof *y2);
@@ -160,6 +168,128 @@ static void test_planar_matches_reference(void)
         CHECK((q4[QK / 2 + 6] & 0x0f) == (b4[1].qs[6] & 0x0f) && (q4[QK / 2 + 6] >> 4) == 0);
     }
     free(x); free(y1); free(y2); free(b8); free(b4);
+}
+
+/* The planar kernels at every level this CPU runs (the plain C ones at
+ * generic, then SSE4.1, ...) give the bits of the struct reference. */
+static void test_planar_matches_reference(void)
+{
+    char seen[64] = "";
+    for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
+        s_set_level((cpu_level_t)l);
+        CHECKF(cpu_level() == (cpu_level_t)l, "BRIGADE_CPU=%s gave level %s", cpu_level_name((cpu_level_t)l),
+               cpu_level_name(cpu_level()));
+        s_planar_matches_reference();
+        snprintf(seen + strlen(seen), sizeof seen - strlen(seen), " %s", cpu_level_name((cpu_level_t)l));
+    }
+    unsetenv("BRIGADE_CPU");
+    printf("  # levels checked:%s\n", seen);
+}
+
+/* BRIGADE_CPU: every name parses, native is the hardware level, a cap above
+ * the hardware changes nothing, an unknown value means generic and is
+ * reported by cpu_env_check. */
+static void test_cpu_levels(void)
+{
+    cpu_level_t hw = cpu_hw_level(), l;
+    for (int i = CPU_GENERIC; i <= CPU_AVX512; i++) {
+        CHECK(cpu_level_parse(cpu_level_name((cpu_level_t)i), &l) == 0 && l == (cpu_level_t)i);
+        s_set_level((cpu_level_t)i);
+        CHECK(cpu_level() == ((cpu_level_t)i < hw ? (cpu_level_t)i : hw));
+    }
+    CHECK(cpu_level_parse("native", &l) == 0 && l == hw);
+    CHECK(cpu_level_parse("avx9", &l) == -1 && cpu_level_parse("", &l) == -1);
+    char err[128] = "";
+    setenv("BRIGADE_CPU", "avx9", 1);
+    CHECK(cpu_level() == CPU_GENERIC);
+    CHECK(cpu_env_check(err, sizeof err) == -1 && strstr(err, "BRIGADE_CPU=avx9") && !strchr(err, '\n'));
+    setenv("BRIGADE_CPU", "native", 1);
+    CHECK(cpu_level() == hw && cpu_env_check(err, sizeof err) == 0);
+    unsetenv("BRIGADE_CPU");
+    CHECK(cpu_level() == hw && cpu_env_check(err, sizeof err) == 0);
+    printf("  # this CPU: %s\n", cpu_level_name(hw));
+}
+
+/* x[i] -> fp16 planes through quant_f16_planes against quant_f32_to_f16
+ * value by value; returns the number of values that differ. */
+static size_t s_f16_planes_diff(const float *x, size_t n, float p2ne, uint8_t *out)
+{
+    quant_f16_planes(out, x, n, p2ne);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t want = quant_f32_to_f16(x[i] * p2ne);
+        bad += (uint16_t)(out[i] | (out[n + i] << 8)) != want;
+    }
+    return bad;
+}
+
+/* fp16 encoding at every level: float bit patterns 4093 apart over all 2^32
+ * (every exponent, both signs, NaNs with payloads), every pattern whose low
+ * 13 bits sit at a rounding boundary of the normal halves, the subnormal
+ * range and the overflow edge, in groups that put NaNs beside finite
+ * values; the same bits as the scalar conversion. */
+static void test_f16_planes_every_level(void)
+{
+    const size_t n = (size_t)1 << 20;
+    float *x = malloc(n * sizeof *x);
+    uint8_t *out = malloc(2 * n);
+    for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
+        s_set_level((cpu_level_t)l);
+        size_t bad = 0;
+        uint32_t u = 0;
+        for (int pass = 0; pass < 5; pass++) {
+            for (size_t i = 0; i < n; i++) {
+                uint32_t b;
+                switch (pass) {
+                case 0: b = u; u += 4093u; break;                               /* a sweep */
+                case 1: b = ((uint32_t)(i >> 3) << 13) + (uint32_t)(0xffeu + (i & 7)); break; /* ties */
+                case 2: b = 0x33000000u + (uint32_t)i * 7u; break;              /* subnormal halves */
+                case 3: b = (0x477fe000u + (uint32_t)i) | (uint32_t)(i & 1) << 31; break; /* overflow edge */
+                default: b = i % 5 == 0 ? 0x7fa00000u + (uint32_t)i : s_next(); break;  /* NaNs among others */
+                }
+                memcpy(x + i, &b, 4);
+            }
+            bad += s_f16_planes_diff(x, n - (size_t)pass, 1.0f, out);   /* odd lengths: the tails */
+        }
+        for (size_t i = 0; i < n; i++)
+            x[i] = s_heavy() * 3000.0f;
+        bad += s_f16_planes_diff(x, n, 0x1p-4f, out);
+        CHECKF(bad == 0, "level %s: %zu fp16 values differ from the scalar conversion", cpu_level_name((cpu_level_t)l), bad);
+    }
+    unsetenv("BRIGADE_CPU");
+    free(x); free(out);
+}
+
+/* Whole frames of every codec (stochastic rounding too) are the same bytes
+ * at every level. */
+static void test_frames_same_at_every_level(void)
+{
+    const size_t n = 3 * 4096 + 77;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = s_heavy();
+    uint32_t shape[1] = {(uint32_t)n};
+    char err[128];
+    codec_ctx_t *ctx = codec_ctx_new(1);
+    for (int codec = 0; codec < CODEC_COUNT; codec++)
+        for (uint64_t seed = 0; seed < 2; seed++) {
+            size_t cap = frame_bound(n, codec);
+            uint8_t *ref = malloc(cap), *buf = malloc(cap);
+            encode_opts_t o = {.zstd = 2, .sr_seed = seed};
+            s_set_level(CPU_GENERIC);
+            long rlen = frame_encode(ctx, ref, cap, x, shape, 1, codec, &o, err, sizeof err);
+            CHECK(rlen > 0);
+            for (int l = CPU_SSE41; l <= (int)cpu_hw_level(); l++) {
+                s_set_level((cpu_level_t)l);
+                long len = frame_encode(ctx, buf, cap, x, shape, 1, codec, &o, err, sizeof err);
+                CHECKF(len == rlen && memcmp(buf, ref, (size_t)rlen) == 0, "codec %d seed %llu: level %s frame differs",
+                       codec, (unsigned long long)seed, cpu_level_name((cpu_level_t)l));
+            }
+            free(ref); free(buf);
+        }
+    unsetenv("BRIGADE_CPU");
+    codec_ctx_destroy(&ctx);
+    free(x);
 }
 
 /* ------------------------------------------------------------ round trips */
@@ -675,7 +805,10 @@ int main(void)
 {
     RUN(test_names);
     RUN(test_half_conversion);
+    RUN(test_cpu_levels);
     RUN(test_planar_matches_reference);
+    RUN(test_f16_planes_every_level);
+    RUN(test_frames_same_at_every_level);
     RUN(test_roundtrip_all_codecs);
     RUN(test_roundtrip_exact_values);
     RUN(test_stochastic_rounding);

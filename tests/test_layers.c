@@ -3,6 +3,7 @@
  * plain double-precision references, and the causality of attention. */
 #include "node/engine/attention.h"
 #include "node/engine/layers.h"
+#include "compress/cpu.h"
 /* RUN() in check.h puts two statements after an else on one line. */
 #pragma GCC diagnostic ignored "-Wmisleading-indentation"
 #include "tests/check.h"
@@ -798,6 +799,56 @@ static void test_attention_fast_vs_ref(void) {
     free(qkv); free(dout); free(out); free(att); free(scr); free(dq_w); free(dq_z);
 }
 
+/* The kernels picked by instruction level (BRIGADE_CPU): gelu's AVX2 and
+ * AVX-512 copies give the bits of the plain C loop at every level this CPU
+ * runs; with the fast paths off (generic) attention is its reference, bit
+ * for bit, whatever the head size. */
+static void test_engine_every_level(void) {
+    const int N = 4099;
+    s_rng = 4242;
+    float *x = s_rand(N, 6.0f), *dout = s_rand(N, 1.0f), *acc0 = s_rand(N, 1.0f);
+    float *y_want = s_zeros(N), *g_want = s_zeros(N), *b_want = s_zeros(N);
+    float *y = s_zeros(N), *g = s_zeros(N), *b = s_zeros(N);
+    x[7] = 0.0f; x[8] = -100.0f; x[9] = 100.0f; x[10] = 1e-30f;   /* edges of the exp clamp */
+    setenv("BRIGADE_CPU", "generic", 1);
+    memcpy(g_want, x, N * sizeof(float));
+    gelu_forward_grad(y_want, g_want, N);
+    memcpy(b_want, acc0, N * sizeof(float));
+    gelu_backward(b_want, x, dout, N);
+    for (int l = CPU_SSE41; l <= (int)cpu_hw_level(); l++) {
+        setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
+        for (int n = N; n >= N - 9; n -= 3) {   /* tails of every length mod 8 */
+            memcpy(g, x, N * sizeof(float));
+            memcpy(b, acc0, N * sizeof(float));
+            gelu_forward_grad(y, g, n);
+            gelu_backward(b, x, dout, n);
+            CHECKF(memcmp(y, y_want, (size_t)n * sizeof(float)) == 0 && memcmp(g, g_want, (size_t)n * sizeof(float)) == 0,
+                   "level %s n %d: gelu_forward_grad differs from generic", cpu_level_name((cpu_level_t)l), n);
+            CHECKF(memcmp(b, b_want, (size_t)n * sizeof(float)) == 0,
+                   "level %s n %d: gelu_backward differs from generic", cpu_level_name((cpu_level_t)l), n);
+        }
+    }
+    free(x); free(dout); free(acc0); free(y_want); free(g_want); free(b_want); free(y); free(g); free(b);
+
+    setenv("BRIGADE_CPU", "generic", 1);
+    CHECK(!attention_fast(64, 2));
+    const int B = 2, T = 37, NH = 2, hs = 32, C = NH * hs, nq = B * T * 3 * C, no = B * T * C, na = B * NH * T * T;
+    float *qkv = s_rand(nq, 1.5f), *d_out = s_rand(no, 1.0f);
+    float *out_r = s_zeros(no), *att_r = s_zeros(na), *out_g = s_zeros(no), *att_g = s_zeros(na);
+    float *dq_r = s_zeros(nq), *dq_g = s_zeros(nq);
+    float *scr = s_rand((int)attention_scratch_floats(T, C, NH), 50.0f), *scr_r = s_zeros(T * T);
+    attention_forward_ref(out_r, att_r, qkv, B, T, C, NH);
+    attention_backward_ref(dq_r, scr_r, d_out, qkv, att_r, B, T, C, NH);
+    attention_forward(out_g, att_g, scr, qkv, B, T, C, NH);
+    attention_backward(dq_g, scr, d_out, qkv, att_g, B, T, C, NH);
+    CHECKF(memcmp(out_g, out_r, (size_t)no * sizeof(float)) == 0 && memcmp(att_g, att_r, (size_t)na * sizeof(float)) == 0
+           && memcmp(dq_g, dq_r, (size_t)nq * sizeof(float)) == 0, "BRIGADE_CPU=generic: attention is not its reference");
+    unsetenv("BRIGADE_CPU");
+    CHECK(attention_fast(64, 2) == (cpu_hw_level() >= CPU_AVX512));
+    free(qkv); free(d_out); free(out_r); free(att_r); free(out_g); free(att_g); free(dq_r); free(dq_g);
+    free(scr); free(scr_r);
+}
+
 /* ---------------------------------------------------------------------------
  * Cross-entropy.  L = scale * sum(losses), whose gradient is what
  * crossentropy_backward accumulates. */
@@ -951,6 +1002,7 @@ int main(void) {
     RUN(test_attention_backward);
     RUN(test_attention_causal);
     RUN(test_attention_fast_vs_ref);
+    RUN(test_engine_every_level);
     RUN(test_crossentropy_forward_ref);
     RUN(test_crossentropy_large_loss);
     RUN(test_crossentropy_backward);

@@ -1,6 +1,7 @@
 /* test_model.c: whole-model gradients against finite differences, the stage
  * split (K stages compute what 1 stage computes), determinism, model files. */
 #include "tests/check.h"
+#include "compress/cpu.h"
 #include "node/engine/model.h"
 #include "node/engine/modelfile.h"
 #include "node/engine/optim.h"
@@ -455,6 +456,48 @@ static void test_optim_step_matches_reference(void)
     }
 }
 
+/* optim_step at every instruction level this CPU runs (BRIGADE_CPU; the
+ * AVX2 and AVX-512 copies of the norm and AdamW loops) gives the bits of the
+ * plain C loops, threads 1 and 2, clipping every unit. */
+static void test_optim_step_every_level(void)
+{
+    model_config_t c = s_small_gpt();
+    c.C = 40; c.NH = 4; c.maxT = 9; c.L = 6;
+    char err[128];
+    stage_t s;
+    CHECKF(stage_init(&s, &c, 0, 1, err, sizeof err) == 0, "%s", err);
+    optim_config_t o;
+    optim_defaults(&o);
+    o.clip = 0.05f;
+    o.total = 20;
+    opt_bufs_t base = s_opt_bufs(&s, 5, 0.02f);
+    opt_bufs_t want = s_opt_copy(&base);
+    float want_norm[6];
+    setenv("BRIGADE_CPU", "generic", 1);
+    for (int t = 0; t < 6; t++) {
+        for (size_t i = 0; i < want.n; i++) want.g[i] = base.g[i] * (float)(t + 1);
+        want_norm[t] = optim_step(&s, &o, NULL, t, want.p, want.g, want.m, want.v);
+    }
+    for (int l = CPU_SSE41; l <= (int)cpu_hw_level(); l++)
+        for (int threads = 1; threads <= 2; threads++) {
+            setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
+            s.threads = threads;
+            opt_bufs_t got = s_opt_copy(&base);
+            int same_norm = 1;
+            for (int t = 0; t < 6; t++) {
+                for (size_t i = 0; i < got.n; i++) got.g[i] = base.g[i] * (float)(t + 1);
+                same_norm &= optim_step(&s, &o, NULL, t, got.p, got.g, got.m, got.v) == want_norm[t];
+            }
+            CHECKF(same_norm && memcmp(got.p, want.p, 4 * want.n * sizeof(float)) == 0,
+                   "level %s, %d threads: the step differs from generic", cpu_level_name((cpu_level_t)l), threads);
+            free(got.p);
+        }
+    unsetenv("BRIGADE_CPU");
+    s.threads = 1;
+    free(base.p);
+    free(want.p);
+}
+
 /* A gradient hook that doubles each unit's gradients and records what it saw. */
 typedef struct {
     int calls, units[64];
@@ -729,6 +772,7 @@ int main(void)
     RUN(test_optim_as_documented);
     RUN(test_optim_step_matches_reference);
     RUN(test_optim_step_adjust);
+    RUN(test_optim_step_every_level);
     RUN(test_team_runs_every_task_once);
     RUN(test_threads_match_serial);
     RUN(test_modelfile_roundtrip);

@@ -1,5 +1,6 @@
 /* main.c: the `brigade` command line. */
 #include "node/cli/cli.h"
+#include "compress/cpu.h"
 #include "node/runtime/options.h"
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,9 @@ static void s_usage(FILE *f)
         "  assemble CHECKPOINT_DIR... --out FILE  stage checkpoints -> one model file\n"
         "  ticket  --owner DIR --peer PUBKEY [--expires T]   admission ticket for a closed swarm\n"
         "  sim     --nodes N --stages K [options] a whole swarm in one process, on a virtual network and clock\n"
+        "\nenvironment:\n"
+        "  BRIGADE_CPU=generic|sse4.1|avx2|avx512|native   caps the instruction set of the fast kernels\n"
+        "                                         (default native: the best this CPU runs; generic: plain C)\n"
         "\ntrainer options (solo):\n");
     opts_help(f, OPTS_SOLO);
 }
@@ -28,6 +32,11 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         s_usage(stdout);
         return argc < 2 ? 2 : 0;
+    }
+    char err[160];
+    if (cpu_env_check(err, sizeof err) < 0) {
+        fprintf(stderr, "brigade: %s\n", err);
+        return 2;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "solo")) return cmd_solo(argc, argv);

@@ -15,6 +15,7 @@
 #include "node/engine/staleness.h"
 #include "node/engine/train.h"
 #include "compress/codec.h"
+#include "compress/cpu.h"
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -261,9 +262,10 @@ int cmd_solo(int argc, char **argv)
     for (int k = 0; k < s->K; k++)
         snprintf(delays + strlen(delays), sizeof delays - strlen(delays), "%s%d", k ? "," : "", s_delay(s, k));
     metrics_event(s->metrics, "start", "\"role\":\"solo\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
-                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s,\"staleness\":%s,\"delay\":%s",
+                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s,\"staleness\":%s,\"delay\":%s,"
+                  "\"cpu\":%s",
                   (unsigned long long)run, o->cfg.name, nparams, s->K, o->batch, o->micro, o->codec, o->grad_codec,
-                  stale, delays);
+                  stale, delays, cpu_level_name(cpu_level()));
     fprintf(stderr, "brigade solo: %s, %zu parameters, %d stage%s, data %s, %d updates of %d x %d\n",
             o->cfg.name, nparams, s->K, s->K > 1 ? "s" : "", o->data, o->steps, o->micro, o->batch);
 

@@ -6,7 +6,8 @@
  * path keeps a head's operands where they are (strided views of qkv) except
  * k^T (or v^T), packed once per head, and runs two register-blocked kernels
  * on 16-float vectors (gcc vector extensions, one AVX-512 register each; the
- * fast path is built only for targets with AVX-512, since with 16 narrower
+ * fast path is compiled for AVX-512 with target attributes and runs when
+ * cpu_level() (compress/cpu.h) says AVX-512, since with 16 narrower
  * registers the 4 x 4 and 8 x 2 accumulator blocks spill and ran 3-4x slower
  * than the reference):
  *   s_abt: S (R x jn) = A (R x D) @ Bt (D x jn), rows of A broadcast, Bt the
@@ -18,7 +19,9 @@
  * block only visits the key columns up to its last row, rounded up to 16; the
  * masked softmax writes exact zeros above the diagonal, which the products
  * then add harmlessly.  This file is built with -ffp-contract=fast (Makefile)
- * so that the kernels' multiply-adds become FMAs.
+ * so that the kernels' multiply-adds become FMAs: the fast path's results
+ * differ from the reference's in rounding (FMAs and another order of the
+ * sums), within the tolerances tests/test_layers.c states.
  *
  * The reference (the _ref functions, and the path for hs not a multiple of
  * 16) runs the same blocks of 64 rows through cblas_sgemm. */
@@ -126,18 +129,21 @@ void attention_backward_ref(float *dqkv, float *scratch, const float *dout, cons
         s_ref_backward_head(dqkv, scratch, dout, qkv, att, B, T, C, NH, bh);
 }
 
-#ifdef __AVX512F__
+#if defined(__x86_64__) && defined(__GNUC__)
+#define S_FAST 1
+/* Every function of the fast path is compiled for AVX-512 and FMA
+ * (S_AVX512, vecmath.h). */
 /* Without AVX-512 (a baseline build) gcc notes that passing these vectors by
  * value would change the ABI; all the functions that do are static. */
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float s_vec __attribute__((vector_size(64)));
 typedef float s_vecu __attribute__((vector_size(64), aligned(4), may_alias));
 
-static inline s_vec s_ld(const float *p) { return *(const s_vecu *)p; }
-static inline void s_st(float *p, s_vec v) { *(s_vecu *)p = v; }
-static inline s_vec s_bc(float x) { return (s_vec){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+S_AVX512 static inline s_vec s_ld(const float *p) { return *(const s_vecu *)p; }
+S_AVX512 static inline void s_st(float *p, s_vec v) { *(s_vecu *)p = v; }
+S_AVX512 static inline s_vec s_bc(float x) { return (s_vec){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 
-#define S_INLINE static inline __attribute__((always_inline))
+#define S_INLINE S_AVX512 static inline __attribute__((always_inline))
 #define S_UNROLL _Pragma("GCC unroll 8")
 
 
@@ -220,7 +226,7 @@ S_INLINE void s_pb(float *o, int ldo, const float *p, int pi, int pl, const floa
 }
 
 /* s_abt for any R in 1..4 with R a constant in each instance. */
-static void s_abt_rows(float *s, int lds, const float *a, int lda, const float *bt, int ldb,
+S_AVX512 static void s_abt_rows(float *s, int lds, const float *a, int lda, const float *bt, int ldb,
                        int D, int jn, int R)
 {
     switch (R) {
@@ -239,7 +245,7 @@ typedef struct {
     int causal;       /* 1: row i sums l in [0, i_block_end); 2: l in [i_block_start, n) */
 } s_pb_shape;
 
-static void s_pb_rows(float *o, int ldo, const float *p, const float *x, int ldx, int D, int n,
+S_AVX512 static void s_pb_rows(float *o, int ldo, const float *p, const float *x, int ldx, int D, int n,
                       const s_pb_shape *sh, int accumulate)
 {
     int i0 = 0;
@@ -255,7 +261,7 @@ static void s_pb_rows(float *o, int ldo, const float *p, const float *x, int ldx
 
 /* bt (D x ldb) = the transpose of x's first T rows of D floats (row stride
  * ldx); columns [T, ldb) zeroed. */
-static void s_pack_t(float *restrict bt, int ldb, const float *restrict x, int ldx, int T, int D)
+S_AVX512 static void s_pack_t(float *restrict bt, int ldb, const float *restrict x, int ldx, int T, int D)
 {
     for (int t = 0; t < T; t++)
         for (int d = 0; d < D; d++) bt[(size_t)d * ldb + t] = x[(size_t)t * ldx + d];
@@ -266,13 +272,13 @@ static void s_pack_t(float *restrict bt, int ldb, const float *restrict x, int l
 typedef int32_t s_ivec __attribute__((vector_size(64)));
 
 /* cond ? a : b lane by lane; cond lanes are -1 (true) or 0. */
-static inline s_vec s_vsel(s_ivec cond, s_vec a, s_vec b)
+S_AVX512 static inline s_vec s_vsel(s_ivec cond, s_vec a, s_vec b)
 {
     return (s_vec)((cond & (s_ivec)a) | (~cond & (s_ivec)b));
 }
 
 /* e^x lane by lane: s_expf's algorithm (vecmath.h) on whole vectors. */
-static inline s_vec s_vexp(s_vec x)
+S_AVX512 static inline s_vec s_vexp(s_vec x)
 {
     x = s_vsel(x < s_bc(-87.0f), s_bc(-87.0f), x);
     x = s_vsel(x > s_bc(88.0f), s_bc(88.0f), x);
@@ -291,7 +297,7 @@ static inline s_vec s_vexp(s_vec x)
     return p * (s_vec)((k + 127) << 23);
 }
 
-static inline float s_vsum(s_vec v)
+S_AVX512 static inline float s_vsum(s_vec v)
 {
     float s = 0.0f;
     for (int i = 0; i < S_VL; i++) s += v[i];
@@ -300,7 +306,7 @@ static inline float s_vsum(s_vec v)
 
 /* Causal softmax of row t from its raw scores s[0, jn) (jn a multiple of 16,
  * jn > t): p[0, T) = softmax(scale * s[0, t]) then zeros.  s is overwritten. */
-static void s_causal_softmax(float *restrict p, float *restrict s, int t, int jn, int T, float scale)
+S_AVX512 static void s_causal_softmax(float *restrict p, float *restrict s, int t, int jn, int T, float scale)
 {
     s_ivec lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     s_vec mx = s_bc(-FLT_MAX);
@@ -328,7 +334,7 @@ static void s_causal_softmax(float *restrict p, float *restrict s, int t, int jn
 
 /* Softmax backward of row t, scaled: d[j] = scale * p[j] (d[j] - p . d) for
  * j <= t, 0 for t < j < jn (jn a multiple of S_LANES). */
-static void s_causal_softmax_back(float *restrict d, const float *restrict p, int t, int jn, int T,
+S_AVX512 static void s_causal_softmax_back(float *restrict d, const float *restrict p, int t, int jn, int T,
                                   float scale)
 {
     float dot = s_dot(p, d, t + 1);
@@ -346,7 +352,7 @@ static void s_causal_softmax_back(float *restrict d, const float *restrict p, in
  * (T x TP).  (Packing dout, k, q or v contiguously too was measured: no
  * faster at gpt-small, 10% slower at gpt-tiny.) */
 
-static void s_fast_forward_head(float *restrict out, float *restrict att, float *restrict scratch,
+S_AVX512 static void s_fast_forward_head(float *restrict out, float *restrict att, float *restrict scratch,
                                 const float *restrict qkv, int T, int C, int NH, int bh)
 {
     const int hs = C / NH, C3 = 3 * C, b = bh / NH, h = bh % NH, TP = s_round16(T);
@@ -366,7 +372,7 @@ static void s_fast_forward_head(float *restrict out, float *restrict att, float 
     s_pb_rows(out + (size_t)b * T * C + (size_t)h * hs, C, a, v, C3, hs, T, &pv, 0);
 }
 
-static void s_fast_backward_head(float *restrict dqkv, float *restrict scratch, const float *restrict dout,
+S_AVX512 static void s_fast_backward_head(float *restrict dqkv, float *restrict scratch, const float *restrict dout,
                                  const float *restrict qkv, const float *restrict att,
                                  int T, int C, int NH, int bh, int accumulate)
 {
@@ -397,15 +403,15 @@ static void s_fast_backward_head(float *restrict dqkv, float *restrict scratch, 
     s_pb_rows(dk, C3, ds, q, C3, hs, T, &dsTq, accumulate);
 }
 
-#endif /* __AVX512F__ */
+#endif /* S_FAST */
 
 /* ---------------------------------------------------------------------------
  * Public. */
 
 int attention_fast(int C, int NH)
 {
-#ifdef __AVX512F__
-    return NH > 0 && C % NH == 0 && (C / NH) % S_VL == 0;
+#ifdef S_FAST
+    return NH > 0 && C % NH == 0 && (C / NH) % S_VL == 0 && cpu_level() >= CPU_AVX512;
 #else
     (void)C; (void)NH;
     return 0;
@@ -425,10 +431,12 @@ void attention_forward_heads(float *out, float *att, float *scratch, const float
 {
     assert(NH > 0 && C % NH == 0 && 0 <= bh0 && bh1 <= B * NH);
     (void)scratch;   /* the reference forward needs none */
+    const int fast = attention_fast(C, NH);
     for (int bh = bh0; bh < bh1; bh++) {
-#ifdef __AVX512F__
-        if (attention_fast(C, NH)) { s_fast_forward_head(out, att, scratch, qkv, T, C, NH, bh); continue; }
+#ifdef S_FAST
+        if (fast) { s_fast_forward_head(out, att, scratch, qkv, T, C, NH, bh); continue; }
 #endif
+        (void)fast;
         s_ref_forward_head(out, att, qkv, B, T, C, NH, bh);
     }
 }
@@ -438,10 +446,10 @@ void attention_backward_heads(float *dqkv, float *scratch, const float *dout, co
                               int accumulate)
 {
     assert(NH > 0 && C % NH == 0 && 0 <= bh0 && bh1 <= B * NH);
-    const int hs = C / NH, C3 = 3 * C;
+    const int hs = C / NH, C3 = 3 * C, fast = attention_fast(C, NH);
     for (int bh = bh0; bh < bh1; bh++) {
-#ifdef __AVX512F__
-        if (attention_fast(C, NH)) {
+#ifdef S_FAST
+        if (fast) {
             s_fast_backward_head(dqkv, scratch, dout, qkv, att, T, C, NH, bh, accumulate);
             continue;
         }

@@ -18,7 +18,8 @@
 #include <stddef.h>
 
 /* 1 when the fast kernels run for this shape: head size a multiple of 16 on
- * a build for a target with AVX-512; 0 when the reference path does. */
+ * an x86-64 CPU with AVX-512 (cpu_level(), compress/cpu.h: BRIGADE_CPU can
+ * turn them off); 0 when the reference path does. */
 int attention_fast(int C, int NH);
 
 /* Floats of scratch one attention_forward or attention_backward call needs

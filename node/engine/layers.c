@@ -279,11 +279,17 @@ static inline void s_gelu_both(float x, float *y, float *dy) {
     *dy = s + 2.0f * x * sp * S_GELU_K * (1.0f + 3.0f * S_GELU_C * x * x);
 }
 
-void gelu_forward_grad(float *restrict out, float *restrict xg, int N) {
+S_BODY void s_gelu_forward_grad(float *restrict out, float *restrict xg, int N) {
     int i = 0;
     for (; i + S_LANES <= N; i += S_LANES)
         for (int j = 0; j < S_LANES; j++) s_gelu_both(xg[i + j], &out[i + j], &xg[i + j]);
     for (; i < N; i++) s_gelu_both(xg[i], &out[i], &xg[i]);
+}
+
+S_COPIES(s_gelu_forward_grad, (float *restrict out, float *restrict xg, int N), (out, xg, N))
+
+void gelu_forward_grad(float *restrict out, float *restrict xg, int N) {
+    S_CALL_BEST(s_gelu_forward_grad, (out, xg, N));
 }
 
 void gelu_backward_grad(float *restrict d, const float *restrict grad, int N) {
@@ -293,12 +299,20 @@ void gelu_backward_grad(float *restrict d, const float *restrict grad, int N) {
     for (; i < N; i++) d[i] *= grad[i];
 }
 
-void gelu_backward(float *restrict dinp, const float *restrict inp,
-                   const float *restrict dout, int N) {
+S_BODY void s_gelu_backward(float *restrict dinp, const float *restrict inp,
+                            const float *restrict dout, int N) {
     int i = 0;
     for (; i + S_LANES <= N; i += S_LANES)
         for (int j = 0; j < S_LANES; j++) dinp[i + j] += s_gelu_grad(inp[i + j]) * dout[i + j];
     for (; i < N; i++) dinp[i] += s_gelu_grad(inp[i]) * dout[i];
+}
+
+S_COPIES(s_gelu_backward, (float *restrict dinp, const float *restrict inp, const float *restrict dout, int N),
+         (dinp, inp, dout, N))
+
+void gelu_backward(float *restrict dinp, const float *restrict inp,
+                   const float *restrict dout, int N) {
+    S_CALL_BEST(s_gelu_backward, (dinp, inp, dout, N));
 }
 
 static void s_relu_to(float *restrict out, const float *restrict inp, int N) {

@@ -9,13 +9,14 @@
  * A unit is cut into tasks (S_TASK floats, more for huge units) that the
  * threads of a team share (team.h); the norm is summed in double per chunk
  * of S_CHUNK floats, chunks in order within a task and tasks in order, so it
- * does not depend on the thread count. */
+ * does not depend on the thread count.  Both loops also have AVX2 and
+ * AVX-512 copies with the same bits (vecmath.h, S_COPIES). */
 #include "node/engine/optim.h"
 #include "node/engine/team.h"
+#include "node/engine/vecmath.h"
 #include <math.h>
 #include <string.h>
 
-#define S_LANES 8
 #define S_CHUNK 16384        /* floats per norm partial */
 #define S_TASK (4 * S_CHUNK) /* floats per task (more for units past S_MAX_TASKS tasks) */
 #define S_MAX_TASKS 4096
@@ -101,7 +102,7 @@ void optim_adamw(const stage_t *s, const optim_config_t *o, float *params, const
  * The fused step. */
 
 /* Sum of squares of g[0, n), in double. */
-static double s_sumsq(const float *restrict g, size_t n)
+S_BODY double s_sumsq(const float *restrict g, size_t n)
 {
     double acc[S_LANES] = {0};
     size_t i = 0;
@@ -122,7 +123,7 @@ typedef struct {
 } s_adamw_k;
 
 /* AdamW on n elements with the gradient scaled by k->f; grads set to 0. */
-static void s_adamw_zero(float *restrict p, float *restrict g, float *restrict m, float *restrict v,
+S_BODY void s_adamw_zero(float *restrict p, float *restrict g, float *restrict m, float *restrict v,
                          size_t n, const s_adamw_k *k)
 {
     const float f = k->f, b1 = k->b1, b2 = k->b2, ob1 = k->ob1, ob2 = k->ob2;
@@ -170,11 +171,9 @@ static void s_range(const s_unit_t *u, int i, size_t *a, size_t *b)
 }
 
 /* Task i of the norm: its chunks of S_CHUNK summed in order. */
-static void s_norm_task(void *arg, int i, int worker)
+S_BODY void s_norm_body(s_unit_t *u, int i)
 {
-    s_unit_t *u = arg;
     size_t a, b;
-    (void)worker;
     s_range(u, i, &a, &b);
     double ss = 0.0;
     for (size_t c = a; c < b; c += S_CHUNK)
@@ -183,11 +182,9 @@ static void s_norm_task(void *arg, int i, int worker)
 }
 
 /* Task i of the update: AdamW on its range, tensor by tensor (each has its decay). */
-static void s_update_task(void *arg, int i, int worker)
+S_BODY void s_update_body(const s_unit_t *u, int i)
 {
-    const s_unit_t *u = arg;
     size_t a, b;
-    (void)worker;
     s_range(u, i, &a, &b);
     s_adamw_k k = u->k;
     for (int j = u->k0; j < u->k1; j++) {
@@ -197,6 +194,21 @@ static void s_update_task(void *arg, int i, int worker)
         k.decay = pt->decay ? 1.0f - k.lr * u->wd : 1.0f;
         s_adamw_zero(u->params + lo, u->grads + lo, u->m + lo, u->v + lo, hi - lo, &k);
     }
+}
+
+S_COPIES(s_norm_body, (s_unit_t *u, int i), (u, i))
+S_COPIES(s_update_body, (const s_unit_t *u, int i), (u, i))
+
+static void s_norm_task(void *arg, int i, int worker)
+{
+    (void)worker;
+    S_CALL_BEST(s_norm_body, (arg, i));
+}
+
+static void s_update_task(void *arg, int i, int worker)
+{
+    (void)worker;
+    S_CALL_BEST(s_update_body, (arg, i));
 }
 
 float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t *adj, int t,

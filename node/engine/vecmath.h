@@ -8,10 +8,43 @@
  * Internal to node/engine. */
 #ifndef BRIGADE_VECMATH_H
 #define BRIGADE_VECMATH_H
+#include "compress/cpu.h"
+
 #include <stdint.h>
 #include <string.h>
 
 #define S_LANES 8          /* block width of the vectorizable loops */
+
+/* Loops compiled three times.  The build targets baseline x86-64 (SSE2,
+ * 4 floats a vector); a loop whose work is arithmetic (gelu's exp, AdamW's
+ * square root and division, sums of squares) also gets an AVX2 and an
+ * AVX-512 copy: its body is an S_BODY function, S_COPIES(body, (params),
+ * (args)) makes the copies, and the public function calls
+ * S_CALL_BEST(body, (args)), which picks one by cpu_level()
+ * (compress/cpu.h).  The copies are the same C, built without contraction
+ * (-std=c11 means -ffp-contract=off; attention.c, built with contraction,
+ * uses S_AVX512 for its own kernels only) and summing in the same order
+ * (S_LANES accumulators), so they give the same bits; tests/test_layers.c
+ * and tests/test_model.c check it. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define S_HAVE_X86 1
+#define S_AVX2 __attribute__((target("avx2,fma")))
+#define S_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+#define S_COPIES(name, params, args) \
+    S_AVX2 static void name##_avx2 params { name args; } \
+    S_AVX512 static void name##_avx512 params { name args; }
+#define S_CALL_BEST(name, args) do {                 \
+        cpu_level_t level_ = cpu_level();            \
+        if (level_ >= CPU_AVX512) name##_avx512 args; \
+        else if (level_ >= CPU_AVX2) name##_avx2 args; \
+        else name args;                              \
+    } while (0)
+#else
+#define S_HAVE_X86 0
+#define S_COPIES(name, params, args)
+#define S_CALL_BEST(name, args) name args
+#endif
+#define S_BODY static inline __attribute__((always_inline))
 
 /* ---------------------------------------------------------------------------
  * Scalar helpers, all branch-free so that loops calling them vectorize. */

@@ -384,8 +384,6 @@ static void s_send_self(compute_t *c, int kind)
     s_out(c, m);
 }
 
-/* ---- reports ---- */
-
 /* ---- weight delay ---- */
 
 /* The weight delay budget in updates at the current version: --max-delay,
@@ -456,6 +454,8 @@ static void s_step(compute_t *c)
                  c->st->params, c->st->params, c->st->v);
     stage_state_step_adjusted(c->st, &c->o->optim, &adj);
 }
+
+/* ---- reports ---- */
 
 static double s_view_loss(const compute_t *c)
 {

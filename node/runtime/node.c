@@ -227,6 +227,17 @@ static void s_compute_loop(node_t *n)
     compute_flush(n->comp);
 }
 
+/* A completed run leaves its final state in --checkpoint DIR: the periodic
+ * checkpoints come only every --save-every updates, so without this the
+ * stages of a finished swarm would be assembled from different versions. */
+static void s_final_checkpoint(node_t *n, const compute_result_t *r)
+{
+    if (r->done != 1 || r->status != 0 || !n->ckpt_path[0] || r->version % n->o.save_every == 0) return;
+    char err[300];
+    if (compute_save_checkpoint(n->comp, err, sizeof err) < 0)
+        metrics_event(n->metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
+}
+
 int node_run(node_t *n)
 {
     pthread_t io;
@@ -238,6 +249,7 @@ int node_run(node_t *n)
     s_compute_loop(n);
     compute_result_t r;
     compute_result(n->comp, &r);
+    s_final_checkpoint(n, &r);
     mail_t *leave = mail_new(MAIL_LEAVE);
     if (leave) {
         leave->self.stage = r.stage;

@@ -55,10 +55,10 @@ s_solo() {
 # s_swarm NAME STEPS MICRO MODE SEED LINK: one simulated swarm (4 nodes, 4 stages); MODE is
 # SCHEDULE:STALENESS[:STASH][@STEPS], LINK "LAT_MS BW_MBIT" (0 bandwidth: unlimited)
 s_swarm() {
-    name=$1 steps=$2 micro=$3 mode=$4 seed=$5
-    case $mode in *@*) steps=${mode#*@} mode=${mode%@*} ;; esac
+    name=$1 steps=$2 micro=$3 smode=$4 seed=$5
+    case $smode in *@*) steps=${smode#*@} smode=${smode%@*} ;; esac
     set -- $6
-    sched=${mode%%:*} rest=${mode#*:}
+    sched=${smode%%:*} rest=${smode#*:}
     stale=${rest%%:*} stash=full
     [ "$rest" != "$stale" ] && stash=${rest#*:}
     nice -n 10 "$BRIGADE" sim --nodes 4 $C --compute real --steps "$steps" --micro "$micro" --schedule "$sched" \
@@ -179,11 +179,12 @@ if [ "${PART:-swarm}" = swarm ]; then
 {
     echo "### Swarms under weight delay: brigade sim --compute real, 4 nodes, micro 4, 400 updates"
     echo
-    echo "Simulated seconds (compute modelled from FLOPs, links emulated); tokens/s of the last stage; \"reaches\""
-    echo "is the simulated second at which the val loss first reached gpipe's final one, per seed; @600: a run"
-    echo "of 600 updates (its learning-rate schedule spans 600)."
+    echo "Val loss at the last evaluation (every 50 updates; the last is at update 350 of 400, 550 of 600),"
+    echo "simulated seconds of the run (compute modelled from FLOPs, links emulated), tokens/s of the last"
+    echo "stage; \"reaches\" is the simulated second at which the val loss first reached gpipe's last one, per"
+    echo "seed; @600: a run of 600 updates (its learning-rate schedule spans 600)."
     echo
-    echo "| links | schedule:staleness[:stash] | val loss (vs gpipe) [seeds] | sim s | tokens/s | reaches gpipe's final |"
+    echo "| links | schedule:staleness[:stash] | val loss (vs gpipe) [seeds] | sim s | tokens/s | reaches gpipe's last |"
     echo "|---|---|---|---|---|---|"
     SW="gpipe:none async:predict+ramp async:none async:predict+ramp:2bw async:predict+ramp@600"
     [ -n "${QUICK:-}" ] && SW="gpipe:none async:predict+ramp"

@@ -4,7 +4,8 @@
 #
 #   sh tests/bench/run.sh              run everything, then assemble RESULTS.md
 #   sh tests/bench/run.sh --assemble   only rebuild RESULTS.md from the fragments
-#   ENGINE_ONLY=1 sh tests/bench/run.sh  engine and codec sections only (keep the others)
+#   ENGINE_ONLY=1 sh tests/bench/run.sh  engine and codec sections only (and
+#                                        bench_portable.sh; keep the others)
 #
 # RESULTS.md is assembled from the fragments tests/bench/results/NN-name.md in
 # name order.  This script writes 10-engine.md and 20-codecs.md.  Another
@@ -332,7 +333,10 @@ crow() {   # file label column(2 ratio, 3 err, 4 enc, 5 dec, 6 memcpy)
 # Other benchmarks' sections.
 for b in "$HERE"/bench_*.sh; do
     [ -f "$b" ] || continue
-    [ -n "${ENGINE_ONLY:-}" ] && { echo "== $b skipped (ENGINE_ONLY)"; continue; }
+    case "$b" in
+        */bench_portable.sh) ;;   # engine and codecs: portable build vs -march=native
+        *) [ -n "${ENGINE_ONLY:-}" ] && { echo "== $b skipped (ENGINE_ONLY)"; continue; } ;;
+    esac
     echo "== $b"
     BUILD=$BUILD RESULTS_DIR=$RESULTS_DIR sh "$b" || echo "run.sh: $b failed" >&2
 done

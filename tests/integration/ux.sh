@@ -1,6 +1,7 @@
 #!/bin/sh
 # ux.sh: what a person meets: help texts, one-line errors, the --http status
-# page (HTML with SVG, and JSON), and `brigade status` against a live node.
+# page (HTML with SVG, and JSON), `brigade status` against a live node, and a
+# short `make demo`.
 # Prints "ok - NAME" or "FAIL - NAME: why".
 BRIGADE=${BRIGADE:-build/brigade}
 T=$(mktemp -d /tmp/brigade-ux.XXXXXX)
@@ -121,6 +122,21 @@ BUSY=$!
 for _ in $(seq 50); do [ -s "$T/busy" ] && break; sleep 0.1; done
 endcheck "port in use" --listen "127.0.0.1:$(cat "$T/busy")" --stages 2
 kill "$BUSY" 2>/dev/null
+
+# make demo (short): it follows the last stage, so every progress line it
+# shows is stage 3/4's with a number for the loss; the assembled model is
+# evaluated on held-out text and sampled
+P=$(free_port)
+STEPS=40 PORT=$P BRIGADE="$BRIGADE" timeout 150 sh examples/demo.sh >"$T/demo.out" 2>&1
+rc=$?
+lines=$(grep -c '^stage [0-9]*/[0-9]* |' "$T/demo.out")
+last=$(grep -c '^stage 3/4 | .* | loss [0-9][0-9.]* |' "$T/demo.out")
+if [ $rc = 0 ] && [ "$lines" -ge 1 ] && [ "$lines" = "$last" ] && grep -q '^held-out val_loss [0-9]' "$T/demo.out" &&
+   grep -q '^== sampled from the trained model' "$T/demo.out"; then
+    ok "demo shows the last stage's loss ($last progress lines, $(grep '^held-out' "$T/demo.out"))"
+else
+    bad demo "exit $rc, $lines progress lines, $last of stage 3/4 with a loss: $(grep -E '^stage |held-out|^brigade' "$T/demo.out" | head -n 3 | tr '\n' ' ')"
+fi
 
 hx_jsonl
 exit 0
