@@ -381,6 +381,34 @@ static void test_router_pick(void)
     free(v);
 }
 
+/* Reachability: a peer we have no link to yet (outward-only, asked for
+ * one) is never picked; a relayed one costs its extra hop. */
+static void test_router_reach(void)
+{
+    peer_view_t *v = peer_view_new(2);
+    v->p[0] = (view_peer_t){ .id = 2, .stage = 1, .rtt_ms = 10 };
+    v->p[1] = (view_peer_t){ .id = 3, .stage = 1, .rtt_ms = 10 };
+    router_t rt;
+    router_init(&rt);
+    s_route_set(&rt, 2, 0, 0.10);
+    s_route_set(&rt, 3, 0, 0.05);
+    CHECK(s_pick(&rt, v, 1, 0) == 3);
+    v->p[1].reach = -1;                 /* no link to 3 yet */
+    CHECK(s_pick(&rt, v, 1, 0) == 2);
+    v->p[0].reach = -1;
+    CHECK(s_pick(&rt, v, 1, 0) == 0);   /* the work waits */
+    /* equal peers: the direct one wins over the relayed one */
+    v->p[0].reach = 0;
+    v->p[1].reach = 1;
+    s_route_set(&rt, 3, 0, 0.10);
+    CHECK(s_pick(&rt, v, 1, 0) == 2);
+    /* a relayed peer still wins when it is much faster */
+    s_route_set(&rt, 3, 0, 0.02);
+    CHECK(s_pick(&rt, v, 1, 0) == 3);
+    router_fini(&rt);
+    free(v);
+}
+
 static void test_peers_completed(void)
 {
     peers_t t;
@@ -1283,6 +1311,7 @@ int main(void)
     RUN(test_peers_upsert);
     RUN(test_peers_pick_stage);
     RUN(test_router_pick);
+    RUN(test_router_reach);
     RUN(test_peers_completed);
     RUN(test_queue_fifo);
     RUN(test_queue_timeout_empty);
