@@ -381,6 +381,61 @@ static void test_router_pick(void)
     free(v);
 }
 
+/* A new peer is tried while idle; a peer measured slow once is tried again
+ * after ROUTER_FORGET_SENDS sends elsewhere, and its new time replaces the old. */
+static void test_router_explores(void)
+{
+    peer_view_t *v = peer_view_new(2);
+    v->p[0] = (view_peer_t){ .id = 2, .stage = 1, .rtt_ms = 1 };
+    v->p[1] = (view_peer_t){ .id = 3, .stage = 1, .rtt_ms = 1 };
+    router_t rt;
+    router_init(&rt);
+    s_route_set(&rt, 2, 0, 0.02);               /* known and fast; 3 never tried */
+    CHECK(s_pick(&rt, v, 1, 0) == 3);          /* 3 costs its RTT only */
+    router_sent(&rt, 3);
+    router_returned(&rt, 3, 0.5);              /* 3 was slow that once */
+    int to3 = 0;
+    for (int i = 0; i < ROUTER_FORGET_SENDS + 2; i++) {
+        uint64_t p = s_pick(&rt, v, 1, 0);
+        router_sent(&rt, p);
+        router_returned(&rt, p, p == 3 ? 0.01 : 0.02);
+        to3 += p == 3;
+    }
+    CHECK(to3 == 1);                           /* retried once, after the forgetting horizon */
+    CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 0.01) < 1e-12);   /* the new time, not blended */
+    CHECK(s_pick(&rt, v, 1, 0) == 3);          /* and now it is the fast one */
+    router_fini(&rt);
+    free(v);
+}
+
+/* Reachability: a peer we have no link to yet (outward-only, asked for
+ * one) is never picked; a relayed one costs its extra hop. */
+static void test_router_reach(void)
+{
+    peer_view_t *v = peer_view_new(2);
+    v->p[0] = (view_peer_t){ .id = 2, .stage = 1, .rtt_ms = 10 };
+    v->p[1] = (view_peer_t){ .id = 3, .stage = 1, .rtt_ms = 10 };
+    router_t rt;
+    router_init(&rt);
+    s_route_set(&rt, 2, 0, 0.10);
+    s_route_set(&rt, 3, 0, 0.05);
+    CHECK(s_pick(&rt, v, 1, 0) == 3);
+    v->p[1].reach = -1;                 /* no link to 3 yet */
+    CHECK(s_pick(&rt, v, 1, 0) == 2);
+    v->p[0].reach = -1;
+    CHECK(s_pick(&rt, v, 1, 0) == 0);   /* the work waits */
+    /* equal peers: the direct one wins over the relayed one */
+    v->p[0].reach = 0;
+    v->p[1].reach = 1;
+    s_route_set(&rt, 3, 0, 0.10);
+    CHECK(s_pick(&rt, v, 1, 0) == 2);
+    /* a relayed peer still wins when it is much faster */
+    s_route_set(&rt, 3, 0, 0.02);
+    CHECK(s_pick(&rt, v, 1, 0) == 3);
+    router_fini(&rt);
+    free(v);
+}
+
 static void test_peers_completed(void)
 {
     peers_t t;
@@ -1283,6 +1338,8 @@ int main(void)
     RUN(test_peers_upsert);
     RUN(test_peers_pick_stage);
     RUN(test_router_pick);
+    RUN(test_router_explores);
+    RUN(test_router_reach);
     RUN(test_peers_completed);
     RUN(test_queue_fifo);
     RUN(test_queue_timeout_empty);

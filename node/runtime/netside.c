@@ -47,6 +47,7 @@
 #define DIAL_EVERY_S 2.0        /* asking an outward-only peer for a link, at most this often */
 #define DIAL_VIA 3              /* through this many peers at a time */
 #define RELAY_MBIT_DEFAULT 100.0 /* cap on what a node relays for others, Mbit/s */
+#define RELAY_INTRO_S 10.0      /* a relayed pair introduces itself again this often (each 1 s until it hears back) */
 #define RELAY_BURST_S 0.5       /* the cap's bucket holds this long at the cap (at least 2 MiB: a state chunk) */
 #define VCACHE_OWN 1024         /* verified announcements a node remembers (without a shared cache) */
 
@@ -488,9 +489,12 @@ static void s_adopt(netside_t *ns, peer_t *p, const transport_msg_t *m)
     if (p->link >= 0 && !p->adopted) { ns->c.port.disconnect(ns->c.port.arg, p->link); p->link = -1; }
     int l = ns->c.port.adopt(ns->c.port.arg, p->link, m);
     if (l < 0) return;
-    if (p->link != l) ns->view_dirty = 1;
+    int fresh = p->link != l;
     p->link = l;
     p->adopted = 1;
+    if (!fresh) return;
+    ns->view_dirty = 1;
+    s_introduce(ns, l);   /* as on a link we open: it learns our ticket (closed swarm) before our first message */
 }
 
 /* Takes the records of a table sent by `sender`: its own record on its word
@@ -1521,8 +1525,7 @@ static peer_t *s_pick_relay(netside_t *ns)
     return best;
 }
 
-/* The crypto_box key of us and p; the first time also our introduction to
- * it through the relay (a closed swarm admits only ticket holders). */
+/* The crypto_box key of us and p (0 made, 1 made now, -1 a bad key). */
 static int s_box(netside_t *ns, peer_t *p)
 {
     if (p->has_box) return 0;
@@ -1539,9 +1542,11 @@ static int s_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const voi
     peer_t *r = peers_find(&ns->peers, p->via);
     int link = r && r->health != PEER_GONE ? s_link(ns, r->info.id) : -1;
     if (link < 0) return -1;
-    int first = s_box(ns, p);
-    if (first < 0) return -1;
-    if (first && h->type != WIRE_JOIN) {
+    if (s_box(ns, p) < 0) return -1;
+    double now = s_now(ns);
+    if (h->type != WIRE_JOIN && now >= p->relay_intro_next) {
+        /* our introduction (ticket) goes first, again now and then: an envelope may be refused on the way */
+        p->relay_intro_next = now + (p->seq_in ? RELAY_INTRO_S : 1.0);
         wbuf_t w;
         wbuf_init(&w, 1024);
         s_put_join(ns, &w, ns->me.stage);

@@ -50,6 +50,7 @@ typedef struct {
     uint64_t seq_out;       /* relayed messages sealed for it */
     uint64_t seq_in;        /* the highest counter opened from it (older ones are replays) */
     int relay_noted;        /* we relayed for it (the `relay` metrics event was written) */
+    double relay_intro_next; /* when our introduction goes through the relay to it again */
 } peer_t;
 
 typedef struct {

@@ -43,8 +43,9 @@ uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, u
         const view_peer_t *p = &v->p[ix[i]];
         if (p->id == avoid || p->health == PEER_GONE || p->reach < 0) continue;   /* no way to it yet */
         const route_t *r = router_get(rt, p->id, 0);
-        double turn = r && r->turnaround > 0 ? r->turnaround : 0.05;
-        double cost = ((r ? r->outstanding : 0) + 1) * turn + p->rtt_ms * 1e-3;
+        int out = r ? r->outstanding : 0;
+        int known = r && r->turnaround > 0 && (out > 0 || rt->sends - r->last_sent <= ROUTER_FORGET_SENDS);
+        double cost = (known ? (out + 1) * r->turnaround : out * 0.05) + p->rtt_ms * 1e-3;
         if (p->reach > 0) cost += 0.5 * p->rtt_ms * 1e-3 + 0.002;   /* relayed: its extra hop */
         if (p->health == PEER_SLOW) cost = cost * 4 + 1.0;
         if (!best || cost < best_cost) { best = p->id; best_cost = cost; }
@@ -55,7 +56,10 @@ uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, u
 void router_sent(router_t *rt, uint64_t peer)
 {
     route_t *r = router_get(rt, peer, 1);
-    if (r) r->outstanding++;
+    if (!r) return;
+    if (r->outstanding == 0 && rt->sends - r->last_sent > ROUTER_FORGET_SENDS) r->turnaround = 0;   /* measured anew */
+    r->outstanding++;
+    r->last_sent = ++rt->sends;
 }
 
 void router_returned(router_t *rt, uint64_t peer, double turnaround)

@@ -12,12 +12,18 @@ typedef struct {
     uint64_t id;          /* the peer */
     int outstanding;      /* our microbatches it holds */
     double turnaround;    /* EWMA seconds from our ACT to its GRAD, 0 unknown */
+    uint64_t last_sent;   /* router's send count when we last sent to it */
 } route_t;
+
+/* Sends elsewhere after which an idle peer's turnaround counts as unknown
+ * again, so that it is tried once more (it may have been slow only then). */
+#define ROUTER_FORGET_SENDS 64
 
 typedef struct {
     route_t *r;           /* per peer */
     int n, cap;
     idmap_t ix;           /* id -> index in r */
+    uint64_t sends;       /* microbatches sent, all peers */
 } router_t;
 
 void router_init(router_t *rt);
@@ -26,7 +32,10 @@ void router_fini(router_t *rt);
 route_t *router_get(router_t *rt, uint64_t peer, int make);
 /* Among the peers ix[0..n) of snapshot v (the peers of one stage), the live
  * one with the lowest expected completion time: (outstanding + 1) x
- * turnaround (0.05 s while unknown) + RTT; a slow peer costs 4 x + 1 s.
+ * turnaround + RTT; while the turnaround is unknown (a new peer, or one
+ * left idle for ROUTER_FORGET_SENDS sends), outstanding x 0.05 s + RTT, so
+ * an idle unknown peer is tried before a known one; a slow peer costs
+ * 4 x + 1 s.
  * Never `avoid` (0: none), nor a peer we have no link to yet (reach < 0:
  * reachable only outward, asked for a link); a relayed peer (reach 1)
  * costs its extra hop, half its round trip + 2 ms more.  0 when there is none. */

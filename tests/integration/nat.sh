@@ -84,7 +84,7 @@ done
 python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/relay" --timeout 150 --stages 4 --nodes 5 \
     --creator-args "--model gpt-tiny --data synthetic --steps 150 --seed 1" \
     --node 0 " --keys $T/k0" --node 3 " --keys $T/k3" --node 4 " --keys $T/k4" \
-    --node 1 " --no-listen" --node 2 " --no-listen" --fault "kill9 4 after 40" \
+    --node 1 " --no-listen" --node 2 " --no-listen" --fault "kill9 4 after 50" \
     --expect-exit 0 --expect-lost 0 --expect-tokens-grow >"$T/relay.out" 2>&1
 rc=$?
 first=$(grep -c '"event":"relay"' "$T/relay/n4/metrics.jsonl" 2>/dev/null)
@@ -105,7 +105,27 @@ taken=$(cat "$T"/tamper/n1/metrics.jsonl "$T"/tamper/n2/metrics.jsonl 2>/dev/nul
 [ $rc = 0 ] && [ "$refused" -ge 1 ]
 ok relay-tampering-refused $? "harness exit $rc: $(grep -E '^FAILED|^check lost' "$T/tamper.out" | tr '\n' ' ')altered envelopes refused by the receivers: $refused; their updates: $taken"
 
-# 5. a real network: stages 1 and 3 behind NAT, nothing but --join
+# 5. a closed swarm: a relayed pair's envelopes start with the sender's
+#    introduction with its ticket (again each second until it hears back: an
+#    envelope may be refused on the way), so the receiver admits it; what
+#    arrives before is refused as from anyone unknown
+"$BRIGADE" keygen --out "$T/owner" >/dev/null
+for i in 1 2 3; do
+    "$BRIGADE" keygen --out "$T/c$i" >/dev/null
+    "$BRIGADE" ticket --owner "$T/owner" --peer "$T/c$i" --expires 1h >"$T/c$i.ticket" 2>/dev/null
+done
+python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/closed" --timeout 120 --stages 4 \
+    --creator-args "--model gpt-tiny --data synthetic --steps 40 --seed 1 --owner $T/owner" \
+    --node 0 " --keys $T/owner" --node 1 " --no-listen --keys $T/c1 --ticket @$T/c1.ticket" \
+    --node 2 " --no-listen --keys $T/c2 --ticket @$T/c2.ticket" --node 3 " --keys $T/c3 --ticket @$T/c3.ticket" \
+    --expect-exit 0 --expect-lost 0 >"$T/closed.out" 2>&1
+rc=$?
+relayed=$(cat "$T"/closed/n0/metrics.jsonl "$T"/closed/n3/metrics.jsonl 2>/dev/null | sed -n 's/.*"event":"end".*"relay_msgs":\([0-9]*\).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+noticket=$(cat "$T"/closed/n*/metrics.jsonl 2>/dev/null | grep '"event":"drop"' | grep -c 'no admission ticket')
+[ $rc = 0 ] && [ "$relayed" -gt 0 ]
+ok relay-closed-swarm $? "harness exit $rc: $(grep -E '^FAILED|^check lost' "$T/closed.out" | tr '\n' ' ')messages relayed: $relayed; refused before an introduction arrived: $noticket"
+
+# 6. a real network: stages 1 and 3 behind NAT, nothing but --join
 . "$HERE/netns/lib.sh"
 if ! netns_check; then
     echo "skip - nat-netns: $NETNS_WHY"
