@@ -13,6 +13,7 @@
 #include "node/engine/team.h"
 
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,6 +47,18 @@ static inline void s_pause(void)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+/* A condition wait that also wakes after 2 ms: every waiter re-checks its
+ * condition in a loop, so a wake-up missed between a check and the wait
+ * costs 2 ms, never a hang. */
+static void s_timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 2000000;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(cv, mu, &ts);
 }
 
 static uint32_t s_gen(uint64_t claim) { return (uint32_t)(claim >> 32); }
@@ -85,7 +98,7 @@ static uint32_t s_wait_loop(team_t *t, uint32_t seen)
     atomic_fetch_add(&t->sleepers, 1);
     uint32_t g = seen;
     while (!atomic_load(&t->stop) && (g = s_gen(atomic_load(&t->claim))) == seen)
-        pthread_cond_wait(&t->cv_work, &t->mu);
+        s_timed_wait(&t->cv_work, &t->mu);
     atomic_fetch_sub(&t->sleepers, 1);
     pthread_mutex_unlock(&t->mu);
     return atomic_load(&t->stop) ? 0 : g;
@@ -179,7 +192,7 @@ void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
     pthread_mutex_lock(&t->mu);
     atomic_store(&t->caller_waits, 1);
     while (atomic_load(&t->done) != ntasks)
-        pthread_cond_wait(&t->cv_done, &t->mu);
+        s_timed_wait(&t->cv_done, &t->mu);
     atomic_store(&t->caller_waits, 0);
     pthread_mutex_unlock(&t->mu);
 }
