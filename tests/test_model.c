@@ -602,6 +602,24 @@ static void test_team_runs_every_task_once(void)
     }
 }
 
+/* Generations of few and more tiny tasks back to back: a helper still in
+ * the last loop of a finished generation must not claim a task of the next
+ * one (it once did, with the next loop's count, and ran a task twice). */
+static void test_team_generations_back_to_back(void)
+{
+    team_t *t = team_start(2);
+    int ok = 1, loop;
+    for (loop = 0; loop < 200000 && ok; loop++) {
+        team_log_t l = {.size = team_size(t)};
+        int ntasks = loop % 2 ? 8 : 2;
+        team_run(t, ntasks, s_team_task, &l);
+        ok = !l.bad_worker;
+        for (int i = 0; i < 8; i++) ok &= l.hits[i] == (i < ntasks);
+    }
+    CHECKF(ok, "loop %d: a task ran twice, never, or on a bad worker", loop - 1);
+    team_stop(&t);
+}
+
 /* Training with 2 and 3 threads computes what 1 thread computes: the same
  * losses, gradients and parameters over 3 updates, for a gpt (attention's
  * fast kernels included) and the MLP, cut in 1 and 2 stages.  Every output
@@ -774,6 +792,7 @@ int main(void)
     RUN(test_optim_step_adjust);
     RUN(test_optim_step_every_level);
     RUN(test_team_runs_every_task_once);
+    RUN(test_team_generations_back_to_back);
     RUN(test_threads_match_serial);
     RUN(test_modelfile_roundtrip);
     RUN(test_checkpoint_kill_during_write);

@@ -13,7 +13,6 @@
 #include "node/engine/team.h"
 
 #include <pthread.h>
-#include <time.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,17 +48,7 @@ static inline void s_pause(void)
 #endif
 }
 
-/* A condition wait that also wakes after 2 ms: every waiter re-checks its
- * condition in a loop, so a wake-up missed between a check and the wait
- * costs 2 ms, never a hang. */
-static void s_timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 2000000;
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-    pthread_cond_timedwait(cv, mu, &ts);
-}
+#define S_CLOSED 0x7fffffffu   /* next-task value of a finished generation: above any task count */
 
 static uint32_t s_gen(uint64_t claim) { return (uint32_t)(claim >> 32); }
 
@@ -98,7 +87,7 @@ static uint32_t s_wait_loop(team_t *t, uint32_t seen)
     atomic_fetch_add(&t->sleepers, 1);
     uint32_t g = seen;
     while (!atomic_load(&t->stop) && (g = s_gen(atomic_load(&t->claim))) == seen)
-        s_timed_wait(&t->cv_work, &t->mu);
+        pthread_cond_wait(&t->cv_work, &t->mu);
     atomic_fetch_sub(&t->sleepers, 1);
     pthread_mutex_unlock(&t->mu);
     return atomic_load(&t->stop) ? 0 : g;
@@ -172,8 +161,15 @@ void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
         for (int i = 0; i < ntasks; i++) fn(ctx, i, 0);
         return;
     }
-    uint32_t g = s_gen(atomic_load_explicit(&t->claim, memory_order_relaxed)) + 1;
+    uint64_t last = atomic_load_explicit(&t->claim, memory_order_relaxed);
+    uint32_t g = s_gen(last) + 1;
     if (g == 0) g = 1;   /* after 2^32 loops: 0 means "exit" to a helper */
+    /* Close the finished generation before its task count and function are
+     * overwritten: a helper still in s_work of it may hold the old claim
+     * word; without this its claim could succeed against the next
+     * generation's count and run a task of it twice (done overshot, the
+     * caller waited forever). */
+    atomic_store(&t->claim, (last & 0xffffffff00000000ULL) | S_CLOSED);
     atomic_store_explicit(&t->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&t->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&t->ntasks, ntasks, memory_order_relaxed);
@@ -192,7 +188,7 @@ void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
     pthread_mutex_lock(&t->mu);
     atomic_store(&t->caller_waits, 1);
     while (atomic_load(&t->done) != ntasks)
-        s_timed_wait(&t->cv_done, &t->mu);
+        pthread_cond_wait(&t->cv_done, &t->mu);
     atomic_store(&t->caller_waits, 0);
     pthread_mutex_unlock(&t->mu);
 }
