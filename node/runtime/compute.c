@@ -1110,9 +1110,11 @@ static void s_timeouts(compute_t *c)
     double deadline = c->turn_mean > 0 ? 4 * c->turn_mean + 8 * c->turn_dev
                       : rtt > 0 ? 5.0 + 8.0 * (c->nstages - 1) * rtt * 1e-3 : 30.0;
     if (deadline < 5.0) deadline = 5.0;
-    for (int i = 0; i < REC_MAX; i++) {
+    /* records are only freed here, never made: once the used ones at the start are seen, none is left */
+    for (int i = 0, left = c->inflight; i < REC_MAX && left > 0; i++) {
         mbrec_t *r = &c->rec[i];
         if (!r->used) continue;
+        left--;
         int gone = 0;
         if (r->to) {
             const view_peer_t *p = peer_view_find(c->view, r->to);
