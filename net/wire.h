@@ -92,6 +92,11 @@ typedef struct {
 
 /* An empty heap-backed writer that may grow up to max bytes. */
 void wbuf_init(wbuf_t *w, size_t max);
+/* Grows a heap-backed writer's buffer to hold at least n bytes in all (at
+ * most its max) in one step, for a writer about to write that much (growth
+ * by doubling from 256 bytes copies it several times).  Nothing is written;
+ * no error when it cannot (the writes grow it as usual). */
+void wbuf_reserve(wbuf_t *w, size_t n);
 /* A writer over the caller's buffer buf of cap bytes (never reallocated). */
 void wbuf_init_fixed(wbuf_t *w, uint8_t *buf, size_t cap);
 /* Frees a heap-backed writer's buffer; the writer is empty afterwards. */

@@ -93,6 +93,14 @@ typedef struct {
 
 typedef enum { JOIN_NONE = 0, JOIN_WAITING, JOIN_DONE, JOIN_FAILED } join_state_t;
 
+/* Record indices kept ascending, so that a pass over them goes in table
+ * order as a scan of the table would, touching only these records. */
+typedef struct {
+    int *ix;
+    int n, cap;
+    int ok;                 /* complete (0 once an allocation failed: the table is scanned instead) */
+} ixset_t;
+
 /* The bootstrap's probe of a joiner's advertised address: a fresh link to
  * it with its key, a PING it must answer over that link. */
 typedef struct {
@@ -135,16 +143,14 @@ struct netside {
     uint64_t partner[PARTNERS_MAX]; /* peers with tensor traffic lately (ids; 0 free) */
     int live;                   /* live peers at the last health round */
     int nlive;                  /* live peers now: records not taken for gone, self left out (s_set_health) */
-    int *live_ix;               /* their record indices, ascending (live_ok: kept up to date) */
-    int cap_live_ix;
-    int live_ok;                /* live_ix is complete (0 after an allocation failed: s_live_ids instead) */
+    ixset_t live_set;           /* their record indices */
     int health_at;              /* round-robin position of the health sweep */
     uint64_t *recent;           /* peers with tensor traffic lately (ids, each once: peer_t.recent; pruned by
                                    s_check_health): checked every round, as partners may go quiet in seconds */
     int nrecent, caprecent;
     int nout;                   /* records of outward-only peers */
     int relayed;                /* the last link upkeep found a peer reached through a relay */
-    int rumors;                 /* some record may still have gossip rounds as a rumor */
+    ixset_t rumor_set;          /* the records with gossip rounds left as a rumor (peer_t.rumor > 0) */
     int gossip_at;              /* round-robin position of the gossip fill */
     uint64_t rng;               /* gossip targets */
     int ann_stage;              /* the stage and address our own announcement says */
@@ -175,33 +181,53 @@ static void s_post(netside_t *ns, mail_t *m)
     if (m) ns->c.post(ns->c.post_arg, m);
 }
 
-/* Where record index ix is, or would go, in the ascending live_ix. */
-static int s_live_pos(const netside_t *ns, int ix)
+/* Where ix is, or would go, in set. */
+static int s_ixset_pos(const ixset_t *set, int ix)
 {
-    int lo = 0, hi = ns->nlive;
+    int lo = 0, hi = set->n;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (ns->live_ix[mid] < ix) lo = mid + 1;
+        if (set->ix[mid] < ix) lo = mid + 1;
         else hi = mid;
     }
     return lo;
 }
 
-/* Record ix became live (add 1) or gone (add -1): the count and the list follow. */
+static void s_ixset_add(ixset_t *set, int ix)
+{
+    if (!set->ok) return;
+    if (set->n == set->cap) {
+        int cap = set->cap ? 2 * set->cap : 64;
+        int *l = realloc(set->ix, sizeof(int) * (size_t)cap);
+        if (!l) { set->ok = 0; return; }
+        set->ix = l;
+        set->cap = cap;
+    }
+    int at = s_ixset_pos(set, ix);
+    if (at < set->n && set->ix[at] == ix) return;
+    memmove(&set->ix[at + 1], &set->ix[at], sizeof(int) * (size_t)(set->n - at));
+    set->ix[at] = ix;
+    set->n++;
+}
+
+static void s_ixset_del_at(ixset_t *set, int at)
+{
+    memmove(&set->ix[at], &set->ix[at + 1], sizeof(int) * (size_t)(set->n - at - 1));
+    set->n--;
+}
+
+static void s_ixset_del(ixset_t *set, int ix)
+{
+    if (!set->ok) return;
+    int at = s_ixset_pos(set, ix);
+    if (at < set->n && set->ix[at] == ix) s_ixset_del_at(set, at);
+}
+
+/* Record ix became live (add 1) or gone (add -1): the count and the set follow. */
 static void s_live_change(netside_t *ns, int ix, int add)
 {
-    if (ns->live_ok && add > 0 && ns->nlive == ns->cap_live_ix) {
-        int cap = ns->cap_live_ix ? 2 * ns->cap_live_ix : 64;
-        int *l = realloc(ns->live_ix, sizeof(int) * (size_t)cap);
-        if (l) { ns->live_ix = l; ns->cap_live_ix = cap; }
-        else ns->live_ok = 0;
-    }
-    if (ns->live_ok) {
-        int at = s_live_pos(ns, ix);
-        if (add > 0) memmove(&ns->live_ix[at + 1], &ns->live_ix[at], sizeof(int) * (size_t)(ns->nlive - at));
-        else memmove(&ns->live_ix[at], &ns->live_ix[at + 1], sizeof(int) * (size_t)(ns->nlive - at - 1));
-        if (add > 0) ns->live_ix[at] = ix;
-    }
+    if (add > 0) s_ixset_add(&ns->live_set, ix);
+    else s_ixset_del(&ns->live_set, ix);
     ns->nlive += add;
 }
 
@@ -210,7 +236,6 @@ static void s_set_health(netside_t *ns, peer_t *p, peer_health_t h)
 {
     if (p->info.id != ns->id && (p->health == PEER_GONE) != (h == PEER_GONE))
         s_live_change(ns, (int)(p - ns->peers.p), h == PEER_GONE ? -1 : 1);
-    if (p->health == PEER_GONE && h != PEER_GONE && p->rumor > 0) ns->rumors = 1;   /* its rumor goes on */
     p->health = h;
     peers_touch(&ns->peers, p);
 }
@@ -443,8 +468,8 @@ static int s_rumor_rounds(const netside_t *ns)
 /* p changed: its record goes out first for a few gossip rounds. */
 static void s_rumor(netside_t *ns, peer_t *p)
 {
+    if (p->rumor <= 0) s_ixset_add(&ns->rumor_set, (int)(p - ns->peers.p));
     p->rumor = s_rumor_rounds(ns);
-    ns->rumors = 1;
 }
 
 /* Appends record i of the table (with its announcement) to recs/blobs. */
@@ -485,23 +510,24 @@ static void s_put_table(netside_t *ns, wbuf_t *w, int limit)
         for (int i = 0; i < n && k < cap; i++) {
             peer_t *p = &ns->peers.p[i];
             if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-            if (p->rumor > 0) p->rumor--;
+            if (p->rumor > 0 && --p->rumor == 0) s_ixset_del(&ns->rumor_set, i);
             s_table_entry(ns, p, now, &recs[k], &blobs[k]);
             k++;
         }
     } else {
-        /* changed records first (each goes out a few rounds), then the next share of the rest;
-           a scan of the whole table that finds no rumor left says there is none until the next one */
-        int i = 0, left = 0;
-        for (; ns->rumors && i < n && k < cap; i++) {
-            peer_t *p = &ns->peers.p[i];
-            if (p->info.id == ns->id || p->health == PEER_GONE || p->rumor <= 0) continue;
+        /* changed records first (each goes out a few rounds), then the next share of the rest */
+        ixset_t *rs = &ns->rumor_set;
+        for (int j = 0, i = 0; rs->ok ? j < rs->n : i < n; ) {
+            if (k >= cap) break;
+            int at = rs->ok ? rs->ix[j] : i++;
+            peer_t *p = &ns->peers.p[at];
+            if (p->info.id == ns->id || p->health == PEER_GONE || p->rumor <= 0) { j++; continue; }
             p->rumor--;
-            left |= p->rumor > 0;
             s_table_entry(ns, p, now, &recs[k], &blobs[k]);
             k++;
+            if (rs->ok && p->rumor == 0) s_ixset_del_at(rs, j);
+            else j++;
         }
-        if (i == n && !left) ns->rumors = 0;
         for (int j = 0; j < n && k < cap; j++) {
             peer_t *p = &ns->peers.p[(ns->gossip_at + j) % n];
             if (p->info.id == ns->id || p->health == PEER_GONE || p->rumor > 0) continue;
@@ -645,6 +671,8 @@ static void s_send_table(netside_t *ns, uint64_t peer, int limit)
 {
     wbuf_t w;
     wbuf_init(&w, TABLE_MAX_BYTES);
+    if (limit > 0)   /* a share of the table, its announcements, the last stage's progress: about this much */
+        wbuf_reserve(&w, (size_t)(limit + 1) * (sizeof(peer_info_t) + ANNOUNCE_LEN + 4) + PROGRESS_MAX * 16 + 64);
     s_put_table(ns, &w, limit);
     wbuf_put_u64(&w, ns->me.completed);
     wbuf_put_f32(&w, (float)ns->me.loss);
@@ -2082,7 +2110,7 @@ static int s_shuffled(const netside_t *ns, const swap_t *sw, int nsw, int pos)
 {
     for (int i = nsw - 1; i >= 0; i--)
         if (sw[i].pos == pos) return sw[i].ix;
-    return ns->live_ix[pos];
+    return ns->live_set.ix[pos];
 }
 
 /* Gossip, bounded: a share of the table to a few random live peers (a
@@ -2092,7 +2120,7 @@ static int s_shuffled(const netside_t *ns, const swap_t *sw, int nsw, int pos)
  * the live list without copying it: only the swapped places are kept. */
 static void s_gossip_round(netside_t *ns)
 {
-    if (!ns->live_ok) { s_gossip_round_list(ns); return; }
+    if (!ns->live_set.ok) { s_gossip_round_list(ns); return; }
     int k = ns->nlive, fan = k < GOSSIP_FANOUT ? k : GOSSIP_FANOUT, nsw = 0;
     swap_t sw[2 * GOSSIP_FANOUT];
     uint64_t to[GOSSIP_FANOUT];
@@ -2150,6 +2178,7 @@ static void s_health_of(netside_t *ns, peer_t *p, double now, int live)
     if (quiet > gone) {
         node_id_short(p->info.id, s);
         s_set_health(ns, p, PEER_GONE);
+        if (p->rumor > 0) s_ixset_del(&ns->rumor_set, (int)(p - ns->peers.p));
         p->rumor = 0;
         ns->view_dirty = 1;
         metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
@@ -2334,7 +2363,8 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->relay_tokens = 1e18;   /* clamped to the bucket's size on first use */
     ns->relay_last = s_now(ns);
     ns->join_link = -1;
-    ns->live_ok = 1;
+    ns->live_set.ok = 1;
+    ns->rumor_set.ok = 1;
     ns->join_tokens = JOIN_PER_S;
     ns->rng = ns->id ^ 0x9e3779b97f4a7c15ULL;
     ns->join_last = s_now(ns);
@@ -2371,7 +2401,8 @@ void netside_destroy(netside_t **self_p)
     vcache_destroy(&ns->own_vcache);
     peers_fini(&ns->peers);
     free(ns->recent);
-    free(ns->live_ix);
+    free(ns->live_set.ix);
+    free(ns->rumor_set.ix);
     free(ns);
     *self_p = NULL;
 }
