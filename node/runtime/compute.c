@@ -770,9 +770,12 @@ static int s_issue(compute_t *c, mbrec_t *old)
 /* Sends the outputs held for want of a next-stage peer. */
 static void s_send_held(compute_t *c)
 {
-    for (int i = 0; i < REC_MAX; i++) {
+    /* sending makes and frees no record: once the records in use are seen, none is left */
+    for (int i = 0, left = c->inflight; i < REC_MAX && left > 0; i++) {
         mbrec_t *r = &c->rec[i];
-        if (!r->used || !r->held) continue;
+        if (!r->used) continue;
+        left--;
+        if (!r->held) continue;
         if (s_send_act(c, r, r->held, 0) < 0) return;
         r->t = s_now(c);
     }

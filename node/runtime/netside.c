@@ -141,11 +141,13 @@ struct netside {
     int probe_at;               /* round-robin position of the gone-peer probes */
     int ping_at;                /* round-robin position of the pings to non-partners */
     uint64_t partner[PARTNERS_MAX]; /* peers with tensor traffic lately (ids; 0 free) */
+    double partner_t[PARTNERS_MAX]; /* their last_traffic (s_traffic is the only writer of it) */
+    int partner_ix[PARTNERS_MAX];   /* their records */
     int live;                   /* live peers at the last health round */
     int nlive;                  /* live peers now: records not taken for gone, self left out (s_set_health) */
     ixset_t live_set;           /* their record indices */
     int health_at;              /* round-robin position of the health sweep */
-    uint64_t *recent;           /* peers with tensor traffic lately (ids, each once: peer_t.recent; pruned by
+    int *recent;                /* peers with tensor traffic lately (record indices, each once: peer_t.recent; pruned by
                                    s_check_health): checked every round, as partners may go quiet in seconds */
     int nrecent, caprecent;
     int nout;                   /* records of outward-only peers */
@@ -164,6 +166,7 @@ struct netside {
     int relays;                 /* this node relays for outward-only nodes (reachable, --relay on) */
     double relay_tokens, relay_last; /* the relay cap's bucket (bytes) */
     probe_t probe[PROBES_MAX];  /* reachability probes of joiners (bootstrap) */
+    int nprobes;                /* of them under way (id set): each tick looks at them only then */
     int dial_at;                /* round-robin position of DIAL relays */
     net_counters_t ctr;
     vcache_t *vcache;           /* c.vcache, or own_vcache */
@@ -822,6 +825,7 @@ static int s_probe_start(netside_t *ns, const transport_msg_t *m, const char *ad
     probe_t *pr = &ns->probe[free_slot];
     memset(pr, 0, sizeof *pr);
     pr->id = m->sender;
+    ns->nprobes++;
     pr->link = link;
     ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
     pr->nonce = ns->rng | 1;
@@ -858,6 +862,7 @@ static void s_probe_end(netside_t *ns, probe_t *pr, int reachable)
                       "no answer on its address: reachable only outward");
     s_welcome(ns, &pr->to, pr->stage, pr->shard, reachable);
     memset(pr, 0, sizeof *pr);
+    ns->nprobes--;
 }
 
 static void s_on_probe_pong(netside_t *ns, const transport_msg_t *m)
@@ -872,7 +877,7 @@ static void s_on_probe_pong(netside_t *ns, const transport_msg_t *m)
 
 static void s_probe_tick(netside_t *ns, double now)
 {
-    for (int i = 0; i < PROBES_MAX; i++)
+    for (int i = 0; ns->nprobes && i < PROBES_MAX; i++)
         if (ns->probe[i].id && now >= ns->probe[i].deadline) s_probe_end(ns, &ns->probe[i], 0);
 }
 
@@ -1038,11 +1043,11 @@ static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
 /* ---- tensors ---- */
 
 /* Tensor traffic with p: it is a partner (pinged often: routing needs its RTT). */
-/* Room for one more id in ns->recent.  0, or -1 when out of memory. */
+/* Room for one more in ns->recent.  0, or -1 when out of memory. */
 static int s_grow_recent(netside_t *ns)
 {
     int cap = ns->caprecent ? 2 * ns->caprecent : 64;
-    uint64_t *r = realloc(ns->recent, sizeof(uint64_t) * (size_t)cap);
+    int *r = realloc(ns->recent, sizeof(int) * (size_t)cap);
     if (!r) return -1;
     ns->recent = r;
     ns->caprecent = cap;
@@ -1054,24 +1059,25 @@ static void s_traffic(netside_t *ns, peer_t *p)
     double now = s_now(ns);
     p->last_traffic = now;
     if (!p->recent && (ns->nrecent < ns->caprecent || s_grow_recent(ns) == 0)) {
-        ns->recent[ns->nrecent++] = p->info.id;
+        ns->recent[ns->nrecent++] = (int)(p - ns->peers.p);
         p->recent = 1;
     }
     int slot = -1;
     for (int i = 0; i < PARTNERS_MAX; i++) {
-        if (ns->partner[i] == p->info.id) return;
+        if (ns->partner[i] == p->info.id) { ns->partner_t[i] = now; return; }
         if (slot < 0 && !ns->partner[i]) slot = i;
     }
     if (slot < 0) {
         /* full: replace the one with the oldest traffic */
         double oldest = now;
         for (int i = 0; i < PARTNERS_MAX; i++) {
-            peer_t *q = peers_find(&ns->peers, ns->partner[i]);
-            double t = q ? q->last_traffic : 0;
+            double t = ns->partner_t[i];
             if (slot < 0 || t < oldest) { slot = i; oldest = t; }
         }
     }
     ns->partner[slot] = p->info.id;
+    ns->partner_t[slot] = now;
+    ns->partner_ix[slot] = (int)(p - ns->peers.p);
 }
 
 /* The floats a tensor of this type must have, and the stage its sender must serve. */
@@ -2058,7 +2064,7 @@ static void s_ping_round(netside_t *ns)
         return;
     }
     for (int i = 0, sent = 0; i < PARTNERS_MAX && sent < PING_PARTNERS; i++) {
-        peer_t *p = ns->partner[i] ? peers_find(&ns->peers, ns->partner[i]) : NULL;
+        peer_t *p = ns->partner[i] ? &ns->peers.p[ns->partner_ix[i]] : NULL;
         if (!p || !s_partner(p, now)) { ns->partner[i] = 0; continue; }
         if (p->health == PEER_GONE || now - p->last_ping < PARTNER_PING_S) continue;
         if (now - p->last_direct < PARTNER_PING_S && p->rtt_ms > 0 && now - p->last_ping < PARTNER_RTT_S) continue;
@@ -2215,11 +2221,11 @@ static double s_sweep_s(const netside_t *ns)
 static void s_check_recent(netside_t *ns, double now, int live)
 {
     for (int i = 0; i < ns->nrecent;) {
-        peer_t *p = peers_find(&ns->peers, ns->recent[i]);
-        int keep = p && s_partner(p, now);
-        if (p && p->info.id != ns->id && p->health != PEER_GONE) s_health_of(ns, p, now, live);
+        peer_t *p = &ns->peers.p[ns->recent[i]];   /* records stay where they are */
+        int keep = s_partner(p, now);
+        if (p->info.id != ns->id && p->health != PEER_GONE) s_health_of(ns, p, now, live);
         if (keep) { i++; continue; }
-        if (p) p->recent = 0;
+        p->recent = 0;
         ns->recent[i] = ns->recent[--ns->nrecent];
     }
 }
@@ -2308,7 +2314,7 @@ double netside_tick(netside_t *ns)
         if (ns->fetch.resend < next) next = ns->fetch.resend;
     }
     for (int i = 0; i < PROBES_MAX; i++)
-        if (ns->probe[i].id && ns->probe[i].deadline < next) next = ns->probe[i].deadline;
+        if (ns->nprobes && ns->probe[i].id && ns->probe[i].deadline < next) next = ns->probe[i].deadline;
     return next;
 }
 
