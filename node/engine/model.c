@@ -2,6 +2,7 @@
  * the forward/backward passes of a stage (see model.h). */
 #include "node/engine/model.h"
 #include "node/engine/attention.h"
+#include "node/engine/bigbuf.h"
 #include "node/engine/layers.h"
 #include "node/engine/rng.h"
 #include "node/engine/split.h"
@@ -336,7 +337,7 @@ acts_t *acts_new(const stage_t *s, int B, int T)
     a->T = T;
     a->nbuf = L.total;
     a->workers = s_workers(s);
-    a->buf = calloc(L.total ? L.total : 1, sizeof(float));
+    a->buf = bigbuf_new(L.total);
     size_t ntok = s->cfg.kind == MODEL_GPT ? (size_t)B * T : (size_t)B;
     if (s->first && s->cfg.kind == MODEL_GPT) a->tokens = calloc(ntok, sizeof(int));
     if (s->last) a->targets = calloc(ntok, sizeof(int));
@@ -365,7 +366,7 @@ void acts_destroy(acts_t **self_p)
 {
     if (!*self_p) return;
     acts_t *a = *self_p;
-    free(a->buf);
+    bigbuf_free(a->buf);
     free(a->tokens);
     free(a->targets);
     free(a);
@@ -400,7 +401,7 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = 0; }
     size_t total = 0;
     for (int i = 0; i < 6; i++) total += sz[i];
-    g->buf = calloc(total, sizeof(float));
+    g->buf = bigbuf_new(total);
     if (!g->buf) { free(g); return NULL; }
     float *p = g->buf, **dst[6] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfchg, &g->attscratch, &g->dlogits };
     for (int i = 0; i < 6; i++) { *dst[i] = p; p += sz[i]; }
@@ -410,7 +411,7 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
 void grad_scratch_destroy(grad_scratch_t **self_p)
 {
     if (!*self_p) return;
-    free((*self_p)->buf);
+    bigbuf_free((*self_p)->buf);
     free(*self_p);
     *self_p = NULL;
 }
