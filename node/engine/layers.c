@@ -299,6 +299,60 @@ void gelu_backward_grad(float *restrict d, const float *restrict grad, int N) {
     for (; i < N; i++) d[i] *= grad[i];
 }
 
+S_BODY void s_bias_gelu_forward_grad(float *restrict out, float *restrict xg, const float *restrict bias,
+                                     int N, int OC) {
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * OC, *g = xg + (size_t)n * OC;
+        int i = 0;
+        for (; i + S_LANES <= OC; i += S_LANES)
+            for (int j = 0; j < S_LANES; j++) s_gelu_both(g[i + j] + bias[i + j], &o[i + j], &g[i + j]);
+        for (; i < OC; i++) s_gelu_both(g[i] + bias[i], &o[i], &g[i]);
+    }
+}
+
+S_COPIES(s_bias_gelu_forward_grad, (float *restrict out, float *restrict xg, const float *restrict bias, int N, int OC),
+         (out, xg, bias, N, OC))
+
+void bias_gelu_forward_grad(float *restrict out, float *restrict xg, const float *restrict bias, int N, int OC) {
+    S_CALL_BEST(s_bias_gelu_forward_grad, (out, xg, bias, N, OC));
+}
+
+/* out may be a or b: each block of S_LANES is read whole before it is written. */
+void bias_residual_forward(float *out, const float *a, const float *restrict bias, const float *b, int N, int OC) {
+    for (int n = 0; n < N; n++) {
+        const float *x = a + (size_t)n * OC, *y = b + (size_t)n * OC;
+        float *o = out + (size_t)n * OC;
+        int i = 0;
+        for (; i + S_LANES <= OC; i += S_LANES) {
+            float t[S_LANES];
+            for (int j = 0; j < S_LANES; j++) t[j] = (x[i + j] + bias[i + j]) + y[i + j];
+            for (int j = 0; j < S_LANES; j++) o[i + j] = t[j];
+        }
+        for (; i < OC; i++) o[i] = (x[i] + bias[i]) + y[i];
+    }
+}
+
+void gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad,
+                             int N, int OC, int c0, int c1) {
+    assert(0 <= c0 && c0 <= c1 && c1 <= OC);
+    int w = c1 - c0;
+    float *restrict db = dbias + c0;
+    for (int n = 0; n < N; n++) {
+        float *x = d + (size_t)n * OC + c0;
+        const float *g = grad + (size_t)n * OC + c0;
+        int i = 0;
+        for (; i + S_LANES <= w; i += S_LANES)
+            for (int j = 0; j < S_LANES; j++) {
+                x[i + j] *= g[i + j];
+                db[i + j] += x[i + j];
+            }
+        for (; i < w; i++) {
+            x[i] *= g[i];
+            db[i] += x[i];
+        }
+    }
+}
+
 S_BODY void s_gelu_backward(float *restrict dinp, const float *restrict inp,
                             const float *restrict dout, int N) {
     int i = 0;

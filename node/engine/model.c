@@ -439,13 +439,14 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
         split_linear_forward(tm, b.qkv, b.ln1, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
         split_attention_forward(tm, b.atty, b.att, a->buf + L.scratch, attention_scratch_floats(T, C, NH),
                                 b.qkv, B, T, C, NH);
-        split_linear_forward(tm, b.res2, b.atty, w[BLK_PROJW], w[BLK_PROJB], N, C, C);
-        split_residual_forward(tm, b.res2, b.res2, x, N * C);
+        /* the biases of proj, fc and fcp are added in the pass after the product */
+        split_linear_forward(tm, b.res2, b.atty, w[BLK_PROJW], NULL, N, C, C);
+        split_bias_residual_forward(tm, b.res2, b.res2, w[BLK_PROJB], x, N, C);
         split_layernorm_forward(tm, b.ln2, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
-        split_linear_forward(tm, b.fch, b.ln2, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
-        split_gelu_forward_grad(tm, b.fchg, b.fch, N * 4 * C);   /* fch now holds gelu'(fch) */
-        split_linear_forward(tm, b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], N, 4 * C, C);
-        split_residual_forward(tm, b.res3, b.res3, b.res2, N * C);
+        split_linear_forward(tm, b.fch, b.ln2, w[BLK_FCW], NULL, N, C, 4 * C);
+        split_bias_gelu_forward_grad(tm, b.fchg, b.fch, w[BLK_FCB], N, 4 * C);   /* fch now holds gelu' */
+        split_linear_forward(tm, b.res3, b.fchg, w[BLK_FCPW], NULL, N, 4 * C, C);
+        split_bias_residual_forward(tm, b.res3, b.res3, w[BLK_FCPB], b.res2, N, C);
         x = b.res3;
     }
     if (s->last) {
@@ -497,8 +498,9 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
         /* res3 = res2 + fchg @ Wfcp: dres carries d res3 and becomes d res2.
          * The temporaries dfchg, dtmp, dqkv are written, not cleared and added to. */
         split_linear_backward(tm, g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], N, 4 * C, C, 0);
-        split_gelu_backward_grad(tm, g->dfchg, b.fch, N * 4 * C);   /* dfchg becomes d fch */
-        split_linear_backward(tm, g->dtmp, dw[BLK_FCW], dw[BLK_FCB], g->dfchg, b.ln2, w[BLK_FCW], N, C, 4 * C, 0);
+        /* dfchg becomes d fch, and its column sums go to the fc bias */
+        split_gelu_backward_grad_bias(tm, g->dfchg, dw[BLK_FCB], b.fch, N, 4 * C);
+        split_linear_backward(tm, g->dtmp, dw[BLK_FCW], NULL, g->dfchg, b.ln2, w[BLK_FCW], N, C, 4 * C, 0);
         split_layernorm_backward(tm, g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->dtmp, b.res2, w[BLK_LN2W],
                                  b.ln2m, b.ln2r, N, C);
         /* res2 = x + atty @ Wproj: dres becomes d x */
