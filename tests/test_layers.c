@@ -431,6 +431,46 @@ static void test_layernorm_backward_parts(void) {
     }
 }
 
+/* The layernorm kernels' AVX2 and AVX-512 copies give the bits of the plain
+ * C loops (forward, the whole backward and its two halves), tails included. */
+static void test_layernorm_every_level(void) {
+    const int Cs[] = {1, 7, 64, 203};
+    for (size_t si = 0; si < sizeof Cs / sizeof Cs[0]; si++) {
+        int N = 11, C = Cs[si], n = N * C;
+        s_rng = 1500 + si;
+        float *inp = s_rand(n, 3.0f), *w = s_rand(C, 1.0f), *b = s_rand(C, 1.0f), *dout = s_rand(n, 1.0f);
+        float *dx0 = s_rand(n, 1.0f), *g0 = s_rand(2 * C, 1.0f);
+        float *out[2], *mean[2], *rstd[2], *dx[2], *dxi[2], *g[2], *gp[2];
+        for (int k = 0; k < 2; k++) {
+            out[k] = s_zeros(n); mean[k] = s_zeros(N); rstd[k] = s_zeros(N);
+            dx[k] = s_zeros(n); dxi[k] = s_zeros(n); g[k] = s_zeros(2 * C); gp[k] = s_zeros(2 * C);
+        }
+        for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
+            int k = l == CPU_GENERIC ? 0 : 1;   /* 0: the plain loops, 1: this level */
+            setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
+            layernorm_forward(out[k], mean[k], rstd[k], inp, w, b, N, C);
+            memcpy(dx[k], dx0, (size_t)n * sizeof(float));
+            memcpy(dxi[k], dx0, (size_t)n * sizeof(float));
+            memcpy(g[k], g0, (size_t)2 * C * sizeof(float));
+            memcpy(gp[k], g0, (size_t)2 * C * sizeof(float));
+            layernorm_backward(dx[k], g[k], g[k] + C, dout, inp, w, mean[0], rstd[0], N, C);
+            layernorm_backward_input(dxi[k], dout, inp, w, mean[0], rstd[0], N, C);
+            layernorm_backward_params(gp[k], gp[k] + C, dout, inp, mean[0], rstd[0], N, C, C / 3, C);
+            if (k == 0) continue;
+            const char *lv = cpu_level_name((cpu_level_t)l);
+            CHECKF(memcmp(out[1], out[0], (size_t)n * sizeof(float)) == 0 && memcmp(mean[1], mean[0], (size_t)N * sizeof(float)) == 0
+                   && memcmp(rstd[1], rstd[0], (size_t)N * sizeof(float)) == 0, "C=%d level %s: forward", C, lv);
+            CHECKF(memcmp(dx[1], dx[0], (size_t)n * sizeof(float)) == 0 && memcmp(g[1], g[0], (size_t)2 * C * sizeof(float)) == 0,
+                   "C=%d level %s: backward", C, lv);
+            CHECKF(memcmp(dxi[1], dxi[0], (size_t)n * sizeof(float)) == 0 && memcmp(gp[1], gp[0], (size_t)2 * C * sizeof(float)) == 0,
+                   "C=%d level %s: backward halves", C, lv);
+        }
+        unsetenv("BRIGADE_CPU");
+        for (int k = 0; k < 2; k++) { free(out[k]); free(mean[k]); free(rstd[k]); free(dx[k]); free(dxi[k]); free(g[k]); free(gp[k]); }
+        free(inp); free(w); free(b); free(dout); free(dx0); free(g0);
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * Element-wise layers: gelu, relu, residual. */
 
@@ -544,6 +584,86 @@ static void test_gelu_grad_pair(void) {
     CHECK(memcmp(y1, y2, N * sizeof(float)) == 0);
     CHECK(memcmp(dx1, dx2, N * sizeof(float)) == 0);
     free(x); free(xg); free(y1); free(y2); free(d); free(dx1); free(dx2);
+}
+
+/* The bias folded into the pass after the product gives the bits of the
+ * plain passes it replaces: adding the bias, then gelu_forward_grad or a
+ * residual add; gelu_backward_grad, then the bias gradient's column sums row
+ * by row (linear_backward_params with only a bias), on any column range; at
+ * every instruction level this CPU runs.  And a product without a bias
+ * followed by the residual add with it matches linear_forward with the bias
+ * (OpenBLAS adds C to the product once: measured equal here; allowed a
+ * rounding). */
+static void test_bias_passes(void) {
+    const int shapes[][2] = {{1, 1}, {3, 7}, {5, 16}, {9, 33}, {17, 256}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], OC = shapes[si][1], n = N * OC;
+        s_rng = 900 + si;
+        float *acc = s_rand(n, 6.0f), *bias = s_rand(OC, 2.0f), *res = s_rand(n, 1.0f), *d = s_rand(n, 1.0f);
+        float *x = s_zeros(n), *y_want = s_zeros(n), *g_want = s_zeros(n), *r_want = s_zeros(n);
+        float *y = s_zeros(n), *g = s_zeros(n), *r = s_zeros(n);
+        for (int i = 0; i < n; i++) {
+            x[i] = acc[i] + bias[i % OC];
+            r_want[i] = x[i] + res[i];
+        }
+        memcpy(g_want, x, (size_t)n * sizeof(float));
+        gelu_forward_grad(y_want, g_want, n);
+        for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
+            setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
+            memcpy(g, acc, (size_t)n * sizeof(float));
+            bias_gelu_forward_grad(y, g, bias, N, OC);
+            CHECKF(memcmp(y, y_want, (size_t)n * sizeof(float)) == 0 && memcmp(g, g_want, (size_t)n * sizeof(float)) == 0,
+                   "N=%d OC=%d level %s: bias_gelu_forward_grad", N, OC, cpu_level_name((cpu_level_t)l));
+        }
+        unsetenv("BRIGADE_CPU");
+        bias_residual_forward(r, acc, bias, res, N, OC);
+        CHECK(memcmp(r, r_want, (size_t)n * sizeof(float)) == 0);
+        memcpy(r, acc, (size_t)n * sizeof(float));
+        bias_residual_forward(r, r, bias, res, N, OC);           /* in place on a */
+        CHECK(memcmp(r, r_want, (size_t)n * sizeof(float)) == 0);
+        memcpy(r, res, (size_t)n * sizeof(float));
+        bias_residual_forward(r, acc, bias, r, N, OC);           /* in place on b */
+        CHECK(memcmp(r, r_want, (size_t)n * sizeof(float)) == 0);
+        /* backward: d *= gelu', dbias += column sums, on [c0, c1) */
+        int c0 = OC / 3, c1 = OC - OC / 4;
+        float *d_want = s_zeros(n), *db_want = s_rand(OC, 1.0f), *db = s_zeros(OC);
+        memcpy(db, db_want, (size_t)OC * sizeof(float));
+        memcpy(d_want, d, (size_t)n * sizeof(float));
+        gelu_backward_grad(d_want, g_want, n);
+        for (int i = 0; i < N; i++)   /* only [c0, c1) of d changes */
+            for (int c = 0; c < OC; c++)
+                if (c < c0 || c >= c1) d_want[i * OC + c] = d[i * OC + c];
+        float no_weight[1] = {0}, *d0 = s_zeros(n), *db0 = s_zeros(OC);
+        memcpy(d0, d, (size_t)n * sizeof(float));
+        memcpy(db0, db, (size_t)OC * sizeof(float));
+        linear_backward_params(no_weight, db_want, d_want, NULL, N, 0, OC, c0, c1);   /* the bias sums alone */
+        for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
+            setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
+            memcpy(d, d0, (size_t)n * sizeof(float));
+            memcpy(db, db0, (size_t)OC * sizeof(float));
+            gelu_backward_grad_bias(d, db, g_want, N, OC, c0, c1);
+            CHECKF(memcmp(d, d_want, (size_t)n * sizeof(float)) == 0 && memcmp(db, db_want, (size_t)OC * sizeof(float)) == 0,
+                   "N=%d OC=%d level %s: gelu_backward_grad_bias", N, OC, cpu_level_name((cpu_level_t)l));
+        }
+        unsetenv("BRIGADE_CPU");
+        free(d_want); free(db_want); free(db); free(d0); free(db0);
+        free(acc); free(bias); free(res); free(d); free(x); free(y_want); free(g_want); free(r_want);
+        free(y); free(g); free(r);
+    }
+    /* the product: bias in the sgemm vs added after it */
+    const int N = 37, C = 48, OC = 40;
+    s_rng = 950;
+    float *inp = s_rand(N * C, 1.0f), *w = s_rand(OC * C, 1.0f), *bias = s_rand(OC, 1.0f), *res = s_rand(N * OC, 1.0f);
+    float *want = s_zeros(N * OC), *got = s_zeros(N * OC);
+    linear_forward(want, inp, w, bias, N, C, OC);
+    residual_forward(want, want, res, N * OC);
+    linear_forward(got, inp, w, NULL, N, C, OC);
+    bias_residual_forward(got, got, bias, res, N, OC);
+    double worst = 0.0;
+    for (int i = 0; i < N * OC; i++) worst = fmax(worst, fabs((double)got[i] - want[i]) / fmax(1.0, fabs(want[i])));
+    printf("  # product + bias after it vs linear_forward with the bias: worst %.3g\n", worst);
+    CHECK(worst <= 1e-6);
+    free(inp); free(w); free(bias); free(res); free(want); free(got);
 }
 
 static void test_relu_forward_exact(void) {
@@ -991,9 +1111,11 @@ int main(void) {
     RUN(test_layernorm_forward_ref);
     RUN(test_layernorm_backward);
     RUN(test_layernorm_backward_parts);
+    RUN(test_layernorm_every_level);
     RUN(test_gelu_forward_ref);
     RUN(test_gelu_backward);
     RUN(test_gelu_grad_pair);
+    RUN(test_bias_passes);
     RUN(test_relu_forward_exact);
     RUN(test_relu_backward);
     RUN(test_residual_backward);

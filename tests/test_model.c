@@ -2,12 +2,14 @@
  * split (K stages compute what 1 stage computes), determinism, model files. */
 #include "tests/check.h"
 #include "compress/cpu.h"
+#include "node/engine/bigbuf.h"
 #include "node/engine/model.h"
 #include "node/engine/modelfile.h"
 #include "node/engine/optim.h"
 #include "node/engine/rng.h"
 #include "node/engine/team.h"
 #include "node/engine/train.h"
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -778,8 +780,30 @@ static void test_checkpoint_kill_during_write(void)
     CHECK(system(cmd) == 0);
 }
 
+/* The engine's big buffers come zeroed, the large ones 2 MiB aligned (so
+ * that huge pages can back them), and can be written end to end. */
+static void test_bigbuf(void)
+{
+    size_t sizes[] = {0, 1, 1000, (size_t)1 << 19, ((size_t)3 << 20) + 7};
+    for (int i = 0; i < 5; i++) {
+        size_t n = sizes[i];
+        float *p = bigbuf_new(n);
+        CHECK(p != NULL);
+        if (!p) continue;
+        int zero = 1;
+        for (size_t j = 0; j < n; j++) zero &= p[j] == 0.0f;
+        CHECKF(zero, "%zu floats not zeroed", n);
+        if (n * sizeof(float) >= ((size_t)2 << 20))
+            CHECKF((uintptr_t)p % ((size_t)2 << 20) == 0, "%zu floats at %p", n, (void *)p);
+        for (size_t j = 0; j < n; j++) p[j] = (float)j;
+        bigbuf_free(p);
+    }
+    bigbuf_free(NULL);
+}
+
 int main(void)
 {
+    RUN(test_bigbuf);
     RUN(test_split_rule);
     RUN(test_stages_max);
     RUN(test_gpt_gradients_fd);

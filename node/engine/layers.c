@@ -21,10 +21,13 @@
 
 /* gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).  Since
  * 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + e^-2u), it is computed as
- * x * sigmoid(2u), which has no cancellation in the negative tail. */
+ * x * sigmoid(2u), which has no cancellation in the negative tail.  The
+ * sigmoid is one division, shared with the derivative in s_gelu_both (a
+ * vector division costs more than the rest of the element). */
 static inline float s_gelu(float x) {
     float u = S_GELU_K * (x + S_GELU_C * x * x * x);
-    return x / (1.0f + s_expf(-2.0f * u));
+    float s = 1.0f / (1.0f + s_expf(-2.0f * u));
+    return x * s;
 }
 
 /* gelu'(x) = s + 2 x s (1 - s) u', s = sigmoid(2u).  For |u| > 40 the second
@@ -137,11 +140,15 @@ void embedding_backward(float *restrict dwte, float *restrict dwpe,
 /* ---------------------------------------------------------------------------
  * LayerNorm. */
 
+/* Each layernorm kernel is an S_BODY loop over rows with AVX2 and AVX-512
+ * copies (vecmath.h: the same bits at every level); the backward's whole
+ * form does a row's input gradient and its parameter-gradient terms in one
+ * visit, in the order of the two halves, so it gives their bits. */
+
 /* out (N,C) = (inp - mean) * rstd * weight + bias per row; mean, rstd (N). */
-void layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
-                       const float *restrict inp, const float *restrict weight,
-                       const float *restrict bias, int N, int C) {
-    assert(C > 0);
+S_BODY void s_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
+                                const float *restrict inp, const float *restrict weight,
+                                const float *restrict bias, int N, int C) {
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float *o = out + (size_t)n * C;
@@ -167,48 +174,100 @@ void layernorm_forward(float *restrict out, float *restrict mean, float *restric
     }
 }
 
+S_COPIES(s_layernorm_forward, (float *restrict out, float *restrict mean, float *restrict rstd,
+                               const float *restrict inp, const float *restrict weight, const float *restrict bias,
+                               int N, int C), (out, mean, rstd, inp, weight, bias, N, C))
+
+void layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
+                       const float *restrict inp, const float *restrict weight,
+                       const float *restrict bias, int N, int C) {
+    assert(C > 0);
+    S_CALL_BEST(s_layernorm_forward, (out, mean, rstd, inp, weight, bias, N, C));
+}
+
+/* dx (C) += the input gradient of one row (x, d its input and output gradient). */
+S_BODY void s_ln_input_row(float *restrict dx, const float *restrict d, const float *restrict x,
+                           const float *restrict weight, float m, float s, int C) {
+    /* mean of dnorm = w*d, and of dnorm * norm */
+    float a1[S_LANES] = {0}, a2[S_LANES] = {0};
+    int i = 0;
+    for (; i + S_LANES <= C; i += S_LANES)
+        for (int j = 0; j < S_LANES; j++) {
+            float dn = weight[i + j] * d[i + j];
+            a1[j] += dn;
+            a2[j] += dn * (x[i + j] - m) * s;
+        }
+    float dmean = 0.0f, dnmean = 0.0f;
+    for (; i < C; i++) {
+        float dn = weight[i] * d[i];
+        dmean += dn;
+        dnmean += dn * (x[i] - m) * s;
+    }
+    for (int j = 0; j < S_LANES; j++) { dmean += a1[j]; dnmean += a2[j]; }
+    dmean /= (float)C;
+    dnmean /= (float)C;
+    i = 0;
+    for (; i + S_LANES <= C; i += S_LANES)
+        for (int j = 0; j < S_LANES; j++) {
+            float nrm = (x[i + j] - m) * s;
+            float dn = weight[i + j] * d[i + j];
+            dx[i + j] += (dn - dmean - nrm * dnmean) * s;
+        }
+    for (; i < C; i++) {
+        float nrm = (x[i] - m) * s;
+        float dn = weight[i] * d[i];
+        dx[i] += (dn - dmean - nrm * dnmean) * s;
+    }
+}
+
+/* dw, db (w) += one row's terms: norm * d and d. */
+S_BODY void s_ln_params_row(float *restrict dw, float *restrict db, const float *restrict d,
+                            const float *restrict x, float m, float s, int w) {
+    int i = 0;
+    for (; i + S_WIDE <= w; i += S_WIDE)
+        for (int j = 0; j < S_WIDE; j++) {
+            dw[i + j] += (x[i + j] - m) * s * d[i + j];
+            db[i + j] += d[i + j];
+        }
+    for (; i < w; i++) {
+        dw[i] += (x[i] - m) * s * d[i];
+        db[i] += d[i];
+    }
+}
+
+S_BODY void s_layernorm_backward_input(float *restrict dinp, const float *restrict dout,
+                                       const float *restrict inp, const float *restrict weight,
+                                       const float *restrict mean, const float *restrict rstd, int N, int C) {
+    for (int n = 0; n < N; n++)
+        s_ln_input_row(dinp + (size_t)n * C, dout + (size_t)n * C, inp + (size_t)n * C, weight, mean[n], rstd[n], C);
+}
+
+S_COPIES(s_layernorm_backward_input, (float *restrict dinp, const float *restrict dout, const float *restrict inp,
+                                      const float *restrict weight, const float *restrict mean,
+                                      const float *restrict rstd, int N, int C),
+         (dinp, dout, inp, weight, mean, rstd, N, C))
+
 /* dinp (N,C) += the layernorm input gradient, row by row. */
 void layernorm_backward_input(float *restrict dinp, const float *restrict dout,
                               const float *restrict inp, const float *restrict weight,
                               const float *restrict mean, const float *restrict rstd, int N, int C) {
     assert(C > 0);
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        const float *d = dout + (size_t)n * C;
-        float *dx = dinp + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        /* mean of dnorm = w*d, and of dnorm * norm */
-        float a1[S_LANES] = {0}, a2[S_LANES] = {0};
-        int i = 0;
-        for (; i + S_LANES <= C; i += S_LANES)
-            for (int j = 0; j < S_LANES; j++) {
-                float dn = weight[i + j] * d[i + j];
-                a1[j] += dn;
-                a2[j] += dn * (x[i + j] - m) * s;
-            }
-        float dmean = 0.0f, dnmean = 0.0f;
-        for (; i < C; i++) {
-            float dn = weight[i] * d[i];
-            dmean += dn;
-            dnmean += dn * (x[i] - m) * s;
-        }
-        for (int j = 0; j < S_LANES; j++) { dmean += a1[j]; dnmean += a2[j]; }
-        dmean /= (float)C;
-        dnmean /= (float)C;
-        i = 0;
-        for (; i + S_LANES <= C; i += S_LANES)
-            for (int j = 0; j < S_LANES; j++) {
-                float nrm = (x[i + j] - m) * s;
-                float dn = weight[i + j] * d[i + j];
-                dx[i + j] += (dn - dmean - nrm * dnmean) * s;
-            }
-        for (; i < C; i++) {
-            float nrm = (x[i] - m) * s;
-            float dn = weight[i] * d[i];
-            dx[i] += (dn - dmean - nrm * dnmean) * s;
-        }
-    }
+    S_CALL_BEST(s_layernorm_backward_input, (dinp, dout, inp, weight, mean, rstd, N, C));
 }
+
+S_BODY void s_layernorm_backward_params(float *restrict dweight, float *restrict dbias,
+                                        const float *restrict dout, const float *restrict inp,
+                                        const float *restrict mean, const float *restrict rstd,
+                                        int N, int C, int c0, int c1) {
+    for (int n = 0; n < N; n++)
+        s_ln_params_row(dweight + c0, dbias + c0, dout + (size_t)n * C + c0, inp + (size_t)n * C + c0,
+                        mean[n], rstd[n], c1 - c0);
+}
+
+S_COPIES(s_layernorm_backward_params, (float *restrict dweight, float *restrict dbias, const float *restrict dout,
+                                       const float *restrict inp, const float *restrict mean,
+                                       const float *restrict rstd, int N, int C, int c0, int c1),
+         (dweight, dbias, dout, inp, mean, rstd, N, C, c0, c1))
 
 /* dweight, dbias [c0, c1) += sums over the rows, in order, of norm * dout and dout. */
 void layernorm_backward_params(float *restrict dweight, float *restrict dbias,
@@ -216,32 +275,32 @@ void layernorm_backward_params(float *restrict dweight, float *restrict dbias,
                                const float *restrict mean, const float *restrict rstd,
                                int N, int C, int c0, int c1) {
     assert(0 <= c0 && c0 <= c1 && c1 <= C);
-    float *restrict dw = dweight + c0, *restrict db = dbias + c0;
-    int w = c1 - c0;
+    S_CALL_BEST(s_layernorm_backward_params, (dweight, dbias, dout, inp, mean, rstd, N, C, c0, c1));
+}
+
+S_BODY void s_layernorm_backward(float *restrict dinp, float *restrict dweight, float *restrict dbias,
+                                 const float *restrict dout, const float *restrict inp,
+                                 const float *restrict weight, const float *restrict mean,
+                                 const float *restrict rstd, int N, int C) {
     for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C + c0;
-        const float *d = dout + (size_t)n * C + c0;
-        float m = mean[n], s = rstd[n];
-        int i = 0;
-        for (; i + S_LANES <= w; i += S_LANES)
-            for (int j = 0; j < S_LANES; j++) {
-                dw[i + j] += (x[i + j] - m) * s * d[i + j];
-                db[i + j] += d[i + j];
-            }
-        for (; i < w; i++) {
-            dw[i] += (x[i] - m) * s * d[i];
-            db[i] += d[i];
-        }
+        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        s_ln_input_row(dinp + (size_t)n * C, d, x, weight, mean[n], rstd[n], C);
+        s_ln_params_row(dweight, dbias, d, x, mean[n], rstd[n], C);
     }
 }
+
+S_COPIES(s_layernorm_backward, (float *restrict dinp, float *restrict dweight, float *restrict dbias,
+                                const float *restrict dout, const float *restrict inp, const float *restrict weight,
+                                const float *restrict mean, const float *restrict rstd, int N, int C),
+         (dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C))
 
 /* dinp, dweight (C), dbias (C) += layernorm gradients. */
 void layernorm_backward(float *restrict dinp, float *restrict dweight, float *restrict dbias,
                         const float *restrict dout, const float *restrict inp,
                         const float *restrict weight, const float *restrict mean,
                         const float *restrict rstd, int N, int C) {
-    layernorm_backward_input(dinp, dout, inp, weight, mean, rstd, N, C);
-    layernorm_backward_params(dweight, dbias, dout, inp, mean, rstd, N, C, 0, C);
+    assert(C > 0);
+    S_CALL_BEST(s_layernorm_backward, (dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
 }
 
 /* ---------------------------------------------------------------------------
@@ -273,16 +332,16 @@ void gelu_forward(float *out, const float *inp, int N) {
 static inline void s_gelu_both(float x, float *y, float *dy) {
     float u = S_GELU_K * (x + S_GELU_C * x * x * x);
     float e = s_expf(-2.0f * u);
-    *y = x / (1.0f + e);
     float s = 1.0f / (1.0f + e);
+    *y = x * s;
     float sp = s_select(fabsf(u) > 40.0f, 0.0f, e * s * s);
     *dy = s + 2.0f * x * sp * S_GELU_K * (1.0f + 3.0f * S_GELU_C * x * x);
 }
 
 S_BODY void s_gelu_forward_grad(float *restrict out, float *restrict xg, int N) {
     int i = 0;
-    for (; i + S_LANES <= N; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) s_gelu_both(xg[i + j], &out[i + j], &xg[i + j]);
+    for (; i + S_WIDE <= N; i += S_WIDE)
+        for (int j = 0; j < S_WIDE; j++) s_gelu_both(xg[i + j], &out[i + j], &xg[i + j]);
     for (; i < N; i++) s_gelu_both(xg[i], &out[i], &xg[i]);
 }
 
@@ -297,6 +356,68 @@ void gelu_backward_grad(float *restrict d, const float *restrict grad, int N) {
     for (; i + S_LANES <= N; i += S_LANES)
         for (int j = 0; j < S_LANES; j++) d[i + j] *= grad[i + j];
     for (; i < N; i++) d[i] *= grad[i];
+}
+
+S_BODY void s_bias_gelu_forward_grad(float *restrict out, float *restrict xg, const float *restrict bias,
+                                     int N, int OC) {
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * OC, *g = xg + (size_t)n * OC;
+        int i = 0;
+        for (; i + S_WIDE <= OC; i += S_WIDE)
+            for (int j = 0; j < S_WIDE; j++) s_gelu_both(g[i + j] + bias[i + j], &o[i + j], &g[i + j]);
+        for (; i < OC; i++) s_gelu_both(g[i] + bias[i], &o[i], &g[i]);
+    }
+}
+
+S_COPIES(s_bias_gelu_forward_grad, (float *restrict out, float *restrict xg, const float *restrict bias, int N, int OC),
+         (out, xg, bias, N, OC))
+
+void bias_gelu_forward_grad(float *restrict out, float *restrict xg, const float *restrict bias, int N, int OC) {
+    S_CALL_BEST(s_bias_gelu_forward_grad, (out, xg, bias, N, OC));
+}
+
+/* out may be a or b: each block of S_LANES is read whole before it is written. */
+void bias_residual_forward(float *out, const float *a, const float *restrict bias, const float *b, int N, int OC) {
+    for (int n = 0; n < N; n++) {
+        const float *x = a + (size_t)n * OC, *y = b + (size_t)n * OC;
+        float *o = out + (size_t)n * OC;
+        int i = 0;
+        for (; i + S_LANES <= OC; i += S_LANES) {
+            float t[S_LANES];
+            for (int j = 0; j < S_LANES; j++) t[j] = (x[i + j] + bias[i + j]) + y[i + j];
+            for (int j = 0; j < S_LANES; j++) o[i + j] = t[j];
+        }
+        for (; i < OC; i++) o[i] = (x[i] + bias[i]) + y[i];
+    }
+}
+
+S_BODY void s_gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad,
+                                      int N, int OC, int c0, int c1) {
+    int w = c1 - c0;
+    float *restrict db = dbias + c0;
+    for (int n = 0; n < N; n++) {
+        float *x = d + (size_t)n * OC + c0;
+        const float *g = grad + (size_t)n * OC + c0;
+        int i = 0;
+        for (; i + S_WIDE <= w; i += S_WIDE)
+            for (int j = 0; j < S_WIDE; j++) {
+                x[i + j] *= g[i + j];
+                db[i + j] += x[i + j];
+            }
+        for (; i < w; i++) {
+            x[i] *= g[i];
+            db[i] += x[i];
+        }
+    }
+}
+
+S_COPIES(s_gelu_backward_grad_bias, (float *restrict d, float *restrict dbias, const float *restrict grad, int N,
+                                     int OC, int c0, int c1), (d, dbias, grad, N, OC, c0, c1))
+
+void gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad,
+                             int N, int OC, int c0, int c1) {
+    assert(0 <= c0 && c0 <= c1 && c1 <= OC);
+    S_CALL_BEST(s_gelu_backward_grad_bias, (d, dbias, grad, N, OC, c0, c1));
 }
 
 S_BODY void s_gelu_backward(float *restrict dinp, const float *restrict inp,

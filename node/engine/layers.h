@@ -64,6 +64,19 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, int N);
 void gelu_forward_grad(float *out, float *xg, int N);
 void gelu_backward_grad(float *d, const float *grad, int N);
 
+/* A linear layer's bias folded into the element-wise pass after it (the
+ * product then runs without one): the same bits as adding the bias first
+ * (linear_forward with the bias; linear_backward_params's dbias).
+ *   bias_gelu_forward_grad: x = xg (N,OC) + bias (OC) per row, then as
+ *     gelu_forward_grad: out = gelu(x), xg = gelu'(x).
+ *   bias_residual_forward: out (N,OC) = (a + bias per row) + b; out may be
+ *     a or b.
+ *   gelu_backward_grad_bias: on columns [c0, c1) of d (N,OC): d *= grad,
+ *     then dbias += the column sums of d, row by row in order. */
+void bias_gelu_forward_grad(float *out, float *xg, const float *bias, int N, int OC);
+void bias_residual_forward(float *out, const float *a, const float *bias, const float *b, int N, int OC);
+void gelu_backward_grad_bias(float *d, float *dbias, const float *grad, int N, int OC, int c0, int c1);
+
 /* out (N) = max(inp, 0). */
 void relu_forward(float *out, const float *inp, int N);
 /* dinp += (out > 0) * dout; out is relu_forward's output. */

@@ -2,6 +2,7 @@
  * the forward/backward passes of a stage (see model.h). */
 #include "node/engine/model.h"
 #include "node/engine/attention.h"
+#include "node/engine/bigbuf.h"
 #include "node/engine/layers.h"
 #include "node/engine/rng.h"
 #include "node/engine/split.h"
@@ -336,7 +337,7 @@ acts_t *acts_new(const stage_t *s, int B, int T)
     a->T = T;
     a->nbuf = L.total;
     a->workers = s_workers(s);
-    a->buf = calloc(L.total ? L.total : 1, sizeof(float));
+    a->buf = bigbuf_new(L.total);
     size_t ntok = s->cfg.kind == MODEL_GPT ? (size_t)B * T : (size_t)B;
     if (s->first && s->cfg.kind == MODEL_GPT) a->tokens = calloc(ntok, sizeof(int));
     if (s->last) a->targets = calloc(ntok, sizeof(int));
@@ -365,7 +366,7 @@ void acts_destroy(acts_t **self_p)
 {
     if (!*self_p) return;
     acts_t *a = *self_p;
-    free(a->buf);
+    bigbuf_free(a->buf);
     free(a->tokens);
     free(a->targets);
     free(a);
@@ -400,7 +401,7 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = 0; }
     size_t total = 0;
     for (int i = 0; i < 6; i++) total += sz[i];
-    g->buf = calloc(total, sizeof(float));
+    g->buf = bigbuf_new(total);
     if (!g->buf) { free(g); return NULL; }
     float *p = g->buf, **dst[6] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfchg, &g->attscratch, &g->dlogits };
     for (int i = 0; i < 6; i++) { *dst[i] = p; p += sz[i]; }
@@ -410,7 +411,7 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
 void grad_scratch_destroy(grad_scratch_t **self_p)
 {
     if (!*self_p) return;
-    free((*self_p)->buf);
+    bigbuf_free((*self_p)->buf);
     free(*self_p);
     *self_p = NULL;
 }
@@ -438,13 +439,14 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
         split_linear_forward(tm, b.qkv, b.ln1, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
         split_attention_forward(tm, b.atty, b.att, a->buf + L.scratch, attention_scratch_floats(T, C, NH),
                                 b.qkv, B, T, C, NH);
-        split_linear_forward(tm, b.res2, b.atty, w[BLK_PROJW], w[BLK_PROJB], N, C, C);
-        split_residual_forward(tm, b.res2, b.res2, x, N * C);
+        /* the biases of proj, fc and fcp are added in the pass after the product */
+        split_linear_forward(tm, b.res2, b.atty, w[BLK_PROJW], NULL, N, C, C);
+        split_bias_residual_forward(tm, b.res2, b.res2, w[BLK_PROJB], x, N, C);
         split_layernorm_forward(tm, b.ln2, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
-        split_linear_forward(tm, b.fch, b.ln2, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
-        split_gelu_forward_grad(tm, b.fchg, b.fch, N * 4 * C);   /* fch now holds gelu'(fch) */
-        split_linear_forward(tm, b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], N, 4 * C, C);
-        split_residual_forward(tm, b.res3, b.res3, b.res2, N * C);
+        split_linear_forward(tm, b.fch, b.ln2, w[BLK_FCW], NULL, N, C, 4 * C);
+        split_bias_gelu_forward_grad(tm, b.fchg, b.fch, w[BLK_FCB], N, 4 * C);   /* fch now holds gelu' */
+        split_linear_forward(tm, b.res3, b.fchg, w[BLK_FCPW], NULL, N, 4 * C, C);
+        split_bias_residual_forward(tm, b.res3, b.res3, w[BLK_FCPB], b.res2, N, C);
         x = b.res3;
     }
     if (s->last) {
@@ -496,8 +498,9 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
         /* res3 = res2 + fchg @ Wfcp: dres carries d res3 and becomes d res2.
          * The temporaries dfchg, dtmp, dqkv are written, not cleared and added to. */
         split_linear_backward(tm, g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], N, 4 * C, C, 0);
-        split_gelu_backward_grad(tm, g->dfchg, b.fch, N * 4 * C);   /* dfchg becomes d fch */
-        split_linear_backward(tm, g->dtmp, dw[BLK_FCW], dw[BLK_FCB], g->dfchg, b.ln2, w[BLK_FCW], N, C, 4 * C, 0);
+        /* dfchg becomes d fch, and its column sums go to the fc bias */
+        split_gelu_backward_grad_bias(tm, g->dfchg, dw[BLK_FCB], b.fch, N, 4 * C);
+        split_linear_backward(tm, g->dtmp, dw[BLK_FCW], NULL, g->dfchg, b.ln2, w[BLK_FCW], N, C, 4 * C, 0);
         split_layernorm_backward(tm, g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->dtmp, b.res2, w[BLK_LN2W],
                                  b.ln2m, b.ln2r, N, C);
         /* res2 = x + atty @ Wproj: dres becomes d x */

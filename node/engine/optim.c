@@ -4,7 +4,8 @@
  * is 12 C^2 + 13 C floats, 3 MB of gradients at C = 256) is read twice: once
  * for its gradient norm, then once more, from cache, by the update, which
  * writes params, m and v and zeroes the gradients in the same loop.  The loops
- * run over fixed blocks of S_LANES elements so that gcc -O2 vectorizes them;
+ * run over fixed blocks of S_LANES elements (the update, which sums nothing,
+ * of S_WIDE) so that gcc -O2 vectorizes them;
  * the arithmetic of an element is the reference's, operation for operation.
  * A unit is cut into tasks (S_TASK floats, more for huge units) that the
  * threads of a team share (team.h); the norm is summed in double per chunk
@@ -129,8 +130,8 @@ S_BODY void s_adamw_zero(float *restrict p, float *restrict g, float *restrict m
     const float f = k->f, b1 = k->b1, b2 = k->b2, ob1 = k->ob1, ob2 = k->ob2;
     const float c1 = k->c1, c2 = k->c2, lr = k->lr, eps = k->eps, decay = k->decay;
     size_t i = 0;
-    for (; i + S_LANES <= n; i += S_LANES)
-        for (int j = 0; j < S_LANES; j++) {
+    for (; i + S_WIDE <= n; i += S_WIDE)
+        for (int j = 0; j < S_WIDE; j++) {
             float gi = g[i + j] * f;
             float mi = b1 * m[i + j] + ob1 * gi;
             float vi = b2 * v[i + j] + ob2 * gi * gi;

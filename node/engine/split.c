@@ -187,6 +187,57 @@ void split_residual_forward(team_t *team, float *out, const float *a, const floa
     s_elt(team, &x);
 }
 
+/* Element-wise with a bias per row: rows, or (the bias gradient) column
+ * ranges, so that each column still sums its rows in order. */
+
+typedef struct {
+    float *out, *xg, *dbias;
+    const float *a, *b, *bias, *grad;
+    int N, OC, parts, kind;   /* 0 bias gelu forward, 1 bias residual, 2 gelu backward with dbias */
+} s_bias_t;
+
+static void s_bias_task(void *arg, int i, int worker)
+{
+    const s_bias_t *x = arg;
+    int a, b;
+    (void)worker;
+    if (x->kind == 2) {
+        s_part(x->OC, x->parts, i, 16, &a, &b);
+        gelu_backward_grad_bias(x->out, x->dbias, x->grad, x->N, x->OC, a, b);
+        return;
+    }
+    s_part(x->N, x->parts, i, 1, &a, &b);
+    size_t o = (size_t)a * x->OC;
+    if (x->kind == 0) bias_gelu_forward_grad(x->out + o, x->xg + o, x->bias, b - a, x->OC);
+    else bias_residual_forward(x->out + o, x->a + o, x->bias, x->b + o, b - a, x->OC);
+}
+
+void split_bias_gelu_forward_grad(team_t *team, float *out, float *xg, const float *bias, int N, int OC)
+{
+    if (!team) { bias_gelu_forward_grad(out, xg, bias, N, OC); return; }
+    s_bias_t x = {.out = out, .xg = xg, .bias = bias, .N = N, .OC = OC, .kind = 0,
+                  .parts = s_parts(team, N, 4096 / (OC > 0 ? OC : 1) + 1)};
+    team_run(team, x.parts, s_bias_task, &x);
+}
+
+void split_bias_residual_forward(team_t *team, float *out, const float *a, const float *bias, const float *b,
+                                 int N, int OC)
+{
+    if (!team) { bias_residual_forward(out, a, bias, b, N, OC); return; }
+    s_bias_t x = {.out = out, .a = a, .bias = bias, .b = b, .N = N, .OC = OC, .kind = 1,
+                  .parts = s_parts(team, N, 4096 / (OC > 0 ? OC : 1) + 1)};
+    team_run(team, x.parts, s_bias_task, &x);
+}
+
+void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, const float *grad, int N, int OC)
+{
+    if (!team) { gelu_backward_grad_bias(d, dbias, grad, N, OC, 0, OC); return; }
+    s_bias_t x = {.out = d, .dbias = dbias, .grad = grad, .N = N, .OC = OC, .kind = 2,
+                  .parts = team_size(team)};
+    if (OC / 64 < x.parts) x.parts = OC / 64 > 0 ? OC / 64 : 1;   /* column ranges of at least 64 */
+    team_run(team, x.parts, s_bias_task, &x);
+}
+
 /* ---------------------------------------------------------------------------
  * Attention: one task per (b, h). */
 

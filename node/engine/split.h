@@ -31,6 +31,11 @@ void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *
 void split_gelu_forward_grad(team_t *team, float *out, float *xg, int N);
 void split_gelu_backward_grad(team_t *team, float *d, const float *grad, int N);
 void split_residual_forward(team_t *team, float *out, const float *a, const float *b, int N);
+void split_bias_gelu_forward_grad(team_t *team, float *out, float *xg, const float *bias, int N, int OC);
+void split_bias_residual_forward(team_t *team, float *out, const float *a, const float *bias, const float *b,
+                                 int N, int OC);
+/* Over all the columns [0, OC), cut by column ranges. */
+void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, const float *grad, int N, int OC);
 void split_attention_forward(team_t *team, float *out, float *att, float *scratch, size_t stride,
                              const float *qkv, int B, int T, int C, int NH);
 void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t stride, const float *dout,

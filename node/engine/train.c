@@ -1,5 +1,6 @@
 /* train.c: stage training state (train.h). */
 #include "node/engine/train.h"
+#include "node/engine/bigbuf.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@ stage_state_t *stage_state_new(const model_config_t *cfg, int stage, int nstages
     if (!st) { snprintf(err, errlen, "out of memory"); return NULL; }
     if (stage_init(&st->s, cfg, stage, nstages, err, errlen) < 0) { free(st); return NULL; }
     size_t n = st->s.nparams;
-    st->params = calloc(4 * n, sizeof(float));
+    st->params = bigbuf_new(4 * n);
     if (!st->params) {
         snprintf(err, errlen, "out of memory for %zu parameters", n);
         free(st);
@@ -27,7 +28,7 @@ stage_state_t *stage_state_new(const model_config_t *cfg, int stage, int nstages
 void stage_state_destroy(stage_state_t **self_p)
 {
     if (!*self_p) return;
-    free((*self_p)->params);
+    bigbuf_free((*self_p)->params);
     free(*self_p);
     *self_p = NULL;
 }

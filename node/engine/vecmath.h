@@ -14,6 +14,8 @@
 #include <string.h>
 
 #define S_LANES 8          /* block width of the vectorizable loops */
+#define S_WIDE 16          /* block width of element-wise loops (no sums, so no bits depend on it):
+                            * one AVX-512 vector, two AVX2 ones */
 
 /* Loops compiled three times.  The build targets baseline x86-64 (SSE2,
  * 4 floats a vector); a loop whose work is arithmetic (gelu's exp, AdamW's
@@ -25,11 +27,13 @@
  * (-std=c11 means -ffp-contract=off; attention.c, built with contraction,
  * uses S_AVX512 for its own kernels only) and summing in the same order
  * (S_LANES accumulators), so they give the same bits; tests/test_layers.c
- * and tests/test_model.c check it. */
+ * and tests/test_model.c check it.  The AVX-512 copies may use whole
+ * 16-float registers (prefer-vector-width=512), which loops in blocks of
+ * S_WIDE fill. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define S_HAVE_X86 1
 #define S_AVX2 __attribute__((target("avx2,fma")))
-#define S_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+#define S_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,prefer-vector-width=512")))
 #define S_COPIES(name, params, args) \
     S_AVX2 static void name##_avx2 params { name args; } \
     S_AVX512 static void name##_avx512 params { name args; }

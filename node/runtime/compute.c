@@ -414,18 +414,27 @@ static void s_send_self(compute_t *c, int kind)
 
 /* ---- weight delay ---- */
 
-/* The weight delay budget in updates at the current version: --max-delay,
- * let in gradually with --staleness ramp; 0 under gpipe. */
-static int s_delay_budget(const compute_t *c)
+/* The weight delay budget of the current version in microbatches beyond
+ * --micro (stale_budget_micro): --max-delay x micro, let in as the learning
+ * rate decays with --staleness ramp; 0 under gpipe. */
+static int s_budget_micro(const compute_t *c)
 {
     if (c->o->schedule == SCHED_GPIPE) return 0;
-    return stale_delay_budget(&c->o->optim, c->o->staleness, (int)c->version, c->o->max_delay);
+    return stale_budget_micro(&c->o->optim, c->o->staleness, (int)c->version, c->o->max_delay, c->o->micro);
 }
 
-/* The delay this stage runs with now: the measured one, within the budget. */
+/* The same budget in updates: the most a backward may now be late. */
+static int s_delay_budget(const compute_t *c)
+{
+    return stale_budget_updates(s_budget_micro(c), c->o->micro);
+}
+
+/* The delay this stage runs with now: the measured one rounded up, so that
+ * a stage some of whose microbatches are late predicts for them (as solo
+ * --delay does), within the budget. */
 static int s_delay_now(const compute_t *c)
 {
-    int d = c->delay_ewma > 0 ? (int)lround(c->delay_ewma) : 0, b = s_delay_budget(c);
+    int d = c->delay_ewma > 0.05 ? (int)ceil(c->delay_ewma - 0.05) : 0, b = s_delay_budget(c);
     return d < b ? d : b;
 }
 
@@ -1346,7 +1355,7 @@ static int s_may_issue(const compute_t *c)
     if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
     /* the delay budget (s_micro_needed): FIFO completion puts the new
      * microbatch's backward after bwd_count + inflight others of this update */
-    return c->inflight < c->max_inflight && c->bwd_count + c->inflight < (s_delay_budget(c) + 1) * c->o->micro;
+    return c->inflight < c->max_inflight && c->bwd_count + c->inflight < c->o->micro + s_budget_micro(c);
 }
 
 int compute_step(compute_t *c, double *flops)

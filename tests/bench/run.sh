@@ -129,14 +129,14 @@ profile() {
             /^ *[0-9.]+%/ { p = $1; sub(/%/, "", p); sym = $3
                 g = "other (kernel, page faults, misc.)"
                 if (sym ~ /^sgemm_|^cblas_sgemm|^sgemm$/) g = "sgemm (OpenBLAS kernel and packing)"
-                else if (sym ~ /attention|^s_pb|^s_abt|^s_pack_t|s_causal|^s_ref_/) g = "attention"
+                else if (sym ~ /attention|^s_pb|^s_abt|^s_pack_t|s_causal|^s_ref_|^s_fast_/) g = "attention"
                 else if (sym ~ /gelu/) g = "gelu"
                 else if (sym ~ /layernorm/) g = "layernorm"
                 else if (sym ~ /optim_|adamw|s_update_task|s_norm_task|s_sumsq/) g = "optimizer step"
                 else if (sym ~ /crossentropy|softmax/) g = "cross-entropy"
                 else if (sym ~ /memset|memmove|memcpy/) g = "memset / memcpy"
                 else if (sym ~ /residual|s_add|linear_backward|linear_forward|embedding/) g = "bias sums, residual adds, embedding"
-                else if (sym ~ /stage_init_params|sincos|rng_|log_fma|s_synthetic|s_hash|data_/) g = "start-up and data (not the step)"
+                else if (sym ~ /stage_init_params|sincos|rng_|log_fma|s_synthetic|s_hash|data_|clear_page/) g = "start-up and data (not the step)"
                 else if (sym ~ /team|s_work|s_wait|pthread|sched_yield|futex/) g = "threads"
                 tot[g] += p }
             END { for (g in tot) printf "| %s | %.1f | %.1f |\n", g, tot[g], tot[g] * step / 100 }' |
