@@ -110,6 +110,16 @@ void wbuf_init(wbuf_t *w, size_t max)
     w->owned = 1;
 }
 
+void wbuf_reserve(wbuf_t *w, size_t n)
+{
+    if (n > w->max) n = w->max;
+    if (!w->owned || w->err || n <= w->cap) return;
+    uint8_t *d = realloc(w->data, n);
+    if (!d) return;
+    w->data = d;
+    w->cap = n;
+}
+
 void wbuf_init_fixed(wbuf_t *w, uint8_t *buf, size_t cap)
 {
     memset(w, 0, sizeof *w);

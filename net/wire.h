@@ -92,6 +92,11 @@ typedef struct {
 
 /* An empty heap-backed writer that may grow up to max bytes. */
 void wbuf_init(wbuf_t *w, size_t max);
+/* Grows a heap-backed writer's buffer to hold at least n bytes in all (at
+ * most its max) in one step, for a writer about to write that much (growth
+ * by doubling from 256 bytes copies it several times).  Nothing is written;
+ * no error when it cannot (the writes grow it as usual). */
+void wbuf_reserve(wbuf_t *w, size_t n);
 /* A writer over the caller's buffer buf of cap bytes (never reallocated). */
 void wbuf_init_fixed(wbuf_t *w, uint8_t *buf, size_t cap);
 /* Frees a heap-backed writer's buffer; the writer is empty afterwards. */
@@ -155,15 +160,16 @@ void rbuf_get_str(rbuf_t *r, char *out, size_t outlen);
 int peer_addr_valid(const char *s);
 
 typedef struct {
+    /* (the small fields first: a peer table's scans read them, not the address and key) */
     uint64_t id;                 /* node_id_from_pubkey(pubkey) */
-    char addr[PEER_ADDR_MAX];    /* HOST:PORT where it listens */
-    uint8_t pubkey[32];          /* CurveZMQ public key */
     int16_t stage;               /* its stage, -1 if none yet */
+    uint8_t flags;               /* PEER_FLAG_*: not in peers_encode; carried by the peer's signed announcement */
     float rate;                  /* measured microbatches per second */
     float rtt_ms;                /* RTT as seen by the sender of the table */
     uint32_t version;            /* its weight version */
     uint64_t seen_ms;            /* ms since the sender last heard from it */
-    uint8_t flags;               /* PEER_FLAG_*: not in peers_encode; carried by the peer's signed announcement */
+    char addr[PEER_ADDR_MAX];    /* HOST:PORT where it listens */
+    uint8_t pubkey[32];          /* CurveZMQ public key */
 } peer_info_t;
 
 #define PEER_FLAG_OUTWARD 0x1u   /* reachable only over the connections it opens (behind NAT, --no-listen) */

@@ -212,7 +212,7 @@ static peer_info_t s_info(uint64_t id, int stage, float rate)
 static void s_health(peers_t *t, uint64_t id, peer_health_t h)
 {
     peer_t *p = peers_find(t, id);
-    if (p) p->health = h;
+    if (p) { p->health = h; peers_touch(t, p); }
 }
 
 static void test_peers_upsert(void)
@@ -446,6 +446,7 @@ static void test_peers_completed(void)
         peer_info_t p = s_info(id, 1, 1.0f);
         peers_upsert(&t, &p, 0);
         peers_find(&t, id)->completed = id * 1000003ull;
+        peers_touch(&t, peers_find(&t, id));
         if (id != 1) want += id * 1000003ull;
     }
     s_health(&t, 4, PEER_GONE);  /* the work of a gone peer still counts */
@@ -453,6 +454,17 @@ static void test_peers_completed(void)
     peer_view_t *v = peers_view(&t);
     CHECK(v && v->n == 4 && v->completed == want);
     CHECK(v && peer_view_find(v, 1) == NULL && peer_view_find(v, 4) && peer_view_find(v, 4)->health == PEER_GONE);
+    free(v);
+    /* the next snapshot: only touched records are read again; the sum follows a change */
+    peers_find(&t, 3)->completed += 5;
+    peers_find(&t, 5)->rtt_ms = 12.5;
+    peers_touch(&t, peers_find(&t, 3));
+    peers_touch(&t, peers_find(&t, 5));
+    v = peers_view(&t);
+    CHECK(v && v->n == 4 && v->completed == want + 5);
+    CHECK(v && peer_view_find(v, 3) && peer_view_find(v, 3)->completed == 3 * 1000003ull + 5);
+    CHECK(v && peer_view_find(v, 5) && peer_view_find(v, 5)->rtt_ms == 12.5f);
+    CHECK(v && peer_view_find(v, 4) && peer_view_find(v, 4)->health == PEER_GONE);
     free(v);
     peers_fini(&t);
 }

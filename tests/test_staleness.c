@@ -52,15 +52,32 @@ static void test_names(void)
 static void test_delay_budget(void)
 {
     optim_config_t o;
-    optim_defaults(&o);   /* warmup 10: one more update of delay every 30 */
+    optim_defaults(&o);   /* warmup 10, the rate's floor 0.1 x lr */
+    o.total = 410;        /* cosine decay over updates 10..410 */
     CHECK(stale_ramp_updates(&o) == 30);
-    int want[][2] = { { 0, 0 }, { 29, 0 }, { 30, 1 }, { 59, 1 }, { 60, 2 }, { 89, 2 }, { 90, 3 }, { 5000, 3 } };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        CHECKF(stale_delay_budget(&o, STALE_RAMP, want[i][0], 3) == want[i][1], "t %d", want[i][0]);
-    CHECK(stale_delay_budget(&o, STALE_PREDICT, 0, 3) == 3);      /* no ramp: the steady-state delay at once */
-    CHECK(stale_delay_budget(&o, STALE_RAMP, 10000, 0) == 0);
+    /* no delay before 3 x warmup, then one late microbatch, more as the rate decays */
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 29, 1, 4) == 0);
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 30, 1, 4) == 1);
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 210, 1, 4) == 2);    /* half way down the cosine: half of 4 */
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 409, 1, 4) == 4);
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 5000, 3, 1) == 3);
+    int prev = 0, monotone = 1;
+    for (int t = 0; t < 500; t++) {
+        int b = stale_budget_micro(&o, STALE_RAMP | STALE_PREDICT, t, 2, 4);
+        if (b < prev || b > 8) monotone = 0;
+        prev = b;
+    }
+    CHECK(monotone && prev == 8);
+    CHECK(stale_budget_micro(&o, STALE_PREDICT, 0, 3, 4) == 12);   /* no ramp: the steady-state delay at once */
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 10000, 0, 4) == 0);
+    /* budget 6 of micro 4: two microbatches two updates late, two one update late */
+    CHECK(stale_micro_delay(6, 4, 0) == 2 && stale_micro_delay(6, 4, 1) == 2);
+    CHECK(stale_micro_delay(6, 4, 2) == 1 && stale_micro_delay(6, 4, 3) == 1);
+    CHECK(stale_budget_updates(6, 4) == 2 && stale_budget_updates(4, 4) == 1 && stale_budget_updates(0, 4) == 0);
     o.warmup = 0;
-    CHECK(stale_ramp_updates(&o) == 1 && stale_delay_budget(&o, STALE_RAMP, 2, 5) == 2);
+    o.total = 0;          /* no known length: the whole budget after the ramp's first update */
+    CHECK(stale_ramp_updates(&o) == 1 && stale_budget_micro(&o, STALE_RAMP, 0, 5, 2) == 0);
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 1, 5, 2) == 10);
 }
 
 /* The prediction against the formula written out element by element in double precision. */

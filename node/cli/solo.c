@@ -35,7 +35,8 @@ typedef struct {
     batch_t batch;
     metrics_t *metrics;
     float *ring[MODEL_STAGES_MAX];        /* --delay: delay[k] + 1 forward-weight versions of stage k, by version mod delay[k] + 1 */
-    const float *w[MODEL_STAGES_MAX];     /* the weights stage k's passes of this update use */
+    const float *w[MODEL_STAGES_MAX];     /* the weights stage k's passes of this microbatch use */
+    int budget[MODEL_STAGES_MAX];         /* --delay: stage k's delay budget this update, in microbatches */
 } solo_t;
 
 static void s_destroy(solo_t *s)
@@ -147,25 +148,35 @@ static int s_delay(const solo_t *s, int k)
 }
 
 /* Before update t: stores version t's forward weights in each delayed
- * stage's ring and points s->w[k] at those of version t - b, b being the
- * delay budget of update t (never before `first`, the first version this
- * process has).  Returns stage 0's delay this update. */
-static int s_pick_weights(solo_t *s, int64_t t, int64_t first)
+ * stage's ring (with predict, those ahead by the updates of delay the
+ * stage's budget this update allows) and keeps the budget, in microbatches,
+ * in s->budget[k].  Returns stage 0's mean delay this update. */
+static double s_store_weights(solo_t *s, int64_t t)
 {
-    int delay0 = 0;
     for (int k = 0; k < s->K; k++) {
         stage_state_t *st = s->st[k];
         int d = s_delay(s, k);
-        if (d == 0) { s->w[k] = st->params; continue; }
-        size_t n = st->s.nparams;
-        stale_forward_weights(s->ring[k] + (size_t)(t % (d + 1)) * n, &st->s, &s->o.optim, s->o.staleness,
-                              st->params, st->m, st->v, (int)t, d);
-        int b = stale_delay_budget(&s->o.optim, s->o.staleness, (int)t, d);
-        int64_t u = t - b < first ? first : t - b;
-        s->w[k] = s->ring[k] + (size_t)(u % (d + 1)) * n;
-        if (k == 0) delay0 = (int)(t - u);
+        s->budget[k] = stale_budget_micro(&s->o.optim, s->o.staleness, (int)t, d, s->o.micro);
+        if (d == 0) continue;
+        stale_forward_weights(s->ring[k] + (size_t)(t % (d + 1)) * st->s.nparams, &st->s, &s->o.optim, s->o.staleness,
+                              st->params, st->m, st->v, (int)t, stale_budget_updates(s->budget[k], s->o.micro));
     }
-    return delay0;
+    return (double)s->budget[0] / s->o.micro;
+}
+
+/* Points s->w[k] at the weights microbatch m of update t runs with: those of
+ * version t - stale_micro_delay(budget) (never before `first`, the first
+ * version this process has), as a pipeline stage whose window holds
+ * micro + budget microbatches. */
+static void s_point_weights(solo_t *s, int64_t t, int64_t first, int m)
+{
+    for (int k = 0; k < s->K; k++) {
+        int d = s_delay(s, k);
+        if (d == 0) { s->w[k] = s->st[k]->params; continue; }
+        int64_t u = t - stale_micro_delay(s->budget[k], s->o.micro, m);
+        if (u < first) u = first;
+        s->w[k] = s->ring[k] + (size_t)(u % (d + 1)) * s->st[k]->s.nparams;
+    }
 }
 
 /* The optimizer step of every stage, with its delay's corrections. */
@@ -279,8 +290,9 @@ int cmd_solo(int argc, char **argv)
     const char *why = "ok";
     for (int64_t step = start_version; step < o->steps; step++) {
         double loss_sum = 0.0;
-        int delay0 = s_pick_weights(s, step, start_version);
+        double delay0 = s_store_weights(s, step);
         for (int m = 0; m < o->micro; m++) {
+            s_point_weights(s, step, start_version, m);
             data_next_train(s->data, &s->batch, 0, 1, &cursor);
             s_load_batch(s, &s->batch);
             if (s_forward(s) < 0 || s_backward(s, scale, cursor) < 0) { status = 3; why = "non-finite values at a stage cut (training diverged)"; break; }
@@ -288,13 +300,14 @@ int cmd_solo(int argc, char **argv)
             tokens += per_mb;
         }
         if (status) break;
+        s_point_weights(s, step, start_version, 0);   /* dc: the weights of the most delayed microbatch */
         s_step(s);
         double loss = loss_sum / o->micro;
         if (!isfinite(loss)) { status = 3; why = "loss is not finite (training diverged; lower --lr)"; break; }
         double el = metrics_now() - t0;
         int64_t v = s->st[0]->version;
         metrics_event(s->metrics, "update", "\"version\":%lld,\"tokens\":%lld,\"loss\":%.6f,\"lr\":%.6g,"
-                      "\"bytes_sent\":0,\"bytes_sent_raw\":0,\"bytes_recv\":0,\"stash\":1,\"inflight\":0,\"delay\":%d",
+                      "\"bytes_sent\":0,\"bytes_sent_raw\":0,\"bytes_recv\":0,\"stash\":1,\"inflight\":0,\"delay\":%g",
                       (long long)v, (long long)tokens, loss, optim_lr(&o->optim, (int)step), delay0);
         progress_line(v == o->steps, 5.0, "update %lld/%d  loss %.4f  %.0f tok/s", (long long)v, o->steps,
                       loss, el > 0 ? tokens / el : 0.0);

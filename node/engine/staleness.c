@@ -45,11 +45,15 @@ int stale_ramp_updates(const optim_config_t *o)
     return o->warmup > 0 ? 3 * o->warmup : 1;
 }
 
-int stale_delay_budget(const optim_config_t *o, int flags, int t, int delay)
+int stale_budget_micro(const optim_config_t *o, int flags, int t, int delay, int micro)
 {
-    if (!(flags & STALE_RAMP) || t < 0) return delay;
-    int b = t / stale_ramp_updates(o);
-    return b < delay ? b : delay;
+    int full = delay > 0 && micro > 0 ? delay * micro : 0;
+    if (!(flags & STALE_RAMP) || full == 0) return full;
+    if (t < stale_ramp_updates(o)) return 0;
+    float span = o->lr * (1.0f - o->lr_min_frac);
+    float f = span > 0 && t < o->total ? (o->lr - optim_lr(o, t)) / span : 1.0f;
+    int b = (int)lroundf(f * (float)full);
+    return b < 1 ? 1 : b > full ? full : b;
 }
 
 float stale_lr_scale(const optim_config_t *o, int flags, int t, int delay)

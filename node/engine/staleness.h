@@ -15,11 +15,13 @@
  *            so that the gradient is taken about where it will be applied
  *            (the look-ahead of Nesterov-style asynchronous pipelines and of
  *            weight prediction).  stale_forward_weights().
- *   ramp     the delay is let in gradually: at update t a stage runs with a
- *            delay of at most t / stale_ramp_updates() updates (0 at the
- *            start, like a synchronous pipeline, then one more update of
- *            delay every stale_ramp_updates()).  stale_delay_budget(); the
- *            swarm meets it by narrowing its window.
+ *   ramp     the delay is let in as the learning rate comes down: none
+ *            over the first stale_ramp_updates() (a synchronous pipeline),
+ *            then one microbatch of each update runs one update late, and
+ *            the share of late microbatches grows with the decay of the
+ *            rate until the whole budget is used at its floor.
+ *            stale_budget_micro(); the swarm meets it by narrowing its
+ *            window (a delayed stage hurts most while the rate is high).
  *   lr       PipeMare-style learning-rate rescheduling: the rate of a stage
  *            with delay D is divided by (1 + D), annealed back to the
  *            scheduled rate over the run.  stale_lr_scale().
@@ -29,7 +31,7 @@
  *
  * The optimizer step takes lr and dc through its optim_adjust_t hooks
  * (stale_adjust() fills one), so a trainer calls, per stage and update t:
- *   b = stale_delay_budget(...)              how stale this update may be
+ *   e = stale_budget_micro(...)              how stale this update may be
  *   stale_forward_weights(w_v, ...)          the weights of version v's passes
  *   stale_adjust(&adj, &dc, ...)             then stage_state_step_adjusted()
  *
@@ -58,13 +60,35 @@ int stale_parse(const char *text, int *flags);
 /* Writes the canonical name of flags ("none", "predict+ramp", ...) to buf. */
 void stale_name(int flags, char *buf, size_t len);
 
-/* Updates over which a ramp adds one update of delay: 3 x the learning-rate
- * warmup (at least 1). */
+/* Updates at the start of a ramp with no delay at all: 3 x the
+ * learning-rate warmup (at least 1). */
 int stale_ramp_updates(const optim_config_t *o);
-/* The most updates of delay a stage whose steady-state delay is `delay` may
- * run with at update t (0-based): delay, or with STALE_RAMP
- * min(delay, t / stale_ramp_updates(o)). */
-int stale_delay_budget(const optim_config_t *o, int flags, int t, int delay);
+
+/* The delay budget of update t (0-based) of a stage whose steady-state
+ * delay is `delay` updates, in microbatches of `micro` per update: how many
+ * of the update's microbatches, counted with their extra updates of delay,
+ * may be late (delay x micro without STALE_RAMP).  With STALE_RAMP: 0 before
+ * stale_ramp_updates(o), then f x delay x micro rounded, at least 1, where f
+ * is the share of the cosine decay the rate has done (0 at the peak rate, 1
+ * at its floor o->lr_min_frac x o->lr; 1 without a decay).  The swarm's data
+ * stage keeps at most micro + budget microbatches in flight. */
+int stale_budget_micro(const optim_config_t *o, int flags, int t, int delay, int micro);
+
+/* The delay in updates of microbatch m (0-based) of an update whose budget
+ * is `budget` microbatches (stale_budget_micro): budget / micro for each, one
+ * more for the first budget % micro (in a pipeline, the ones started before
+ * the previous update). */
+static inline int stale_micro_delay(int budget, int micro, int m)
+{
+    return budget / micro + (m < budget % micro ? 1 : 0);
+}
+
+/* The updates a budget of `budget` microbatches lets the latest microbatch
+ * be late: ceil(budget / micro). */
+static inline int stale_budget_updates(int budget, int micro)
+{
+    return (budget + micro - 1) / micro;
+}
 
 /* The factor on the scheduled learning rate of update t (0-based) for a stage
  * with delay `delay`: with STALE_LR and delay > 0, 1 / (1 + delay)^(1 - t /

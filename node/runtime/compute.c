@@ -89,6 +89,10 @@ struct compute {
     int inflight;                 /* records in use */
     pending_t acts, grads;        /* tensors waiting */
     router_t router;              /* per peer we send to */
+    uint64_t view_gen;            /* views taken so far */
+    int *pick_rix;                /* routes of the picked stage's peers (router_index), for: */
+    int pick_cap, pick_stage, pick_routes;
+    uint64_t pick_gen;            /* the view (view_gen), stage and route count they were found for; 0: none */
     idmap_t applied[2];           /* microbatches whose gradient this node accumulated (newer, older generation) */
     peer_view_t *view;            /* the latest snapshot of the peer table */
     int *by_stage;                /* view entries grouped by stage: stage s at by_stage[stage_at[s] .. stage_at[s + 1]) */
@@ -230,6 +234,7 @@ static void s_take_view(compute_t *c, peer_view_t *v)
     free(c->view);
     free(c->by_stage);
     c->view = v;
+    c->view_gen++;
     c->by_stage = ix;
     int K = c->nstages;
     c->view_live = 0;
@@ -300,7 +305,19 @@ static uint64_t s_pick(compute_t *c, int stage, uint64_t avoid)
 {
     int n;
     const int *ix = s_stage_peers(c, stage, &n);
-    return router_pick(&c->router, c->view, ix, n, avoid);
+    if (c->pick_gen != c->view_gen || c->pick_stage != stage || c->pick_routes != c->router.n) {
+        if (n > c->pick_cap) {
+            int *r = realloc(c->pick_rix, sizeof(int) * (size_t)n);
+            if (!r) return router_pick(&c->router, c->view, ix, n, avoid);
+            c->pick_rix = r;
+            c->pick_cap = n;
+        }
+        router_index(&c->router, c->view, ix, n, c->pick_rix);
+        c->pick_gen = c->view_gen;
+        c->pick_stage = stage;
+        c->pick_routes = c->router.n;
+    }
+    return router_pick_ix(&c->router, c->view, ix, c->pick_rix, n, avoid);
 }
 
 static void s_peer_returned(compute_t *c, uint64_t peer, double turnaround)
@@ -397,18 +414,27 @@ static void s_send_self(compute_t *c, int kind)
 
 /* ---- weight delay ---- */
 
-/* The weight delay budget in updates at the current version: --max-delay,
- * let in gradually with --staleness ramp; 0 under gpipe. */
-static int s_delay_budget(const compute_t *c)
+/* The weight delay budget of the current version in microbatches beyond
+ * --micro (stale_budget_micro): --max-delay x micro, let in as the learning
+ * rate decays with --staleness ramp; 0 under gpipe. */
+static int s_budget_micro(const compute_t *c)
 {
     if (c->o->schedule == SCHED_GPIPE) return 0;
-    return stale_delay_budget(&c->o->optim, c->o->staleness, (int)c->version, c->o->max_delay);
+    return stale_budget_micro(&c->o->optim, c->o->staleness, (int)c->version, c->o->max_delay, c->o->micro);
 }
 
-/* The delay this stage runs with now: the measured one, within the budget. */
+/* The same budget in updates: the most a backward may now be late. */
+static int s_delay_budget(const compute_t *c)
+{
+    return stale_budget_updates(s_budget_micro(c), c->o->micro);
+}
+
+/* The delay this stage runs with now: the measured one rounded up, so that
+ * a stage some of whose microbatches are late predicts for them (as solo
+ * --delay does), within the budget. */
 static int s_delay_now(const compute_t *c)
 {
-    int d = c->delay_ewma > 0 ? (int)lround(c->delay_ewma) : 0, b = s_delay_budget(c);
+    int d = c->delay_ewma > 0.05 ? (int)ceil(c->delay_ewma - 0.05) : 0, b = s_delay_budget(c);
     return d < b ? d : b;
 }
 
@@ -753,9 +779,12 @@ static int s_issue(compute_t *c, mbrec_t *old)
 /* Sends the outputs held for want of a next-stage peer. */
 static void s_send_held(compute_t *c)
 {
-    for (int i = 0; i < REC_MAX; i++) {
+    /* sending makes and frees no record: once the records in use are seen, none is left */
+    for (int i = 0, left = c->inflight; i < REC_MAX && left > 0; i++) {
         mbrec_t *r = &c->rec[i];
-        if (!r->used || !r->held) continue;
+        if (!r->used) continue;
+        left--;
+        if (!r->held) continue;
         if (s_send_act(c, r, r->held, 0) < 0) return;
         r->t = s_now(c);
     }
@@ -1110,9 +1139,11 @@ static void s_timeouts(compute_t *c)
     double deadline = c->turn_mean > 0 ? 4 * c->turn_mean + 8 * c->turn_dev
                       : rtt > 0 ? 5.0 + 8.0 * (c->nstages - 1) * rtt * 1e-3 : 30.0;
     if (deadline < 5.0) deadline = 5.0;
-    for (int i = 0; i < REC_MAX; i++) {
+    /* records are only freed here, never made: once the used ones at the start are seen, none is left */
+    for (int i = 0, left = c->inflight; i < REC_MAX && left > 0; i++) {
         mbrec_t *r = &c->rec[i];
         if (!r->used) continue;
+        left--;
         int gone = 0;
         if (r->to) {
             const view_peer_t *p = peer_view_find(c->view, r->to);
@@ -1324,7 +1355,7 @@ static int s_may_issue(const compute_t *c)
     if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
     /* the delay budget (s_micro_needed): FIFO completion puts the new
      * microbatch's backward after bwd_count + inflight others of this update */
-    return c->inflight < c->max_inflight && c->bwd_count + c->inflight < (s_delay_budget(c) + 1) * c->o->micro;
+    return c->inflight < c->max_inflight && c->bwd_count + c->inflight < c->o->micro + s_budget_micro(c);
 }
 
 int compute_step(compute_t *c, double *flops)
@@ -1485,6 +1516,7 @@ void compute_destroy(compute_t **self_p)
     mail_t *m = c->out_head;
     while (m) { mail_t *next = (mail_t *)m->q.next; mail_free(m); m = next; }
     router_fini(&c->router);
+    free(c->pick_rix);
     idmap_fini(&c->applied[0]);
     idmap_fini(&c->applied[1]);
     free(c->view);

@@ -41,11 +41,20 @@ static uint32_t s_ix_home(const peer_view_t *v, uint64_t id)
     return (uint32_t)((id * 0x9e3779b97f4a7c15ULL) >> 32) & v->ixmask;
 }
 
-peer_view_t *peer_view_new(int n)
+peer_view_t *peer_view_alloc(int n)
 {
     size_t np = (size_t)(n > 0 ? n : 1), slots = s_ix_slots(n);
-    peer_view_t *v = calloc(1, sizeof *v + sizeof(view_peer_t) * np + sizeof(int32_t) * slots);
-    if (v) v->n = n;
+    peer_view_t *v = malloc(sizeof *v + sizeof(view_peer_t) * np + sizeof(int32_t) * slots);
+    if (!v) return NULL;
+    memset(v, 0, sizeof *v);
+    v->n = n;
+    return v;
+}
+
+peer_view_t *peer_view_new(int n)
+{
+    peer_view_t *v = peer_view_alloc(n);
+    if (v) memset(v->p, 0, sizeof(view_peer_t) * (size_t)(n > 0 ? n : 1));
     return v;
 }
 

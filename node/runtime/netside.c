@@ -25,6 +25,7 @@
 #define PARTNER_S 10.0
 #define PARTNERS_MAX 32         /* partners tracked */
 #define HEALTH_EVERY_S 0.25
+#define HEALTH_SWEEPS 16        /* the whole table is checked this many times within a non-partner's allowed silence */
 #define LINGER_S 15.0           /* after a completed run, a node waits at most this long for every peer to hear of it */
 #define LINGER_RECENT_S 30.0    /* (peers heard from this recently: a partition may hide them) */
 #define LINGER_EVERY_S 1.0      /* and tells the silent ones again this often */
@@ -92,6 +93,14 @@ typedef struct {
 
 typedef enum { JOIN_NONE = 0, JOIN_WAITING, JOIN_DONE, JOIN_FAILED } join_state_t;
 
+/* Record indices kept ascending, so that a pass over them goes in table
+ * order as a scan of the table would, touching only these records. */
+typedef struct {
+    int *ix;
+    int n, cap;
+    int ok;                 /* complete (0 once an allocation failed: the table is scanned instead) */
+} ixset_t;
+
 /* The bootstrap's probe of a joiner's advertised address: a fresh link to
  * it with its key, a PING it must answer over that link. */
 typedef struct {
@@ -132,7 +141,18 @@ struct netside {
     int probe_at;               /* round-robin position of the gone-peer probes */
     int ping_at;                /* round-robin position of the pings to non-partners */
     uint64_t partner[PARTNERS_MAX]; /* peers with tensor traffic lately (ids; 0 free) */
-    int live;                   /* live peers at the last health check */
+    double partner_t[PARTNERS_MAX]; /* their last_traffic (s_traffic is the only writer of it) */
+    int partner_ix[PARTNERS_MAX];   /* their records */
+    int live;                   /* live peers at the last health round */
+    int nlive;                  /* live peers now: records not taken for gone, self left out (s_set_health) */
+    ixset_t live_set;           /* their record indices */
+    int health_at;              /* round-robin position of the health sweep */
+    int *recent;                /* peers with tensor traffic lately (record indices, each once: peer_t.recent; pruned by
+                                   s_check_health): checked every round, as partners may go quiet in seconds */
+    int nrecent, caprecent;
+    int nout;                   /* records of outward-only peers */
+    int relayed;                /* the last link upkeep found a peer reached through a relay */
+    ixset_t rumor_set;          /* the records with gossip rounds left as a rumor (peer_t.rumor > 0) */
     int gossip_at;              /* round-robin position of the gossip fill */
     uint64_t rng;               /* gossip targets */
     int ann_stage;              /* the stage and address our own announcement says */
@@ -146,6 +166,7 @@ struct netside {
     int relays;                 /* this node relays for outward-only nodes (reachable, --relay on) */
     double relay_tokens, relay_last; /* the relay cap's bucket (bytes) */
     probe_t probe[PROBES_MAX];  /* reachability probes of joiners (bootstrap) */
+    int nprobes;                /* of them under way (id set): each tick looks at them only then */
     int dial_at;                /* round-robin position of DIAL relays */
     net_counters_t ctr;
     vcache_t *vcache;           /* c.vcache, or own_vcache */
@@ -163,6 +184,65 @@ static void s_post(netside_t *ns, mail_t *m)
     if (m) ns->c.post(ns->c.post_arg, m);
 }
 
+/* Where ix is, or would go, in set. */
+static int s_ixset_pos(const ixset_t *set, int ix)
+{
+    int lo = 0, hi = set->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (set->ix[mid] < ix) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void s_ixset_add(ixset_t *set, int ix)
+{
+    if (!set->ok) return;
+    if (set->n == set->cap) {
+        int cap = set->cap ? 2 * set->cap : 64;
+        int *l = realloc(set->ix, sizeof(int) * (size_t)cap);
+        if (!l) { set->ok = 0; return; }
+        set->ix = l;
+        set->cap = cap;
+    }
+    int at = s_ixset_pos(set, ix);
+    if (at < set->n && set->ix[at] == ix) return;
+    memmove(&set->ix[at + 1], &set->ix[at], sizeof(int) * (size_t)(set->n - at));
+    set->ix[at] = ix;
+    set->n++;
+}
+
+static void s_ixset_del_at(ixset_t *set, int at)
+{
+    memmove(&set->ix[at], &set->ix[at + 1], sizeof(int) * (size_t)(set->n - at - 1));
+    set->n--;
+}
+
+static void s_ixset_del(ixset_t *set, int ix)
+{
+    if (!set->ok) return;
+    int at = s_ixset_pos(set, ix);
+    if (at < set->n && set->ix[at] == ix) s_ixset_del_at(set, at);
+}
+
+/* Record ix became live (add 1) or gone (add -1): the count and the set follow. */
+static void s_live_change(netside_t *ns, int ix, int add)
+{
+    if (add > 0) s_ixset_add(&ns->live_set, ix);
+    else s_ixset_del(&ns->live_set, ix);
+    ns->nlive += add;
+}
+
+/* Every change of a peer's health goes through here: it keeps the live count and list. */
+static void s_set_health(netside_t *ns, peer_t *p, peer_health_t h)
+{
+    if (p->info.id != ns->id && (p->health == PEER_GONE) != (h == PEER_GONE))
+        s_live_change(ns, (int)(p - ns->peers.p), h == PEER_GONE ? -1 : 1);
+    p->health = h;
+    peers_touch(&ns->peers, p);
+}
+
 static void s_drop(netside_t *ns, const char *why, uint64_t from)
 {
     uint64_t k = atomic_fetch_add(&ns->ctr.drops, 1) + 1;
@@ -175,7 +255,7 @@ static void s_drop(netside_t *ns, const char *why, uint64_t from)
     if (p && ++p->strikes >= BAN_STRIKES) {
         p->strikes = 0;
         p->banned_until = s_now(ns) + BAN_S;
-        p->health = PEER_GONE;
+        s_set_health(ns, p, PEER_GONE);
         ns->view_dirty = 1;
         char ban[300];
         snprintf(ban, sizeof ban, "%d refused messages, last: %s", BAN_STRIKES, why);
@@ -300,6 +380,7 @@ static int s_link(netside_t *ns, uint64_t id)
     if (p->link < 0) {
         char err[256];
         p->link = ns->c.port.connect(ns->c.port.arg, p->info.addr, p->info.pubkey, err, sizeof err);
+        peers_touch(&ns->peers, p);
         if (p->link >= 0) s_introduce(ns, p->link);
     }
     return p->link;
@@ -330,6 +411,22 @@ static int s_reply(netside_t *ns, const transport_msg_t *to, const wire_hdr_t *h
 }
 
 /* The ids of every live peer (self excluded) into ids (room for PEERS_CAP). */
+/* Room for the records a PEERS/WELCOME table says it holds (its leading
+ * u32 count; peers_decode checks the rest), at least one and at most
+ * PEERS_MAX: a share of the table is small, and a buffer of PEERS_MAX
+ * records per message was most of the work of a busy node's allocator.
+ * Sets *max to the room.  NULL when out of memory. */
+static peer_info_t *s_recs_for(const uint8_t *frame, size_t len, int *max)
+{
+    rbuf_t r;
+    rbuf_init(&r, frame, len);
+    uint32_t count = rbuf_get_u32(&r);   /* 0 when truncated: peers_decode says so */
+    if (count < 1) count = 1;
+    if (count > PEERS_MAX) count = PEERS_MAX;
+    *max = (int)count;
+    return malloc(sizeof(peer_info_t) * count);
+}
+
 static int s_live_ids(const netside_t *ns, uint64_t *ids)
 {
     int k = 0;
@@ -371,6 +468,13 @@ static int s_rumor_rounds(const netside_t *ns)
     return r;
 }
 
+/* p changed: its record goes out first for a few gossip rounds. */
+static void s_rumor(netside_t *ns, peer_t *p)
+{
+    if (p->rumor <= 0) s_ixset_add(&ns->rumor_set, (int)(p - ns->peers.p));
+    p->rumor = s_rumor_rounds(ns);
+}
+
 /* Appends record i of the table (with its announcement) to recs/blobs. */
 static void s_table_entry(const netside_t *ns, const peer_t *p, double now, peer_info_t *rec, const uint8_t **blob)
 {
@@ -409,18 +513,23 @@ static void s_put_table(netside_t *ns, wbuf_t *w, int limit)
         for (int i = 0; i < n && k < cap; i++) {
             peer_t *p = &ns->peers.p[i];
             if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-            if (p->rumor > 0) p->rumor--;
+            if (p->rumor > 0 && --p->rumor == 0) s_ixset_del(&ns->rumor_set, i);
             s_table_entry(ns, p, now, &recs[k], &blobs[k]);
             k++;
         }
     } else {
         /* changed records first (each goes out a few rounds), then the next share of the rest */
-        for (int i = 0; i < n && k < cap; i++) {
-            peer_t *p = &ns->peers.p[i];
-            if (p->info.id == ns->id || p->health == PEER_GONE || p->rumor <= 0) continue;
+        ixset_t *rs = &ns->rumor_set;
+        for (int j = 0, i = 0; rs->ok ? j < rs->n : i < n; ) {
+            if (k >= cap) break;
+            int at = rs->ok ? rs->ix[j] : i++;
+            peer_t *p = &ns->peers.p[at];
+            if (p->info.id == ns->id || p->health == PEER_GONE || p->rumor <= 0) { j++; continue; }
             p->rumor--;
             s_table_entry(ns, p, now, &recs[k], &blobs[k]);
             k++;
+            if (rs->ok && p->rumor == 0) s_ixset_del_at(rs, j);
+            else j++;
         }
         for (int j = 0; j < n && k < cap; j++) {
             peer_t *p = &ns->peers.p[(ns->gossip_at + j) % n];
@@ -439,8 +548,8 @@ static void s_put_table(netside_t *ns, wbuf_t *w, int limit)
 
 static void s_revive(netside_t *ns, peer_t *p, const char *why)
 {
-    p->health = PEER_ALIVE;
-    p->rumor = s_rumor_rounds(ns);
+    s_set_health(ns, p, PEER_ALIVE);
+    s_rumor(ns, p);
     ns->view_dirty = 1;
     char s[9];
     node_id_short(p->info.id, s);
@@ -474,7 +583,9 @@ static void s_set_outward(netside_t *ns, peer_t *p, int outward)
 {
     if (p->outward == outward) return;
     p->outward = outward;
+    ns->nout += outward ? 1 : -1;
     ns->view_dirty = 1;
+    peers_touch(&ns->peers, p);
     if (outward && p->link >= 0 && !p->adopted) {
         ns->c.port.disconnect(ns->c.port.arg, p->link);
         p->link = -1;
@@ -487,6 +598,7 @@ static void s_adopt(netside_t *ns, peer_t *p, const transport_msg_t *m)
 {
     if (!p || !p->outward || m->link != -1 || !ns->c.port.adopt) return;
     if (p->link >= 0 && !p->adopted) { ns->c.port.disconnect(ns->c.port.arg, p->link); p->link = -1; }
+    peers_touch(&ns->peers, p);
     int l = ns->c.port.adopt(ns->c.port.arg, p->link, m);
     if (l < 0) return;
     int fresh = p->link != l;
@@ -529,6 +641,7 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
                 if (p->info.rate != rec->rate) ns->view_dirty = 1;
                 p->info.rate = rec->rate;
                 p->info.version = rec->version;
+                peers_touch(&ns->peers, p);
             }
             if (!valid) continue;
         } else if (!valid) {
@@ -542,9 +655,10 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
                 ns->c.port.disconnect(ns->c.port.arg, p->link);
                 p->link = -1;
             }
-            if (p->info.stage != a.stage || strcmp(p->info.addr, a.addr) != 0) { ns->view_dirty = 1; p->rumor = s_rumor_rounds(ns); }
+            if (p->info.stage != a.stage || strcmp(p->info.addr, a.addr) != 0) { ns->view_dirty = 1; s_rumor(ns, p); }
             memcpy(p->info.addr, a.addr, sizeof p->info.addr);
             p->info.stage = a.stage;
+            peers_touch(&ns->peers, p);
             s_set_outward(ns, p, (a.flags & PEER_FLAG_OUTWARD) != 0);
             if (p->relays != ((a.flags & PEER_FLAG_RELAY) != 0)) ns->view_dirty = 1;
             p->relays = (a.flags & PEER_FLAG_RELAY) != 0;
@@ -560,6 +674,8 @@ static void s_send_table(netside_t *ns, uint64_t peer, int limit)
 {
     wbuf_t w;
     wbuf_init(&w, TABLE_MAX_BYTES);
+    if (limit > 0)   /* a share of the table, its announcements, the last stage's progress: about this much */
+        wbuf_reserve(&w, (size_t)(limit + 1) * (sizeof(peer_info_t) + ANNOUNCE_LEN + 4) + PROGRESS_MAX * 16 + 64);
     s_put_table(ns, &w, limit);
     wbuf_put_u64(&w, ns->me.completed);
     wbuf_put_f32(&w, (float)ns->me.loss);
@@ -600,8 +716,9 @@ static void s_add_peer(netside_t *ns, const peer_info_t *info, const char *why)
     int r = peers_upsert(&ns->peers, info, s_now(ns));
     ns->view_dirty = 1;
     if (r == 1) {
+        s_live_change(ns, ns->peers.n - 1, 1);   /* a new record (the last) is alive */
         peer_t *p = peers_find(&ns->peers, info->id);
-        if (p) p->rumor = s_rumor_rounds(ns);
+        if (p) s_rumor(ns, p);
         char s[9];
         node_id_short(info->id, s);
         metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":%s,\"peer_stage\":%d,\"addr\":%s",
@@ -708,6 +825,7 @@ static int s_probe_start(netside_t *ns, const transport_msg_t *m, const char *ad
     probe_t *pr = &ns->probe[free_slot];
     memset(pr, 0, sizeof *pr);
     pr->id = m->sender;
+    ns->nprobes++;
     pr->link = link;
     ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
     pr->nonce = ns->rng | 1;
@@ -744,6 +862,7 @@ static void s_probe_end(netside_t *ns, probe_t *pr, int reachable)
                       "no answer on its address: reachable only outward");
     s_welcome(ns, &pr->to, pr->stage, pr->shard, reachable);
     memset(pr, 0, sizeof *pr);
+    ns->nprobes--;
 }
 
 static void s_on_probe_pong(netside_t *ns, const transport_msg_t *m)
@@ -758,7 +877,7 @@ static void s_on_probe_pong(netside_t *ns, const transport_msg_t *m)
 
 static void s_probe_tick(netside_t *ns, double now)
 {
-    for (int i = 0; i < PROBES_MAX; i++)
+    for (int i = 0; ns->nprobes && i < PROBES_MAX; i++)
         if (ns->probe[i].id && now >= ns->probe[i].deadline) s_probe_end(ns, &ns->probe[i], 0);
 }
 
@@ -804,8 +923,9 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     if (p) {
         p->info.stage = (int16_t)stage;
         if (strcmp(p->info.addr, adv) != 0 && p->link >= 0) { ns->c.port.disconnect(ns->c.port.arg, p->link); p->link = -1; }
+        peers_touch(&ns->peers, p);
         snprintf(p->info.addr, sizeof p->info.addr, "%s", adv);
-        p->health = PEER_ALIVE;
+        s_set_health(ns, p, PEER_ALIVE);
         p->last_heard = s_now(ns);
         p->admitted = 1;
     }
@@ -892,10 +1012,11 @@ static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
     int shard = (int)rbuf_get_u32(&ra);
     int done = rbuf_get_u8(&ra);
     int reachable = rbuf_remaining(&ra) >= 1 ? rbuf_get_u8(&ra) : 1;   /* an older bootstrap probes nobody */
-    peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
+    int max;
+    peer_info_t *recs = s_recs_for(m->frame[2], m->len[2], &max);
     int k = 0;
     if (!recs || rbuf_error(&ra) || stage < 0 || stage >= o.stages || shard < 0
-        || peers_decode(&rt, recs, PEERS_MAX, &k, e2, sizeof e2) < 0) {
+        || peers_decode(&rt, recs, max, &k, e2, sizeof e2) < 0) {
         free(recs);
         s_join_fail(ns, "--join %s: malformed WELCOME%s", "");
         return;
@@ -913,7 +1034,7 @@ static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
     if (bad) { s_join_fail(ns, "--join %s: malformed WELCOME%s", ""); return; }
     /* the bootstrap's link is the one we opened; it is the node we chose to join */
     peer_t *p = peers_find(&ns->peers, m->sender);
-    if (p && p->link < 0) p->link = ns->join_link;
+    if (p && p->link < 0) { p->link = ns->join_link; peers_touch(&ns->peers, p); }
     if (p) p->admitted = 1;
     ns->outward = ns->c.no_listen || !reachable;
     ns->join = JOIN_DONE;
@@ -922,25 +1043,41 @@ static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
 /* ---- tensors ---- */
 
 /* Tensor traffic with p: it is a partner (pinged often: routing needs its RTT). */
+/* Room for one more in ns->recent.  0, or -1 when out of memory. */
+static int s_grow_recent(netside_t *ns)
+{
+    int cap = ns->caprecent ? 2 * ns->caprecent : 64;
+    int *r = realloc(ns->recent, sizeof(int) * (size_t)cap);
+    if (!r) return -1;
+    ns->recent = r;
+    ns->caprecent = cap;
+    return 0;
+}
+
 static void s_traffic(netside_t *ns, peer_t *p)
 {
     double now = s_now(ns);
     p->last_traffic = now;
+    if (!p->recent && (ns->nrecent < ns->caprecent || s_grow_recent(ns) == 0)) {
+        ns->recent[ns->nrecent++] = (int)(p - ns->peers.p);
+        p->recent = 1;
+    }
     int slot = -1;
     for (int i = 0; i < PARTNERS_MAX; i++) {
-        if (ns->partner[i] == p->info.id) return;
+        if (ns->partner[i] == p->info.id) { ns->partner_t[i] = now; return; }
         if (slot < 0 && !ns->partner[i]) slot = i;
     }
     if (slot < 0) {
         /* full: replace the one with the oldest traffic */
         double oldest = now;
         for (int i = 0; i < PARTNERS_MAX; i++) {
-            peer_t *q = peers_find(&ns->peers, ns->partner[i]);
-            double t = q ? q->last_traffic : 0;
+            double t = ns->partner_t[i];
             if (slot < 0 || t < oldest) { slot = i; oldest = t; }
         }
     }
     ns->partner[slot] = p->info.id;
+    ns->partner_t[slot] = now;
+    ns->partner_ix[slot] = (int)(p - ns->peers.p);
 }
 
 /* The floats a tensor of this type must have, and the stage its sender must serve. */
@@ -1363,10 +1500,11 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
     if (m->nframes < 1) { s_drop(ns, "PEERS without body", m->sender); return; }
     rbuf_t r;
     rbuf_init(&r, m->frame[0], m->len[0]);
-    peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
+    int max;
+    peer_info_t *recs = s_recs_for(m->frame[0], m->len[0], &max);
     int k = 0;
     char err[200];
-    int bad = !recs || peers_decode(&r, recs, PEERS_MAX, &k, err, sizeof err) < 0
+    int bad = !recs || peers_decode(&r, recs, max, &k, err, sizeof err) < 0
               || s_take_table(ns, &r, recs, k, m->sender, m->sender_pub, "gossip") < 0;
     free(recs);
     if (bad) { s_drop(ns, "malformed PEERS", m->sender); return; }
@@ -1382,12 +1520,13 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
     for (uint32_t i = 0; i < np; i++) {
         uint64_t id = rbuf_get_u64(&r), c = rbuf_get_u64(&r);
         peer_t *q = last && !rbuf_error(&r) && id != ns->id ? peers_find(&ns->peers, id) : NULL;
-        if (q && q->info.stage == ns->nstages - 1 && c > q->completed) { q->completed = c; ns->view_dirty = 1; }
+        if (q && q->info.stage == ns->nstages - 1 && c > q->completed) { q->completed = c; ns->view_dirty = 1; peers_touch(&ns->peers, q); }
     }
     if (rbuf_error(&r)) { s_drop(ns, "malformed PEERS", m->sender); return; }
     if (!last) return;
     if (completed > p->completed) { p->completed = completed; ns->view_dirty = 1; }
     if (isfinite(loss)) p->last_loss = loss;
+    peers_touch(&ns->peers, p);
     if (done) s_stop_compute(ns);
 }
 
@@ -1403,6 +1542,7 @@ static void s_on_pong(netside_t *ns, const transport_msg_t *m)
     }
     if (p->rtt_min_ms == 0 || rtt < p->rtt_min_ms) p->rtt_min_ms = rtt;
     ns->view_dirty = 1;
+    peers_touch(&ns->peers, p);
 }
 
 /* After a full table (s_put_table, limit 0): how this node reaches each of
@@ -1460,7 +1600,7 @@ static void s_on_bye(netside_t *ns, const transport_msg_t *m)
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (p) p->done_seen = 1;
     if (!p || p->health == PEER_GONE) return;
-    p->health = PEER_GONE;
+    s_set_health(ns, p, PEER_GONE);
     ns->view_dirty = 1;
     char s[9];
     node_id_short(m->sender, s);
@@ -1723,18 +1863,22 @@ static void s_on_dial(netside_t *ns, const transport_msg_t *m)
 static void s_keep_links(netside_t *ns)
 {
     if (ns->me.stage < 0) return;
+    /* a reachable node among reachable peers, no record reached through a relay: nothing to keep
+       (the scan below would change nothing; it was most of a large swarm's periodic work) */
+    if (!ns->outward && !ns->nout && !ns->relayed) return;
     peer_t *relay = ns->outward ? s_pick_relay(ns) : NULL;
     int relayed = 0;
     for (int i = 0; i < ns->peers.n; i++) {
         peer_t *p = &ns->peers.p[i];
         int near = p->info.stage >= ns->me.stage - 1 && p->info.stage <= ns->me.stage + 1;
         uint64_t via = ns->outward && p->outward && near && relay ? relay->info.id : 0;
-        if (p->via != via) { p->via = via; ns->view_dirty = 1; }
+        if (p->via != via) { p->via = via; ns->view_dirty = 1; peers_touch(&ns->peers, p); }
         relayed |= via != 0;
         if (p->info.id == ns->id || p->health == PEER_GONE || p->link >= 0 || p->banned_until > s_now(ns) || !near) continue;
         if (ns->outward && !p->outward) s_link(ns, p->info.id);
         else if (!ns->outward && p->outward) s_dial(ns, p);
     }
+    ns->relayed = relayed;
     if (relayed && relay->link < 0) s_link(ns, relay->info.id);   /* the relay needs our link to reach us */
 }
 
@@ -1878,8 +2022,8 @@ static void s_broadcast(netside_t *ns, int type)
 static void s_probe_gone(netside_t *ns)
 {
     double now = s_now(ns);
-    int sent = 0;
-    for (int k = 0; k < ns->peers.n && sent < GONE_PROBES; k++) {
+    int sent = 0, gone = ns->peers.n - ns->nlive - (ns->peers.selfix >= 0);
+    for (int k = 0; gone > 0 && k < ns->peers.n && sent < GONE_PROBES; k++) {
         peer_t *p = &ns->peers.p[(ns->probe_at + k) % ns->peers.n];
         if (p->info.id == ns->id || p->health != PEER_GONE || p->banned_until > now) continue;
         wire_hdr_t h;
@@ -1920,7 +2064,7 @@ static void s_ping_round(netside_t *ns)
         return;
     }
     for (int i = 0, sent = 0; i < PARTNERS_MAX && sent < PING_PARTNERS; i++) {
-        peer_t *p = ns->partner[i] ? peers_find(&ns->peers, ns->partner[i]) : NULL;
+        peer_t *p = ns->partner[i] ? &ns->peers.p[ns->partner_ix[i]] : NULL;
         if (!p || !s_partner(p, now)) { ns->partner[i] = 0; continue; }
         if (p->health == PEER_GONE || now - p->last_ping < PARTNER_PING_S) continue;
         if (now - p->last_direct < PARTNER_PING_S && p->rtt_ms > 0 && now - p->last_ping < PARTNER_RTT_S) continue;
@@ -1938,7 +2082,7 @@ static void s_ping_round(netside_t *ns)
 
 /* Gossip, bounded: a share of the table to a few random live peers (a
  * last-stage node also to one of its stage, whose progress it carries). */
-static void s_gossip_round(netside_t *ns)
+static void s_gossip_round_list(netside_t *ns)
 {
     uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
     int k = ids ? s_live_ids(ns, ids) : 0;
@@ -1964,6 +2108,57 @@ static void s_gossip_round(netside_t *ns)
     free(ids);
 }
 
+/* The live list as a partial shuffle left it: the record index at pos,
+ * or the one a swap (the latest of sw) put there. */
+typedef struct { int pos, ix; } swap_t;
+
+static int s_shuffled(const netside_t *ns, const swap_t *sw, int nsw, int pos)
+{
+    for (int i = nsw - 1; i >= 0; i--)
+        if (sw[i].pos == pos) return sw[i].ix;
+    return ns->live_set.ix[pos];
+}
+
+/* Gossip, bounded: a share of the table to a few random live peers (a
+ * last-stage node also to one of its stage, whose progress it carries).
+ * The targets are those of a partial Fisher-Yates shuffle of the live
+ * peers in table order (s_gossip_round_list, which it replaces), drawn on
+ * the live list without copying it: only the swapped places are kept. */
+static void s_gossip_round(netside_t *ns)
+{
+    if (!ns->live_set.ok) { s_gossip_round_list(ns); return; }
+    int k = ns->nlive, fan = k < GOSSIP_FANOUT ? k : GOSSIP_FANOUT, nsw = 0;
+    swap_t sw[2 * GOSSIP_FANOUT];
+    uint64_t to[GOSSIP_FANOUT];
+    for (int i = 0; i < fan; i++) {
+        ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        int j = i + (int)((ns->rng >> 33) % (uint64_t)(k - i));
+        int a = s_shuffled(ns, sw, nsw, i), b = s_shuffled(ns, sw, nsw, j);
+        sw[nsw++] = (swap_t){ i, b };
+        sw[nsw++] = (swap_t){ j, a };
+        to[i] = ns->peers.p[b].info.id;
+    }
+    int last = ns->nstages - 1, m = 0, pick = -1;
+    for (int pass = 0; ns->me.stage == last && pass < 2; pass++) {
+        /* the last stage's peers among the rest, in shuffled order: count them, then take the drawn one */
+        if (pass && m) {
+            ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            pick = (int)((ns->rng >> 33) % (uint64_t)m);
+        }
+        if (pass && pick < 0) break;
+        int c = 0;
+        for (int i = fan; i < k; i++) {
+            int ix = s_shuffled(ns, sw, nsw, i);
+            if (ns->peers.p[ix].info.stage != last) continue;
+            if (pass && c == pick) { pick = ix; break; }
+            c++;
+        }
+        if (!pass) m = c;
+    }
+    for (int i = 0; i < fan; i++) s_send_table(ns, to[i], GOSSIP_RECORDS);
+    if (pick >= 0) s_send_table(ns, ns->peers.p[pick].info.id, GOSSIP_RECORDS);
+}
+
 /* Silence allowed before a peer is taken for slow, then gone: a few
  * heartbeats, stretched by the measured RTT and its spread, and by how
  * seldom we ping it (peers pinged round-robin among many are heard of
@@ -1978,35 +2173,85 @@ static double s_gone_after(const peer_t *p, double now, int live)
     return gone;
 }
 
+/* One live peer's health against its silence: slow, then gone. */
+static void s_health_of(netside_t *ns, peer_t *p, double now, int live)
+{
+    double gone = s_gone_after(p, now, live);
+    double slow = gone / 2;
+    double quiet = now - p->last_heard;
+    char s[9] = "";
+    if (quiet > slow && p->health != PEER_SLOW) node_id_short(p->info.id, s);
+    if (quiet > gone) {
+        node_id_short(p->info.id, s);
+        s_set_health(ns, p, PEER_GONE);
+        if (p->rumor > 0) s_ixset_del(&ns->rumor_set, (int)(p - ns->peers.p));
+        p->rumor = 0;
+        ns->view_dirty = 1;
+        metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
+    } else if (quiet > slow && p->health == PEER_ALIVE) {
+        s_set_health(ns, p, PEER_SLOW);
+        node_id_short(p->info.id, s);
+        ns->view_dirty = 1;
+        metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"slow\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
+    } else if (quiet <= slow && p->health == PEER_SLOW) {
+        s_set_health(ns, p, PEER_ALIVE);
+        ns->view_dirty = 1;
+    }
+}
+
+/* Time between health rounds: longer with a large table. */
+static double s_health_every(const netside_t *ns)
+{
+    return ns->peers.n > 256 ? HEALTH_EVERY_S * ns->peers.n / 256 : HEALTH_EVERY_S;
+}
+
+/* How long one sweep of the whole table may take: a share of the least
+ * silence allowed to a peer that is not a partner (partners are checked
+ * every round).  Few peers: every round. */
+static double s_sweep_s(const netside_t *ns)
+{
+    if (ns->live <= PING_PARTNERS + PING_OTHERS) return s_health_every(ns);
+    double sweep = 4 * ceil((double)ns->live / PING_OTHERS) * PING_EVERY_S / HEALTH_SWEEPS;
+    return sweep > s_health_every(ns) ? sweep : s_health_every(ns);
+}
+
+/* The peers with tensor traffic lately, each round: they are given
+ * seconds of silence.  One whose traffic ended leaves the list and is
+ * checked once more with the allowance of the others. */
+static void s_check_recent(netside_t *ns, double now, int live)
+{
+    for (int i = 0; i < ns->nrecent;) {
+        peer_t *p = &ns->peers.p[ns->recent[i]];   /* records stay where they are */
+        int keep = s_partner(p, now);
+        if (p->info.id != ns->id && p->health != PEER_GONE) s_health_of(ns, p, now, live);
+        if (keep) { i++; continue; }
+        p->recent = 0;
+        ns->recent[i] = ns->recent[--ns->nrecent];
+    }
+}
+
+/* Each round: the peers with traffic lately, and a slice of the table
+ * such that all of it is seen once per s_sweep_s (with a thousand peers, a
+ * non-partner may be silent for minutes: checking each of them every
+ * round was most of a node's periodic work).  Few peers: all of them. */
 static void s_check_health(netside_t *ns)
 {
     double now = s_now(ns);
-    int live = ns->live;
-    ns->live = 0;
-    for (int i = 0; i < ns->peers.n; i++) {
-        peer_t *p = &ns->peers.p[i];
-        if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-        ns->live++;
-        double gone = s_gone_after(p, now, live);
-        double slow = gone / 2;
-        double quiet = now - p->last_heard;
-        char s[9] = "";
-        if (quiet > slow && p->health != PEER_SLOW) node_id_short(p->info.id, s);
-        if (quiet > gone) {
-            node_id_short(p->info.id, s);
-            p->health = PEER_GONE;
-            p->rumor = 0;
-            ns->view_dirty = 1;
-            metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
-        } else if (quiet > slow && p->health == PEER_ALIVE) {
-            p->health = PEER_SLOW;
-            node_id_short(p->info.id, s);
-            ns->view_dirty = 1;
-            metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"slow\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
-        } else if (quiet <= slow && p->health == PEER_SLOW) {
-            p->health = PEER_ALIVE;
-            ns->view_dirty = 1;
+    int live = ns->live, n = ns->peers.n;
+    ns->live = ns->nlive;
+    int per = (int)ceil(n * s_health_every(ns) / s_sweep_s(ns));
+    if (per >= n) {
+        for (int i = 0; i < n; i++) {
+            peer_t *p = &ns->peers.p[i];
+            if (p->info.id != ns->id && p->health != PEER_GONE) s_health_of(ns, p, now, live);
         }
+        return;
+    }
+    s_check_recent(ns, now, live);
+    for (int k = 0; k < per; k++) {
+        if (ns->health_at >= n) ns->health_at = 0;
+        peer_t *p = &ns->peers.p[ns->health_at++];
+        if (p->info.id != ns->id && p->health != PEER_GONE && !p->recent) s_health_of(ns, p, now, live);
     }
 }
 
@@ -2043,7 +2288,7 @@ double netside_tick(netside_t *ns)
     if (now >= ns->next_gossip) { s_gossip_round(ns); ns->next_gossip = now + GOSSIP_EVERY_S; }
     if (now >= ns->next_health) {
         s_check_health(ns);
-        ns->next_health = now + (ns->peers.n > 256 ? HEALTH_EVERY_S * ns->peers.n / 256 : HEALTH_EVERY_S);
+        ns->next_health = now + s_health_every(ns);
     }
     if (now >= ns->next_probe) { s_probe_gone(ns); ns->next_probe = now + GONE_PROBE_S; }
     if (ns->left && ns->have_proof && now < ns->linger_until && now >= ns->next_linger) {
@@ -2069,7 +2314,7 @@ double netside_tick(netside_t *ns)
         if (ns->fetch.resend < next) next = ns->fetch.resend;
     }
     for (int i = 0; i < PROBES_MAX; i++)
-        if (ns->probe[i].id && ns->probe[i].deadline < next) next = ns->probe[i].deadline;
+        if (ns->nprobes && ns->probe[i].id && ns->probe[i].deadline < next) next = ns->probe[i].deadline;
     return next;
 }
 
@@ -2124,6 +2369,8 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->relay_tokens = 1e18;   /* clamped to the bucket's size on first use */
     ns->relay_last = s_now(ns);
     ns->join_link = -1;
+    ns->live_set.ok = 1;
+    ns->rumor_set.ok = 1;
     ns->join_tokens = JOIN_PER_S;
     ns->rng = ns->id ^ 0x9e3779b97f4a7c15ULL;
     ns->join_last = s_now(ns);
@@ -2159,6 +2406,9 @@ void netside_destroy(netside_t **self_p)
     codec_ctx_destroy(&ns->enc);
     vcache_destroy(&ns->own_vcache);
     peers_fini(&ns->peers);
+    free(ns->recent);
+    free(ns->live_set.ix);
+    free(ns->rumor_set.ix);
     free(ns);
     *self_p = NULL;
 }
@@ -2184,6 +2434,6 @@ void netside_progress(const netside_t *ns, uint64_t *completed, double *loss)
     if (ns->me.stage == ns->nstages - 1 && isfinite(ns->me.loss)) *loss = ns->me.loss;
 }
 
-peer_view_t *netside_view(const netside_t *ns) { return peers_view(&ns->peers); }
+peer_view_t *netside_view(netside_t *ns) { return peers_view(&ns->peers); }
 const net_counters_t *netside_counters(const netside_t *ns) { return &ns->ctr; }
 const peers_t *netside_peers(const netside_t *ns) { return &ns->peers; }

@@ -119,7 +119,7 @@ void netside_bye(netside_t *self);
  * included) and the last stage's latest loss (NaN unknown); driver thread only. */
 void netside_progress(const netside_t *self, uint64_t *completed, double *loss);
 /* A snapshot of the peer table for the compute side (NULL when out of memory). */
-peer_view_t *netside_view(const netside_t *self);
+peer_view_t *netside_view(netside_t *self);
 /* The counters (readable from any thread). */
 const net_counters_t *netside_counters(const netside_t *self);
 /* The peer table, for a status page; driver thread only. */

@@ -5,6 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The mirror entry of record i (self has none; the records after it move up one). */
+static int s_mirror_pos(const peers_t *t, int i)
+{
+    return t->selfix >= 0 && i > t->selfix ? i - 1 : i;
+}
+
+/* Makes room for one more mirror entry. */
+static int s_grow_mirror(peers_t *t)
+{
+    if (t->n < t->cap_mirror) return 0;
+    int cap = t->cap_mirror ? 2 * t->cap_mirror : 16;
+    view_peer_t *m = realloc(t->mirror, sizeof(view_peer_t) * (size_t)cap);
+    if (!m) return -1;
+    t->mirror = m;
+    t->cap_mirror = cap;
+    return 0;
+}
+
 /* Makes room for one more record. */
 static int s_grow(peers_t *t)
 {
@@ -23,6 +41,7 @@ int peers_init(peers_t *t, uint64_t self)
 {
     memset(t, 0, sizeof *t);
     t->self = self;
+    t->selfix = -1;
     return s_grow(t);
 }
 
@@ -30,6 +49,8 @@ void peers_fini(peers_t *t)
 {
     for (int i = 0; i < t->n; i++) free(t->p[i].announce);
     free(t->p);
+    free(t->mirror);
+    free(t->stale);
     idmap_fini(&t->index);
     memset(t, 0, sizeof *t);
 }
@@ -44,14 +65,18 @@ int peers_upsert(peers_t *t, const peer_info_t *info, double now)
 {
     peer_t *p = peers_find(t, info->id);
     if (!p) {
-        if (s_grow(t) < 0 || idmap_put(&t->index, info->id, t->n) < 0) return -1;
+        int self = info->id == t->self;
+        if (s_grow(t) < 0 || (!self && s_grow_mirror(t) < 0) || idmap_put(&t->index, info->id, t->n) < 0) return -1;
         p = &t->p[t->n];
         memset(p, 0, sizeof *p);
         p->info = *info;
         p->link = -1;
         p->last_heard = now;
         p->last_loss = NAN;
+        if (self) t->selfix = t->n;
+        else memset(&t->mirror[s_mirror_pos(t, t->n)], 0, sizeof(view_peer_t));   /* completed 0: the sum holds */
         t->n++;
+        if (!self) peers_touch(t, p);
         return 1;
     }
     if (info->id != t->self) {
@@ -60,6 +85,7 @@ int peers_upsert(peers_t *t, const peer_info_t *info, double now)
         p->info.stage = info->stage;
         p->info.rate = info->rate;
         p->info.version = info->version;
+        peers_touch(t, p);
     }
     return 0;
 }
@@ -104,29 +130,55 @@ uint64_t peers_completed(const peers_t *t)
     return s;
 }
 
-peer_view_t *peers_view(const peers_t *t)
+void peers_touch(peers_t *t, peer_t *p)
 {
-    peer_view_t *v = peer_view_new(t->n);
-    if (!v) return NULL;
-    int k = 0;
-    for (int i = 0; i < t->n; i++) {
-        const peer_t *p = &t->p[i];
-        if (p->info.id == t->self) continue;
-        v->completed += p->completed;
-        view_peer_t *q = &v->p[k++];
-        q->id = p->info.id;
-        q->stage = p->info.stage;
-        q->health = p->health;
-        q->rate = p->info.rate;
-        q->rtt_ms = (float)p->rtt_ms;
-        q->rtt_dev_ms = (float)p->rtt_dev_ms;
-        q->rtt_min_ms = (float)p->rtt_min_ms;
-        q->version = p->info.version;
-        q->completed = p->completed;
-        q->loss = (float)p->last_loss;
-        q->reach = p->link >= 0 ? 0 : p->outward && p->via ? 1 : p->outward ? -1 : 0;
+    if (p->stale || t->all_stale) return;
+    if (t->nstale == t->cap_stale) {
+        int cap = t->cap_stale ? 2 * t->cap_stale : 64;
+        int *l = realloc(t->stale, sizeof(int) * (size_t)cap);
+        if (!l) { t->all_stale = 1; return; }
+        t->stale = l;
+        t->cap_stale = cap;
     }
-    v->n = k;
+    p->stale = 1;
+    t->stale[t->nstale++] = (int)(p - t->p);
+}
+
+/* Record i's view entry from the record as it is now. */
+static void s_refresh(peers_t *t, int i)
+{
+    peer_t *p = &t->p[i];
+    p->stale = 0;
+    if (i == t->selfix) return;
+    view_peer_t *q = &t->mirror[s_mirror_pos(t, i)];
+    t->mirror_completed += p->completed - q->completed;
+    q->id = p->info.id;
+    q->stage = p->info.stage;
+    q->health = p->health;
+    q->rate = p->info.rate;
+    q->rtt_ms = (float)p->rtt_ms;
+    q->rtt_dev_ms = (float)p->rtt_dev_ms;
+    q->rtt_min_ms = (float)p->rtt_min_ms;
+    q->version = p->info.version;
+    q->completed = p->completed;
+    q->loss = (float)p->last_loss;
+    q->reach = p->link >= 0 ? 0 : p->outward && p->via ? 1 : p->outward ? -1 : 0;
+}
+
+peer_view_t *peers_view(peers_t *t)
+{
+    if (t->all_stale) {
+        for (int i = 0; i < t->n; i++) s_refresh(t, i);
+        t->all_stale = 0;
+    } else {
+        for (int k = 0; k < t->nstale; k++) s_refresh(t, t->stale[k]);
+    }
+    t->nstale = 0;
+    int n = t->n - (t->selfix >= 0);
+    peer_view_t *v = peer_view_alloc(n);
+    if (!v) return NULL;
+    if (n > 0) memcpy(v->p, t->mirror, sizeof(view_peer_t) * (size_t)n);
+    v->completed = t->mirror_completed;
     peer_view_index(v);
     return v;
 }

@@ -16,35 +16,39 @@
 typedef enum { PEER_ALIVE = 0, PEER_SLOW, PEER_GONE } peer_health_t;
 
 typedef struct {
-    peer_info_t info;       /* gossip record (id, addr, key, stage, rate, version) */
-    int link;               /* transport link, -1 until connected */
+    /* (what the table's scans and each message read comes first, in few cache lines: every node holds
+       and scans a record per peer) */
     peer_health_t health;   /* alive / slow / gone */
+    int link;               /* transport link, -1 until connected */
+    int rumor;              /* gossip rounds left in which its record goes out first (it changed) */
+    int recent;             /* listed among the peers with traffic lately (netside's health rounds) */
+    int outward;            /* reachable only over the links it opens (its JOIN, or its signed announcement) */
+    int done_seen;          /* it said it ended (DONE, BYE, or a finished gossip) */
+    int stale;              /* changed since its view entry was last refreshed (peers_touch) */
     double last_heard;      /* clock time of the last message from it (or of a third party's word of it) */
     double last_direct;     /* clock time of the last message from it itself */
+    double last_traffic;    /* clock time of the last tensor to or from it (a partner: pinged every round) */
+    double last_ping;       /* clock time of our last PING to it */
+    double banned_until;    /* clock time before which it is ignored */
     double rtt_ms;          /* EWMA of our PING round trips, 0 unknown */
     double rtt_dev_ms;      /* EWMA of |rtt - mean| */
     double rtt_min_ms;      /* the smallest round trip seen, 0 unknown */
     uint64_t completed;     /* last-stage microbatches it reported */
     double last_loss;       /* its last reported loss (last stage), NaN unknown */
+    uint64_t via;           /* both outward-only: the relay we reach it through (0: none) */
+    uint64_t announce_seq;  /* the seq of its announcement (announce, below); 0: none */
+    peer_info_t info;       /* gossip record (id, addr, key, stage, rate, version) */
     int strikes;            /* messages of it refused since the last ban */
     int admitted;           /* closed swarm: its ticket was verified here */
     uint8_t *announce;      /* its own signed announcement (addr, stage), as received: ANNOUNCE_LEN bytes
                                owned by the table (peers_set_announce), NULL none (kept out of the record:
                                the table is scanned often and held by every node) */
-    uint64_t announce_seq;  /* the seq of that announcement; 0: none */
-    double banned_until;    /* clock time before which it is ignored */
     double last_state_req;  /* rate limit of its STATE_REQs */
-    int done_seen;          /* it said it ended (DONE, BYE, or a finished gossip) */
-    int rumor;              /* gossip rounds left in which its record goes out first (it changed) */
-    double last_traffic;    /* clock time of the last tensor to or from it (a partner: pinged every round) */
-    double last_ping;       /* clock time of our last PING to it */
     double norm_mean;       /* running mean of the per-value RMS of its ACT/GRAD tensors */
     int norm_n;             /* tensors in that mean */
-    int outward;            /* reachable only over the links it opens (its JOIN, or its signed announcement) */
     int adopted;            /* link is the connection it opened to us (transport_adopt) */
     double last_dial;       /* when we last asked for a link from it (DIAL) */
     int relays;             /* it relays for outward-only nodes (its signed announcement) */
-    uint64_t via;           /* both outward-only: the relay we reach it through (0: none) */
     uint8_t box[32];        /* crypto_box key of us and it (relayed messages), when has_box */
     int has_box;
     uint64_t seq_out;       /* relayed messages sealed for it */
@@ -58,6 +62,13 @@ typedef struct {
     int n, cap;             /* records used, allocated */
     peer_t *p;              /* the records */
     idmap_t index;          /* id -> record index */
+    int selfix;             /* self's record, -1 not in the table */
+    view_peer_t *mirror;    /* each record's view entry but self's, in table order, as last refreshed */
+    int cap_mirror;
+    uint64_t mirror_completed; /* the sum of the mirror's `completed` */
+    int *stale;             /* records touched since (each once: peer_t.stale) */
+    int nstale, cap_stale;
+    int all_stale;          /* refresh every entry (a touch found no room) */
 } peers_t;
 
 /* An empty table of a node whose id is self.  0, or -1 when out of memory. */
@@ -67,7 +78,8 @@ void peers_fini(peers_t *t);
 peer_t *peers_find(peers_t *t, uint64_t id);
 /* Adds or refreshes a record (address, stage, rate, version from info; our
  * own measurements stay); a record about self is taken only the first time.
- * Returns 1 when the peer is new, 0 when known, -1 when the table is full. */
+ * Returns 1 when the peer is new, 0 when known, -1 when the table is full
+ * (or out of memory). */
 int peers_upsert(peers_t *t, const peer_info_t *info, double now);
 /* Keeps blob (ANNOUNCE_LEN bytes) as p's announcement with its seq.  0, or -1 when out of memory (nothing changed). */
 int peers_set_announce(peer_t *p, const uint8_t *blob, uint64_t seq);
@@ -78,6 +90,12 @@ void peers_stage_counts(const peers_t *t, int nstages, int *count);
 int peers_pick_stage(const peers_t *t, int nstages);
 /* Sum of `completed` over every record (self's stays 0: the run's progress is this plus our own). */
 uint64_t peers_completed(const peers_t *t);
+/* Says that p's fields seen by the compute side (stage, rate, version,
+ * health, RTTs, completed, loss, link, outward, via) changed: whoever writes
+ * them calls it (peers_upsert does for what it writes).  The view keeps an
+ * entry per record and refreshes only the touched ones: a thousand records
+ * read each second, mostly unchanged, were much of a large swarm's work. */
+void peers_touch(peers_t *t, peer_t *p);
 /* A snapshot for the compute side (self left out); NULL when out of memory. */
-peer_view_t *peers_view(const peers_t *t);
+peer_view_t *peers_view(peers_t *t);
 #endif

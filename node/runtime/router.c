@@ -35,6 +35,17 @@ route_t *router_get(router_t *rt, uint64_t peer, int make)
     return r;
 }
 
+/* The expected completion time of a microbatch sent to p (route r, NULL: none yet). */
+static double s_cost(const router_t *rt, const view_peer_t *p, const route_t *r)
+{
+    int out = r ? r->outstanding : 0;
+    int known = r && r->turnaround > 0 && (out > 0 || rt->sends - r->last_sent <= ROUTER_FORGET_SENDS);
+    double cost = (known ? (out + 1) * r->turnaround : out * 0.05) + p->rtt_ms * 1e-3;
+    if (p->reach > 0) cost += 0.5 * p->rtt_ms * 1e-3 + 0.002;   /* relayed: its extra hop */
+    if (p->health == PEER_SLOW) cost = cost * 4 + 1.0;
+    return cost;
+}
+
 uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, uint64_t avoid)
 {
     uint64_t best = 0;
@@ -42,12 +53,28 @@ uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, u
     for (int i = 0; v && i < n; i++) {
         const view_peer_t *p = &v->p[ix[i]];
         if (p->id == avoid || p->health == PEER_GONE || p->reach < 0) continue;   /* no way to it yet */
-        const route_t *r = router_get(rt, p->id, 0);
-        int out = r ? r->outstanding : 0;
-        int known = r && r->turnaround > 0 && (out > 0 || rt->sends - r->last_sent <= ROUTER_FORGET_SENDS);
-        double cost = (known ? (out + 1) * r->turnaround : out * 0.05) + p->rtt_ms * 1e-3;
-        if (p->reach > 0) cost += 0.5 * p->rtt_ms * 1e-3 + 0.002;   /* relayed: its extra hop */
-        if (p->health == PEER_SLOW) cost = cost * 4 + 1.0;
+        double cost = s_cost(rt, p, router_get(rt, p->id, 0));
+        if (!best || cost < best_cost) { best = p->id; best_cost = cost; }
+    }
+    return best;
+}
+
+void router_index(router_t *rt, const peer_view_t *v, const int *ix, int n, int *rix)
+{
+    for (int i = 0; i < n; i++) {
+        const route_t *r = v ? router_get(rt, v->p[ix[i]].id, 0) : NULL;
+        rix[i] = r ? (int)(r - rt->r) : -1;
+    }
+}
+
+uint64_t router_pick_ix(const router_t *rt, const peer_view_t *v, const int *ix, const int *rix, int n, uint64_t avoid)
+{
+    uint64_t best = 0;
+    double best_cost = 0;
+    for (int i = 0; v && i < n; i++) {
+        const view_peer_t *p = &v->p[ix[i]];
+        if (p->id == avoid || p->health == PEER_GONE || p->reach < 0) continue;
+        double cost = s_cost(rt, p, rix[i] >= 0 ? &rt->r[rix[i]] : NULL);
         if (!best || cost < best_cost) { best = p->id; best_cost = cost; }
     }
     return best;

@@ -9,6 +9,7 @@
 #include "node/runtime/netside.h"
 #include <cblas.h>
 #include <ctype.h>
+#include <malloc.h>
 #include <math.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -33,10 +34,10 @@ typedef struct {
     uint8_t hdr[WIRE_HDR_LEN]; /* the header as encoded on the wire */
     int nframes;
     size_t len[TRANSPORT_MAX_FRAMES];
-    uint8_t *data;             /* the frames, one after another */
     uint64_t virt;             /* bytes its modelled tensors stand for */
     uint64_t bytes;            /* its size on the wire */
     int type;                  /* header type (for byte classes) */
+    uint8_t data[];            /* the frames, one after another (one allocation with the message) */
 } simmsg_t;
 
 typedef struct {
@@ -190,7 +191,7 @@ static void s_push(sim_t *s, double t, int type, int node, uint64_t gen, simmsg_
     if (s->nheap == s->capheap) {
         int cap = s->capheap ? 2 * s->capheap : 1024;
         ev_t *h = realloc(s->heap, sizeof(ev_t) * (size_t)cap);
-        if (!h) { s_violation(s, "out of memory for events"); free(msg ? msg->data : NULL); free(msg); return; }
+        if (!h) { s_violation(s, "out of memory for events"); free(msg); return; }
         s->heap = h;
         s->capheap = cap;
     }
@@ -230,8 +231,6 @@ static uint64_t s_node_wall(void *arg) { return s_clock_wall(((snode_t *)arg)->s
 
 static void s_msg_free(simmsg_t *m)
 {
-    if (!m) return;
-    free(m->data);
     free(m);
 }
 
@@ -323,10 +322,11 @@ static simmsg_t *s_msg_new(sim_t *s, int src, int dst, const wire_hdr_t *h, cons
                            int nf, uint64_t virt)
 {
     if (nf < 0 || nf > TRANSPORT_MAX_FRAMES) return NULL;
-    simmsg_t *m = calloc(1, sizeof *m);
     size_t total = 0;
     for (int i = 0; i < nf; i++) total += l[i];
-    if (!m || !(m->data = malloc(total ? total : 1))) { free(m); return NULL; }
+    simmsg_t *m = malloc(sizeof *m + total);
+    if (!m) return NULL;
+    memset(m, 0, sizeof *m);
     m->src = src;
     m->dst = dst;
     m->dst_inc = s->node[dst]->inc;
@@ -1084,6 +1084,12 @@ void sim_opts_defaults(sim_opts_t *so)
 
 int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_t errlen)
 {
+    /* Thousands of nodes in one process allocate and free views and messages
+     * of tens of kB many times a simulated second: the allocator keeps what
+     * is freed (returning it to the system and faulting it back in was a
+     * share of a large run of its own).  Changes no result. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     memset(res, 0, sizeof *res);
     res->first_loss = res->last_loss = NAN;
     sim_t *s = calloc(1, sizeof *s);

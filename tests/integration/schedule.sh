@@ -32,7 +32,7 @@ for D in 0 1 2; do
     else echo "FAIL - max-delay $D: exit $rc, largest delay seen '$1' (want exactly $D): $(tail -n 1 "$T/d$D.out")"; fi
 done
 
-# 2. --staleness ramp lets the delay in: none over the first 3 x warmup (10) updates
+# 2. --staleness ramp lets the delay in: none over the first 3 x warmup (10) updates, all of it by the end
 "$BRIGADE" sim $SIM --steps 100 --max-delay 2 --staleness ramp --metrics "$T/ramp.jsonl" >"$T/ramp.out" 2>&1; rc=$?
 r=$(python3 -c "
 import json, sys
@@ -41,6 +41,19 @@ up = [e for e in ev if e['event'] == 'update']
 print(max([e['delay_max'] for e in up if e['version'] <= 30] or [-1]), max([e['delay_max'] for e in up] or [-1]))")
 if [ $rc = 0 ] && [ "$r" = "0 2" ]; then echo "ok - ramp: largest delay 0 up to update 30, 2 over the run"
 else echo "FAIL - ramp: exit $rc, largest delay up to update 30 and over the run: '$r' (want '0 2')"; fi
+
+# 2b. the ramp lets the delay in by microbatches as the rate decays: with micro 4 and a budget of one update,
+# one microbatch in four is late just after the ramp's start, all four at the end
+"$BRIGADE" sim $SIM --micro 4 --steps 100 --max-delay 1 --staleness predict+ramp --metrics "$T/rampm.jsonl" >"$T/rampm.out" 2>&1; rc=$?
+r=$(python3 -c "
+import json
+up = [e for e in map(json.loads, open('$T/rampm.jsonl')) if e['event'] == 'update' and e['stage'] == 0 and e['delay'] == e['delay']]
+mean = lambda xs: sum(xs) / len(xs) if xs else -1
+print('%.2f %.2f' % (mean([e['delay'] for e in up if 31 <= e['version'] <= 50]), mean([e['delay'] for e in up if e['version'] > 90])))")
+set -- $r
+if [ $rc = 0 ] && python3 -c "import sys; sys.exit(0 if 0.1 <= $1 <= 0.4 and $2 >= 0.75 else 1)"; then
+    echo "ok - ramp by microbatches: stage 0's mean delay $1 over updates 31-50, $2 over the last 10"
+else echo "FAIL - ramp by microbatches: exit $rc, stage 0's mean delay over updates 31-50 and the last 10: '$r' (want 0.1..0.4, >= 0.75)"; fi
 
 # 3. 2bw: at most two versions, every backward on its forward's weights
 "$BRIGADE" sim $SIM --stash 2bw --metrics "$T/2bw.jsonl" >"$T/2bw.out" 2>&1; rc=$?
