@@ -616,6 +616,7 @@ static void test_opts_parse_good(void)
     CHECK(o.seed == UINT64_MAX);
     CHECK(o.stage == -1);
     CHECK(o.schedule == SCHED_GPIPE && o.stash == STASH_2BW);
+    CHECK(o.max_delay == 1);   /* 2bw's default budget: two versions */
     CHECK(o.optim.total == 30);
     CHECK(strcmp(o.listen, "127.0.0.1:1") == 0);
     CHECK(opts_given(&o, "codec") && opts_given(&o, "grad-codec") && opts_given(&o, "listen"));
@@ -633,6 +634,10 @@ static void test_opts_parse_good(void)
     CHECK(rc == 0 && o.ndelay == 1 && o.delay[0] == 64 && o.staleness == STALE_DEFAULT);
     rc = s_parse(&o, OPTS_NODE, "--staleness lr+predict+dc+ramp", err, sizeof err);
     CHECK(rc == 0 && o.staleness == STALE_ALL && o.ndelay == 0);
+    rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 2);   /* the default budget */
+    rc = s_parse(&o, OPTS_NODE, "--stash 2bw --max-delay 0", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 0);
 }
 
 static void test_opts_parse_bad(void)

@@ -58,7 +58,7 @@ static const opt_def_t s_opts[] = {
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
     { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip, 2..8 x stages, within --max-delay)", RUN(0, 4096) },
-    { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 1)", RUN(0, 64) },
+    { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 2, 1 with --stash 2bw)", RUN(0, 64) },
     { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; dc in solo only)", RUN(0, STALE_ALL) },
     { "delay", T_DELAYS, O(delay), 0, OPTS_SOLO, "D0,D1,..", "stage k computes its gradients at its weights of Dk updates earlier, as an async stage with that delay", LOCAL_ANY },
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)", RUN_ANY },
@@ -108,7 +108,7 @@ void opts_defaults(opts_t *o, int which)
     o->stage = -1;
     o->emu_slowdown = 1.0;
     o->staleness = STALE_DEFAULT;
-    o->max_delay = 1;
+    o->max_delay = 2;   /* 1 with --stash 2bw unless given: opts_resolve */
 }
 
 static const opt_def_t *s_find(const char *name)
@@ -334,6 +334,7 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (o->ctx) o->cfg.maxT = o->ctx;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
+    if (!opts_given(o, "max-delay") && o->stash == STASH_2BW) o->max_delay = 1;
     if (opts_check_run(o, err, errlen) < 0 || s_check_bounds(o, 0, err, errlen) < 0)
         return -1;
     if (o->advertise[0] && !peer_addr_valid(o->advertise)) {

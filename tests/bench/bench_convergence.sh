@@ -53,10 +53,10 @@ s_solo() {
 }
 
 # s_swarm NAME STEPS MICRO MODE SEED LINK: one simulated swarm (4 nodes, 4 stages); MODE is
-# SCHEDULE:STALENESS[:STASH][/DELAY][@STEPS] (DELAY: --max-delay, default 1), LINK "LAT_MS BW_MBIT"
+# SCHEDULE:STALENESS[:STASH][/DELAY][@STEPS] (DELAY: --max-delay, else the node's default), LINK "LAT_MS BW_MBIT"
 # (0 bandwidth: unlimited)
 s_swarm() {
-    name=$1 steps=$2 micro=$3 smode=$4 seed=$5 maxd=1
+    name=$1 steps=$2 micro=$3 smode=$4 seed=$5 maxd=
     case $smode in *@*) steps=${smode#*@} smode=${smode%@*} ;; esac
     case $smode in */*) maxd=${smode#*/} smode=${smode%/*} ;; esac
     set -- $6
@@ -64,7 +64,7 @@ s_swarm() {
     stale=${rest%%:*} stash=full
     [ "$rest" != "$stale" ] && stash=${rest#*:}
     nice -n 10 "$BRIGADE" sim --nodes 4 $C --compute real --steps "$steps" --micro "$micro" --schedule "$sched" \
-        --staleness "$stale" --stash "$stash" --max-delay "$maxd" --seed "$seed" --eval-every 50 --latency-ms "$1:$1" \
+        --staleness "$stale" --stash "$stash" ${maxd:+--max-delay "$maxd"} --seed "$seed" --eval-every 50 --latency-ms "$1:$1" \
         --bandwidth-mbit "$2:$2" --sim-seconds 100000 --wall-seconds 3000 --metrics "$WORK/$name.jsonl" \
         >"$WORK/$name.out" 2>&1 || echo "bench_convergence: $name failed: $(tail -n 1 "$WORK/$name.out")" >&2
 }
@@ -184,11 +184,11 @@ if [ "${PART:-swarm}" = swarm ]; then
     echo "Val loss at the last evaluation (every 50 updates; the last is at update 350 of 400, 550 of 600),"
     echo "simulated seconds of the run (compute modelled from FLOPs, links emulated), tokens/s of the last"
     echo "stage; \"reaches\" is the simulated second at which the val loss first reached gpipe's last one, per"
-    echo "seed; /D: --max-delay D (default 1); @600: a run of 600 updates (its learning-rate schedule spans 600)."
+    echo "seed; /D: --max-delay D (default 2, 1 with 2bw); @600: a run of 600 updates (its learning-rate schedule spans 600)."
     echo
     echo "| links | schedule:staleness[:stash][/D] | val loss (vs gpipe) [seeds] | sim s | tokens/s | reaches gpipe's last |"
     echo "|---|---|---|---|---|---|"
-    SW="gpipe:none async:predict+ramp async:none async:predict async:predict+ramp:2bw async:predict+ramp/2 async:predict+ramp/3 async:predict+ramp@600"
+    SW="gpipe:none async:predict+ramp async:none async:predict async:predict+ramp:2bw async:predict+ramp/1 async:predict+ramp/3 async:predict+ramp@600"
     [ -n "${QUICK:-}" ] && SW="gpipe:none async:predict+ramp"
     # shellcheck disable=SC2086
     swarm_row "1 ms" 400 4 "1 0" $SW
