@@ -71,6 +71,34 @@ void peer_view_index(peer_view_t *v)
     }
 }
 
+int peer_view_index_grow(int32_t **ix, size_t *slots, int *done, const view_peer_t *p, int n)
+{
+    size_t want = s_ix_slots(n);
+    if (want != *slots) {
+        int32_t *x = realloc(*ix, sizeof(int32_t) * want);
+        if (!x) return -1;
+        memset(x, 0, sizeof(int32_t) * want);
+        *ix = x;
+        *slots = want;
+        *done = 0;
+    }
+    peer_view_t probe = { .ixmask = (uint32_t)(want - 1) };   /* for s_ix_home */
+    for (int i = *done; i < n; i++) {
+        uint32_t h = s_ix_home(&probe, p[i].id);
+        while ((*ix)[h]) h = (h + 1) & probe.ixmask;
+        (*ix)[h] = i + 1;
+    }
+    *done = n;
+    return 0;
+}
+
+void peer_view_index_copy(peer_view_t *v, const int32_t *ix, size_t slots)
+{
+    v->ix = (int32_t *)(void *)&v->p[v->n > 0 ? v->n : 1];
+    v->ixmask = (uint32_t)(slots - 1);
+    memcpy(v->ix, ix, sizeof(int32_t) * slots);
+}
+
 const view_peer_t *peer_view_find(const peer_view_t *v, uint64_t id)
 {
     if (!v) return NULL;

@@ -112,6 +112,13 @@ peer_view_t *peer_view_new(int n);
 peer_view_t *peer_view_alloc(int n);
 /* Builds v's id index once its entries are filled (then finds take O(1)). */
 void peer_view_index(peer_view_t *v);
+/* The index peer_view_index would build over p[0..n), kept between views
+ * whose first entries stay (ids only appended): *ix holds *slots slots,
+ * entries before *done are in it; a size that needs more slots starts it
+ * anew.  0, or -1 when out of memory (nothing changed). */
+int peer_view_index_grow(int32_t **ix, size_t *slots, int *done, const view_peer_t *p, int n);
+/* Gives v (its entries filled, n set) a copy of such an index built over them. */
+void peer_view_index_copy(peer_view_t *v, const int32_t *ix, size_t slots);
 /* The peer of id in v, or NULL (through the index when built, else a scan). */
 const view_peer_t *peer_view_find(const peer_view_t *v, uint64_t id);
 

@@ -51,6 +51,7 @@ void peers_fini(peers_t *t)
     free(t->p);
     free(t->mirror);
     free(t->stale);
+    free(t->mirror_ix);
     idmap_fini(&t->index);
     memset(t, 0, sizeof *t);
 }
@@ -179,6 +180,10 @@ peer_view_t *peers_view(peers_t *t)
     if (!v) return NULL;
     if (n > 0) memcpy(v->p, t->mirror, sizeof(view_peer_t) * (size_t)n);
     v->completed = t->mirror_completed;
-    peer_view_index(v);
+    /* the ids at each place never change (records stay, self has none): the index is grown, then copied */
+    if (peer_view_index_grow(&t->mirror_ix, &t->mirror_slots, &t->mirror_ixn, t->mirror, n) == 0)
+        peer_view_index_copy(v, t->mirror_ix, t->mirror_slots);
+    else
+        peer_view_index(v);
     return v;
 }

@@ -69,6 +69,9 @@ typedef struct {
     int *stale;             /* records touched since (each once: peer_t.stale) */
     int nstale, cap_stale;
     int all_stale;          /* refresh every entry (a touch found no room) */
+    int32_t *mirror_ix;     /* the id index over the mirror (peer_view_index_grow) */
+    size_t mirror_slots;
+    int mirror_ixn;         /* mirror entries in it */
 } peers_t;
 
 /* An empty table of a node whose id is self.  0, or -1 when out of memory. */
