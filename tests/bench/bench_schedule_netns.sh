@@ -7,12 +7,12 @@
 # RESULTS_DIR/62-schedule-netns.md.  Skipped (a line in the fragment) where
 # network namespaces are not available.
 #
-#   UP=20 STEPS=40 sh tests/bench/bench_schedule_netns.sh
+#   UP=20 STEPS=60 sh tests/bench/bench_schedule_netns.sh
 set -u
 BUILD=${BUILD:-build}
 RESULTS_DIR=${RESULTS_DIR:-tests/bench/results}
 UP=${UP:-20}
-STEPS=${STEPS:-40}
+STEPS=${STEPS:-60}
 FORTUNES=/usr/share/games/fortunes
 out=$RESULTS_DIR/62-schedule-netns.md
 W=$(mktemp -d "${TMPDIR:-/tmp}/brigade-schednet.XXXXXX")
@@ -63,8 +63,8 @@ PY
         echo "| schedule | tokens/s | seconds | largest weight delay | stage-0 window |"
         echo "|---|---:|---:|---:|---:|"
         row gpipe "gpipe"
-        row async "async, --max-delay 1, predict+ramp (default)"
-        row async-none "async, --max-delay 1, no ramp or prediction"
+        row async "async (default: --max-delay 2, predict+ramp)"
+        row async-none "async, --max-delay 2, no ramp or prediction"
     fi
 } >"$out"
 echo "wrote $out"

@@ -122,7 +122,7 @@ profile() {
     fi
     step_ms=$(kv "$WORK/perf.$pass.log" train mean_ms model=gpt-small threads=1)
     {
-        echo "| share of a 1-thread gpt-small step (perf samples, 12 steps) | % | ms per step (of a $step_ms ms mean step) |"
+        echo "| share of a 1-thread gpt-small run's perf samples (12 steps, 2 warm-up, start-up) | % | ms per step (of a $step_ms ms mean step; start-up left out) |"
         echo "|---|---:|---:|"
         perf report -i "$WORK/perf.$pass.data" --no-children --sort symbol --stdio 2>/dev/null |
         awk -v step="$step_ms" '
@@ -132,14 +132,17 @@ profile() {
                 else if (sym ~ /attention|^s_pb|^s_abt|^s_pack_t|s_causal|^s_ref_|^s_fast_/) g = "attention"
                 else if (sym ~ /gelu/) g = "gelu"
                 else if (sym ~ /layernorm/) g = "layernorm"
-                else if (sym ~ /optim_|adamw|s_update_task|s_norm_task|s_sumsq/) g = "optimizer step"
+                else if (sym ~ /optim_|adamw|s_update_|s_norm_|s_sumsq/) g = "optimizer step"
                 else if (sym ~ /crossentropy|softmax/) g = "cross-entropy"
                 else if (sym ~ /memset|memmove|memcpy/) g = "memset / memcpy"
                 else if (sym ~ /residual|s_add|linear_backward|linear_forward|embedding/) g = "bias sums, residual adds, embedding"
                 else if (sym ~ /stage_init_params|sincos|rng_|log_fma|s_synthetic|s_hash|data_|clear_page/) g = "start-up and data (not the step)"
                 else if (sym ~ /team|s_work|s_wait|pthread|sched_yield|futex/) g = "threads"
                 tot[g] += p }
-            END { for (g in tot) printf "| %s | %.1f | %.1f |\n", g, tot[g], tot[g] * step / 100 }' |
+            END { su = "start-up and data (not the step)"; rest = 100 - tot[su]
+                  for (g in tot)
+                      if (g == su) printf "| %s | %.1f | - |\n", g, tot[g]
+                      else printf "| %s | %.1f | %.1f |\n", g, tot[g], (rest > 0 ? tot[g] * step / rest : 0) }' |
         sort -t'|' -k3 -rn
     } > "$out"
 }
@@ -281,6 +284,10 @@ tattn=$(kv "$WORK/torch.set.out" torch attention model=gpt-small threads=1)
         echo
         cat "$WORK/profile.$pass"
     done
+    if [ -f "$RESULTS_DIR/engine-profile-before.txt" ]; then   # a saved profile to compare with
+        echo
+        cat "$RESULTS_DIR/engine-profile-before.txt"
+    fi
     for pass in set unset; do
         echo
         echo "### bench_train, environment $pass"
