@@ -3,6 +3,7 @@
 #include "node/cli/cli.h"
 #include "net/wire.h"
 #include "node/runtime/sim.h"
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,12 @@ int cmd_sim(int argc, char **argv)
     }
     if (so->real && so->nodes > 64) fprintf(stderr, "brigade sim: --compute real with %d nodes: each node holds its stage's weights; this may need a lot of memory\n", so->nodes);
     sim_result_t res;
+    /* Thousands of nodes in one process allocate and free views and messages
+     * of tens of kB many times a simulated second: the allocator keeps what
+     * is freed (returning it to the system and faulting it back in was a
+     * share of a large run of its own).  Changes no result. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     if (sim_run(so, stderr, &res, err, sizeof err) < 0) { free(so); return cli_fail(err); }
     printf("sim: loss %.4f -> %.4f at the last stage; skipped %llu; uncounted %llu\n", res.first_loss, res.last_loss,
            (unsigned long long)res.skipped, (unsigned long long)res.uncounted);

@@ -36,9 +36,19 @@ static size_t s_ix_slots(int n)
 }
 
 /* The index slot of id (Fibonacci hashing, then linear probing). */
-static uint32_t s_ix_home(const peer_view_t *v, uint64_t id)
+static uint32_t s_ix_home(uint32_t mask, uint64_t id)
 {
-    return (uint32_t)((id * 0x9e3779b97f4a7c15ULL) >> 32) & v->ixmask;
+    return (uint32_t)((id * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
+}
+
+/* Puts entries p[from..n) into the index ix of mask + 1 slots (slot value i + 1). */
+static void s_ix_insert(int32_t *ix, uint32_t mask, const view_peer_t *p, int from, int n)
+{
+    for (int i = from; i < n; i++) {
+        uint32_t h = s_ix_home(mask, p[i].id);
+        while (ix[h]) h = (h + 1) & mask;
+        ix[h] = i + 1;
+    }
 }
 
 peer_view_t *peer_view_alloc(int n)
@@ -64,11 +74,7 @@ void peer_view_index(peer_view_t *v)
     v->ix = (int32_t *)(void *)&v->p[v->n > 0 ? v->n : 1];
     v->ixmask = (uint32_t)(slots - 1);
     memset(v->ix, 0, sizeof(int32_t) * slots);
-    for (int i = 0; i < v->n; i++) {
-        uint32_t h = s_ix_home(v, v->p[i].id);
-        while (v->ix[h]) h = (h + 1) & v->ixmask;
-        v->ix[h] = i + 1;
-    }
+    s_ix_insert(v->ix, v->ixmask, v->p, 0, v->n);
 }
 
 int peer_view_index_grow(int32_t **ix, size_t *slots, int *done, const view_peer_t *p, int n)
@@ -82,12 +88,7 @@ int peer_view_index_grow(int32_t **ix, size_t *slots, int *done, const view_peer
         *slots = want;
         *done = 0;
     }
-    peer_view_t probe = { .ixmask = (uint32_t)(want - 1) };   /* for s_ix_home */
-    for (int i = *done; i < n; i++) {
-        uint32_t h = s_ix_home(&probe, p[i].id);
-        while ((*ix)[h]) h = (h + 1) & probe.ixmask;
-        (*ix)[h] = i + 1;
-    }
+    s_ix_insert(*ix, (uint32_t)(want - 1), p, *done, n);
     *done = n;
     return 0;
 }
@@ -103,7 +104,7 @@ const view_peer_t *peer_view_find(const peer_view_t *v, uint64_t id)
 {
     if (!v) return NULL;
     if (v->ix) {
-        for (uint32_t h = s_ix_home(v, id); v->ix[h]; h = (h + 1) & v->ixmask)
+        for (uint32_t h = s_ix_home(v->ixmask, id); v->ix[h]; h = (h + 1) & v->ixmask)
             if (v->p[v->ix[h] - 1].id == id) return &v->p[v->ix[h] - 1];
         return NULL;
     }

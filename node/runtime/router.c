@@ -46,38 +46,35 @@ static double s_cost(const router_t *rt, const view_peer_t *p, const route_t *r)
     return cost;
 }
 
-uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, uint64_t avoid)
+/* The cheapest of ix[0..n) by s_cost, their routes from rix (router_index)
+ * or, with rix NULL, looked up. */
+static uint64_t s_pick(const router_t *rt, const peer_view_t *v, const int *ix, const int *rix, int n, uint64_t avoid)
 {
     uint64_t best = 0;
     double best_cost = 0;
     for (int i = 0; v && i < n; i++) {
         const view_peer_t *p = &v->p[ix[i]];
         if (p->id == avoid || p->health == PEER_GONE || p->reach < 0) continue;   /* no way to it yet */
-        double cost = s_cost(rt, p, router_get(rt, p->id, 0));
+        int at = rix ? rix[i] : idmap_get(&rt->ix, p->id);
+        double cost = s_cost(rt, p, at >= 0 ? &rt->r[at] : NULL);
         if (!best || cost < best_cost) { best = p->id; best_cost = cost; }
     }
     return best;
+}
+
+uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, uint64_t avoid)
+{
+    return s_pick(rt, v, ix, NULL, n, avoid);
 }
 
 void router_index(router_t *rt, const peer_view_t *v, const int *ix, int n, int *rix)
 {
-    for (int i = 0; i < n; i++) {
-        const route_t *r = v ? router_get(rt, v->p[ix[i]].id, 0) : NULL;
-        rix[i] = r ? (int)(r - rt->r) : -1;
-    }
+    for (int i = 0; i < n; i++) rix[i] = v ? idmap_get(&rt->ix, v->p[ix[i]].id) : -1;
 }
 
 uint64_t router_pick_ix(const router_t *rt, const peer_view_t *v, const int *ix, const int *rix, int n, uint64_t avoid)
 {
-    uint64_t best = 0;
-    double best_cost = 0;
-    for (int i = 0; v && i < n; i++) {
-        const view_peer_t *p = &v->p[ix[i]];
-        if (p->id == avoid || p->health == PEER_GONE || p->reach < 0) continue;
-        double cost = s_cost(rt, p, rix[i] >= 0 ? &rt->r[rix[i]] : NULL);
-        if (!best || cost < best_cost) { best = p->id; best_cost = cost; }
-    }
-    return best;
+    return s_pick(rt, v, ix, rix, n, avoid);
 }
 
 void router_sent(router_t *rt, uint64_t peer)

@@ -9,7 +9,6 @@
 #include "node/runtime/netside.h"
 #include <cblas.h>
 #include <ctype.h>
-#include <malloc.h>
 #include <math.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -1084,12 +1083,6 @@ void sim_opts_defaults(sim_opts_t *so)
 
 int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_t errlen)
 {
-    /* Thousands of nodes in one process allocate and free views and messages
-     * of tens of kB many times a simulated second: the allocator keeps what
-     * is freed (returning it to the system and faulting it back in was a
-     * share of a large run of its own).  Changes no result. */
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     memset(res, 0, sizeof *res);
     res->first_loss = res->last_loss = NAN;
     sim_t *s = calloc(1, sizeof *s);
