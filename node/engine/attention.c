@@ -146,6 +146,7 @@ void attention_backward_ref(float *dqkv, float *scratch, const float *dout, cons
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float s_vec __attribute__((vector_size(64)));
 typedef float s_vecu __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int32_t s_ivec __attribute__((vector_size(64)));
 
 S_AVX512 static inline s_vec s_ld(const float *p) { return *(const s_vecu *)p; }
 S_AVX512 static inline void s_st(float *p, s_vec v) { *(s_vecu *)p = v; }
@@ -267,17 +268,44 @@ S_AVX512 static void s_pb_rows(float *o, int ldo, const float *p, const float *x
     }
 }
 
+/* dst[j][r] = src[r][j] for r < R, j < jn: R (<= 4) rows of src (stride
+ * lds) stored as columns [0, R) of jn rows of dst (stride ldd).  Four rows
+ * go 16 columns at a time: a 4 x 4 transpose in each 128-bit lane, then one
+ * 16-byte store per column. */
+S_AVX512 static void s_put_t4(float *restrict dst, int ldd, const float *restrict src, int lds, int R, int jn)
+{
+    int j0 = R == 4 ? jn - jn % S_VL : 0;
+    for (int j = j0; j < jn; j++)
+        for (int r = 0; r < R; r++) dst[(size_t)j * ldd + r] = src[(size_t)r * lds + j];
+    const s_ivec lo = {0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29};
+    const s_ivec hi = lo + 2;
+    const s_ivec lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
+    const s_ivec hi2 = lo2 + 2;
+    for (int j = 0; j < j0; j += S_VL) {
+        s_vec a0 = s_ld(src + j), a1 = s_ld(src + (size_t)lds + j);
+        s_vec a2 = s_ld(src + 2 * (size_t)lds + j), a3 = s_ld(src + 3 * (size_t)lds + j);
+        s_vec u0 = __builtin_shuffle(a0, a1, lo), u1 = __builtin_shuffle(a0, a1, hi);
+        s_vec u2 = __builtin_shuffle(a2, a3, lo), u3 = __builtin_shuffle(a2, a3, hi);
+        s_vec t[4] = {__builtin_shuffle(u0, u2, lo2), __builtin_shuffle(u0, u2, hi2),
+                      __builtin_shuffle(u1, u3, lo2), __builtin_shuffle(u1, u3, hi2)};
+        /* lane k of t[c] is column j + 4k + c */
+        for (int k = 0; k < 4; k++)
+            for (int c = 0; c < 4; c++)
+                __builtin_memcpy(dst + (size_t)(j + 4 * k + c) * ldd, (const float *)&t[c] + 4 * k, 16);
+    }
+}
+
+
 /* bt (D x ldb) = the transpose of x's first T rows of D floats (row stride
  * ldx); columns [T, ldb) zeroed. */
 S_AVX512 static void s_pack_t(float *restrict bt, int ldb, const float *restrict x, int ldx, int T, int D)
 {
-    for (int t = 0; t < T; t++)
-        for (int d = 0; d < D; d++) bt[(size_t)d * ldb + t] = x[(size_t)t * ldx + d];
+    for (int t = 0; t < T; t += 4)
+        s_put_t4(bt + t, ldb, x + (size_t)t * ldx, ldx, T - t < 4 ? T - t : 4, D);
     for (int d = 0; d < D; d++)
         memset(bt + (size_t)d * ldb + T, 0, (size_t)(ldb - T) * sizeof(float));
 }
 
-typedef int32_t s_ivec __attribute__((vector_size(64)));
 
 /* cond ? a : b lane by lane; cond lanes are -1 (true) or 0. */
 S_AVX512 static inline s_vec s_vsel(s_ivec cond, s_vec a, s_vec b)
