@@ -23,6 +23,14 @@
  * differ from the reference's in rounding (FMAs and another order of the
  * sums), within the tolerances tests/test_layers.c states.
  *
+ * A head's operands are strided rows (3C or C floats apart, too far apart
+ * for the hardware's stride prefetcher), so that at T = 128 a head read them
+ * cold from L3: while it computes, each head prefetches the next one's rows
+ * into L2 (the block loop issues the rows of its own block of 4: q, k, v in
+ * the forward; q, k, v, dout, att, and dqkv for writing in the backward).
+ * At gpt-small's shape this took the backward from 20.5 to 14.5 ms and the
+ * forward from 11.8 to 10.4 ms per 8 layers of batch 8.
+ *
  * The reference (the _ref functions, and the path for hs not a multiple of
  * 16) runs the same blocks of 64 rows through cblas_sgemm. */
 #include "node/engine/attention.h"
@@ -138,6 +146,7 @@ void attention_backward_ref(float *dqkv, float *scratch, const float *dout, cons
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float s_vec __attribute__((vector_size(64)));
 typedef float s_vecu __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int32_t s_ivec __attribute__((vector_size(64)));
 
 S_AVX512 static inline s_vec s_ld(const float *p) { return *(const s_vecu *)p; }
 S_AVX512 static inline void s_st(float *p, s_vec v) { *(s_vecu *)p = v; }
@@ -259,17 +268,44 @@ S_AVX512 static void s_pb_rows(float *o, int ldo, const float *p, const float *x
     }
 }
 
+/* dst[j][r] = src[r][j] for r < R, j < jn: R (<= 4) rows of src (stride
+ * lds) stored as columns [0, R) of jn rows of dst (stride ldd).  Four rows
+ * go 16 columns at a time: a 4 x 4 transpose in each 128-bit lane, then one
+ * 16-byte store per column. */
+S_AVX512 static void s_put_t4(float *restrict dst, int ldd, const float *restrict src, int lds, int R, int jn)
+{
+    int j0 = R == 4 ? jn - jn % S_VL : 0;
+    for (int j = j0; j < jn; j++)
+        for (int r = 0; r < R; r++) dst[(size_t)j * ldd + r] = src[(size_t)r * lds + j];
+    const s_ivec lo = {0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29};
+    const s_ivec hi = lo + 2;
+    const s_ivec lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
+    const s_ivec hi2 = lo2 + 2;
+    for (int j = 0; j < j0; j += S_VL) {
+        s_vec a0 = s_ld(src + j), a1 = s_ld(src + (size_t)lds + j);
+        s_vec a2 = s_ld(src + 2 * (size_t)lds + j), a3 = s_ld(src + 3 * (size_t)lds + j);
+        s_vec u0 = __builtin_shuffle(a0, a1, lo), u1 = __builtin_shuffle(a0, a1, hi);
+        s_vec u2 = __builtin_shuffle(a2, a3, lo), u3 = __builtin_shuffle(a2, a3, hi);
+        s_vec t[4] = {__builtin_shuffle(u0, u2, lo2), __builtin_shuffle(u0, u2, hi2),
+                      __builtin_shuffle(u1, u3, lo2), __builtin_shuffle(u1, u3, hi2)};
+        /* lane k of t[c] is column j + 4k + c */
+        for (int k = 0; k < 4; k++)
+            for (int c = 0; c < 4; c++)
+                __builtin_memcpy(dst + (size_t)(j + 4 * k + c) * ldd, (const float *)&t[c] + 4 * k, 16);
+    }
+}
+
+
 /* bt (D x ldb) = the transpose of x's first T rows of D floats (row stride
  * ldx); columns [T, ldb) zeroed. */
 S_AVX512 static void s_pack_t(float *restrict bt, int ldb, const float *restrict x, int ldx, int T, int D)
 {
-    for (int t = 0; t < T; t++)
-        for (int d = 0; d < D; d++) bt[(size_t)d * ldb + t] = x[(size_t)t * ldx + d];
+    for (int t = 0; t < T; t += 4)
+        s_put_t4(bt + t, ldb, x + (size_t)t * ldx, ldx, T - t < 4 ? T - t : 4, D);
     for (int d = 0; d < D; d++)
         memset(bt + (size_t)d * ldb + T, 0, (size_t)(ldb - T) * sizeof(float));
 }
 
-typedef int32_t s_ivec __attribute__((vector_size(64)));
 
 /* cond ? a : b lane by lane; cond lanes are -1 (true) or 0. */
 S_AVX512 static inline s_vec s_vsel(s_ivec cond, s_vec a, s_vec b)
@@ -346,6 +382,19 @@ S_AVX512 static void s_causal_softmax_back(float *restrict d, const float *restr
     for (; i < jn; i++) d[i] = i <= t ? scale * (p[i] * (d[i] - dot)) : 0.0f;
 }
 
+/* Prefetch into L2 rows [r0, r0 + R) of nf row-major operands that share
+ * the row stride ld: n floats from each base (one prefetch per 16 floats, a
+ * cache line); write: for writing. */
+S_INLINE void s_prefetch_rows(const float *const *base, int nf, int ld, int r0, int R, int n, const int write)
+{
+    for (int f = 0; f < nf; f++)
+        for (int r = r0; r < r0 + R; r++)
+            for (int d = 0; d < n; d += S_VL) {
+                if (write) __builtin_prefetch(base[f] + (size_t)r * ld + d, 1, 2);
+                else __builtin_prefetch(base[f] + (size_t)r * ld + d, 0, 2);
+            }
+}
+
 /* ---------------------------------------------------------------------------
  * The fast path, one head.  Scratch (TP = T rounded up to 16): forward
  * k^T (hs x TP) and scores (4 x TP); backward v^T (hs x TP) and dscores
@@ -353,7 +402,7 @@ S_AVX512 static void s_causal_softmax_back(float *restrict d, const float *restr
  * faster at gpt-small, 10% slower at gpt-tiny.) */
 
 S_AVX512 static void s_fast_forward_head(float *restrict out, float *restrict att, float *restrict scratch,
-                                const float *restrict qkv, int T, int C, int NH, int bh)
+                                const float *restrict qkv, int T, int C, int NH, int bh, int next)
 {
     const int hs = C / NH, C3 = 3 * C, b = bh / NH, h = bh % NH, TP = s_round16(T);
     const float scale = 1.0f / sqrtf((float)hs);
@@ -361,8 +410,13 @@ S_AVX512 static void s_fast_forward_head(float *restrict out, float *restrict at
     float *a = att + (size_t)bh * T * T;
     float *kt = scratch, *rows = kt + (size_t)hs * TP;
     s_pack_t(kt, TP, k, C3, T, hs);
+    /* the next head's q, k, v, read cold otherwise, come in while this one computes */
+    const int nb = (bh + 1) / NH, nh = (bh + 1) % NH;
+    const float *nq = qkv + (size_t)nb * T * C3 + (size_t)nh * hs;
+    const float *npf[3] = {nq, nq + C, nq + 2 * C};
     for (int r0 = 0; r0 < T; r0 += 4) {
         int R = T - r0 < 4 ? T - r0 : 4, jn = s_round16(r0 + R);
+        if (next) s_prefetch_rows(npf, 3, C3, r0, R, hs, 0);
         s_abt_rows(rows, TP, q + (size_t)r0 * C3, C3, kt, TP, hs, jn, R);
         for (int r = 0; r < R; r++)
             s_causal_softmax(a + (size_t)(r0 + r) * T, rows + (size_t)r * TP, r0 + r, jn, T, scale);
@@ -374,7 +428,7 @@ S_AVX512 static void s_fast_forward_head(float *restrict out, float *restrict at
 
 S_AVX512 static void s_fast_backward_head(float *restrict dqkv, float *restrict scratch, const float *restrict dout,
                                  const float *restrict qkv, const float *restrict att,
-                                 int T, int C, int NH, int bh, int accumulate)
+                                 int T, int C, int NH, int bh, int accumulate, int next)
 {
     const int hs = C / NH, C3 = 3 * C, b = bh / NH, h = bh % NH, TP = s_round16(T);
     const float scale = 1.0f / sqrtf((float)hs);
@@ -385,9 +439,20 @@ S_AVX512 static void s_fast_backward_head(float *restrict dqkv, float *restrict 
     const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
     float *vt = scratch, *ds = vt + (size_t)hs * TP;
     s_pack_t(vt, TP, v, C3, T, hs);
+    /* the next head's q, k, v and dout, read cold otherwise, come in while this one computes */
+    const int nb = (bh + 1) / NH, nh = (bh + 1) % NH;
+    const float *nq = qkv + (size_t)nb * T * C3 + (size_t)nh * hs;
+    const float *npf[3] = {nq, nq + C, nq + 2 * C}, *ndo[1] = {dout + (size_t)nb * T * C + (size_t)nh * hs};
+    const float *nat[1] = {a + (size_t)T * T}, *ndq[3] = {dq + (nq - q), dk + (nq - q), dv + (nq - q)};
     /* ds = scale * softmax'(datt), datt = dout v^T, by blocks of 4 rows */
     for (int r0 = 0; r0 < T; r0 += 4) {
         int R = T - r0 < 4 ? T - r0 : 4, jn = s_round16(r0 + R);
+        if (next) {
+            s_prefetch_rows(npf, 3, C3, r0, R, hs, 0);
+            s_prefetch_rows(ndo, 1, C, r0, R, hs, 0);
+            s_prefetch_rows(nat, 1, T, r0, R, jn < T ? jn : T, 0);
+            s_prefetch_rows(ndq, 3, C3, r0, R, hs, 1);
+        }
         s_abt_rows(ds + (size_t)r0 * TP, TP, dO + (size_t)r0 * C, C, vt, TP, hs, jn, R);
         for (int r = 0; r < R; r++)
             s_causal_softmax_back(ds + (size_t)(r0 + r) * TP, a + (size_t)(r0 + r) * T, r0 + r, jn, T, scale);
@@ -434,7 +499,7 @@ void attention_forward_heads(float *out, float *att, float *scratch, const float
     const int fast = attention_fast(C, NH);
     for (int bh = bh0; bh < bh1; bh++) {
 #ifdef S_FAST
-        if (fast) { s_fast_forward_head(out, att, scratch, qkv, T, C, NH, bh); continue; }
+        if (fast) { s_fast_forward_head(out, att, scratch, qkv, T, C, NH, bh, bh + 1 < bh1); continue; }
 #endif
         (void)fast;
         s_ref_forward_head(out, att, qkv, B, T, C, NH, bh);
@@ -450,7 +515,7 @@ void attention_backward_heads(float *dqkv, float *scratch, const float *dout, co
     for (int bh = bh0; bh < bh1; bh++) {
 #ifdef S_FAST
         if (fast) {
-            s_fast_backward_head(dqkv, scratch, dout, qkv, att, T, C, NH, bh, accumulate);
+            s_fast_backward_head(dqkv, scratch, dout, qkv, att, T, C, NH, bh, accumulate, bh + 1 < bh1);
             continue;
         }
 #endif
