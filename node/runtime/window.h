@@ -10,9 +10,10 @@
  * shaped uplink, a busy stage).  Judged once per round trip on the round's
  * smallest turnaround (a burst's later microbatches wait behind its first
  * by design), the window grows by one while fewer than WINDOW_QUEUE_LO wait
- * and shrinks by the excess while more than WINDOW_QUEUE_HI do, so the slowest link or stage always
- * has work and its queue stays near a microbatch or two: more in flight
- * would only lengthen every round trip (and every ping behind it).  Once a
+ * and shrinks by the excess while more than WINDOW_QUEUE_HI do, so the
+ * slowest link or stage always has work and its queue stays under about one
+ * microbatch: more in flight would only lengthen every round trip (and
+ * every ping behind it).  Once a
  * period the window drops to its floor until a microbatch issued then comes
  * back, so that the minimum is measured again without the window's own
  * queue.
@@ -22,8 +23,8 @@
 #ifndef BRIGADE_WINDOW_H
 #define BRIGADE_WINDOW_H
 
-#define WINDOW_QUEUE_LO 0.5   /* microbatches waiting below which the window grows */
-#define WINDOW_QUEUE_HI 1.5   /* above which it shrinks */
+#define WINDOW_QUEUE_LO 0.3   /* microbatches waiting below which the window grows */
+#define WINDOW_QUEUE_HI 1.0   /* above which it shrinks */
 #define WINDOW_SAME 1.1       /* a period's minimum within 10% of the last probe's needs no new probe */
 
 typedef struct {
