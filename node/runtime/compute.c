@@ -8,6 +8,7 @@
 #include "node/engine/modelfile.h"
 #include "node/runtime/router.h"
 #include "node/runtime/stash.h"
+#include "node/runtime/window.h"
 #include "node/engine/staleness.h"
 #include <math.h>
 #include <stdio.h>
@@ -85,6 +86,7 @@ struct compute {
     uint64_t stash_mismatch;      /* backwards on weights their forward did not use (2bw after a re-issue) */
     int window_need;              /* data stage: microbatches in flight the round trip asks for */
     int micro_said;               /* the micro last named in a warning (0: none) */
+    window_t win;                 /* data stage: the window the queueing along the pipeline allows */
     mbrec_t rec[REC_MAX];
     int inflight;                 /* records in use */
     pending_t acts, grads;        /* tensors waiting */
@@ -423,6 +425,13 @@ static int s_budget_micro(const compute_t *c)
     return stale_budget_micro(&c->o->optim, c->o->staleness, (int)c->version, c->o->max_delay, c->o->micro);
 }
 
+/* The window, not the delay budget, is what holds the data stage back
+ * from issuing more. */
+static int s_window_held(const compute_t *c)
+{
+    return c->inflight >= c->max_inflight && c->bwd_count + c->inflight < c->o->micro + s_budget_micro(c);
+}
+
 /* The same budget in updates: the most a backward may now be late. */
 static int s_delay_budget(const compute_t *c)
 {
@@ -509,10 +518,13 @@ static void s_emit_update(compute_t *c, double loss)
     const net_counters_t *k = c->c.net;
     uint64_t sent = atomic_load(&k->bytes_sent), raw = atomic_load(&k->bytes_sent_raw);
     int stash = stash_versions(&c->stash, c->version);
+    double rtt;   /* the mean round trip to the next stage's peers */
+    s_rtt(c, &rtt, NULL);
     metrics_event(c->c.metrics, "update",
                   "\"version\":%lld,\"tokens\":%llu,\"loss\":%.9g,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
                   "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu,"
-                  "\"delay\":%g,\"delay_max\":%d,\"delay_budget\":%d,\"window\":%d,\"micro_needed\":%d,\"stash_mismatch\":%llu",
+                  "\"delay\":%g,\"delay_max\":%d,\"delay_budget\":%d,\"window\":%d,\"micro_needed\":%d,\"stash_mismatch\":%llu,"
+                  "\"rtt_ms\":%.1f,\"queued\":%.2f",
                   (long long)c->version, (unsigned long long)c->tokens,
                   s_last(c) ? loss : NAN,
                   (unsigned long long)sent, (unsigned long long)raw,
@@ -520,7 +532,8 @@ static void s_emit_update(compute_t *c, double loss)
                   stash, c->inflight,
                   (unsigned long long)(atomic_load(&k->drops) + c->drops), (unsigned long long)c->retries,
                   c->delay_n ? c->delay_sum / c->delay_n : NAN, c->delay_max, s_delay_budget(c),
-                  c->stage == 0 ? c->max_inflight : 0, s_micro_needed(c), (unsigned long long)c->stash_mismatch);
+                  c->stage == 0 ? c->max_inflight : 0, s_micro_needed(c), (unsigned long long)c->stash_mismatch,
+                  rtt > 0 ? rtt : NAN, c->stage == 0 && c->auto_window ? c->win.queued : NAN);
     if (!c->c.obs.report) return;
     node_report_t r = {0};
     r.stage = c->stage;
@@ -537,7 +550,7 @@ static void s_emit_update(compute_t *c, double loss)
     r.drops = atomic_load(&k->drops) + c->drops;
     r.stash = stash;
     r.inflight = c->inflight;
-    s_rtt(c, &r.rtt_ms, NULL);
+    r.rtt_ms = rtt;
     c->c.obs.report(c->c.obs.arg, &r);
 }
 
@@ -944,6 +957,7 @@ static void s_on_grad(compute_t *c, const mail_t *m)
     if (c->stage == 0) {
         c->turn_mean = c->turn_mean > 0 ? 0.9 * c->turn_mean + 0.1 * turn : turn;
         c->turn_dev = 0.9 * c->turn_dev + 0.1 * fabs(turn - c->turn_mean);
+        if (c->auto_window) window_on_turn(&c->win, s_now(c), turn, c->inflight, s_window_held(c));
     }
     if (c->pool[r->slot] && m->x) memcpy(c->pool[r->slot]->dout, m->x, sizeof(float) * c->out_n);
     s_backward(c, r);
@@ -1195,7 +1209,8 @@ static void s_auto_window(compute_t *c)
     c->window_need = w;
     if (w < 2 * K) w = 2 * K;
     if (w > 8 * K) w = 8 * K;
-    c->max_inflight = w;
+    int q = window_limit(&c->win);   /* no more than the queues along the pipeline allow */
+    c->max_inflight = q < w ? q : w;
     int need = s_micro_needed(c), said = c->micro_said;
     int settled = c->fwd_done >= (uint64_t)(8 * K);   /* round trips and compute times measured a while */
     if (settled && need && (!said || 4 * abs(need - said) >= said + 4)) {   /* news: the first, or a change of a quarter */
@@ -1232,6 +1247,7 @@ static void s_move(compute_t *c, int to, const char *why)
     c->fetch_tries = 0;
     snprintf(c->fetch_why, sizeof c->fetch_why, "%s", why);
     c->stage = to;
+    window_init(&c->win, 2 * c->nstages, c->nstages, 8 * c->nstages);   /* another path: measured again */
     metrics_set_stage(c->c.metrics, to);
     if (s_stage_setup(c) < 0) {
         char w[96];
@@ -1494,6 +1510,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->max_inflight = c->o->max_inflight > 0 ? c->o->max_inflight : 2 * c->nstages;
     if (c->o->schedule == SCHED_GPIPE) c->max_inflight = c->o->micro;
     c->auto_window = c->o->max_inflight == 0 && c->o->schedule != SCHED_GPIPE;
+    window_init(&c->win, 2 * c->nstages, c->nstages, 8 * c->nstages);
     metrics_set_stage(c->c.metrics, c->stage);
     if (s_stage_setup(c) < 0) {
         snprintf(err, errlen, "out of memory for activations");
