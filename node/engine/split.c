@@ -239,7 +239,11 @@ void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, const f
 }
 
 /* ---------------------------------------------------------------------------
- * Attention: one task per (b, h). */
+ * Attention: one task per S_ATT_GROUP consecutive (b, h) pairs, so that each
+ * head of a task but the last has its next head's rows prefetched
+ * (attention.c); heads are independent, so the grouping changes no bits. */
+
+#define S_ATT_GROUP 4
 
 typedef struct {
     float *out, *att, *dqkv, *scratch;
@@ -251,15 +255,17 @@ typedef struct {
 static void s_att_fwd_task(void *arg, int i, int worker)
 {
     const s_att_t *x = arg;
+    int bh1 = (i + 1) * S_ATT_GROUP < x->B * x->NH ? (i + 1) * S_ATT_GROUP : x->B * x->NH;
     attention_forward_heads(x->out, x->att, x->scratch + (size_t)worker * x->stride, x->qkv,
-                            x->B, x->T, x->C, x->NH, i, i + 1);
+                            x->B, x->T, x->C, x->NH, i * S_ATT_GROUP, bh1);
 }
 
 static void s_att_bwd_task(void *arg, int i, int worker)
 {
     const s_att_t *x = arg;
+    int bh1 = (i + 1) * S_ATT_GROUP < x->B * x->NH ? (i + 1) * S_ATT_GROUP : x->B * x->NH;
     attention_backward_heads(x->dqkv, x->scratch + (size_t)worker * x->stride, x->dout, x->qkv, x->catt,
-                             x->B, x->T, x->C, x->NH, i, i + 1, x->accumulate);
+                             x->B, x->T, x->C, x->NH, i * S_ATT_GROUP, bh1, x->accumulate);
 }
 
 void split_attention_forward(team_t *team, float *out, float *att, float *scratch, size_t stride,
@@ -269,7 +275,7 @@ void split_attention_forward(team_t *team, float *out, float *att, float *scratc
     assert(stride >= attention_scratch_floats(T, C, NH));
     s_att_t x = {.out = out, .att = att, .scratch = scratch, .qkv = qkv, .stride = stride,
                  .B = B, .T = T, .C = C, .NH = NH};
-    team_run(team, B * NH, s_att_fwd_task, &x);
+    team_run(team, (B * NH + S_ATT_GROUP - 1) / S_ATT_GROUP, s_att_fwd_task, &x);
 }
 
 void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t stride, const float *dout,
@@ -283,7 +289,7 @@ void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t 
     assert(stride >= attention_scratch_floats(T, C, NH));
     s_att_t x = {.dqkv = dqkv, .scratch = scratch, .dout = dout, .qkv = qkv, .catt = att, .stride = stride,
                  .B = B, .T = T, .C = C, .NH = NH, .accumulate = accumulate};
-    team_run(team, B * NH, s_att_bwd_task, &x);
+    team_run(team, (B * NH + S_ATT_GROUP - 1) / S_ATT_GROUP, s_att_bwd_task, &x);
 }
 
 /* ---------------------------------------------------------------------------
