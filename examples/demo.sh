@@ -64,13 +64,15 @@ for i in 1 2 3; do
     "$B" node --listen 127.0.0.1:$((PORT + i)) --join "$A" --stage $i --checkpoint "$W/ck$i" --save-every 500 \
         --metrics "$W/n$i.jsonl" 2>"$W/n$i.err" &
     PIDS="$PIDS $!"
+    P3=$!
 done
-# the last stage's progress lines (stage 3 of 0..3: the one with the loss), as they come
-tail -f "$W/n3.err" &
+# the last stage's progress lines (stage 3 of 0..3: the one with the loss), as they come; tail reads to
+# the end of the file once that node has exited, so the last lines are shown too
+tail -f --pid="$P3" "$W/n3.err" &
 TAILPID=$!
 rc=0
 for p in $PIDS; do wait "$p" || rc=1; done
-kill $TAILPID 2>/dev/null
+wait $TAILPID 2>/dev/null
 PIDS=""
 [ $rc = 0 ] || { echo "a node failed:"; tail -n 2 "$W"/n*.err; exit 1; }
 echo
