@@ -295,7 +295,6 @@ S_AVX512 static void s_put_t4(float *restrict dst, int ldd, const float *restric
     }
 }
 
-
 /* bt (D x ldb) = the transpose of x's first T rows of D floats (row stride
  * ldx); columns [T, ldb) zeroed. */
 S_AVX512 static void s_pack_t(float *restrict bt, int ldb, const float *restrict x, int ldx, int T, int D)
@@ -305,7 +304,6 @@ S_AVX512 static void s_pack_t(float *restrict bt, int ldb, const float *restrict
     for (int d = 0; d < D; d++)
         memset(bt + (size_t)d * ldb + T, 0, (size_t)(ldb - T) * sizeof(float));
 }
-
 
 /* cond ? a : b lane by lane; cond lanes are -1 (true) or 0. */
 S_AVX512 static inline s_vec s_vsel(s_ivec cond, s_vec a, s_vec b)

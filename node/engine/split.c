@@ -252,10 +252,16 @@ typedef struct {
     int B, T, C, NH, accumulate;
 } s_att_t;
 
+/* One past the last (b, h) pair of task i. */
+static int s_att_end(const s_att_t *x, int i)
+{
+    return (i + 1) * S_ATT_GROUP < x->B * x->NH ? (i + 1) * S_ATT_GROUP : x->B * x->NH;
+}
+
 static void s_att_fwd_task(void *arg, int i, int worker)
 {
     const s_att_t *x = arg;
-    int bh1 = (i + 1) * S_ATT_GROUP < x->B * x->NH ? (i + 1) * S_ATT_GROUP : x->B * x->NH;
+    int bh1 = s_att_end(x, i);
     attention_forward_heads(x->out, x->att, x->scratch + (size_t)worker * x->stride, x->qkv,
                             x->B, x->T, x->C, x->NH, i * S_ATT_GROUP, bh1);
 }
@@ -263,7 +269,7 @@ static void s_att_fwd_task(void *arg, int i, int worker)
 static void s_att_bwd_task(void *arg, int i, int worker)
 {
     const s_att_t *x = arg;
-    int bh1 = (i + 1) * S_ATT_GROUP < x->B * x->NH ? (i + 1) * S_ATT_GROUP : x->B * x->NH;
+    int bh1 = s_att_end(x, i);
     attention_backward_heads(x->dqkv, x->scratch + (size_t)worker * x->stride, x->dout, x->qkv, x->catt,
                              x->B, x->T, x->C, x->NH, i * S_ATT_GROUP, bh1, x->accumulate);
 }

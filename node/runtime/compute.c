@@ -425,11 +425,26 @@ static int s_budget_micro(const compute_t *c)
     return stale_budget_micro(&c->o->optim, c->o->staleness, (int)c->version, c->o->max_delay, c->o->micro);
 }
 
+/* The delay budget lets the data stage start another microbatch: FIFO
+ * completion puts its backward after bwd_count + inflight others of this
+ * update (s_micro_needed). */
+static int s_budget_room(const compute_t *c)
+{
+    return c->bwd_count + c->inflight < c->o->micro + s_budget_micro(c);
+}
+
 /* The window, not the delay budget, is what holds the data stage back
  * from issuing more. */
 static int s_window_held(const compute_t *c)
 {
-    return c->inflight >= c->max_inflight && c->bwd_count + c->inflight < c->o->micro + s_budget_micro(c);
+    return c->inflight >= c->max_inflight && s_budget_room(c);
+}
+
+/* The congestion window from scratch (a new stage, a new path): 2 x
+ * stages, within [stages, 8 x stages] as the round trip's need is. */
+static void s_window_reset(compute_t *c)
+{
+    window_init(&c->win, 2 * c->nstages, c->nstages, 8 * c->nstages);
 }
 
 /* The same budget in updates: the most a backward may now be late. */
@@ -1247,7 +1262,7 @@ static void s_move(compute_t *c, int to, const char *why)
     c->fetch_tries = 0;
     snprintf(c->fetch_why, sizeof c->fetch_why, "%s", why);
     c->stage = to;
-    window_init(&c->win, 2 * c->nstages, c->nstages, 8 * c->nstages);   /* another path: measured again */
+    s_window_reset(c);   /* another path: measured again */
     metrics_set_stage(c->c.metrics, to);
     if (s_stage_setup(c) < 0) {
         char w[96];
@@ -1369,9 +1384,7 @@ static int s_may_issue(const compute_t *c)
 {
     if (c->stage != 0 || !s_all_stages_served(c)) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
-    /* the delay budget (s_micro_needed): FIFO completion puts the new
-     * microbatch's backward after bwd_count + inflight others of this update */
-    return c->inflight < c->max_inflight && c->bwd_count + c->inflight < c->o->micro + s_budget_micro(c);
+    return c->inflight < c->max_inflight && s_budget_room(c);
 }
 
 int compute_step(compute_t *c, double *flops)
@@ -1510,7 +1523,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->max_inflight = c->o->max_inflight > 0 ? c->o->max_inflight : 2 * c->nstages;
     if (c->o->schedule == SCHED_GPIPE) c->max_inflight = c->o->micro;
     c->auto_window = c->o->max_inflight == 0 && c->o->schedule != SCHED_GPIPE;
-    window_init(&c->win, 2 * c->nstages, c->nstages, 8 * c->nstages);
+    s_window_reset(c);
     metrics_set_stage(c->c.metrics, c->stage);
     if (s_stage_setup(c) < 0) {
         snprintf(err, errlen, "out of memory for activations");

@@ -7,10 +7,11 @@
  * trips.  At each period's end the window drops to its floor until a
  * microbatch issued after the drop comes back (the queue has drained in
  * front of it), unless the period's minimum came back near the last clean
- * one (the first period's, or the last probe's),
- * so the new period's minimum is measured without the window's own queue: a standing queue would otherwise pass for the path
- * and the window would creep up on it.  A path that got slower (a new
- * peer) is learnt within two periods, one that got faster at once. */
+ * one (the first period's, or the last probe's), so the new period's
+ * minimum is measured without the window's own queue: a standing queue
+ * would otherwise pass for the path and the window would creep up on it.
+ * A path that got slower (a new peer) is learnt within two periods, one
+ * that got faster at once. */
 #define WINDOW_PERIOD_S 30.0
 #define WINDOW_PERIOD_TURNS 20.0
 
@@ -19,20 +20,18 @@ static double s_clamp(double x, double lo, double hi)
     return x < lo ? lo : x > hi ? hi : x;
 }
 
+/* The end of a period starting at now_s on a path of round trip turn_s. */
+static double s_period_end(double now_s, double turn_s)
+{
+    return now_s + fmax(WINDOW_PERIOD_S, WINDOW_PERIOD_TURNS * turn_s);
+}
+
 void window_init(window_t *w, int start, int lo, int hi)
 {
     memset(w, 0, sizeof *w);
     w->lo = lo < 1 ? 1 : lo;
     w->hi = hi < w->lo ? w->lo : hi;
     w->cwnd = s_clamp(start, w->lo, w->hi);
-}
-
-void window_bounds(window_t *w, int lo, int hi)
-{
-    w->lo = lo < 1 ? 1 : lo;
-    w->hi = hi < w->lo ? w->lo : hi;
-    w->cwnd = s_clamp(w->cwnd, w->lo, w->hi);
-    w->saved = s_clamp(w->saved, w->lo, w->hi);
 }
 
 double window_base(const window_t *w)
@@ -47,7 +46,7 @@ double window_base(const window_t *w)
  * microbatch issued during it. */
 static void s_note_min(window_t *w, double now_s, double turn_s)
 {
-    if (w->period_end == 0) w->period_end = now_s + fmax(WINDOW_PERIOD_S, WINDOW_PERIOD_TURNS * turn_s);
+    if (w->period_end == 0) w->period_end = s_period_end(now_s, turn_s);
     if (w->probe_start > 0 && now_s - turn_s >= w->probe_start) {
         w->cwnd = w->saved;
         w->probe_start = 0;
@@ -60,7 +59,7 @@ static void s_note_min(window_t *w, double now_s, double turn_s)
         int confirmed = w->min_now <= WINDOW_SAME * w->clean;
         w->min_prev = w->min_now;
         w->min_now = 0;
-        w->period_end = now_s + fmax(WINDOW_PERIOD_S, WINDOW_PERIOD_TURNS * base);
+        w->period_end = s_period_end(now_s, base);
         if (!confirmed && w->probe_start == 0 && w->cwnd > w->lo) {
             w->saved = w->cwnd;
             w->cwnd = w->lo;

@@ -13,10 +13,9 @@
  * and shrinks by the excess while more than WINDOW_QUEUE_HI do, so the
  * slowest link or stage always has work and its queue stays under about one
  * microbatch: more in flight would only lengthen every round trip (and
- * every ping behind it).  Once a
- * period the window drops to its floor until a microbatch issued then comes
- * back, so that the minimum is measured again without the window's own
- * queue.
+ * every ping behind it).  Once a period (when its minimum drifted) the
+ * window drops to its floor until a microbatch issued then comes back, so
+ * that the minimum is measured again without the window's own queue.
  *
  * Pure state: the caller gives the clock.  Not thread-safe (one owner: the
  * compute thread of the data stage). */
@@ -44,9 +43,6 @@ typedef struct {
 
 /* Starts the window at `start`, within [lo, hi] (lo >= 1). */
 void window_init(window_t *w, int start, int lo, int hi);
-
-/* Sets new bounds (the window is clamped into them). */
-void window_bounds(window_t *w, int lo, int hi);
 
 /* One microbatch's gradient came back `turn_s` seconds after it was
  * issued, at time `now_s`, while `inflight` microbatches (itself
