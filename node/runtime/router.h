@@ -15,8 +15,9 @@ typedef struct {
     uint64_t last_sent;   /* router's send count when we last sent to it */
 } route_t;
 
-/* Sends elsewhere after which an idle peer's turnaround counts as unknown
- * again, so that it is tried once more (it may have been slow only then). */
+/* Sends elsewhere after which a peer's turnaround counts as unknown again,
+ * so that it is tried once more (it may have been slow only then), also
+ * when work it was sent then was lost with it (a paused peer). */
 #define ROUTER_FORGET_SENDS 64
 
 typedef struct {
@@ -33,7 +34,7 @@ route_t *router_get(router_t *rt, uint64_t peer, int make);
 /* Among the peers ix[0..n) of snapshot v (the peers of one stage), the live
  * one with the lowest expected completion time: (outstanding + 1) x
  * turnaround + RTT; while the turnaround is unknown (a new peer, or one
- * left idle for ROUTER_FORGET_SENDS sends), outstanding x 0.05 s + RTT, so
+ * not chosen for ROUTER_FORGET_SENDS sends), outstanding x 0.05 s + RTT, so
  * an idle unknown peer is tried before a known one; a slow peer costs
  * 4 x + 1 s.
  * Never `avoid` (0: none), nor a peer we have no link to yet (reach < 0:
