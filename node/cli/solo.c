@@ -84,7 +84,7 @@ static int s_forward(solo_t *s)
     return 0;
 }
 
-static int s_backward(solo_t *s, float scale, uint64_t mb)
+static int s_backward(solo_t *s, float scale)
 {
     int B = s->o.batch, T = s->o.cfg.maxT;
     for (int k = s->K - 1; k >= 0; k--) {
@@ -93,7 +93,6 @@ static int s_backward(solo_t *s, float scale, uint64_t mb)
             memcpy(s->acts[k]->dout, s->acts[k + 1]->din, sizeof(float) * n);
             if (s->grad_codec != 0) {
                 encode_opts_t eo = { .residual = s->residual[k], .sr_seed = 0 };
-                (void)mb;
                 if (codec_roundtrip(s->codec, s->acts[k]->dout, n, s->grad_codec, &eo) < 0)
                     return -1;
             }
@@ -191,82 +190,84 @@ static void s_step(solo_t *s)
     }
 }
 
-int cmd_solo(int argc, char **argv)
+/* --resume FILE: the parameters of every stage (all of them, in stage
+ * order) and their version into *out / *version; NULL-free without it.
+ * 0, or -1 with a one-line reason. */
+static int s_load_resume(opts_t *o, float **out, int64_t *version, char *err, size_t errlen)
 {
-    static solo_t S;
-    solo_t *s = &S;
-    char err[512];
-    opts_defaults(&s->o, OPTS_SOLO);
-    int r = opts_parse(&s->o, OPTS_SOLO, argc, argv, 2, err, sizeof err);
-    if (r == 1) {
-        printf("usage: brigade solo [options]\n\nTrains the whole model in one process: the reference the swarm is checked\n"
-               "against.  --stages K cuts it as a K-stage swarm would, passing activations and\n"
-               "gradients through --codec/--grad-codec at the cuts.\n\noptions:\n");
-        opts_help(stdout, OPTS_SOLO);
-        return 0;
-    }
-    if (r < 0 || opts_resolve(&s->o, err, sizeof err) < 0) return cli_fail(err);
-    opts_t *o = &s->o;
-    s->K = o->stages;
-    if (o->ndelay && o->ndelay != s->K) {
-        snprintf(err, sizeof err, "--delay: %d value%s for %d stage%s (want one per stage)", o->ndelay,
-                 o->ndelay == 1 ? "" : "s", s->K, s->K == 1 ? "" : "s");
-        return cli_fail(err);
-    }
-    s->act_codec = codec_from_name(o->codec);
-    s->grad_codec = codec_from_name(o->grad_codec);
-    openblas_set_num_threads(1);   /* the engine's own threads (--threads) each run single-threaded BLAS */
-
+    *out = NULL;
+    *version = 0;
+    if (!o->resume[0]) return 0;
     model_config_t rcfg;
-    int64_t start_version = 0;
-    float *resume = NULL;
-    size_t resume_n = 0;
-    if (o->resume[0]) {
-        resume = modelfile_load(o->resume, &rcfg, &start_version, &resume_n, err, sizeof err);
-        if (!resume) return cli_fail(err);
-        if (!opts_given(o, "model") && !opts_given(o, "layers") && !opts_given(o, "dim")) o->cfg = rcfg;
-        if (memcmp(&rcfg, &o->cfg, sizeof rcfg) != 0) {
-            free(resume);
-            return cli_fail("--resume: the model file's model differs from --model and its overrides");
-        }
+    size_t n = 0;
+    *out = modelfile_load(o->resume, &rcfg, version, &n, err, errlen);
+    if (!*out) return -1;
+    if (!opts_given(o, "model") && !opts_given(o, "layers") && !opts_given(o, "dim")) o->cfg = rcfg;
+    if (memcmp(&rcfg, &o->cfg, sizeof rcfg) != 0) {
+        free(*out);
+        *out = NULL;
+        snprintf(err, errlen, "--resume: the model file's model differs from --model and its overrides");
+        return -1;
     }
+    return 0;
+}
+
+/* The stages (from the seed, or resume's parameters at `version`). 0, or -1 with a reason. */
+static int s_make_stages(solo_t *s, const float *resume, int64_t version, char *err, size_t errlen)
+{
+    const opts_t *o = &s->o;
+    size_t off = 0;
     for (int k = 0; k < s->K; k++) {
-        s->st[k] = stage_state_new(&o->cfg, k, s->K, o->seed, err, sizeof err);
-        if (!s->st[k]) { free(resume); s_destroy(s); return cli_fail(err); }
+        s->st[k] = stage_state_new(&o->cfg, k, s->K, o->seed, err, errlen);
+        if (!s->st[k]) return -1;
         s->st[k]->s.threads = o->threads;
+        if (!resume) continue;
+        memcpy(s->st[k]->params, resume + off, sizeof(float) * s->st[k]->s.nparams);
+        off += s->st[k]->s.nparams;
+        s->st[k]->version = version;
     }
-    if (resume) {
-        size_t off = 0;
-        for (int k = 0; k < s->K; k++) {
-            memcpy(s->st[k]->params, resume + off, sizeof(float) * s->st[k]->s.nparams);
-            off += s->st[k]->s.nparams;
-            s->st[k]->version = start_version;
-        }
-        free(resume);
-    }
-    s->data = data_open(o->data, model_data_kind(&o->cfg), o->cfg.maxT, o->seed, err, sizeof err);
-    if (!s->data) { s_destroy(s); return cli_fail(err); }
+    return 0;
+}
+
+/* Data, activations, error-feedback residuals, --delay's weight rings, the
+ * codec context and the metrics file.  0, or -1 with a reason. */
+static int s_make_buffers(solo_t *s, char *err, size_t errlen)
+{
+    const opts_t *o = &s->o;
+    s->data = data_open(o->data, model_data_kind(&o->cfg), o->cfg.maxT, o->seed, err, errlen);
+    if (!s->data) return -1;
     int T = o->cfg.kind == MODEL_GPT ? o->cfg.maxT : 1;
-    if (data_batch_alloc(s->data, &s->batch, o->batch) < 0) { s_destroy(s); return cli_fail("out of memory for a batch"); }
+    if (data_batch_alloc(s->data, &s->batch, o->batch) < 0) { snprintf(err, errlen, "out of memory for a batch"); return -1; }
     for (int k = 0; k < s->K; k++) {
         s->acts[k] = acts_new(&s->st[k]->s, o->batch, T);
         s->gs[k] = grad_scratch_new(&s->st[k]->s, o->batch, T);
         size_t nout = stage_out_size(&s->st[k]->s, o->batch, T);
         s->residual[k] = nout ? calloc(nout, sizeof(float)) : NULL;
-        if (!s->acts[k] || !s->gs[k] || (nout && !s->residual[k])) { s_destroy(s); return cli_fail("out of memory for activations"); }
+        if (!s->acts[k] || !s->gs[k] || (nout && !s->residual[k])) { snprintf(err, errlen, "out of memory for activations"); return -1; }
         s->w[k] = s->st[k]->params;
         if (s_delay(s, k) > 0) {
             s->ring[k] = malloc(sizeof(float) * s->st[k]->s.nparams * (size_t)(s_delay(s, k) + 1));
-            if (!s->ring[k]) { s_destroy(s); return cli_fail("--delay: out of memory for the weight versions"); }
+            if (!s->ring[k]) { snprintf(err, errlen, "--delay: out of memory for the weight versions"); return -1; }
         }
     }
     s->codec = codec_ctx_new(1);
-    s->metrics = metrics_open(o->metrics, "solo", err, sizeof err);
-    if (!s->codec || !s->metrics) { s_destroy(s); return cli_fail(s->codec ? err : "out of memory"); }
+    if (!s->codec) { snprintf(err, errlen, "out of memory"); return -1; }
+    s->metrics = metrics_open(o->metrics, "solo", err, errlen);
+    return s->metrics ? 0 : -1;
+}
 
-    size_t nparams = 0;
-    for (int k = 0; k < s->K; k++) nparams += s->st[k]->s.nparams;
-    uint64_t run = opts_run_id(o);
+/* Parameters of all stages. */
+static size_t s_nparams(const solo_t *s)
+{
+    size_t n = 0;
+    for (int k = 0; k < s->K; k++) n += s->st[k]->s.nparams;
+    return n;
+}
+
+/* The `start` event and the first line. */
+static void s_announce(solo_t *s)
+{
+    const opts_t *o = &s->o;
     metrics_set_stage(s->metrics, s->K == 1 ? 0 : -1);
     char stale[64], delays[MODEL_STAGES_MAX * 4] = "";
     stale_name(o->staleness, stale, sizeof stale);
@@ -275,66 +276,127 @@ int cmd_solo(int argc, char **argv)
     metrics_event(s->metrics, "start", "\"role\":\"solo\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
                   "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s,\"staleness\":%s,\"delay\":%s,"
                   "\"cpu\":%s",
-                  (unsigned long long)run, o->cfg.name, nparams, s->K, o->batch, o->micro, o->codec, o->grad_codec,
-                  stale, delays, cpu_level_name(cpu_level()));
+                  (unsigned long long)opts_run_id(o), o->cfg.name, s_nparams(s), s->K, o->batch, o->micro, o->codec,
+                  o->grad_codec, stale, delays, cpu_level_name(cpu_level()));
     fprintf(stderr, "brigade solo: %s, %zu parameters, %d stage%s, data %s, %d updates of %d x %d\n",
-            o->cfg.name, nparams, s->K, s->K > 1 ? "s" : "", o->data, o->steps, o->micro, o->batch);
+            o->cfg.name, s_nparams(s), s->K, s->K > 1 ? "s" : "", o->data, o->steps, o->micro, o->batch);
+}
 
-    /* bytes a cut would carry: raw fp32 vs the codec's frames (measured on the last microbatch) */
-    int64_t tokens = 0;
-    int64_t per_mb = (int64_t)o->batch * T;
-    uint64_t cursor = (uint64_t)start_version * o->micro;
-    double t0 = metrics_now();
+/* Trains from version `first` to --steps, evaluating every --eval-every
+ * updates; *tokens counts the positions trained.  0, or 3 with *why when
+ * training diverged. */
+static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
+{
+    const opts_t *o = &s->o;
+    int64_t per_mb = (int64_t)o->batch * (o->cfg.kind == MODEL_GPT ? o->cfg.maxT : 1);
+    uint64_t cursor = (uint64_t)first * o->micro;
     float scale = 1.0f / ((float)per_mb * o->micro);
-    int status = 0;
-    const char *why = "ok";
-    for (int64_t step = start_version; step < o->steps; step++) {
-        double loss_sum = 0.0;
-        double delay0 = s_store_weights(s, step);
+    double t0 = metrics_now();
+    for (int64_t step = first; step < o->steps; step++) {
+        double loss_sum = 0.0, delay0 = s_store_weights(s, step);
         for (int m = 0; m < o->micro; m++) {
-            s_point_weights(s, step, start_version, m);
+            s_point_weights(s, step, first, m);
             data_next_train(s->data, &s->batch, 0, 1, &cursor);
             s_load_batch(s, &s->batch);
-            if (s_forward(s) < 0 || s_backward(s, scale, cursor) < 0) { status = 3; why = "non-finite values at a stage cut (training diverged)"; break; }
+            if (s_forward(s) < 0 || s_backward(s, scale) < 0) { *why = "non-finite values at a stage cut (training diverged)"; return 3; }
             loss_sum += s->acts[s->K - 1]->loss;
-            tokens += per_mb;
+            *tokens += per_mb;
         }
-        if (status) break;
-        s_point_weights(s, step, start_version, 0);   /* dc: the weights of the most delayed microbatch */
+        s_point_weights(s, step, first, 0);   /* dc: the weights of the most delayed microbatch */
         s_step(s);
-        double loss = loss_sum / o->micro;
-        if (!isfinite(loss)) { status = 3; why = "loss is not finite (training diverged; lower --lr)"; break; }
-        double el = metrics_now() - t0;
+        double loss = loss_sum / o->micro, el = metrics_now() - t0;
+        if (!isfinite(loss)) { *why = "loss is not finite (training diverged; lower --lr)"; return 3; }
         int64_t v = s->st[0]->version;
         metrics_event(s->metrics, "update", "\"version\":%lld,\"tokens\":%lld,\"loss\":%.6f,\"lr\":%.6g,"
                       "\"bytes_sent\":0,\"bytes_sent_raw\":0,\"bytes_recv\":0,\"stash\":1,\"inflight\":0,\"delay\":%g",
-                      (long long)v, (long long)tokens, loss, optim_lr(&o->optim, (int)step), delay0);
+                      (long long)v, (long long)*tokens, loss, optim_lr(&o->optim, (int)step), delay0);
         progress_line(v == o->steps, 5.0, "update %lld/%d  loss %.4f  %.0f tok/s", (long long)v, o->steps,
-                      loss, el > 0 ? tokens / el : 0.0);
+                      loss, el > 0 ? *tokens / el : 0.0);
         if (o->eval_every > 0 && v % o->eval_every == 0) { progress_done(); s_emit_eval(s, v); }
     }
     progress_done();
     int64_t v = s->st[0]->version;
-    if (status == 0 && (o->eval_every == 0 || v % o->eval_every != 0)) s_emit_eval(s, v);
-    double wall = metrics_now() - t0;
-    if (status == 0 && o->save[0]) {
-        float *all = malloc(sizeof(float) * nparams);
-        size_t off = 0;
-        for (int k = 0; all && k < s->K; k++) {
-            memcpy(all + off, s->st[k]->params, sizeof(float) * s->st[k]->s.nparams);
-            off += s->st[k]->s.nparams;
-        }
-        if (!all || modelfile_save(o->save, &o->cfg, v, all, nparams, err, sizeof err) < 0) {
-            status = 2; why = all ? err : "out of memory";
-        }
-        free(all);
-        if (status == 0) fprintf(stderr, "saved the model to %s\n", o->save);
+    if (o->eval_every == 0 || v % o->eval_every != 0) s_emit_eval(s, v);
+    return 0;
+}
+
+/* --save FILE: every stage's parameters in one model file.  0, or -1 with a reason. */
+static int s_save(solo_t *s, char *err, size_t errlen)
+{
+    size_t nparams = s_nparams(s), off = 0;
+    float *all = malloc(sizeof(float) * nparams);
+    if (!all) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int k = 0; k < s->K; k++) {
+        memcpy(all + off, s->st[k]->params, sizeof(float) * s->st[k]->s.nparams);
+        off += s->st[k]->s.nparams;
     }
+    int r = modelfile_save(s->o.save, &s->o.cfg, s->st[0]->version, all, nparams, err, errlen);
+    free(all);
+    if (r == 0) fprintf(stderr, "saved the model to %s\n", s->o.save);
+    return r;
+}
+
+/* Options, then the checks only a whole-model run makes.  0, 1 (--help
+ * printed), or -1 with a reason. */
+static int s_options(solo_t *s, int argc, char **argv, char *err, size_t errlen)
+{
+    opts_defaults(&s->o, OPTS_SOLO);
+    int r = opts_parse(&s->o, OPTS_SOLO, argc, argv, 2, err, errlen);
+    if (r == 1) {
+        printf("usage: brigade solo [options]\n\nTrains the whole model in one process: the reference the swarm is checked\n"
+               "against.  --stages K cuts it as a K-stage swarm would, passing activations and\n"
+               "gradients through --codec/--grad-codec at the cuts.\n\noptions:\n");
+        opts_help(stdout, OPTS_SOLO);
+        return 1;
+    }
+    if (r < 0 || opts_resolve(&s->o, err, errlen) < 0) return -1;
+    s->K = s->o.stages;
+    if (s->o.ndelay && s->o.ndelay != s->K) {
+        snprintf(err, errlen, "--delay: %d value%s for %d stage%s (want one per stage)", s->o.ndelay,
+                 s->o.ndelay == 1 ? "" : "s", s->K, s->K == 1 ? "" : "s");
+        return -1;
+    }
+    s->act_codec = codec_from_name(s->o.codec);
+    s->grad_codec = codec_from_name(s->o.grad_codec);
+    return 0;
+}
+
+/* Everything before the first update.  0, or -1 with a reason. */
+static int s_setup(solo_t *s, int64_t *first, char *err, size_t errlen)
+{
+    float *resume = NULL;
+    if (s_load_resume(&s->o, &resume, first, err, errlen) < 0) return -1;
+    int r = s_make_stages(s, resume, *first, err, errlen);
+    free(resume);
+    return r < 0 ? -1 : s_make_buffers(s, err, errlen);
+}
+
+int cmd_solo(int argc, char **argv)
+{
+    solo_t *s = calloc(1, sizeof *s);
+    if (!s) return cli_fail("out of memory");
+    char err[512];
+    int64_t first = 0, tokens = 0;
+    int r = s_options(s, argc, argv, err, sizeof err);
+    openblas_set_num_threads(1);   /* the engine's own threads (--threads) each run single-threaded BLAS */
+    if (r == 0) r = s_setup(s, &first, err, sizeof err);
+    if (r != 0) {
+        s_destroy(s);
+        free(s);
+        return r == 1 ? 0 : cli_fail(err);
+    }
+    s_announce(s);
+    double t0 = metrics_now();
+    const char *why = "ok";
+    int status = s_train(s, first, &tokens, &why);
+    double wall = metrics_now() - t0;
+    if (status == 0 && s->o.save[0] && s_save(s, err, sizeof err) < 0) { status = 2; why = err; }
+    int64_t v = s->st[0]->version;
     metrics_event(s->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%lld,\"wall_s\":%.3f,\"lost_microbatches\":0,\"why\":%s",
                   status ? "error" : "ok", (long long)v, (long long)tokens, wall, status ? why : "completed");
     fprintf(stderr, "done: %lld updates, %lld tokens in %.1f s (%.0f tok/s)\n", (long long)v, (long long)tokens, wall,
             wall > 0 ? tokens / wall : 0.0);
     s_destroy(s);
-    if (status) return cli_fail(why);
-    return 0;
+    free(s);
+    return status ? cli_fail(why) : 0;
 }
