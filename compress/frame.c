@@ -262,13 +262,11 @@ static int s_dequantize(float *y, const uint8_t *raw, size_t n, int codec, int b
     }
 }
 
-long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
-                  const uint32_t *shape, int ndim, int codec,
-                  const encode_opts_t *opts, char *err, size_t errlen)
+/* Checks encode's arguments; *n gets the values and *bs the block size (0
+ * for float codecs).  0, or the s_fail code. */
+static int s_encode_check(codec_ctx_t *ctx, const uint8_t *out, const float *x, const uint32_t *shape, int ndim,
+                          int codec, const encode_opts_t *opts, uint64_t *n, int *bs, char *err, size_t errlen)
 {
-    encode_opts_t def = {0};
-    if (!opts)
-        opts = &def;
     frame_error_t *slot = ctx ? &ctx->error : NULL;
     if (!ctx || !out || !shape)
         return s_fail(slot, FRAME_E_ARG, err, errlen, "encode: NULL argument");
@@ -276,23 +274,83 @@ long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
         return s_fail(slot, FRAME_E_CODEC, err, errlen, "encode: unknown codec %d", codec);
     if (ndim < 1 || ndim > FRAME_MAX_NDIM)
         return s_fail(slot, FRAME_E_NDIM, err, errlen, "encode: ndim %d not in 1..%d", ndim, FRAME_MAX_NDIM);
-    uint64_t n = 1;
+    *n = 1;
     for (int i = 0; i < ndim; i++) {
-        n *= shape[i];
-        if (n > FRAME_MAX_VALUES)
+        *n *= shape[i];
+        if (*n > FRAME_MAX_VALUES)
             return s_fail(slot, FRAME_E_SHAPE, err, errlen, "encode: more than %u values", FRAME_MAX_VALUES);
     }
-    if (n > 0 && !x)
+    if (*n > 0 && !x)
         return s_fail(slot, FRAME_E_ARG, err, errlen, "encode: NULL input");
-    int bs = 0;
+    *bs = 0;
     if (s_is_int(codec)) {
-        bs = opts->block_size ? opts->block_size : FRAME_DEFAULT_BLOCK;
-        if (bs < FRAME_MIN_BLOCK || bs > FRAME_MAX_BLOCK || bs % 8)
+        *bs = opts->block_size ? opts->block_size : FRAME_DEFAULT_BLOCK;
+        if (*bs < FRAME_MIN_BLOCK || *bs > FRAME_MAX_BLOCK || *bs % 8)
             return s_fail(slot, FRAME_E_BLOCK, err, errlen,
-                          "encode: block size %d not a multiple of 8 in %d..%d", bs, FRAME_MIN_BLOCK, FRAME_MAX_BLOCK);
+                          "encode: block size %d not a multiple of 8 in %d..%d", *bs, FRAME_MIN_BLOCK, FRAME_MAX_BLOCK);
     }
     if (opts->zstd < 0 || opts->zstd > 2)
         return s_fail(slot, FRAME_E_ARG, err, errlen, "encode: zstd mode %d not in 0..2", opts->zstd);
+    return 0;
+}
+
+/* The payload after hdr bytes of out: ctx->raw (raw_len bytes) through zstd
+ * when opts->zstd asks for it and it saves enough, else as it is.  Returns
+ * its length; *flags gains FRAME_FLAG_ZSTD when compressed. */
+static size_t s_encode_payload(codec_ctx_t *ctx, uint8_t *out, size_t cap, size_t hdr, size_t raw_len, int zstd,
+                               unsigned *flags)
+{
+    if (zstd != 1 && raw_len > 0) {
+        size_t zcap = cap - hdr;
+        if (zstd == 0) {
+            size_t want = raw_len - raw_len * FRAME_ZSTD_MIN_SAVING_PCT / 100;
+            zcap = want < zcap ? want : zcap;
+        }
+        size_t z = zcap ? ZSTD_compress2(ctx->cctx, out + hdr, zcap, ctx->raw, raw_len) : 0;
+        if (zcap && !ZSTD_isError(z)) {
+            *flags |= FRAME_FLAG_ZSTD;
+            return z;
+        }
+    }
+    if (raw_len > 0)
+        memcpy(out + hdr, ctx->raw, raw_len);
+    return raw_len;
+}
+
+/* The header (hdr bytes, its checksum over header and payload last). */
+static void s_encode_header(uint8_t *out, size_t hdr, int codec, int ndim, const uint32_t *shape, unsigned flags,
+                            int e, int bs, size_t raw_len, size_t payload_len)
+{
+    s_put32(out, FRAME_MAGIC);
+    out[4] = FRAME_VERSION;
+    out[5] = (uint8_t)codec;
+    out[6] = 0;
+    out[7] = (uint8_t)ndim;
+    out[8] = (uint8_t)flags;
+    out[9] = (uint8_t)(int8_t)e;
+    s_put16(out + 10, (uint16_t)bs);
+    s_put64(out + 12, raw_len);
+    s_put64(out + 20, payload_len);
+    for (int i = 0; i < ndim; i++)
+        s_put32(out + 28 + 4 * i, shape[i]);
+    uint32_t ck = frame_checksum(out, hdr - 4, 0);
+    ck = frame_checksum(out + hdr, payload_len, ck);
+    s_put32(out + hdr - 4, ck);
+}
+
+long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
+                  const uint32_t *shape, int ndim, int codec,
+                  const encode_opts_t *opts, char *err, size_t errlen)
+{
+    encode_opts_t def = {0};
+    if (!opts)
+        opts = &def;
+    uint64_t n = 0;
+    int bs = 0;
+    int bad = s_encode_check(ctx, out, x, shape, ndim, codec, opts, &n, &bs, err, errlen);
+    if (bad < 0)
+        return bad;
+    frame_error_t *slot = &ctx->error;
     size_t hdr = 32 + 4 * (size_t)ndim;
     size_t raw_len = (size_t)s_raw_len(codec, n, bs);
     if (cap < hdr + raw_len)
@@ -335,37 +393,8 @@ long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
     }
 
     unsigned flags = s_is_int(codec) ? 0 : FRAME_FLAG_PLANES;
-    size_t payload_len = raw_len;
-    if (opts->zstd != 1 && raw_len > 0) {
-        size_t zcap = cap - hdr;
-        if (opts->zstd == 0) {
-            size_t want = raw_len - raw_len * FRAME_ZSTD_MIN_SAVING_PCT / 100;
-            zcap = want < zcap ? want : zcap;
-        }
-        size_t z = zcap ? ZSTD_compress2(ctx->cctx, out + hdr, zcap, ctx->raw, raw_len) : 0;
-        if (zcap && !ZSTD_isError(z)) {
-            flags |= FRAME_FLAG_ZSTD;
-            payload_len = z;
-        }
-    }
-    if (!(flags & FRAME_FLAG_ZSTD) && raw_len > 0)
-        memcpy(out + hdr, ctx->raw, raw_len);
-
-    s_put32(out, FRAME_MAGIC);
-    out[4] = FRAME_VERSION;
-    out[5] = (uint8_t)codec;
-    out[6] = 0;
-    out[7] = (uint8_t)ndim;
-    out[8] = (uint8_t)flags;
-    out[9] = (uint8_t)(int8_t)e;
-    s_put16(out + 10, (uint16_t)bs);
-    s_put64(out + 12, raw_len);
-    s_put64(out + 20, payload_len);
-    for (int i = 0; i < ndim; i++)
-        s_put32(out + 28 + 4 * i, shape[i]);
-    uint32_t ck = frame_checksum(out, hdr - 4, 0);
-    ck = frame_checksum(out + hdr, payload_len, ck);
-    s_put32(out + hdr - 4, ck);
+    size_t payload_len = s_encode_payload(ctx, out, cap, hdr, raw_len, opts->zstd, &flags);
+    s_encode_header(out, hdr, codec, ndim, shape, flags, e, bs, raw_len, payload_len);
     ctx->error = FRAME_OK;
     return (long)(hdr + payload_len);
 }
