@@ -438,6 +438,82 @@ int cmd_keygen(int argc, char **argv)
     return 0;
 }
 
+/* Prints the swarm map of a STATUS reply.  0, or -1 with a reason when it is malformed. */
+static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
+{
+    rbuf_t r;
+    rbuf_init(&r, m->frame[0], m->len[0]);
+    uint32_t nst = rbuf_get_u32(&r);
+    uint64_t target = rbuf_get_u64(&r), done = rbuf_get_u64(&r);
+    float loss = rbuf_get_f32(&r);
+    char model[64];
+    rbuf_get_str(&r, model, sizeof model);
+    peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
+    int k = 0;
+    if (!recs || rbuf_error(&r) || peers_decode(&r, recs, PEERS_MAX, &k, err, errlen) < 0) {
+        if (!recs) snprintf(err, errlen, "out of memory");
+        else if (rbuf_error(&r)) snprintf(err, errlen, "status: a malformed reply");
+        free(recs);
+        return -1;
+    }
+    printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %.4f\n",
+           (unsigned long long)m->hdr.run, model, nst, (unsigned long long)done, (unsigned long long)target, loss);
+    uint8_t *reach = calloc((size_t)k + 1, 1), *link = calloc((size_t)k + 1, 1);
+    if (reach && link) s_status_reach(&r, k, recs, reach, link);
+    printf("%-6s %-9s %-24s %10s %9s %8s  %-8s %s\n", "stage", "peer", "address", "ubatch/s", "rtt ms", "version",
+           "reach", "link");
+    static const char *rn[] = { "?", "public", "outward", "relay" };
+    static const char *ln[] = { "self", "direct", "reverse", "none", "relayed", "?" };
+    for (uint32_t s = 0; s < nst; s++) {
+        int any = 0;
+        for (int i = 0; i < k; i++) {
+            if (recs[i].stage != (int)s) continue;
+            char id[9];
+            node_id_short(recs[i].id, id);
+            printf("%-6u %-9s %-24s %10.2f %9.1f %8u  %-8s %s\n", s, id, recs[i].addr, recs[i].rate, recs[i].rtt_ms,
+                   recs[i].version, rn[reach ? reach[i] : 0], ln[link ? link[i] : 5]);
+            any = 1;
+        }
+        if (!any) printf("%-6u (no peer: the swarm waits for one)\n", s);
+    }
+    free(recs);
+    free(reach);
+    free(link);
+    return 0;
+}
+
+/* Asks the node at host:port (its key) for its swarm map as identity kp
+ * (with a ticket for a closed swarm, or NULL) and prints it.  0, or -1
+ * with a reason (no answer in 10 s, a malformed reply). */
+static int s_status_query(const char *host, int port, const uint8_t *key, const keypair_t *kp, const uint8_t *ticket,
+                          char *err, size_t errlen)
+{
+    transport_opts_t to = {0};
+    to.listen_host = "127.0.0.1";
+    to.keys = kp;
+    transport_t *tr = transport_new(&to, err, errlen);
+    if (!tr) return -1;
+    int link = transport_connect(tr, host, port, key, err, errlen);
+    if (link < 0) { transport_destroy(&tr); return -1; }
+    wire_hdr_t h;
+    wire_hdr_init(&h, WIRE_STATUS_REQ);
+    const void *f[1] = { ticket };
+    size_t l[1] = { TICKET_LEN };
+    transport_send(tr, link, &h, f, l, ticket ? 1 : 0);
+    snprintf(err, errlen, "status: no answer from %s:%d in 10 s", host, port);
+    int rc = -1;
+    for (double deadline = metrics_now() + 10.0; metrics_now() < deadline;) {
+        transport_msg_t m;
+        if (transport_poll(tr, 100, &m) != 1) continue;
+        int answer = m.hdr.type == WIRE_STATUS && m.nframes >= 1;
+        if (answer) rc = s_status_print(&m, err, errlen);
+        transport_msg_close(&m);
+        if (answer) break;
+    }
+    transport_destroy(&tr);
+    return rc;
+}
+
 int cmd_status(int argc, char **argv)
 {
     if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
@@ -459,77 +535,8 @@ int cmd_status(int argc, char **argv)
     keypair_t kp;
     if (keys ? keypair_load(&kp, keys, err, sizeof err) < 0 : keypair_generate(&kp, err, sizeof err) < 0) return cli_fail(err);
     uint8_t tbytes[TICKET_LEN];
-    int have_ticket = 0;
-    if (tk) {
-        if (s_read_ticket(tk, tbytes, err, sizeof err) < 0) { keypair_wipe(&kp); return cli_fail(err); }
-        have_ticket = 1;
-    }
-    transport_opts_t to = {0};
-    to.listen_host = "127.0.0.1";
-    to.keys = &kp;
-    transport_t *tr = transport_new(&to, err, sizeof err);
-    if (!tr) return cli_fail(err);
-    int link = transport_connect(tr, host, port, key, err, sizeof err);
-    if (link < 0) { transport_destroy(&tr); return cli_fail(err); }
-    wire_hdr_t h;
-    wire_hdr_init(&h, WIRE_STATUS_REQ);
-    const void *f[1] = { tbytes };
-    size_t l[1] = { TICKET_LEN };
-    transport_send(tr, link, &h, f, l, have_ticket ? 1 : 0);
-    double deadline = metrics_now() + 10.0;
-    int rc = 1;
-    while (metrics_now() < deadline) {
-        transport_msg_t m;
-        if (transport_poll(tr, 100, &m) != 1) continue;
-        if (m.hdr.type == WIRE_STATUS && m.nframes >= 1) {
-            rbuf_t r;
-            rbuf_init(&r, m.frame[0], m.len[0]);
-            uint32_t nst = rbuf_get_u32(&r);
-            uint64_t target = rbuf_get_u64(&r), done = rbuf_get_u64(&r);
-            float loss = rbuf_get_f32(&r);
-            char model[64];
-            rbuf_get_str(&r, model, sizeof model);
-            peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
-            int k = 0;
-            if (!recs || rbuf_error(&r) || peers_decode(&r, recs, PEERS_MAX, &k, err, sizeof err) < 0) {
-                free(recs);
-                transport_msg_close(&m);
-                break;
-            }
-            printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %.4f\n",
-                   (unsigned long long)m.hdr.run, model, nst, (unsigned long long)done, (unsigned long long)target, loss);
-            uint8_t *reach = calloc((size_t)k + 1, 1), *link = calloc((size_t)k + 1, 1);
-            if (reach && link) s_status_reach(&r, k, recs, reach, link);
-            printf("%-6s %-9s %-24s %10s %9s %8s  %-8s %s\n", "stage", "peer", "address", "ubatch/s", "rtt ms", "version",
-                   "reach", "link");
-            for (uint32_t s = 0; s < nst; s++) {
-                int any = 0;
-                for (int i = 0; i < k; i++) {
-                    if (recs[i].stage != (int)s) continue;
-                    char id[9];
-                    node_id_short(recs[i].id, id);
-                    static const char *rn[] = { "?", "public", "outward", "relay" };
-                    static const char *ln[] = { "self", "direct", "reverse", "none", "relayed", "?" };
-                    printf("%-6u %-9s %-24s %10.2f %9.1f %8u  %-8s %s\n", s, id, recs[i].addr, recs[i].rate, recs[i].rtt_ms,
-                           recs[i].version, rn[reach ? reach[i] : 0], ln[link ? link[i] : 5]);
-                    any = 1;
-                }
-                if (!any) printf("%-6u (no peer: the swarm waits for one)\n", s);
-            }
-            free(recs);
-            free(reach);
-            free(link);
-            rc = 0;
-            transport_msg_close(&m);
-            break;
-        }
-        transport_msg_close(&m);
-    }
-    transport_destroy(&tr);
+    int r = tk ? s_read_ticket(tk, tbytes, err, sizeof err) : 0;
+    if (r == 0) r = s_status_query(host, port, key, &kp, tk ? tbytes : NULL, err, sizeof err);
     keypair_wipe(&kp);
-    if (rc) {
-        snprintf(err, sizeof err, "status: no answer from %s:%d in 10 s", host, port);
-        return cli_fail(err);
-    }
-    return 0;
+    return r < 0 ? cli_fail(err) : 0;
 }
