@@ -43,7 +43,7 @@ typedef struct {
     http_server_t *http;       /* the server, or NULL */
 } view_t;
 
-/* After each update: the progress line and the page's history. */
+/* After each update: the progress line (every 5 s, and at the last update) and the page's history. */
 static void s_on_report(void *arg, const node_report_t *r)
 {
     view_t *v = arg;
@@ -54,7 +54,8 @@ static void s_on_report(void *arg, const node_report_t *r)
     char lossbuf[32] = "-";
     if (r->last && isfinite(r->loss)) snprintf(lossbuf, sizeof lossbuf, "%.4f", r->loss);
     double el = r->elapsed_s;
-    progress_line(0, 5.0, "stage %d/%d | peers %d | update %lld | loss %s | %.0f tok/s | out %.1f kB/s x%.2f | stash %d | rtt %.1f ms",
+    int final = v->n && r->version >= node_opts(v->n)->steps;   /* the run's last update is always shown */
+    progress_line(final, 5.0, "stage %d/%d | peers %d | update %lld | loss %s | %.0f tok/s | out %.1f kB/s x%.2f | stash %d | rtt %.1f ms",
                   r->stage, r->nstages, r->peers, (long long)r->version, lossbuf, el > 0 ? r->tokens / el : 0.0,
                   el > 0 ? r->bytes_sent / el / 1e3 : 0.0, r->bytes_sent ? (double)r->bytes_sent_raw / r->bytes_sent : 0.0,
                   r->stash, r->rtt_ms);
