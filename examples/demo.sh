@@ -61,6 +61,7 @@ for _ in $(seq 100); do A=$(metric addr "$W/n0.jsonl" 2>/dev/null); [ -n "$A" ] 
 [ -n "$A" ] || { echo "the bootstrap node did not start:"; cat "$W/n0.err"; exit 1; }
 echo "bootstrap up; peers join with: --join $A"
 for i in 1 2 3; do
+    : >"$W/n$i.err"   # there before tail looks for it (the node's shell opens it in the background)
     "$B" node --listen 127.0.0.1:0 --join "$A" --stage $i --checkpoint "$W/ck$i" --save-every 500 \
         --metrics "$W/n$i.jsonl" 2>"$W/n$i.err" &
     PIDS="$PIDS $!"
