@@ -337,11 +337,13 @@ static void s_end(node_cmd_t *x, int status, const char *why)
     double wall = metrics_now() - x->t0;
     metrics_event(x->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%llu,\"wall_s\":%.3f,"
                   "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,"
-                  "\"relay_bytes\":%llu,\"relay_msgs\":%llu,\"relay_refused\":%llu,\"why\":%s",
+                  "\"relay_bytes\":%llu,\"relay_msgs\":%llu,\"relay_refused\":%llu,\"cpu_s\":%.3f,\"cpu_compute_s\":%.3f,"
+                  "\"cpu_io_s\":%.3f,\"why\":%s",
                   status ? "error" : "ok", (long long)r.c.version, (unsigned long long)r.c.tokens, wall,
                   (unsigned long long)r.c.lost, (unsigned long long)r.bytes_sent, (unsigned long long)r.bytes_sent_raw,
                   (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, (unsigned long long)r.relay_bytes,
-                  (unsigned long long)r.relay_msgs, (unsigned long long)r.relay_refused, status ? why : "completed");
+                  (unsigned long long)r.relay_msgs, (unsigned long long)r.relay_refused, metrics_cpu_process(),
+                  r.cpu_compute_s, r.cpu_io_s, status ? why : "completed");
     if (x->node && r.c.tokens + r.c.version > 0)
         fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", node_idshort(x->node), status ? why : "run complete",
                 wall, (long long)r.c.version);

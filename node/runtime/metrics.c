@@ -31,11 +31,16 @@ struct metrics {
 
 static double s_start = -1.0;
 
-static double s_mono(void)
+static double s_clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double s_mono(void)
+{
+    return s_clock_s(CLOCK_MONOTONIC);
 }
 
 __attribute__((constructor)) static void s_init_clock(void)
@@ -46,6 +51,16 @@ __attribute__((constructor)) static void s_init_clock(void)
 double metrics_now(void)
 {
     return s_mono() - s_start;
+}
+
+double metrics_cpu_process(void)
+{
+    return s_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+double metrics_cpu_thread(void)
+{
+    return s_clock_s(CLOCK_THREAD_CPUTIME_ID);
 }
 
 static metrics_t *s_new(sink_t *sink, const char *node)

@@ -41,4 +41,7 @@ void metrics_event(metrics_t *self, const char *event, const char *fields, ...)
 #define METRICS_STR_MAX 1024   /* bytes of one string value written, at most */
 /* Seconds since process start (monotonic). */
 double metrics_now(void);
+/* CPU seconds used so far by the whole process / by the calling thread. */
+double metrics_cpu_process(void);
+double metrics_cpu_thread(void);
 #endif

@@ -39,6 +39,7 @@ struct node {
     atomic_int io_stop;        /* the I/O thread must end */
     atomic_int net_done;       /* the network side has said what it must at the end (set by the I/O thread) */
     atomic_uint_fast64_t mail_drops;  /* tensor mail refused because the compute side's mailbox was full */
+    atomic_uint_fast64_t cpu_compute_us, cpu_io_us;  /* CPU time of each thread, written by that thread */
     pthread_mutex_t board_lock;       /* guards the board */
     node_peer_row_t *board;    /* the peer table as last published by the I/O thread */
     int nboard;
@@ -177,17 +178,29 @@ static void s_net_round(node_t *n, int max_wait_ms)
     }
 }
 
+/* The calling thread's CPU time since `since` (its CPU seconds then), in microseconds. */
+static uint64_t s_cpu_us(double since)
+{
+    double d = metrics_cpu_thread() - since;
+    return d > 0 ? (uint64_t)(d * 1e6) : 0;
+}
+
 static void *s_io_thread(void *arg)
 {
     node_t *n = arg;
-    double next_board = 0;
+    double next_board = 0, cpu0 = metrics_cpu_thread();
     while (!atomic_load(&n->io_stop)) {
         s_net_round(n, 20);
         if (!atomic_load(&n->net_done) && netside_finished(n->net)) atomic_store(&n->net_done, 1);
-        if (metrics_now() >= next_board) { s_board_publish(n); next_board = metrics_now() + BOARD_EVERY_S; }
+        if (metrics_now() >= next_board) {
+            s_board_publish(n);
+            atomic_store(&n->cpu_io_us, s_cpu_us(cpu0));
+            next_board = metrics_now() + BOARD_EVERY_S;
+        }
     }
     s_net_mail(n);
     s_board_publish(n);
+    atomic_store(&n->cpu_io_us, s_cpu_us(cpu0));
     return NULL;
 }
 
@@ -246,7 +259,9 @@ int node_run(node_t *n)
         n->final.c.status = 1;
         return 1;
     }
+    double cpu0 = metrics_cpu_thread();
     s_compute_loop(n);
+    atomic_store(&n->cpu_compute_us, s_cpu_us(cpu0));
     compute_result_t r;
     compute_result(n->comp, &r);
     s_final_checkpoint(n, &r);
@@ -300,6 +315,8 @@ void node_result(const node_t *n, node_result_t *out)
     out->relay_bytes = atomic_load(&k->relay_bytes);
     out->relay_msgs = atomic_load(&k->relay_msgs);
     out->relay_refused = atomic_load(&k->relay_refused);
+    out->cpu_compute_s = atomic_load(&n->cpu_compute_us) * 1e-6;
+    out->cpu_io_s = atomic_load(&n->cpu_io_us) * 1e-6;
 }
 
 /* ---- start-up ---- */

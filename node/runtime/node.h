@@ -76,6 +76,8 @@ typedef struct {
     compute_result_t c;
     uint64_t bytes_sent, bytes_sent_raw, bytes_sent_state, bytes_recv, drops;
     uint64_t relay_bytes, relay_msgs, relay_refused;  /* relayed for others */
+    double cpu_compute_s;       /* CPU seconds of the compute thread in node_run (the team's helpers not counted) */
+    double cpu_io_s;            /* CPU seconds of the I/O thread: codecs, protocol, transport */
 } node_result_t;
 void node_result(const node_t *self, node_result_t *out);
 

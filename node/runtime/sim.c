@@ -160,13 +160,6 @@ static double s_wall(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static double s_cpu(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void s_violation(sim_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void s_violation(sim_t *s, const char *fmt, ...)
 {
@@ -922,7 +915,7 @@ static void s_progress(sim_t *s)
         }
     }
     fprintf(s->log, "sim %8.1f s (%.1f s wall, %.1f s cpu): %d nodes alive, %d serving, %llu microbatches done (%llu applied at the last stage), %d events queued\n",
-            s->now, s_wall() - s->wall0, s_cpu() - s->cpu0, alive, serving, (unsigned long long)done,
+            s->now, s_wall() - s->wall0, metrics_cpu_process() - s->cpu0, alive, serving, (unsigned long long)done,
             (unsigned long long)s->res->applied_last, s->nheap);
 }
 
@@ -1034,7 +1027,7 @@ static void s_finish(sim_t *s)
                                                 (unsigned long long)recv, (unsigned long long)r->bytes_delivered);
     r->sim_s = s->now;
     r->wall_s = s_wall() - s->wall0;
-    r->cpu_s = s_cpu() - s->cpu0;
+    r->cpu_s = metrics_cpu_process() - s->cpu0;
     r->trace = s->trace;
     r->nodes_total = s->nnodes;
     if (r->learn_n) r->learn_all_s /= r->learn_n;
@@ -1094,7 +1087,7 @@ int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_
     s->trace = 0xcbf29ce484222325ULL;
     s->done_at = INFINITY;
     s->wall0 = s_wall();
-    s->cpu0 = s_cpu();
+    s->cpu0 = metrics_cpu_process();
     idmap_init(&s->pair_ix);
     if (!so->steps_given) s->so.o.steps = 100000000;
     s->so.o.optim.total = s->so.o.steps;

@@ -90,6 +90,13 @@ elif cmd == "evals":       # solo file -> "version tokens val_loss"
     for e in events(args[0]):
         if e.get("event") == "update": tok[e["version"]] = e["tokens"]
         if e.get("event") == "eval": print(e["version"], tok.get(e["version"], 0), e["val_loss"])
+elif cmd == "cpusplit":    # swarm dir -> per stage "I/O / compute CPU % (compute s, I/O s)", " | "-joined
+    cells = []
+    for ev in sorted(nodes(args[0]), key=lambda ev: stage_of(ev) or 0):
+        e = first(ev, "end") or {}
+        c, io = e.get("cpu_compute_s"), e.get("cpu_io_s")
+        cells.append("%.1f%% (%.2f s, %.2f s)" % (100 * io / c, c, io) if c and io is not None else "n/a")
+    print(" | ".join(cells))
 elif cmd == "median":
     v = [float(x) for x in args if x not in ("", "n/a")]
     print("%.1f" % statistics.median(v) if v else "n/a")
@@ -282,6 +289,18 @@ f32=$(fin fp32); f8=$(fin int8); f4=$(fin int4)
     for k in solo async async_emu gpipe gpipe_emu; do
         echo "| $k | $(med s_$k) ($(all s_$k)) | $(med t_$k) ($(all t_$k)) |"
     done
+    echo
+    echo "### Codec and network work off the compute thread"
+    echo
+    echo "A node computes on its main thread; its I/O thread encodes, decodes and sends (and"
+    echo "libzmq's own thread encrypts).  From the \`end\` event of each node of the first async"
+    echo "run above: \`cpu_io_s\` / \`cpu_compute_s\`, the I/O thread's CPU time as a share of the"
+    echo "compute thread's, which a node with a second core runs beside the compute."
+    echo
+    echo "| run | stage 0 | stage 1 | stage 2 | stage 3 |"
+    echo "|---|---:|---:|---:|---:|"
+    echo "| gpt-small, int8 | $(M cpusplit "$WORK/s_async_1") |"
+    echo "| gpt-tiny, int8 | $(M cpusplit "$WORK/t_async_1") |"
     echo
     echo "### Throughput vs emulated latency"
     echo

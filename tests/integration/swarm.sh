@@ -19,7 +19,7 @@ hx parity-4-nodes-vs-solo --stages 4 \
 
 hx int8-4-stages-learns --stages 4 \
     --creator-args "$TINY --steps 200 --seed 1 --codec int8 --grad-codec int8" \
-    --expect-exit 0 --expect-loss-ratio 0.5 --expect-wire-ratio 3.9 --expect-lost 0 --expect-tokens-grow
+    --expect-exit 0 --expect-loss-ratio 0.5 --expect-wire-ratio 3.9 --expect-lost 0 --expect-tokens-grow --expect-cpu-split
 
 hx eight-nodes-2-per-stage --stages 4 --replicas 2 \
     --creator-args "$TINY --steps 200 --seed 1" \
