@@ -11,7 +11,7 @@
 #   STEPS=N  updates (default 2000)    MODEL=NAME  (default gpt-tiny)
 #   LR=X     peak learning rate (3e-3)  BATCH=B     microbatch (8)
 #   INFLIGHT=N  microbatches in flight (default 0: as the delay budget allows)
-#   PORT=P   first port (default 7700)  KEEP=1      keep the work folder
+#   PORT=P   the bootstrap's port (7700; the peers take free ones)  KEEP=1  keep the work folder
 set -u
 B=${BRIGADE:-build/brigade}
 STEPS=${STEPS:-2000}
@@ -61,7 +61,7 @@ for _ in $(seq 100); do A=$(metric addr "$W/n0.jsonl" 2>/dev/null); [ -n "$A" ] 
 [ -n "$A" ] || { echo "the bootstrap node did not start:"; cat "$W/n0.err"; exit 1; }
 echo "bootstrap up; peers join with: --join $A"
 for i in 1 2 3; do
-    "$B" node --listen 127.0.0.1:$((PORT + i)) --join "$A" --stage $i --checkpoint "$W/ck$i" --save-every 500 \
+    "$B" node --listen 127.0.0.1:0 --join "$A" --stage $i --checkpoint "$W/ck$i" --save-every 500 \
         --metrics "$W/n$i.jsonl" 2>"$W/n$i.err" &
     PIDS="$PIDS $!"
     P3=$!
