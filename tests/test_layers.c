@@ -432,14 +432,15 @@ static void test_layernorm_backward_parts(void) {
 }
 
 /* The layernorm kernels' AVX2 and AVX-512 copies give the bits of the plain
- * C loops (forward, the whole backward and its two halves), tails included. */
+ * C loops (forward, the whole backward and its two halves), tails included;
+ * layernorm_apply gives the forward's output bit for bit at every level. */
 static void test_layernorm_every_level(void) {
     const int Cs[] = {1, 7, 64, 203};
     for (size_t si = 0; si < sizeof Cs / sizeof Cs[0]; si++) {
         int N = 11, C = Cs[si], n = N * C;
         s_rng = 1500 + si;
         float *inp = s_rand(n, 3.0f), *w = s_rand(C, 1.0f), *b = s_rand(C, 1.0f), *dout = s_rand(n, 1.0f);
-        float *dx0 = s_rand(n, 1.0f), *g0 = s_rand(2 * C, 1.0f);
+        float *dx0 = s_rand(n, 1.0f), *g0 = s_rand(2 * C, 1.0f), *re = s_zeros(n);
         float *out[2], *mean[2], *rstd[2], *dx[2], *dxi[2], *g[2], *gp[2];
         for (int k = 0; k < 2; k++) {
             out[k] = s_zeros(n); mean[k] = s_zeros(N); rstd[k] = s_zeros(N);
@@ -449,6 +450,9 @@ static void test_layernorm_every_level(void) {
             int k = l == CPU_GENERIC ? 0 : 1;   /* 0: the plain loops, 1: this level */
             setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
             layernorm_forward(out[k], mean[k], rstd[k], inp, w, b, N, C);
+            layernorm_apply(re, inp, mean[k], rstd[k], w, b, N, C);   /* the forward's output again */
+            CHECKF(memcmp(re, out[k], (size_t)n * sizeof(float)) == 0, "C=%d level %s: layernorm_apply",
+                   C, cpu_level_name((cpu_level_t)l));
             memcpy(dx[k], dx0, (size_t)n * sizeof(float));
             memcpy(dxi[k], dx0, (size_t)n * sizeof(float));
             memcpy(g[k], g0, (size_t)2 * C * sizeof(float));
@@ -467,7 +471,7 @@ static void test_layernorm_every_level(void) {
         }
         unsetenv("BRIGADE_CPU");
         for (int k = 0; k < 2; k++) { free(out[k]); free(mean[k]); free(rstd[k]); free(dx[k]); free(dxi[k]); free(g[k]); free(gp[k]); }
-        free(inp); free(w); free(b); free(dout); free(dx0); free(g0);
+        free(inp); free(w); free(b); free(dout); free(dx0); free(g0); free(re);
     }
 }
 

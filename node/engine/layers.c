@@ -145,6 +145,17 @@ void embedding_backward(float *restrict dwte, float *restrict dwpe,
  * form does a row's input gradient and its parameter-gradient terms in one
  * visit, in the order of the two halves, so it gives their bits. */
 
+/* o (C) = (x - m) * s * weight + bias: one row of the forward's output, the
+ * one expression both the forward and layernorm_apply use. */
+S_BODY void s_ln_apply_row(float *restrict o, const float *restrict x, const float *restrict weight,
+                           const float *restrict bias, float m, float s, int C) {
+    int i = 0;
+    for (; i + S_LANES <= C; i += S_LANES)
+        for (int j = 0; j < S_LANES; j++)
+            o[i + j] = (x[i + j] - m) * s * weight[i + j] + bias[i + j];
+    for (; i < C; i++) o[i] = (x[i] - m) * s * weight[i] + bias[i];
+}
+
 /* out (N,C) = (inp - mean) * rstd * weight + bias per row; mean, rstd (N). */
 S_BODY void s_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
                                 const float *restrict inp, const float *restrict weight,
@@ -164,11 +175,7 @@ S_BODY void s_layernorm_forward(float *restrict out, float *restrict mean, float
         for (; i < C; i++) v += (x[i] - m) * (x[i] - m);
         for (int j = 0; j < S_LANES; j++) v += acc[j];
         float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
-        i = 0;
-        for (; i + S_LANES <= C; i += S_LANES)
-            for (int j = 0; j < S_LANES; j++)
-                o[i + j] = (x[i + j] - m) * s * weight[i + j] + bias[i + j];
-        for (; i < C; i++) o[i] = (x[i] - m) * s * weight[i] + bias[i];
+        s_ln_apply_row(o, x, weight, bias, m, s, C);
         mean[n] = m;
         rstd[n] = s;
     }
@@ -183,6 +190,24 @@ void layernorm_forward(float *restrict out, float *restrict mean, float *restric
                        const float *restrict bias, int N, int C) {
     assert(C > 0);
     S_CALL_BEST(s_layernorm_forward, (out, mean, rstd, inp, weight, bias, N, C));
+}
+
+S_BODY void s_layernorm_apply(float *restrict out, const float *restrict inp, const float *restrict mean,
+                              const float *restrict rstd, const float *restrict weight,
+                              const float *restrict bias, int N, int C) {
+    for (int n = 0; n < N; n++)
+        s_ln_apply_row(out + (size_t)n * C, inp + (size_t)n * C, weight, bias, mean[n], rstd[n], C);
+}
+
+S_COPIES(s_layernorm_apply, (float *restrict out, const float *restrict inp, const float *restrict mean,
+                             const float *restrict rstd, const float *restrict weight, const float *restrict bias,
+                             int N, int C), (out, inp, mean, rstd, weight, bias, N, C))
+
+void layernorm_apply(float *restrict out, const float *restrict inp, const float *restrict mean,
+                     const float *restrict rstd, const float *restrict weight, const float *restrict bias,
+                     int N, int C) {
+    assert(C > 0);
+    S_CALL_BEST(s_layernorm_apply, (out, inp, mean, rstd, weight, bias, N, C));
 }
 
 /* dx (C) += the input gradient of one row (x, d its input and output gradient). */

@@ -41,6 +41,11 @@ void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *
 /* out (N,C) = (inp - mean) * rstd * weight + bias per row; saves mean (N), rstd (N). eps 1e-5. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                        const float *weight, const float *bias, int N, int C);
+/* out (N,C) = layernorm_forward's output again, bit for bit, from its input
+ * and the mean and rstd it saved (a backward recomputes it instead of
+ * keeping it). */
+void layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
+                     const float *weight, const float *bias, int N, int C);
 /* dinp, dweight, dbias += the layernorm gradients given dout and the saved mean/rstd. */
 void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, const float *mean,

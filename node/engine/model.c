@@ -234,35 +234,39 @@ size_t stage_out_size(const stage_t *s, int B, int T)
 }
 
 /* ---- activations ----
- * gpt layout in acts_t.buf: [in][emb][blocks...][head][dout][din]
- * block: ln1 (N,C) ln1m ln1r (N) qkv (N,3C) att (B,NH,T,T) atty (N,C) res2 (N,C)
- *        ln2 (N,C) ln2m ln2r (N) fch (N,4C) fchg (N,4C) res3 (N,C)
+ * gpt layout in acts_t.buf: [in][emb][blocks...][head][dout][din][scratch]
+ * block: ln1m ln1r (N) qkv (N,3C) att (B,NH,T,T) atty (N,C) res2 (N,C)
+ *        ln2m ln2r (N) fch (N,4C) fchg (N,4C) res3 (N,C)
  *        (after the forward, fch holds gelu' of the fc output: the backward's
- *        only use of it)
- * head:  lnf (N,C) lnfm lnfr (N) logits (N,V) probs (N,V) losses (N)
+ *        only use of it.  The layernorm outputs are not kept: the forward
+ *        writes them to the scratch, where the product after each reads
+ *        them, and the backward recomputes them, the same bits, from the
+ *        input and the saved mean and rstd just before the weight gradient
+ *        that reads them.)
+ * head:  lnfm lnfr (N) logits (N,V) probs (N,V) losses (N)  (lnf recomputed too)
+ * scratch: the forward's, reused in turn by every block (ln1, attention's
+ *        per-thread scratch, ln2) and the head (lnf)
  * mlp layout: [in][x][per unit: h (B,out)][probs (B,V)][losses (B)][dout][din] */
 typedef struct {
-    float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *res2, *ln2, *ln2m, *ln2r, *fch, *fchg, *res3;
+    float *ln1m, *ln1r, *qkv, *att, *atty, *res2, *ln2m, *ln2r, *fch, *fchg, *res3;
 } block_acts_t;
 
 static size_t s_block_floats(const model_config_t *c, int B, int T)
 {
     size_t N = (size_t)B * T, C = (size_t)c->C;
-    return N * C * 5 + N * 4 + N * 3 * C + (size_t)B * c->NH * T * T + N * 8 * C + N * C;
+    return N * 4 + N * 3 * C + (size_t)B * c->NH * T * T + N * C * 2 + N * 8 * C + N * C;
 }
 
 static block_acts_t s_block(const model_config_t *c, float *p, int B, int T)
 {
     size_t N = (size_t)B * T, C = (size_t)c->C;
     block_acts_t b;
-    b.ln1 = p; p += N * C;
     b.ln1m = p; p += N;
     b.ln1r = p; p += N;
     b.qkv = p; p += N * 3 * C;
     b.att = p; p += (size_t)B * c->NH * T * T;
     b.atty = p; p += N * C;
     b.res2 = p; p += N * C;
-    b.ln2 = p; p += N * C;
     b.ln2m = p; p += N;
     b.ln2r = p; p += N;
     b.fch = p; p += N * 4 * C;
@@ -274,21 +278,13 @@ static block_acts_t s_block(const model_config_t *c, float *p, int B, int T)
 static size_t s_head_floats(const model_config_t *c, int B, int T)
 {
     size_t N = (size_t)B * T;
-    return N * c->C + 2 * N + 2 * N * c->V + N;
+    return 2 * N + 2 * N * c->V + N;
 }
 
 /* Threads the scratch of new activations and gradients is sized for. */
 static int s_workers(const stage_t *s)
 {
     return s->threads < 1 ? 1 : s->threads > TEAM_MAX ? TEAM_MAX : s->threads;
-}
-
-/* Transformer blocks a gpt stage holds. */
-static int s_nblocks(const stage_t *s)
-{
-    const model_config_t *c = &s->cfg;
-    int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
-    return u1 > u0 ? u1 - u0 : 0;
 }
 
 /* Local layout offsets of a stage's activations; returns the total floats. */
@@ -316,9 +312,11 @@ static acts_layout_t s_layout(const stage_t *s, int B, int T)
     }
     L.dout = off; off += stage_out_size(s, B, T);
     L.din = off; off += stage_in_size(s, B, T);
-    L.scratch = off;   /* attention's forward scratch, one per thread */
-    if (c->kind == MODEL_GPT && s_nblocks(s) > 0)
-        off += (size_t)s_workers(s) * attention_scratch_floats(T, c->C, c->NH);
+    L.scratch = off;   /* the forward's scratch (see above) */
+    if (c->kind == MODEL_GPT) {
+        size_t att = (size_t)s_workers(s) * attention_scratch_floats(T, c->C, c->NH), ln = N * c->C;
+        off += att > ln ? att : ln;
+    }
     L.total = off;
     return L;
 }
@@ -378,11 +376,12 @@ const float *acts_logits(const stage_t *s, const acts_t *a)
     assert(s->last && s->cfg.kind == MODEL_GPT);
     acts_layout_t L = s_layout(s, a->B, a->T);
     size_t N = (size_t)a->B * a->T;
-    return a->buf + L.head + N * s->cfg.C + 2 * N;
+    return a->buf + L.head + 2 * N;
 }
 
 struct grad_scratch {
     float *dres, *dtmp, *dqkv, *dfchg, *attscratch, *dlogits;
+    float *re;          /* (N,C): the layernorm outputs the backward recomputes (lnf, ln2, ln1 in turn) */
     size_t attstride;   /* floats of attention scratch per thread */
     int workers;        /* threads the scratch is sized for */
     float *buf;
@@ -397,14 +396,14 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     size_t wide = c->kind == MODEL_MLP && (size_t)c->D > C ? (size_t)c->D : C;
     g->workers = s_workers(s);
     g->attstride = c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0;
-    size_t sz[6] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, N * c->V };
-    if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = 0; }
+    size_t sz[7] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, N * c->V, N * C };
+    if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = sz[6] = 0; }
     size_t total = 0;
-    for (int i = 0; i < 6; i++) total += sz[i];
+    for (int i = 0; i < 7; i++) total += sz[i];
     g->buf = bigbuf_new(total);
     if (!g->buf) { free(g); return NULL; }
-    float *p = g->buf, **dst[6] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfchg, &g->attscratch, &g->dlogits };
-    for (int i = 0; i < 6; i++) { *dst[i] = p; p += sz[i]; }
+    float *p = g->buf, **dst[7] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfchg, &g->attscratch, &g->dlogits, &g->re };
+    for (int i = 0; i < 7; i++) { *dst[i] = p; p += sz[i]; }
     return g;
 }
 
@@ -431,30 +430,30 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
     }
     int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
     size_t bf = s_block_floats(c, B, T);
+    float *scr = a->buf + L.scratch;
     for (int u = u0; u < u1; u++) {
         block_acts_t b = s_block(c, a->buf + L.blocks + (size_t)(u - u0) * bf, B, T);
         const float *w[BLK_N];
         for (int i = 0; i < BLK_N; i++) w[i] = s_tensor(s, params, u, i);
-        split_layernorm_forward(tm, b.ln1, b.ln1m, b.ln1r, x, w[BLK_LN1W], w[BLK_LN1B], N, C);
-        split_linear_forward(tm, b.qkv, b.ln1, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
-        split_attention_forward(tm, b.atty, b.att, a->buf + L.scratch, attention_scratch_floats(T, C, NH),
-                                b.qkv, B, T, C, NH);
+        split_layernorm_forward(tm, scr, b.ln1m, b.ln1r, x, w[BLK_LN1W], w[BLK_LN1B], N, C);
+        split_linear_forward(tm, b.qkv, scr, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
+        split_attention_forward(tm, b.atty, b.att, scr, attention_scratch_floats(T, C, NH), b.qkv, B, T, C, NH);
         /* the biases of proj, fc and fcp are added in the pass after the product */
         split_linear_forward(tm, b.res2, b.atty, w[BLK_PROJW], NULL, N, C, C);
         split_bias_residual_forward(tm, b.res2, b.res2, w[BLK_PROJB], x, N, C);
-        split_layernorm_forward(tm, b.ln2, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
-        split_linear_forward(tm, b.fch, b.ln2, w[BLK_FCW], NULL, N, C, 4 * C);
+        split_layernorm_forward(tm, scr, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
+        split_linear_forward(tm, b.fch, scr, w[BLK_FCW], NULL, N, C, 4 * C);
         split_bias_gelu_forward_grad(tm, b.fchg, b.fch, w[BLK_FCB], N, 4 * C);   /* fch now holds gelu' */
         split_linear_forward(tm, b.res3, b.fchg, w[BLK_FCPW], NULL, N, 4 * C, C);
         split_bias_residual_forward(tm, b.res3, b.res3, w[BLK_FCPB], b.res2, N, C);
         x = b.res3;
     }
     if (s->last) {
-        float *lnf = a->buf + L.head, *m = lnf + (size_t)N * C, *r = m + N;
+        float *m = a->buf + L.head, *r = m + N;
         float *logits = r + N, *probs = logits + (size_t)N * V, *losses = probs + (size_t)N * V;
         int u = c->L + 1;
-        split_layernorm_forward(tm, lnf, m, r, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), N, C);
-        split_linear_forward(tm, logits, lnf, s_tensor(s, params, u, 2), NULL, N, C, V);
+        split_layernorm_forward(tm, scr, m, r, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), N, C);
+        split_linear_forward(tm, logits, scr, s_tensor(s, params, u, 2), NULL, N, C, V);
         a->loss = split_crossentropy_forward(tm, losses, probs, logits, a->targets, N, V);
         a->correct = 0;
     }
@@ -473,12 +472,13 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
     const float *first_in = s->first ? a->buf + L.emb : a->in;
 #define BLOCK_IN(u) ((u) == u0 ? first_in : s_block(c, a->buf + L.blocks + (size_t)((u) - 1 - u0) * bf, B, T).res3)
     if (s->last) {
-        float *lnf = a->buf + L.head, *m = lnf + NC, *r = m + N;
+        float *m = a->buf + L.head, *r = m + N;
         float *probs = r + N + (size_t)N * V;
         int u = c->L + 1;
         memset(g->dlogits, 0, sizeof(float) * N * V);
         split_crossentropy_backward(tm, g->dlogits, probs, a->targets, loss_scale, N, V);
-        split_linear_backward(tm, g->dtmp, (float *)s_tensor(s, grads, u, 2), NULL, g->dlogits, lnf,
+        split_layernorm_apply(tm, g->re, BLOCK_IN(u1), m, r, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), N, C);
+        split_linear_backward(tm, g->dtmp, (float *)s_tensor(s, grads, u, 2), NULL, g->dlogits, g->re,
                               s_tensor(s, params, u, 2), N, C, V, 0);
         memset(g->dres, 0, sizeof(float) * NC);
         split_layernorm_backward(tm, g->dres, (float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1),
@@ -496,17 +496,23 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
             dw[i] = (float *)s_tensor(s, grads, u, i);
         }
         /* res3 = res2 + fchg @ Wfcp: dres carries d res3 and becomes d res2.
-         * The temporaries dfchg, dtmp, dqkv are written, not cleared and added to. */
+         * The temporaries dfchg, dtmp, dqkv are written, not cleared and added to.
+         * The layernorm outputs are recomputed into g->re, and the weight
+         * gradients that read them run first, while re is in cache. */
         split_linear_backward(tm, g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], N, 4 * C, C, 0);
         /* dfchg becomes d fch, and its column sums go to the fc bias */
         split_gelu_backward_grad_bias(tm, g->dfchg, dw[BLK_FCB], b.fch, N, 4 * C);
-        split_linear_backward(tm, g->dtmp, dw[BLK_FCW], NULL, g->dfchg, b.ln2, w[BLK_FCW], N, C, 4 * C, 0);
+        split_layernorm_apply(tm, g->re, b.res2, b.ln2m, b.ln2r, w[BLK_LN2W], w[BLK_LN2B], N, C);
+        split_linear_backward(tm, NULL, dw[BLK_FCW], NULL, g->dfchg, g->re, w[BLK_FCW], N, C, 4 * C, 0);
+        split_linear_backward(tm, g->dtmp, NULL, NULL, g->dfchg, NULL, w[BLK_FCW], N, C, 4 * C, 0);
         split_layernorm_backward(tm, g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->dtmp, b.res2, w[BLK_LN2W],
                                  b.ln2m, b.ln2r, N, C);
         /* res2 = x + atty @ Wproj: dres becomes d x */
         split_linear_backward(tm, g->dtmp, dw[BLK_PROJW], dw[BLK_PROJB], g->dres, b.atty, w[BLK_PROJW], N, C, C, 0);
         split_attention_backward(tm, g->dqkv, g->attscratch, g->attstride, g->dtmp, b.qkv, b.att, B, T, C, NH, 0);
-        split_linear_backward(tm, g->dtmp, dw[BLK_QKVW], dw[BLK_QKVB], g->dqkv, b.ln1, w[BLK_QKVW], N, C, 3 * C, 0);
+        split_layernorm_apply(tm, g->re, x, b.ln1m, b.ln1r, w[BLK_LN1W], w[BLK_LN1B], N, C);
+        split_linear_backward(tm, NULL, dw[BLK_QKVW], dw[BLK_QKVB], g->dqkv, g->re, w[BLK_QKVW], N, C, 3 * C, 0);
+        split_linear_backward(tm, g->dtmp, NULL, NULL, g->dqkv, NULL, w[BLK_QKVW], N, C, 3 * C, 0);
         split_layernorm_backward(tm, g->dres, dw[BLK_LN1W], dw[BLK_LN1B], g->dtmp, x, w[BLK_LN1W], b.ln1m, b.ln1r, N, C);
     }
 #undef BLOCK_IN

@@ -52,7 +52,7 @@ void split_linear_forward(team_t *team, float *out, const float *inp, const floa
 }
 
 /* Tasks [0, parts) compute rows of dinp (when there is one), the next parts
- * output-channel ranges of dweight and dbias. */
+ * output-channel ranges of dweight and dbias (when there is one). */
 static void s_linear_bwd_task(void *arg, int i, int worker)
 {
     const s_linear_t *x = arg;
@@ -74,13 +74,13 @@ void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbi
 {
     if (!team) {
         if (dinp) linear_backward_input(dinp, dout, weight, N, C, OC, accumulate);
-        linear_backward_params(dweight, dbias, dout, inp, N, C, OC, 0, OC);
+        if (dweight) linear_backward_params(dweight, dbias, dout, inp, N, C, OC, 0, OC);
         return;
     }
     s_linear_t x = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
                     .weight = weight, .N = N, .C = C, .OC = OC, .parts = team_size(team),
                     .accumulate = accumulate};
-    team_run(team, (dinp ? 2 : 1) * x.parts, s_linear_bwd_task, &x);
+    team_run(team, ((dinp ? 1 : 0) + (dweight ? 1 : 0)) * x.parts, s_linear_bwd_task, &x);
 }
 
 /* ---------------------------------------------------------------------------
@@ -109,6 +109,25 @@ void split_layernorm_forward(team_t *team, float *out, float *mean, float *rstd,
     s_ln_t x = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = weight, .bias = bias,
                 .N = N, .C = C, .parts = s_parts(team, N, 16)};
     team_run(team, x.parts, s_ln_fwd_task, &x);
+}
+
+static void s_ln_apply_task(void *arg, int i, int worker)
+{
+    const s_ln_t *x = arg;
+    int a, b;
+    (void)worker;
+    s_part(x->N, x->parts, i, 1, &a, &b);
+    layernorm_apply(x->out + (size_t)a * x->C, x->inp + (size_t)a * x->C, x->cmean + a, x->crstd + a,
+                    x->weight, x->bias, b - a, x->C);
+}
+
+void split_layernorm_apply(team_t *team, float *out, const float *inp, const float *mean, const float *rstd,
+                           const float *weight, const float *bias, int N, int C)
+{
+    if (!team) { layernorm_apply(out, inp, mean, rstd, weight, bias, N, C); return; }
+    s_ln_t x = {.out = out, .inp = inp, .cmean = mean, .crstd = rstd, .weight = weight, .bias = bias,
+                .N = N, .C = C, .parts = s_parts(team, N, 16)};
+    team_run(team, x.parts, s_ln_apply_task, &x);
 }
 
 /* Tasks [0, parts): rows of dinp; [parts, parts + cparts): columns of the

@@ -20,11 +20,14 @@
 
 void split_linear_forward(team_t *team, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int C, int OC);
-/* dinp (may be NULL) written (accumulate 0) or added to; dweight, dbias added to. */
+/* dinp (may be NULL) written (accumulate 0) or added to; dweight, dbias added to
+ * (dweight NULL: the input gradient only). */
 void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, int N, int C, int OC, int accumulate);
 void split_layernorm_forward(team_t *team, float *out, float *mean, float *rstd, const float *inp,
                              const float *weight, const float *bias, int N, int C);
+void split_layernorm_apply(team_t *team, float *out, const float *inp, const float *mean, const float *rstd,
+                           const float *weight, const float *bias, int N, int C);
 void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
                               const float *inp, const float *weight, const float *mean,
                               const float *rstd, int N, int C);
