@@ -41,6 +41,7 @@ typedef struct {
     status_snapshot_t *snap;   /* the page's snapshot (server thread) */
     node_peer_row_t *rows;     /* scratch for the peer table (server thread) */
     http_server_t *http;       /* the server, or NULL */
+    progress_t prog;           /* the progress lines (compute thread, then the main thread after node_run) */
 } view_t;
 
 /* After each update: the progress line (every 5 s, and at the last update) and the page's history. */
@@ -55,7 +56,7 @@ static void s_on_report(void *arg, const node_report_t *r)
     if (r->last && isfinite(r->loss)) snprintf(lossbuf, sizeof lossbuf, "%.4f", r->loss);
     double el = r->elapsed_s;
     int final = v->n && r->version >= node_opts(v->n)->steps;   /* the run's last update is always shown */
-    progress_line(final, 5.0, "stage %d/%d | peers %d | update %lld | loss %s | %.0f tok/s | out %.1f kB/s x%.2f | stash %d | rtt %.1f ms",
+    progress_line(&v->prog, final, 5.0, "stage %d/%d | peers %d | update %lld | loss %s | %.0f tok/s | out %.1f kB/s x%.2f | stash %d | rtt %.1f ms",
                   r->stage, r->nstages, r->peers, (long long)r->version, lossbuf, el > 0 ? r->tokens / el : 0.0,
                   el > 0 ? r->bytes_sent / el / 1e3 : 0.0, r->bytes_sent ? (double)r->bytes_sent_raw / r->bytes_sent : 0.0,
                   r->stash, r->rtt_ms);
@@ -63,9 +64,9 @@ static void s_on_report(void *arg, const node_report_t *r)
 
 static void s_on_say(void *arg, const char *line)
 {
-    (void)arg;
-    progress_line(1, 0, "%s", line);
-    progress_done();
+    view_t *v = arg;
+    progress_line(&v->prog, 1, 0, "%s", line);
+    progress_done(&v->prog);
 }
 
 /* The status page: a snapshot of the node and its peer table. */
@@ -279,6 +280,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     opts_t *o = &x->o;
     if (!o->join[0] && o->stage < 0) o->stage = 0;
     x->view.t0 = metrics_now();
+    progress_init(&x->view.prog);
     pthread_mutex_init(&x->view.lock, NULL);
     status_history_init(&x->view.hist);
     node_cfg_t nc = {0};
@@ -392,7 +394,7 @@ int cmd_node(int argc, char **argv)
         signal(SIGINT, s_on_signal);
         signal(SIGTERM, s_on_signal);
         status = node_run(x->node);
-        progress_done();
+        progress_done(&x->view.prog);
         node_result_t res;
         node_result(x->node, &res);
         snprintf(err, sizeof err, "%s", res.c.why);

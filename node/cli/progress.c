@@ -5,16 +5,19 @@
 #include <stdio.h>
 #include <unistd.h>
 
-static double s_last = -1e9;
-static int s_open;
+void progress_init(progress_t *p)
+{
+    p->last = -1e9;
+    p->open = 0;
+}
 
-void progress_line(int force, double every, const char *fmt, ...)
+void progress_line(progress_t *p, int force, double every, const char *fmt, ...)
 {
     int tty = isatty(2);
     double now = metrics_now();
-    if (!force && now - s_last < (tty ? 0.25 : every))
+    if (!force && now - p->last < (tty ? 0.25 : every))
         return;
-    s_last = now;
+    p->last = now;
     char line[512];
     va_list ap;
     va_start(ap, fmt);
@@ -22,17 +25,17 @@ void progress_line(int force, double every, const char *fmt, ...)
     va_end(ap);
     if (tty) {
         fprintf(stderr, "\r\033[K%s", line);
-        s_open = 1;
+        p->open = 1;
     } else {
         fprintf(stderr, "%s\n", line);
     }
     fflush(stderr);
 }
 
-void progress_done(void)
+void progress_done(progress_t *p)
 {
-    if (s_open) {
+    if (p->open) {
         fputc('\n', stderr);
-        s_open = 0;
+        p->open = 0;
     }
 }

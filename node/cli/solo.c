@@ -37,6 +37,7 @@ typedef struct {
     float *ring[MODEL_STAGES_MAX];        /* --delay: delay[k] + 1 forward-weight versions of stage k, by version mod delay[k] + 1 */
     const float *w[MODEL_STAGES_MAX];     /* the weights stage k's passes of this microbatch use */
     int budget[MODEL_STAGES_MAX];         /* --delay: stage k's delay budget this update, in microbatches */
+    progress_t prog;                      /* the progress lines */
 } solo_t;
 
 static void s_destroy(solo_t *s)
@@ -132,12 +133,12 @@ static void s_emit_eval(solo_t *s, int64_t version)
     s_eval(s, &vl, &va);
     if (s->o.cfg.kind == MODEL_MLP) {
         metrics_event(s->metrics, "eval", "\"version\":%lld,\"val_loss\":%.9g,\"val_acc\":%.9g", (long long)version, vl, va);
-        progress_line(1, 0, "eval after update %lld: val_loss %.4f val_acc %.4f", (long long)version, vl, va);
+        progress_line(&s->prog, 1, 0, "eval after update %lld: val_loss %.4f val_acc %.4f", (long long)version, vl, va);
     } else {
         metrics_event(s->metrics, "eval", "\"version\":%lld,\"val_loss\":%.9g", (long long)version, vl);
-        progress_line(1, 0, "eval after update %lld: val_loss %.4f", (long long)version, vl);
+        progress_line(&s->prog, 1, 0, "eval after update %lld: val_loss %.4f", (long long)version, vl);
     }
-    progress_done();
+    progress_done(&s->prog);
 }
 
 /* Stage k's steady-state weight delay in updates (--delay; 0 without it). */
@@ -310,11 +311,11 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
         metrics_event(s->metrics, "update", "\"version\":%lld,\"tokens\":%lld,\"loss\":%.6f,\"lr\":%.6g,"
                       "\"bytes_sent\":0,\"bytes_sent_raw\":0,\"bytes_recv\":0,\"stash\":1,\"inflight\":0,\"delay\":%g",
                       (long long)v, (long long)*tokens, loss, optim_lr(&o->optim, (int)step), delay0);
-        progress_line(v == o->steps, 5.0, "update %lld/%d  loss %.4f  %.0f tok/s", (long long)v, o->steps,
+        progress_line(&s->prog, v == o->steps, 5.0, "update %lld/%d  loss %.4f  %.0f tok/s", (long long)v, o->steps,
                       loss, el > 0 ? *tokens / el : 0.0);
-        if (o->eval_every > 0 && v % o->eval_every == 0) { progress_done(); s_emit_eval(s, v); }
+        if (o->eval_every > 0 && v % o->eval_every == 0) { progress_done(&s->prog); s_emit_eval(s, v); }
     }
-    progress_done();
+    progress_done(&s->prog);
     int64_t v = s->st[0]->version;
     if (o->eval_every == 0 || v % o->eval_every != 0) s_emit_eval(s, v);
     return 0;
@@ -375,6 +376,7 @@ int cmd_solo(int argc, char **argv)
 {
     solo_t *s = calloc(1, sizeof *s);
     if (!s) return cli_fail("out of memory");
+    progress_init(&s->prog);
     char err[512];
     int64_t first = 0, tokens = 0;
     int r = s_options(s, argc, argv, err, sizeof err);
