@@ -452,10 +452,11 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
     char model[64];
     rbuf_get_str(&r, model, sizeof model);
     peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
+    if (!recs) { snprintf(err, errlen, "out of memory"); return -1; }
     int k = 0;
-    if (!recs || rbuf_error(&r) || peers_decode(&r, recs, PEERS_MAX, &k, err, errlen) < 0) {
-        if (!recs) snprintf(err, errlen, "out of memory");
-        else if (rbuf_error(&r)) snprintf(err, errlen, "status: a malformed reply");
+    char why[200];
+    if (peers_decode(&r, recs, PEERS_MAX, &k, why, sizeof why) < 0) {   /* it also reports a truncated header */
+        snprintf(err, errlen, "status: a malformed reply: %s", why);
         free(recs);
         return -1;
     }

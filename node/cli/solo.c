@@ -192,7 +192,7 @@ static void s_step(solo_t *s)
 }
 
 /* --resume FILE: the parameters of every stage (all of them, in stage
- * order) and their version into *out / *version; NULL-free without it.
+ * order) and their version into *out / *version (NULL and 0 without it).
  * 0, or -1 with a one-line reason. */
 static int s_load_resume(opts_t *o, float **out, int64_t *version, char *err, size_t errlen)
 {

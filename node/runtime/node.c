@@ -39,7 +39,7 @@ struct node {
     atomic_int io_stop;        /* the I/O thread must end */
     atomic_int net_done;       /* the network side has said what it must at the end (set by the I/O thread) */
     atomic_uint_fast64_t mail_drops;  /* tensor mail refused because the compute side's mailbox was full */
-    atomic_uint_fast64_t cpu_compute_us, cpu_io_us;  /* CPU time of each thread, written by that thread */
+    atomic_uint_fast64_t cpu_compute_us, cpu_io_us;  /* CPU time of each thread, written by it as it ends */
     pthread_mutex_t board_lock;       /* guards the board */
     node_peer_row_t *board;    /* the peer table as last published by the I/O thread */
     int nboard;
@@ -192,11 +192,7 @@ static void *s_io_thread(void *arg)
     while (!atomic_load(&n->io_stop)) {
         s_net_round(n, 20);
         if (!atomic_load(&n->net_done) && netside_finished(n->net)) atomic_store(&n->net_done, 1);
-        if (metrics_now() >= next_board) {
-            s_board_publish(n);
-            atomic_store(&n->cpu_io_us, s_cpu_us(cpu0));
-            next_board = metrics_now() + BOARD_EVERY_S;
-        }
+        if (metrics_now() >= next_board) { s_board_publish(n); next_board = metrics_now() + BOARD_EVERY_S; }
     }
     s_net_mail(n);
     s_board_publish(n);
