@@ -440,11 +440,21 @@ static int s_window_held(const compute_t *c)
     return c->inflight >= c->max_inflight && s_budget_room(c);
 }
 
+/* The most microbatches the automatic window lets the data stage keep in
+ * flight: 8 x stages microbatches of 8 sequences or more, 64 x stages
+ * sequences of smaller ones (each holds activations at every stage, so the
+ * cap is one of memory), within the activation slots. */
+static int s_window_cap(const compute_t *c)
+{
+    int cap = 8 * c->nstages * (c->B < 8 ? 8 / c->B : 1);
+    return cap > POOL_MAX ? POOL_MAX : cap;
+}
+
 /* The congestion window from scratch (a new stage, a new path): 2 x
- * stages, within [stages, 8 x stages] as the round trip's need is. */
+ * stages, within [stages, s_window_cap] as the round trip's need is. */
 static void s_window_reset(compute_t *c)
 {
-    window_init(&c->win, 2 * c->nstages, c->nstages, 8 * c->nstages);
+    window_init(&c->win, 2 * c->nstages, c->nstages, s_window_cap(c));
 }
 
 /* The same budget in updates: the most a backward may now be late. */
@@ -1214,8 +1224,7 @@ static int s_window_need(compute_t *c)
 }
 
 /* The data stage's window when --max-inflight is not given: what the round
- * trip needs, at least 2 and at most 8 per stage (each microbatch holds
- * activations at every stage); the delay budget narrows it further at
+ * trip needs, at least 2 per stage and at most s_window_cap; the delay budget narrows it further at
  * admission (s_may_issue).  Says when the budget cannot hold the window at
  * this micro: once, and again when the micro needed moves by a quarter. */
 static void s_auto_window(compute_t *c)
@@ -1223,7 +1232,7 @@ static void s_auto_window(compute_t *c)
     int K = c->nstages, w = s_window_need(c);
     c->window_need = w;
     if (w < 2 * K) w = 2 * K;
-    if (w > 8 * K) w = 8 * K;
+    if (w > s_window_cap(c)) w = s_window_cap(c);
     int q = window_limit(&c->win);   /* no more than the queues along the pipeline allow */
     c->max_inflight = q < w ? q : w;
     int need = s_micro_needed(c), said = c->micro_said;

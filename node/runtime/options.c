@@ -57,7 +57,7 @@ static const opt_def_t s_opts[] = {
     { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)", RUN_ANY },
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
-    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip and the queues, 1..8 x stages, within --max-delay)", RUN(0, 4096) },
+    { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip and the queues, 1..8 x stages, more for microbatches under 8 sequences, within --max-delay)", RUN(0, 4096) },
     { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 2, 1 with --stash 2bw)", RUN(0, 64) },
     { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; dc in solo only)", RUN(0, STALE_ALL) },
     { "delay", T_DELAYS, O(delay), 0, OPTS_SOLO, "D0,D1,..", "stage k computes its gradients at its weights of Dk updates earlier, as an async stage with that delay", LOCAL_ANY },

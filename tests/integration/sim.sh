@@ -42,7 +42,22 @@ else
     echo "FAIL - time-bounded run with churn: exit $rc: $(grep -E 'violation|sim: [0-9]' "$T/churn.out" | tr '\n' ' ')"
 fi
 
-# 5. bad input: one line naming the field, exit 2
+# 5. the window's cap is one of memory: microbatches of 1 sequence may go past 8 x stages (32) of them
+#    where 50 ms links ask for more, within the 64 a node has room for; microbatches of 8 stay within 32
+win() {
+    "$BRIGADE" sim --nodes 4 --stages 4 --model gpt-tiny --batch "$1" --micro "$2" --steps 30 --latency-ms 50:50 \
+        --bandwidth-mbit 20:20 --staleness predict --seed 1 --metrics "$T/win$1.jsonl" >"$T/win$1.out" 2>&1 || return 1
+    python3 -c "import json,sys; print(max(e['window'] for e in map(json.loads, open(sys.argv[1]))
+                if e['event'] == 'update' and e['stage'] == 0))" "$T/win$1.jsonl"
+}
+w1=$(win 1 32) w8=$(win 8 4)
+if [ -n "$w1" ] && [ -n "$w8" ] && [ "$w1" -gt 32 ] && [ "$w1" -le 64 ] && [ "$w8" -le 32 ]; then
+    echo "ok - window cap by memory: largest window $w1 for microbatches of 1 sequence, $w8 for 8"
+else
+    echo "FAIL - window cap: largest window '$w1' (batch 1, want 33..64), '$w8' (batch 8, want <= 32): $(tail -n 1 "$T/win1.out")"
+fi
+
+# 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"
     "$BRIGADE" sim --nodes 4 --stages 2 --plan "$T/plan" >"$T/bad.out" 2>"$T/bad.err"; rc=$?
