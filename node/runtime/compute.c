@@ -1224,15 +1224,16 @@ static int s_window_need(compute_t *c)
 }
 
 /* The data stage's window when --max-inflight is not given: what the round
- * trip needs, at least 2 per stage and at most s_window_cap; the delay budget narrows it further at
- * admission (s_may_issue).  Says when the budget cannot hold the window at
- * this micro: once, and again when the micro needed moves by a quarter. */
+ * trip needs, at least 2 per stage and at most s_window_cap; the delay
+ * budget narrows it further at admission (s_may_issue).  Says when the
+ * budget cannot hold the window at this micro: once, and again when the
+ * micro needed moves by a quarter. */
 static void s_auto_window(compute_t *c)
 {
-    int K = c->nstages, w = s_window_need(c);
+    int K = c->nstages, w = s_window_need(c), cap = s_window_cap(c);
     c->window_need = w;
     if (w < 2 * K) w = 2 * K;
-    if (w > s_window_cap(c)) w = s_window_cap(c);
+    if (w > cap) w = cap;
     int q = window_limit(&c->win);   /* no more than the queues along the pipeline allow */
     c->max_inflight = q < w ? q : w;
     int need = s_micro_needed(c), said = c->micro_said;

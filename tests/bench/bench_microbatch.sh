@@ -3,7 +3,7 @@
 # same sequences per update cut into smaller microbatches (--batch B / p,
 # --micro M x p) train the same model; a stage forwards a microbatch only
 # once it has all of it, so each hop's serialization time shrinks with the
-# microbatch.  Measures, for batch x micro = 8 x 4, 4 x 8, 2 x 16:
+# microbatch.  Measures, for batch x micro = 8 x 4, 4 x 8, 2 x 16, 1 x 32:
 #   1. real nodes (tests/harness on 127.0.0.1, --emu-latency-ms 50
 #      --emu-bandwidth-mbit 20), gpt-tiny, 4 stages: tokens/s of gpipe and
 #      async, and the last training loss;
@@ -21,7 +21,7 @@ RESULTS_DIR=${RESULTS_DIR:-tests/bench/results}
 STEPS=${STEPS:-120}
 SIM_STEPS=${SIM_STEPS:-400}
 FORTUNES=/usr/share/games/fortunes
-CONFIGS="8:4 4:8 2:16"
+CONFIGS="8:4 4:8 2:16 1:32"
 out=$RESULTS_DIR/63-microbatch.md
 [ -x "$BUILD/brigade" ] || { echo "bench_microbatch: $BUILD/brigade is missing: run make" >&2; exit 1; }
 if [ -d "$FORTUNES" ]; then DATA=text:$FORTUNES; else DATA=synthetic; fi
@@ -93,7 +93,7 @@ for cfg in $CONFIGS; do
 done
 cost=""
 if [ -x "$BUILD/bench/bench_train" ]; then
-    for b in 8 4 2; do
+    for b in 8 4 2 1; do
         ms=$("$BUILD/bench/bench_train" --models gpt-small --threads 1 --steps 12 --warmup 2 --rss-model none \
              --batch "$b" 2>/dev/null | sed -n 's/^kv what=train .* best_ms=\([0-9.]*\) .*/\1/p')
         cost="$cost $b:${ms:-0}"
