@@ -338,11 +338,12 @@ static double s_opt_diff(const opt_bufs_t *a, const opt_bufs_t *b, size_t *unequ
     return worst;
 }
 
-/* The reference update: optim_clip, optim_adamw, then the gradients zeroed. */
+/* The reference update: optim_clip, optim_adamw, optim_muon, then the gradients zeroed. */
 static float s_opt_reference(const stage_t *s, const optim_config_t *o, opt_bufs_t *b, int t)
 {
     float norm = optim_clip(s, b->g, o->clip);
     optim_adamw(s, o, b->p, b->g, b->m, b->v, t);
+    CHECK(optim_muon(s, o, b->p, b->g, b->m, b->v, t) == 0);
     memset(b->g, 0, b->n * sizeof(float));
     return norm;
 }
@@ -455,6 +456,57 @@ static void test_optim_step_matches_reference(void)
                 free(fast.p);
             }
         }
+    }
+}
+
+/* Muon: optim_step against the reference (loops summed in
+ * double for the orthogonalization, so the two differ by float rounding
+ * only), on stages with and without block matrices, clipping every unit;
+ * and 3 threads give the bits of 1 (one matrix per thread). */
+static void test_optim_step_muon(void)
+{
+    model_config_t c = s_small_gpt();
+    c.C = 24; c.NH = 4; c.maxT = 9; c.L = 4;
+    char err[128];
+    for (int stage = 0; stage < 3; stage++) {
+        stage_t s;
+        CHECKF(stage_init(&s, &c, stage, 3, err, sizeof err) == 0, "%s", err);
+        optim_config_t o;
+        optim_defaults(&o);
+        CHECK(o.kind == OPTIM_ADAMW && o.momentum == 0.95f);   /* the defaults */
+        o.kind = OPTIM_MUON;
+        o.clip = 0.05f;
+        o.total = 30;
+        opt_bufs_t ref = s_opt_bufs(&s, 20 + stage, 0.02f), fast = s_opt_copy(&ref), three = s_opt_copy(&ref);
+        for (int t = 0; t < 8; t++) {
+            rng_t r;
+            rng_seed(&r, 91, (uint64_t)t);
+            for (size_t i = 0; i < ref.n; i++) ref.g[i] = fast.g[i] = three.g[i] = rng_normal(&r) * 0.02f;
+            s_opt_reference(&s, &o, &ref, t);
+            s.threads = 1;
+            optim_step(&s, &o, NULL, t, fast.p, fast.g, fast.m, fast.v);
+            s.threads = 3;
+            optim_step(&s, &o, NULL, t, three.p, three.g, three.m, three.v);
+        }
+        CHECKF(memcmp(fast.p, three.p, 4 * ref.n * sizeof(float)) == 0, "stage %d: 3 threads differ from 1", stage);
+        /* per buffer (params, m, v): the worst difference against the buffer's largest value */
+        double d = 0.0;
+        for (int buf = 0; buf < 3; buf++) {
+            const float *x = ref.p + (size_t)buf * ref.n, *y = fast.p + (size_t)buf * ref.n;
+            double big = 0.0, diff = 0.0;
+            for (size_t i = 0; i < ref.n; i++) {
+                big = fmax(big, fabs(x[i]));
+                diff = fmax(diff, fabs((double)x[i] - y[i]));
+            }
+            d = fmax(d, diff / big);
+        }
+        int muon = 0;
+        for (int k = 0; k < s.ntensors; k++) muon += optim_is_muon(&o, &s.tensors[k]);
+        CHECKF(d <= 1e-5, "stage %d: worst difference %.3g of the buffer's scale", stage, d);
+        printf("  stage %d (%d Muon matrices): worst difference %.3g of the buffer's scale\n", stage, muon, d);
+        free(ref.p);
+        free(fast.p);
+        free(three.p);
     }
 }
 
@@ -813,6 +865,7 @@ int main(void)
     RUN(test_loss_not_capped);
     RUN(test_optim_as_documented);
     RUN(test_optim_step_matches_reference);
+    RUN(test_optim_step_muon);
     RUN(test_optim_step_adjust);
     RUN(test_optim_step_every_level);
     RUN(test_team_runs_every_task_once);

@@ -638,6 +638,12 @@ static void test_opts_parse_good(void)
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 2);   /* the default budget */
     rc = s_parse(&o, OPTS_NODE, "--stash 2bw --max-delay 0", err, sizeof err);
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 0);
+    rc = s_parse(&o, OPTS_NODE, "--optim muon", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 3 && o.optim.kind == OPTIM_MUON);
+    rc = s_parse(&o, OPTS_NODE, "--optim muon --max-delay 2", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 2);
+    rc = s_parse(&o, OPTS_NODE, "--optim muon --stash 2bw", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 1);
 }
 
 static void test_opts_parse_bad(void)
@@ -662,6 +668,9 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--stash half", "full or 2bw"));
     CHECK(s_refused(OPTS_NODE, "--staleness predictive", "--staleness"));
     CHECK(s_refused(OPTS_NODE, "--staleness predict+predict", "--staleness"));
+    CHECK(s_refused(OPTS_NODE, "--optim sgd", "muon or adamw"));
+    CHECK(s_refused(OPTS_SOLO, "--optim muon --staleness dc", "--optim adamw"));   /* dc reads AdamW's v */
+    CHECK(s_refused(OPTS_SOLO, "--optim muon --staleness predict+dc", "--optim adamw"));
     CHECK(s_refused(OPTS_NODE, "--delay 1,0", "unknown option"));            /* solo only */
     CHECK(s_refused(OPTS_SOLO, "--delay 3,-1", "--delay"));
     CHECK(s_refused(OPTS_SOLO, "--delay 1.5,0", "--delay"));
@@ -747,6 +756,7 @@ static void test_opts_run_roundtrip(void)
     CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
     CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.eval_batches == 5 && j.seed == 99);
     CHECK(j.staleness == (STALE_LR | STALE_DC) && j.max_delay == 0);
+    CHECK(j.optim.kind == OPTIM_ADAMW);
     CHECK(j.closed == 1 && memcmp(j.owner_pub, c.owner_pub, 32) == 0);
     CHECK(opts_run_id(&j) == opts_run_id(&c));
     char a[2048], b[2048];
@@ -831,11 +841,14 @@ static void test_opts_run_out_of_range(void)
     c = base; c.eval_every = -1;            CHECK(s_decode_of(&c) == -1);
     c = base; c.staleness = STALE_ALL + 1;  CHECK(s_decode_of(&c) == -1);
     c = base; c.staleness = 0;              CHECK(s_decode_of(&c) == 0);
+    c = base; c.optim.kind = 2;             CHECK(s_decode_of(&c) == -1);
+    c = base; c.optim.kind = OPTIM_MUON;    CHECK(s_decode_of(&c) == -1);   /* with dc */
+    c.staleness = STALE_LR;                 CHECK(s_decode_of(&c) == 0);
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];
     size_t len = s_encode(&base, buf, sizeof buf);
-    CHECK(len > 35);
-    buf[len - 35] = 2;   /* closed: before the owner key, the staleness flags and the delay budget */
+    CHECK(len > 36);
+    buf[len - 36] = 2;   /* closed: before the owner key, the staleness flags, the delay budget and the optimizer */
     rbuf_t r;
     rbuf_init(&r, buf, len);
     opts_t j;
@@ -910,6 +923,8 @@ static void test_opts_run_id_all_run_fields(void)
     CHECKF(opts_run_id(&c) != id, "--max-inflight does not change the run id");
     c = base; c.eval_batches = 6;
     CHECKF(opts_run_id(&c) != id, "--eval-batches does not change the run id");
+    c = base; c.optim.kind = OPTIM_MUON;
+    CHECKF(opts_run_id(&c) != id, "--optim does not change the run id");
 }
 
 /* ---- checkpoints ------------------------------------------------------- */

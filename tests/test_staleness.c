@@ -93,13 +93,17 @@ static void test_predict_reference(void)
     optim_defaults(&o);
     o.total = 100;
     int t = 7, d = 3;
+    double worst = 0.0;
+    for (int kind = OPTIM_ADAMW; kind <= OPTIM_MUON; kind++) {
+    o.kind = kind;
     stale_forward_weights(out, &s_stage, &o, STALE_PREDICT, p, m, v, t, d);
-    double c1 = 1.0 / (1.0 - pow(o.beta1, t)), c2 = 1.0 / (1.0 - pow(o.beta2, t)), worst = 0.0;
+    double c1 = 1.0 / (1.0 - pow(o.beta1, t)), c2 = 1.0 / (1.0 - pow(o.beta2, t));
     for (int k = 0; k < s_stage.ntensors; k++) {
         const param_tensor_t *pt = &s_stage.tensors[k];
         for (size_t j = 0; j < pt->size; j++) {
             size_t i = pt->offset + j;
-            double u = m[i] * c1 / (sqrt(v[i] * c2) + o.eps), keep = 1.0, lrs = 0.0;
+            /* AdamW's step per unit rate, or Muon's last one (kept in v) */
+            double u = optim_is_muon(&o, pt) ? v[i] : m[i] * c1 / (sqrt(v[i] * c2) + o.eps), keep = 1.0, lrs = 0.0;
             for (int s = 0; s < d; s++) {
                 double lr = optim_lr(&o, t + s);
                 keep *= 1.0 - lr * o.wd;
@@ -109,6 +113,7 @@ static void test_predict_reference(void)
             double e = fabs(w - out[i]) / fmax(1e-3, fabs(w));
             if (e > worst) worst = e;
         }
+    }
     }
     CHECKF(worst < 1e-5, "worst relative error %.3g", worst);
     /* no prediction: a copy */
@@ -146,6 +151,42 @@ static void test_predict_matches_adamw(void)
         if (fabs((double)q[i] - p[i]) > moved) moved = fabs((double)q[i] - p[i]);
     }
     CHECKF(moved > 1e-3 && worst < 1e-3 * moved, "moved %.3g, prediction off by %.3g", moved, worst);
+    free(p);
+}
+
+/* Muon under a constant gradient g: once its momentum sits at its fixed
+ * point (m = g / (1 - momentum)) every step is the same orthogonalized one,
+ * so the prediction d updates ahead (along the last step, which the step
+ * keeps in v) is where d real Muon steps go. */
+static void test_predict_matches_muon(void)
+{
+    size_t n = s_stage.nparams;
+    float *p = malloc(sizeof(float) * n * 6), *m = p + n, *v = m + n, *g = v + n, *out = g + n, *q = out + n;
+    s_fill(p, n, 4);
+    s_fill(g, n, 5);
+    optim_config_t o;
+    optim_defaults(&o);
+    o.kind = OPTIM_MUON;
+    o.total = 2000;
+    int t = 900, d = 4, matrices = 0;
+    for (size_t i = 0; i < n; i++) { g[i] *= 1e-2f; m[i] = g[i] / (1.0f - o.momentum); v[i] = 0.0f; }
+    CHECK(optim_muon(&s_stage, &o, p, g, m, v, t - 1) == 0);   /* one step: v holds it */
+    stale_forward_weights(out, &s_stage, &o, STALE_PREDICT, p, m, v, t, d);
+    memcpy(q, p, sizeof(float) * n);
+    for (int s = 0; s < d; s++) CHECK(optim_muon(&s_stage, &o, q, g, m, v, t + s) == 0);
+    double worst = 0.0, moved = 0.0;
+    for (int k = 0; k < s_stage.ntensors; k++) {
+        const param_tensor_t *pt = &s_stage.tensors[k];
+        if (!optim_is_muon(&o, pt)) continue;
+        matrices++;
+        for (size_t i = pt->offset; i < pt->offset + pt->size; i++) {
+            double e = fabs((double)q[i] - out[i]);
+            if (e > worst) worst = e;
+            if (fabs((double)q[i] - p[i]) > moved) moved = fabs((double)q[i] - p[i]);
+        }
+    }
+    CHECKF(matrices > 0 && moved > 1e-3 && worst < 1e-3 * moved, "%d matrices moved %.3g, prediction off by %.3g",
+           matrices, moved, worst);
     free(p);
 }
 
@@ -249,6 +290,7 @@ int main(void)
     RUN(test_delay_budget);
     RUN(test_predict_reference);
     RUN(test_predict_matches_adamw);
+    RUN(test_predict_matches_muon);
     RUN(test_dc);
     RUN(test_dc_in_step);
     RUN(test_lr_scale);

@@ -275,10 +275,10 @@ static void s_announce(solo_t *s)
     for (int k = 0; k < s->K; k++)
         snprintf(delays + strlen(delays), sizeof delays - strlen(delays), "%s%d", k ? "," : "", s_delay(s, k));
     metrics_event(s->metrics, "start", "\"role\":\"solo\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
-                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s,\"staleness\":%s,\"delay\":%s,"
-                  "\"cpu\":%s",
+                  "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s,\"optim\":%s,\"staleness\":%s,"
+                  "\"delay\":%s,\"cpu\":%s",
                   (unsigned long long)opts_run_id(o), o->cfg.name, s_nparams(s), s->K, o->batch, o->micro, o->codec,
-                  o->grad_codec, stale, delays, cpu_level_name(cpu_level()));
+                  o->grad_codec, optim_kind_name(o->optim.kind), stale, delays, cpu_level_name(cpu_level()));
     fprintf(stderr, "brigade solo: %s, %zu parameters, %d stage%s, data %s, %d updates of %d x %d\n",
             o->cfg.name, s_nparams(s), s->K, s->K > 1 ? "s" : "", o->data, o->steps, o->micro, o->batch);
 }

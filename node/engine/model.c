@@ -103,7 +103,8 @@ void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, 
     }
 }
 
-static void s_add(stage_t *s, int unit, size_t size, int decay)
+/* rows: the rows of a hidden matrix (param_tensor_t.rows), else 0. */
+static void s_add(stage_t *s, int unit, size_t size, int decay, int rows)
 {
     assert(s->ntensors < STAGE_MAX_TENSORS);  /* model_check bounds L, so this holds */
     param_tensor_t *t = &s->tensors[s->ntensors++];
@@ -111,6 +112,7 @@ static void s_add(stage_t *s, int unit, size_t size, int decay)
     t->size = size;
     t->unit = unit;
     t->decay = decay;
+    t->rows = rows;
     s->nparams += size;
 }
 
@@ -124,21 +126,22 @@ static void s_unit_tensors(stage_t *s, int u)
     size_t C = (size_t)c->C;
     if (c->kind == MODEL_MLP) {
         size_t in = u == 0 ? (size_t)c->D : C, out = u == c->L ? (size_t)c->V : C;
-        s_add(s, u, out * in, 1);
-        s_add(s, u, out, 0);
+        s_add(s, u, out * in, 1, 0);
+        s_add(s, u, out, 0, 0);
         return;
     }
     if (u == 0) {
-        s_add(s, u, (size_t)c->V * C, 1);     /* wte */
-        s_add(s, u, (size_t)c->maxT * C, 1);  /* wpe */
+        s_add(s, u, (size_t)c->V * C, 1, 0);     /* wte */
+        s_add(s, u, (size_t)c->maxT * C, 1, 0);  /* wpe */
     } else if (u == c->L + 1) {
-        s_add(s, u, C, 0);                    /* lnf weight */
-        s_add(s, u, C, 0);                    /* lnf bias */
-        s_add(s, u, (size_t)c->V * C, 1);     /* head (V,C), untied */
+        s_add(s, u, C, 0, 0);                    /* lnf weight */
+        s_add(s, u, C, 0, 0);                    /* lnf bias */
+        s_add(s, u, (size_t)c->V * C, 1, 0);     /* head (V,C), untied */
     } else {
+        /* the block's matrices are (out, in) row-major: qkv (3C,C), proj (C,C), fc (4C,C), fc proj (C,4C) */
         size_t sz[BLK_N] = { C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, C * 4 * C, C };
-        for (int i = 0; i < BLK_N; i++)
-            s_add(s, u, sz[i], i == BLK_QKVW || i == BLK_PROJW || i == BLK_FCW || i == BLK_FCPW);
+        int rows[BLK_N] = { [BLK_QKVW] = 3 * c->C, [BLK_PROJW] = c->C, [BLK_FCW] = 4 * c->C, [BLK_FCPW] = c->C };
+        for (int i = 0; i < BLK_N; i++) s_add(s, u, sz[i], rows[i] > 0, rows[i]);
     }
 }
 

@@ -49,6 +49,8 @@ typedef struct {
     size_t offset, size;  /* in floats, within the stage buffer */
     int unit;             /* which unit of the chain */
     int decay;            /* 1: AdamW weight decay applies (matrices) */
+    int rows;             /* a gpt block's matrix, (rows, size / rows) row-major, that
+                             --optim muon orthogonalizes; 0 for every other tensor */
 } param_tensor_t;
 
 /* Most pipeline stages of any split: solo --stages, a swarm's run config,

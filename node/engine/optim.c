@@ -11,11 +11,20 @@
  * threads of a team share (team.h); the norm is summed in double per chunk
  * of S_CHUNK floats, chunks in order within a task and tasks in order, so it
  * does not depend on the thread count.  Both loops also have AVX2 and
- * AVX-512 copies with the same bits (vecmath.h, S_COPIES). */
+ * AVX-512 copies with the same bits (vecmath.h, S_COPIES).
+ *
+ * With Muon the update loop skips the unit's block matrices, which then get
+ * one task each: momentum, orthogonalization (muon.h) and the step, with the
+ * gradient buffer as the iteration's matrix (it is zeroed at the end anyway)
+ * and a scratch of their own. */
 #include "node/engine/optim.h"
+#include "node/engine/muon.h"
 #include "node/engine/team.h"
 #include "node/engine/vecmath.h"
+#include <assert.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define S_CHUNK 16384        /* floats per norm partial */
@@ -24,6 +33,8 @@
 
 void optim_defaults(optim_config_t *o)
 {
+    o->kind = OPTIM_ADAMW;
+    o->momentum = 0.95f;
     o->lr = 1e-3f;
     o->wd = 0.01f;
     o->beta1 = 0.9f;
@@ -33,6 +44,51 @@ void optim_defaults(optim_config_t *o)
     o->total = 1000;
     o->lr_min_frac = 0.1f;
     o->clip = 1.0f;
+}
+
+int optim_parse_kind(const char *text, int *kind)
+{
+    if (strcmp(text, "adamw") == 0) *kind = OPTIM_ADAMW;
+    else if (strcmp(text, "muon") == 0) *kind = OPTIM_MUON;
+    else return -1;
+    return 0;
+}
+
+const char *optim_kind_name(int kind)
+{
+    return kind == OPTIM_MUON ? "muon" : "adamw";
+}
+
+int optim_is_muon(const optim_config_t *o, const param_tensor_t *pt)
+{
+    return o->kind == OPTIM_MUON && pt->rows > 0;
+}
+
+/* Muon's step scale for a rows x cols matrix: an AdamW step's RMS size. */
+static float s_muon_scale(int rows, int cols)
+{
+    return 0.2f * sqrtf((float)(rows > cols ? rows : cols));
+}
+
+/* Muon's momentum for one matrix: m <- mu m + f g, then g <- f g + mu m
+ * (the Nesterov step, which the orthogonalization then works on in place). */
+static void s_muon_momentum(float *restrict g, float *restrict m, size_t n, float f, float mu)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * f;
+        m[i] = mu * m[i] + gi;
+        g[i] = gi + mu * m[i];
+    }
+}
+
+/* Muon's step from the orthogonalized o: p <- p decay - lr scale o, v <- scale o. */
+static void s_muon_apply(float *restrict p, float *restrict v, const float *restrict o, size_t n,
+                         float lr, float scale, float decay)
+{
+    for (size_t i = 0; i < n; i++) {
+        p[i] = p[i] * decay - lr * scale * o[i];
+        v[i] = scale * o[i];
+    }
 }
 
 float optim_lr(const optim_config_t *o, int t)
@@ -87,6 +143,7 @@ void optim_adamw(const stage_t *s, const optim_config_t *o, float *params, const
     float c2 = 1.0f / (1.0f - powf(b2, (float)(t + 1)));
     for (int k = 0; k < s->ntensors; k++) {
         const param_tensor_t *pt = &s->tensors[k];
+        if (optim_is_muon(o, pt)) continue;
         float decay = pt->decay ? 1.0f - lr * o->wd : 1.0f;
         float *restrict p = params + pt->offset, *restrict mm = m + pt->offset, *restrict vv = v + pt->offset;
         const float *restrict g = grads + pt->offset;
@@ -97,6 +154,26 @@ void optim_adamw(const stage_t *s, const optim_config_t *o, float *params, const
             p[i] = p[i] * decay - lr * mhat / (sqrtf(vhat) + o->eps);
         }
     }
+}
+
+int optim_muon(const stage_t *s, const optim_config_t *o, float *params, const float *grads,
+               float *m, float *v, int t)
+{
+    float lr = optim_lr(o, t);
+    for (int k = 0; k < s->ntensors; k++) {
+        const param_tensor_t *pt = &s->tensors[k];
+        if (!optim_is_muon(o, pt)) continue;
+        int rows = pt->rows, cols = (int)(pt->size / (size_t)rows);
+        float *u = malloc(sizeof(float) * pt->size);
+        if (!u) return -1;
+        memcpy(u, grads + pt->offset, sizeof(float) * pt->size);
+        s_muon_momentum(u, m + pt->offset, pt->size, 1.0f, o->momentum);
+        if (muon_orthogonalize_ref(u, rows, cols) < 0) { free(u); return -1; }
+        s_muon_apply(params + pt->offset, v + pt->offset, u, pt->size, lr, s_muon_scale(rows, cols),
+                     1.0f - lr * o->wd);
+        free(u);
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------
@@ -163,6 +240,9 @@ typedef struct {
     double partial[S_MAX_TASKS];   /* sum of squares per task */
     s_adamw_k k;
     float wd;
+    float momentum;                 /* Muon's */
+    int muon;                       /* 1: Muon updates the block matrices (they skip the AdamW tasks) */
+    int nmuon, muon_k[8];           /* the unit's Muon matrices (tensor indices; a block has 4) */
 } s_unit_t;
 
 static void s_range(const s_unit_t *u, int i, size_t *a, size_t *b)
@@ -191,7 +271,7 @@ S_BODY void s_update_body(const s_unit_t *u, int i)
     for (int j = u->k0; j < u->k1; j++) {
         const param_tensor_t *pt = &u->s->tensors[j];
         size_t lo = pt->offset > a ? pt->offset : a, hi = pt->offset + pt->size < b ? pt->offset + pt->size : b;
-        if (lo >= hi) continue;
+        if (lo >= hi || (u->muon && pt->rows > 0)) continue;
         k.decay = pt->decay ? 1.0f - k.lr * u->wd : 1.0f;
         s_adamw_zero(u->params + lo, u->grads + lo, u->m + lo, u->v + lo, hi - lo, &k);
     }
@@ -212,12 +292,64 @@ static void s_update_task(void *arg, int i, int worker)
     S_CALL_BEST(s_update_body, (arg, i));
 }
 
+/* Task i of Muon: the unit's i-th block matrix, whole, with its own scratch. */
+static void s_muon_task(void *arg, int i, int worker)
+{
+    const s_unit_t *u = arg;
+    const param_tensor_t *pt = &u->s->tensors[u->muon_k[i]];
+    int rows = pt->rows, cols = (int)(pt->size / (size_t)rows);
+    float *p = u->params + pt->offset, *g = u->grads + pt->offset;
+    float *scratch = malloc(sizeof(float) * muon_scratch_floats(rows, cols));
+    (void)worker;
+    if (!scratch) {
+        fprintf(stderr, "brigade: out of memory for the optimizer's scratch (%d x %d)\n", rows, cols);
+        abort();
+    }
+    s_muon_momentum(g, u->m + pt->offset, pt->size, u->k.f, u->momentum);
+    muon_orthogonalize(g, scratch, rows, cols);
+    s_muon_apply(p, u->v + pt->offset, g, pt->size, u->k.lr, s_muon_scale(rows, cols), 1.0f - u->k.lr * u->wd);
+    memset(g, 0, sizeof(float) * pt->size);
+    free(scratch);
+}
+
+/* Unit [k0, k1)'s share of the step: the norm, the clip factor, the AdamW
+ * tasks, then the Muon ones.  Returns the unit's norm before clipping. */
+static float s_unit_step(team_t *team, s_unit_t *u, const optim_config_t *o, const optim_adjust_t *adj,
+                         int k0, int k1)
+{
+    const stage_t *s = u->s;
+    u->k0 = k0;
+    u->k1 = k1;
+    u->off = s->tensors[k0].offset;
+    u->n = s->tensors[k1 - 1].offset + s->tensors[k1 - 1].size - u->off;
+    size_t min_task = (u->n + S_MAX_TASKS - 1) / S_MAX_TASKS;
+    u->task = min_task > S_TASK ? (min_task + S_CHUNK - 1) / S_CHUNK * S_CHUNK : S_TASK;
+    int ntasks = (int)((u->n + u->task - 1) / u->task);
+    if (adj && adj->grad_fn)
+        adj->grad_fn(adj->ctx, s, s->tensors[k0].unit, u->grads + u->off, u->off, u->n);
+    team_run(team, ntasks, s_norm_task, u);
+    double ss = 0.0;
+    for (int i = 0; i < ntasks; i++) ss += u->partial[i];
+    float norm = (float)sqrt(ss);
+    u->k.f = o->clip > 0.0f && norm > o->clip ? o->clip / norm : 1.0f;
+    team_run(team, ntasks, s_update_task, u);
+    u->nmuon = 0;
+    for (int j = k0; j < k1 && u->muon; j++)
+        if (s->tensors[j].rows > 0) {
+            assert(u->nmuon < (int)(sizeof u->muon_k / sizeof u->muon_k[0]));   /* a block has 4 */
+            u->muon_k[u->nmuon++] = j;
+        }
+    team_run(team, u->nmuon, s_muon_task, u);
+    return norm;
+}
+
 float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t *adj, int t,
                  float *params, float *grads, float *m, float *v)
 {
     float scale = adj && adj->lr_scale != 0.0f ? adj->lr_scale : 1.0f;
     s_unit_t unit_state, *u = &unit_state;   /* 33 kB on the stack */
-    *u = (s_unit_t){.s = s, .params = params, .grads = grads, .m = m, .v = v, .wd = o->wd};
+    *u = (s_unit_t){.s = s, .params = params, .grads = grads, .m = m, .v = v, .wd = o->wd,
+                    .momentum = o->momentum, .muon = o->kind == OPTIM_MUON};
     u->k = (s_adamw_k){
         .b1 = o->beta1, .b2 = o->beta2, .ob1 = 1.0f - o->beta1, .ob2 = 1.0f - o->beta2,
         .c1 = 1.0f / (1.0f - powf(o->beta1, (float)(t + 1))),
@@ -230,22 +362,8 @@ float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t
     while (k0 < s->ntensors) {
         int unit = s->tensors[k0].unit, k1 = k0;
         while (k1 < s->ntensors && s->tensors[k1].unit == unit) k1++;
-        u->k0 = k0;
-        u->k1 = k1;
-        u->off = s->tensors[k0].offset;
-        u->n = s->tensors[k1 - 1].offset + s->tensors[k1 - 1].size - u->off;
-        size_t min_task = (u->n + S_MAX_TASKS - 1) / S_MAX_TASKS;
-        u->task = min_task > S_TASK ? (min_task + S_CHUNK - 1) / S_CHUNK * S_CHUNK : S_TASK;
-        int ntasks = (int)((u->n + u->task - 1) / u->task);
-        if (adj && adj->grad_fn)
-            adj->grad_fn(adj->ctx, s, unit, grads + u->off, u->off, u->n);
-        team_run(team, ntasks, s_norm_task, u);
-        double ss = 0.0;
-        for (int i = 0; i < ntasks; i++) ss += u->partial[i];
-        float norm = (float)sqrt(ss);
+        float norm = s_unit_step(team, u, o, adj, k0, k1);
         if (norm > worst) worst = norm;
-        u->k.f = o->clip > 0.0f && norm > o->clip ? o->clip / norm : 1.0f;
-        team_run(team, ntasks, s_update_task, u);
         k0 = k1;
     }
     team_stop(&team);

@@ -85,6 +85,10 @@ void stale_forward_weights(float *out, const stage_t *s, const optim_config_t *o
         float decay = pt->decay ? keep : 1.0f;
         const float *restrict p = params + pt->offset, *restrict mm = m + pt->offset, *restrict vv = v + pt->offset;
         float *restrict w = out + pt->offset;
+        if (optim_is_muon(o, pt)) {   /* v holds Muon's last step per unit rate */
+            for (size_t i = 0; i < pt->size; i++) w[i] = p[i] * decay - lr_sum * vv[i];
+            continue;
+        }
         for (size_t i = 0; i < pt->size; i++)
             w[i] = p[i] * decay - lr_sum * (mm[i] * c1) / (sqrtf(vv[i] * c2) + o->eps);
     }

@@ -11,7 +11,7 @@
  * A correction is a set of flags (--staleness, part of the run config):
  *
  *   predict  the forward (and so the backward) of version t runs at the
- *            weights predicted D updates ahead along AdamW's current step,
+ *            weights predicted D updates ahead along the optimizer's step,
  *            so that the gradient is taken about where it will be applied
  *            (the look-ahead of Nesterov-style asynchronous pipelines and of
  *            weight prediction).  stale_forward_weights().
@@ -100,8 +100,9 @@ float stale_lr_scale(const optim_config_t *o, int flags, int t, int delay);
  * the same weights), for a stage with steady-state delay `delay`, given its
  * live params and AdamW moments m, v after `version` updates and the run's
  * optimizer settings o.  With STALE_PREDICT, delay > 0 and version > 0: the
- * live weights advanced `delay` AdamW steps along the current bias-corrected
- * step u = m_hat / (sqrt(v_hat) + eps), that is params x prod(1 - lr_i wd)
+ * live weights advanced `delay` steps along the current step per unit rate u
+ * (AdamW's bias-corrected m_hat / (sqrt(v_hat) + eps); for a matrix Muon
+ * updates, its last step, which optim_step keeps in v), that is params x prod(1 - lr_i wd)
  * (decayed tensors only) - sum(lr_i) x u, lr_i being the rates updates
  * version .. version + delay - 1 will step with (optim_lr x stale_lr_scale);
  * otherwise a copy of params. */

@@ -10,7 +10,7 @@
 #include "compress/codec.h"
 #include "node/engine/staleness.h"
 
-typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_DELAYS, T_FLAG } opt_type_t;
+typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_OPTIM, T_DELAYS, T_FLAG } opt_type_t;
 
 typedef enum { B_NONE, B_CLOSED, B_OPEN_LO } opt_bound_t;  /* no bounds, [lo, hi], (lo, hi] */
 
@@ -49,7 +49,8 @@ static const opt_def_t s_opts[] = {
     { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500)", RUN(1, NMAX) },
     { "batch", T_INT, O(batch), 0, BOTH, "B", "microbatch size (default 8 gpt, 64 mlp)", RUN(1, 65536) },
     { "micro", T_INT, O(micro), 0, BOTH, "M", "microbatches per update (default 1)", RUN(1, 65536) },
-    { "lr", T_FLOAT, O(optim.lr), 0, BOTH, "X", "peak AdamW learning rate (default 1e-3)", RUN_GT(0, 10) },
+    { "optim", T_OPTIM, O(optim.kind), 0, BOTH, "O", "adamw (default) | muon (orthogonalized momentum for the blocks' matrices, AdamW for the rest; much less hurt by weight delay)", RUN(OPTIM_ADAMW, OPTIM_MUON) },
+    { "lr", T_FLOAT, O(optim.lr), 0, BOTH, "X", "peak learning rate (default 1e-3; muon's steps are scaled to AdamW's size)", RUN_GT(0, 10) },
     { "wd", T_FLOAT, O(optim.wd), 0, BOTH, "X", "decoupled weight decay of every matrix (default 0.01)", RUN(0, 10) },
     { "warmup", T_INT, O(optim.warmup), 0, BOTH, "N", "linear warmup updates, then cosine decay to 0.1 x lr (default 10)", RUN(0, NMAX) },
     { "clip", T_FLOAT, O(optim.clip), 0, BOTH, "X", "gradient L2 norm limit per unit (embeddings, block, head), 0 = off (default 1)", RUN(0, 1e6) },
@@ -58,7 +59,7 @@ static const opt_def_t s_opts[] = {
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
     { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip and the queues, 1..8 x stages, more for microbatches under 8 sequences, within --max-delay)", RUN(0, 4096) },
-    { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 2, 1 with --stash 2bw)", RUN(0, 64) },
+    { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 2, 3 with --optim muon, 1 with --stash 2bw)", RUN(0, 64) },
     { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; dc in solo only)", RUN(0, STALE_ALL) },
     { "delay", T_DELAYS, O(delay), 0, OPTS_SOLO, "D0,D1,..", "stage k computes its gradients at its weights of Dk updates earlier, as an async stage with that delay", LOCAL_ANY },
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)", RUN_ANY },
@@ -108,7 +109,7 @@ void opts_defaults(opts_t *o, int which)
     o->stage = -1;
     o->emu_slowdown = 1.0;
     o->staleness = STALE_DEFAULT;
-    o->max_delay = 2;   /* 1 with --stash 2bw unless given: opts_resolve */
+    o->max_delay = 2;   /* 1 with --stash 2bw, 3 with --optim muon, unless given: opts_resolve */
 }
 
 static const opt_def_t *s_find(const char *name)
@@ -204,6 +205,12 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
             return -1;
         }
         return 0;
+    case T_OPTIM:
+        if (optim_parse_kind(v, (int *)p) < 0) {
+            snprintf(err, errlen, "--optim %s: want muon or adamw", v);
+            return -1;
+        }
+        return 0;
     case T_DELAYS:
         return s_set_delays(o, v, err, errlen);
     case T_STAGE:
@@ -271,7 +278,7 @@ static double s_num(const opts_t *o, const opt_def_t *d)
 {
     const void *p = (const char *)o + d->off;
     switch (d->type) {
-    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: case T_FLAG: return *(const int *)p;
+    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: case T_OPTIM: case T_FLAG: return *(const int *)p;
     case T_FLOAT: return *(const float *)p;
     case T_DOUBLE: return *(const double *)p;
     case T_U64: return (double)*(const uint64_t *)p;
@@ -321,6 +328,10 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
         snprintf(err, errlen, "--max-delay %d: --stash 2bw keeps two weight versions, so a delay of at most 1", o->max_delay);
         return -1;
     }
+    if ((o->staleness & STALE_DC) && o->optim.kind == OPTIM_MUON) {
+        snprintf(err, errlen, "--staleness dc reads AdamW's second moment: use it with --optim adamw");
+        return -1;
+    }
     return 0;
 }
 
@@ -335,6 +346,7 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
     if (!opts_given(o, "max-delay") && o->stash == STASH_2BW) o->max_delay = 1;
+    else if (!opts_given(o, "max-delay") && o->optim.kind == OPTIM_MUON) o->max_delay = 3;   /* README: Muon under delay */
     if (opts_check_run(o, err, errlen) < 0 || s_check_bounds(o, 0, err, errlen) < 0)
         return -1;
     if (o->advertise[0] && !peer_addr_valid(o->advertise)) {
@@ -369,10 +381,10 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
     stale_name(o->staleness, stale, sizeof stale);
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
-             "lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d max-delay=%d staleness=%s seed=%llu "
+             "optim=%s lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d max-delay=%d staleness=%s seed=%llu "
              "eval-every=%d eval-batches=%d closed=%d owner=",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
-             o->batch, o->micro, o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
+             o->batch, o->micro, optim_kind_name(o->optim.kind), o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
              o->grad_codec, o->schedule, o->stash, o->max_inflight, o->max_delay, stale, (unsigned long long)o->seed, o->eval_every,
              o->eval_batches, o->closed);
     size_t k = strlen(buf);
@@ -416,6 +428,7 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_raw(w, o->owner_pub, 32);
     wbuf_put_u8(w, (uint8_t)o->staleness);
     wbuf_put_u8(w, (uint8_t)o->max_delay);
+    wbuf_put_u8(w, (uint8_t)o->optim.kind);
 }
 
 int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
@@ -445,6 +458,7 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     rbuf_get_raw(r, n.owner_pub, 32);
     n.staleness = rbuf_get_u8(r);
     n.max_delay = rbuf_get_u8(r);
+    n.optim.kind = rbuf_get_u8(r);
     n.ndelay = 0;
     if (rbuf_error(r) || n.closed > 1) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
     snprintf(n.model, sizeof n.model, "%s", c->name);

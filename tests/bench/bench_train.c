@@ -9,7 +9,8 @@
  * Benchmark mode prints markdown tables:
  *   1. cblas_sgemm GFLOP/s at each thread count (OpenBLAS's own threads) on
  *      the shapes of a gpt's matrix products (the best shape is "the peak");
- *   2. tokens/s of a full training step (forward + backward + clip + AdamW
+ *   2. tokens/s of a full training step (forward + backward + clip + AdamW,
+ *      --optim adamw, the optimizer of the PyTorch model in torch_gpt.py;
  *      through stage_state_step, the whole model in one stage, batch B of
  *      the preset's context T, the engine using `threads` threads of its own
  *      as `brigade solo --threads` does) after warm-up steps, from the fastest of the
@@ -142,6 +143,7 @@ static s_pipe_t *s_pipe_new(const char *model, int K, int B, const char *data, i
     if (!p->data) s_die(err);
     if (data_batch_alloc(p->data, &p->batch, B) < 0) s_die("out of memory for a batch");
     optim_defaults(&p->optim);
+    p->optim.kind = OPTIM_ADAMW;   /* the optimizer of the PyTorch model it is compared with */
     p->optim.total = total_updates;
     return p;
 }

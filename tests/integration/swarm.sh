@@ -17,6 +17,12 @@ hx parity-4-nodes-vs-solo --stages 4 \
     --creator-args "$TINY --steps 30 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1 --eval-every 10" \
     --expect-exit 0 --expect-parity 30 --expect-eval-parity
 
+# The same with Muon: the joiners take --optim from the run config (with
+# AdamW instead, the losses part from update 2 on).
+hx parity-muon-vs-solo --stages 4 \
+    --creator-args "$TINY --steps 12 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1 --optim muon" \
+    --expect-exit 0 --expect-parity 12
+
 hx int8-4-stages-learns --stages 4 \
     --creator-args "$TINY --steps 200 --seed 1 --codec int8 --grad-codec int8" \
     --expect-exit 0 --expect-loss-ratio 0.5 --expect-wire-ratio 3.9 --expect-lost 0 --expect-tokens-grow --expect-cpu-split

@@ -69,6 +69,7 @@ void *ab_new(const char *model, int B)
         return NULL;
     }
     optim_defaults(&p->optim);
+    p->optim.kind = OPTIM_ADAMW;   /* the engine's step as bench_train times it */
     p->optim.total = 1000000;
     openblas_set_num_threads(1);
     return p;
