@@ -10,7 +10,10 @@
 #      20 Mbit/s, micro 4, 400 updates: simulated seconds, speed against gpipe
 #      with the same optimizer, the last validation loss, and when the run
 #      first reached gpipe's last validation loss (evaluations every 25);
-#   3. the compute of a gpt-small update (solo, one thread, micro 4), Muon
+#   3. real nodes (tests/harness on 127.0.0.1, --emu-latency-ms 50
+#      --emu-bandwidth-mbit 20), the same model, REAL_STEPS updates: tokens/s
+#      of gpipe and async (each optimizer's default budget) side by side;
+#   4. the compute of a gpt-small update (solo, one thread, micro 4), Muon
 #      against AdamW, from the same run's update times.
 # Run by tests/bench/run.sh or alone from the top of the tree; writes
 # RESULTS_DIR/64-muon.md.
@@ -18,6 +21,7 @@ set -u
 BUILD=${BUILD:-build}
 RESULTS_DIR=${RESULTS_DIR:-tests/bench/results}
 FORTUNES=/usr/share/games/fortunes
+REAL_STEPS=${REAL_STEPS:-120}
 out=$RESULTS_DIR/64-muon.md
 [ -x "$BUILD/brigade" ] || { echo "bench_muon: $BUILD/brigade is missing: run make" >&2; exit 1; }
 [ -d "$FORTUNES" ] || { echo "bench_muon: $FORTUNES missing (Debian package fortunes)" >&2; exit 1; }
@@ -62,12 +66,20 @@ EOF
     wait
 done
 for opt in adamw muon; do
+    for sched in gpipe async; do
+        python3 tests/harness --stages 4 --brigade "$BUILD/brigade" --dir "$W/real_${opt}_$sched" --quiet \
+            --timeout 900 --node-args "--threads 1" --emu "latency=50 bandwidth=20" \
+            --creator-args "--model gpt-tiny --data text:$FORTUNES --batch 8 --micro 4 --steps $REAL_STEPS --schedule $sched --seed 1 --optim $opt" \
+            --expect-exit 0 > "$W/real_${opt}_$sched.out" 2>&1 || echo "bench_muon: real $opt $sched failed" >&2
+    done
+done
+for opt in adamw muon; do
     "$BUILD/brigade" solo --model gpt-small --data "text:$FORTUNES" --stages 4 --batch 8 --micro 4 --steps 12 \
         --threads 1 --optim "$opt" --metrics "$W/cost_$opt.jsonl" > "$W/cost_$opt.log" 2>&1 ||
         echo "bench_muon: gpt-small $opt failed" >&2
 done
 
-python3 - "$W" "$SOLO" "$SIMS" > "$W/tables.md" <<'PY'
+REAL_STEPS=$REAL_STEPS python3 - "$W" "$SOLO" "$SIMS" > "$W/tables.md" <<'PY'
 import json, os, re, sys
 w, solo, sims = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 def events(name, kind):
@@ -112,6 +124,21 @@ for opt in ("adamw", "muon"):
         print("| %s | %s | %.1f | %.2f x | %.4f | %+.2f%% | %s |" % (
             opt, what, secs, g[0] / secs, last, 100 * (last / g[1] - 1),
             "update %d, %.0f%% of gpipe's time" % (reach["version"], 100 * reach["t"] / g[0]) if reach else "no"))
+print()
+print("Real nodes, %s updates: tokens/s of the last stage from its first update to its last." % os.environ["REAL_STEPS"])
+print()
+print("| optimizer | gpipe tokens/s | async tokens/s | async / gpipe |")
+print("|---|---:|---:|---:|")
+for opt in ("adamw", "muon"):
+    rate = {}
+    for sched in ("gpipe", "async"):
+        p = os.path.join(w, "real_%s_%s" % (opt, sched), "n3", "metrics.jsonl")
+        up = [e for e in map(json.loads, open(p)) if e.get("event") == "update"] if os.path.exists(p) else []
+        if len(up) >= 3: rate[sched] = (up[-1]["tokens"] - up[0]["tokens"]) / (up[-1]["t"] - up[0]["t"])
+    if len(rate) == 2:
+        print("| %s | %.0f | %.0f | %.2f x |" % (opt, rate["gpipe"], rate["async"], rate["async"] / rate["gpipe"]))
+    else:
+        print("| %s | failed | | |" % opt)
 print()
 cost = {}
 for opt in ("adamw", "muon"):
