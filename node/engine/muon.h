@@ -13,7 +13,7 @@
  * the Gram matrix is min(rows, cols) square.
  *
  * Cost: 5 x (4 r^2 c + 2 r^3) flops for r = min(rows, cols), c = max; for a
- * gpt block of width C, 5 x 52 C^3 in all.
+ * gpt block of width C, 5 x 56 C^3 in all.
  *
  * muon_orthogonalize_ref is the plain reference (loops, sums in double) the
  * BLAS version is tested against. */
