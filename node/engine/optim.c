@@ -239,9 +239,7 @@ typedef struct {
     size_t off, n, task;
     double partial[S_MAX_TASKS];   /* sum of squares per task */
     s_adamw_k k;
-    float wd;
-    float momentum;                 /* Muon's */
-    int muon;                       /* 1: Muon updates the block matrices (they skip the AdamW tasks) */
+    const optim_config_t *o;        /* wd; with Muon, the block matrices skip the AdamW tasks */
     int nmuon, muon_k[8];           /* the unit's Muon matrices (tensor indices; a block has 4) */
 } s_unit_t;
 
@@ -271,8 +269,8 @@ S_BODY void s_update_body(const s_unit_t *u, int i)
     for (int j = u->k0; j < u->k1; j++) {
         const param_tensor_t *pt = &u->s->tensors[j];
         size_t lo = pt->offset > a ? pt->offset : a, hi = pt->offset + pt->size < b ? pt->offset + pt->size : b;
-        if (lo >= hi || (u->muon && pt->rows > 0)) continue;
-        k.decay = pt->decay ? 1.0f - k.lr * u->wd : 1.0f;
+        if (lo >= hi || optim_is_muon(u->o, pt)) continue;
+        k.decay = pt->decay ? 1.0f - k.lr * u->o->wd : 1.0f;
         s_adamw_zero(u->params + lo, u->grads + lo, u->m + lo, u->v + lo, hi - lo, &k);
     }
 }
@@ -305,19 +303,19 @@ static void s_muon_task(void *arg, int i, int worker)
         fprintf(stderr, "brigade: out of memory for the optimizer's scratch (%d x %d)\n", rows, cols);
         abort();
     }
-    s_muon_momentum(g, u->m + pt->offset, pt->size, u->k.f, u->momentum);
+    s_muon_momentum(g, u->m + pt->offset, pt->size, u->k.f, u->o->momentum);
     muon_orthogonalize(g, scratch, rows, cols);
-    s_muon_apply(p, u->v + pt->offset, g, pt->size, u->k.lr, s_muon_scale(rows, cols), 1.0f - u->k.lr * u->wd);
+    s_muon_apply(p, u->v + pt->offset, g, pt->size, u->k.lr, s_muon_scale(rows, cols), 1.0f - u->k.lr * u->o->wd);
     memset(g, 0, sizeof(float) * pt->size);
     free(scratch);
 }
 
 /* Unit [k0, k1)'s share of the step: the norm, the clip factor, the AdamW
  * tasks, then the Muon ones.  Returns the unit's norm before clipping. */
-static float s_unit_step(team_t *team, s_unit_t *u, const optim_config_t *o, const optim_adjust_t *adj,
-                         int k0, int k1)
+static float s_unit_step(team_t *team, s_unit_t *u, const optim_adjust_t *adj, int k0, int k1)
 {
     const stage_t *s = u->s;
+    const optim_config_t *o = u->o;
     u->k0 = k0;
     u->k1 = k1;
     u->off = s->tensors[k0].offset;
@@ -334,8 +332,8 @@ static float s_unit_step(team_t *team, s_unit_t *u, const optim_config_t *o, con
     u->k.f = o->clip > 0.0f && norm > o->clip ? o->clip / norm : 1.0f;
     team_run(team, ntasks, s_update_task, u);
     u->nmuon = 0;
-    for (int j = k0; j < k1 && u->muon; j++)
-        if (s->tensors[j].rows > 0) {
+    for (int j = k0; j < k1; j++)
+        if (optim_is_muon(o, &s->tensors[j])) {
             assert(u->nmuon < (int)(sizeof u->muon_k / sizeof u->muon_k[0]));   /* a block has 4 */
             u->muon_k[u->nmuon++] = j;
         }
@@ -348,8 +346,7 @@ float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t
 {
     float scale = adj && adj->lr_scale != 0.0f ? adj->lr_scale : 1.0f;
     s_unit_t unit_state, *u = &unit_state;   /* 33 kB on the stack */
-    *u = (s_unit_t){.s = s, .params = params, .grads = grads, .m = m, .v = v, .wd = o->wd,
-                    .momentum = o->momentum, .muon = o->kind == OPTIM_MUON};
+    *u = (s_unit_t){.s = s, .params = params, .grads = grads, .m = m, .v = v, .o = o};
     u->k = (s_adamw_k){
         .b1 = o->beta1, .b2 = o->beta2, .ob1 = 1.0f - o->beta1, .ob2 = 1.0f - o->beta2,
         .c1 = 1.0f / (1.0f - powf(o->beta1, (float)(t + 1))),
@@ -362,7 +359,7 @@ float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t
     while (k0 < s->ntensors) {
         int unit = s->tensors[k0].unit, k1 = k0;
         while (k1 < s->ntensors && s->tensors[k1].unit == unit) k1++;
-        float norm = s_unit_step(team, u, o, adj, k0, k1);
+        float norm = s_unit_step(team, u, adj, k0, k1);
         if (norm > worst) worst = norm;
         k0 = k1;
     }

@@ -345,8 +345,8 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (o->ctx) o->cfg.maxT = o->ctx;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
-    if (!opts_given(o, "max-delay") && o->stash == STASH_2BW) o->max_delay = 1;
-    else if (!opts_given(o, "max-delay") && o->optim.kind == OPTIM_MUON) o->max_delay = 3;   /* README: Muon under delay */
+    if (!opts_given(o, "max-delay"))   /* 2bw holds two versions; Muon tolerates more delay (README) */
+        o->max_delay = o->stash == STASH_2BW ? 1 : o->optim.kind == OPTIM_MUON ? 3 : 2;
     if (opts_check_run(o, err, errlen) < 0 || s_check_bounds(o, 0, err, errlen) < 0)
         return -1;
     if (o->advertise[0] && !peer_addr_valid(o->advertise)) {
