@@ -82,7 +82,8 @@ demo: deps
 	@sh examples/demo.sh
 
 # bench_portable.sh compares the default build with $(BUILD)-native (-march=native)
-bench: deps
+bench:
+	@sh tests/deps.sh python3-torch
 	@$(MAKE) --no-print-directory $(BUILD)/brigade $(BENCH_BIN)
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)-native OPT=-march=native $(BUILD)-native/brigade \
 	  $(BENCH_BIN:$(BUILD)/%=$(BUILD)-native/%)

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages brigade needs to build, test and run its demo,
-# when any is missing.  Used by `make test`, `make demo`, `make bench` and .ci/run.
-PKGS="build-essential pkg-config libzmq3-dev libzstd-dev libsodium-dev libopenblas-dev zlib1g-dev python3 curl iproute2 nftables dataset-fashion-mnist fortunes"
+# when any is missing.  Used by `make test`, `make demo`, `make bench` and .ci/run;
+# arguments name more packages (`make bench` adds python3-torch, the PyTorch
+# the engine benchmark compares with).
+PKGS="$* build-essential pkg-config libzmq3-dev libzstd-dev libsodium-dev libopenblas-dev zlib1g-dev python3 curl iproute2 nftables dataset-fashion-mnist fortunes"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -208,6 +208,12 @@ frac() {         # model threads pass
     v=$(kv "$WORK/train.$3.out" train frac model=$1 threads=$2)
     [ -n "$v" ] && awk -v v="$v" 'BEGIN { printf "%.0f%%\n", 100 * v }' || echo n/a
 }
+torch_frac() {   # model threads pass: PyTorch's share of the same peak (the same FLOPs counted per token)
+    f=$(kv "$WORK/train.$3.out" train frac model=$1 threads=$2)
+    b=$(kv "$WORK/train.$3.out" train tok_s model=$1 threads=$2)
+    t=$(kv "$WORK/torch.$3.out" torch tok_s model=$1 threads=$2)
+    ratio "$(awk -v f="${f:-}" -v t="${t:-}" 'BEGIN { if (f != "" && t != "") print 100 * f * t }')" "$b" "%.0f%%"
+}
 tok() {          # what model threads pass
     v=$(kv "$WORK/$1.$4.out" $1 tok_s model=$2 threads=$3)
     echo "${v:-n/a}"
@@ -253,6 +259,8 @@ tattn=$(kv "$WORK/torch.set.out" torch attention model=gpt-small threads=1)
     engine_row "achieved / sgemm peak, gpt-small, 1 thread" ">= 80% (native)" frac gpt-small 1
     engine_row "achieved / sgemm peak, gpt-small, 2 threads" "" frac gpt-small 2
     engine_row "achieved / sgemm peak, gpt-tiny, 1 thread" ">= 65% (native)" frac gpt-tiny 1
+    engine_row "PyTorch's achieved / the same sgemm peak, gpt-small, 1 thread" "" torch_frac gpt-small 1
+    engine_row "PyTorch's achieved / the same sgemm peak, gpt-tiny, 1 thread" "" torch_frac gpt-tiny 1
     engine_row "peak RSS / (params + grads + 2 moments + activations), gpt-small engine loop" "" rss ratio
     engine_row "peak RSS / the same, \`brigade solo --model gpt-small\`" "" rss solo_ratio
     echo
