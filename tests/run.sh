@@ -9,6 +9,11 @@
 # the report is printed.
 BUILD=${BUILD:-build}
 export BRIGADE=${BRIGADE:-$BUILD/brigade}
+# The unit tests run the engine as brigade's commands do: each engine thread
+# calls single-threaded OpenBLAS (solo, node and sim set it themselves).
+# OpenBLAS's own thread pool would also hide its hand-offs from
+# ThreadSanitizer, which then reports them as races in the caller's buffers.
+export OPENBLAS_NUM_THREADS=1
 log=$(mktemp); pass=0; fail=0
 sandir=""
 if [ -n "$SAN_REPORTS" ]; then
