@@ -98,18 +98,18 @@ static void test_predict_reference(void)
         o.kind = kind;
         stale_forward_weights(out, &s_stage, &o, STALE_PREDICT, p, m, v, t, d);
         double c1 = 1.0 / (1.0 - pow(o.beta1, t)), c2 = 1.0 / (1.0 - pow(o.beta2, t));
+        double keep = 1.0, lrs = 0.0;   /* the coming d rates' decays, multiplied, and the rates, summed */
+        for (int s = 0; s < d; s++) {
+            double lr = optim_lr(&o, t + s);
+            keep *= 1.0 - lr * o.wd;
+            lrs += lr;
+        }
         for (int k = 0; k < s_stage.ntensors; k++) {
             const param_tensor_t *pt = &s_stage.tensors[k];
             for (size_t j = 0; j < pt->size; j++) {
                 size_t i = pt->offset + j;
                 /* AdamW's step per unit rate, or Muon's last one (kept in v) */
                 double u = optim_is_muon(&o, pt) ? v[i] : m[i] * c1 / (sqrt(v[i] * c2) + o.eps);
-                double keep = 1.0, lrs = 0.0;
-                for (int s = 0; s < d; s++) {
-                    double lr = optim_lr(&o, t + s);
-                    keep *= 1.0 - lr * o.wd;
-                    lrs += lr;
-                }
                 double w = p[i] * (pt->decay ? keep : 1.0) - lrs * u;
                 double e = fabs(w - out[i]) / fmax(1e-3, fabs(w));
                 if (e > worst) worst = e;
