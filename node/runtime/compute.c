@@ -33,6 +33,7 @@
 #define MOVE_COOLDOWN_S 60.0  /* nor sooner than this after its last move */
 #define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
+#define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
 #define APPLIED_GEN 4096      /* microbatch ids remembered as applied: two generations of this many */
 
 typedef struct {
@@ -117,6 +118,9 @@ struct compute {
     double eval_loss;             /* evaluation round being summed (last stage) */
     int eval_correct, eval_n;
     uint32_t eval_round;
+    int eval_final;               /* last stage: the round being summed is the run's final one */
+    int final_sent;               /* data stage: the final evaluation went out (no more training) */
+    double final_wait_until;      /* last stage: the run is complete, waiting for the final evaluation until then (0: not) */
     double t0;                    /* when this node started */
     double last_backup;           /* when the last backup snapshot was pushed */
     double last_move;             /* when this node last moved to another stage */
@@ -131,7 +135,8 @@ struct compute {
 };
 
 static void s_emit_eval(compute_t *c, uint32_t round);
-static void s_issue_eval(compute_t *c);
+static void s_issue_eval(compute_t *c, uint32_t flags);
+static void s_issue_final_eval(compute_t *c);
 static void s_backup(compute_t *c);
 
 static double s_now(const compute_t *c) { return rt_now(&c->c.clock); }
@@ -636,7 +641,10 @@ static void s_after_backward(compute_t *c)
     c->delay_sum = 0;
     if (s_last(c) && isfinite(loss)) c->last_loss = loss;
     s_send_self(c, MAIL_SELF);
-    if (c->stage == 0 && c->o->eval_every > 0 && c->version % c->o->eval_every == 0) s_issue_eval(c);
+    if (c->stage == 0 && c->o->eval_every > 0) {
+        if (c->version >= c->o->steps) s_issue_final_eval(c);
+        else if (c->version % c->o->eval_every == 0) s_issue_eval(c, 0);
+    }
     s_maybe_backup(c);
     if (c->c.ckpt_path && c->c.ckpt_path[0] && c->version % c->o->save_every == 0) {
         char err[300];
@@ -733,15 +741,44 @@ static uint64_t s_progress(const compute_t *c)
     return (c->view ? c->view->completed : 0) + c->completed;
 }
 
+static int s_run_complete(const compute_t *c)
+{
+    return s_progress(c) >= (uint64_t)c->o->steps * (uint64_t)c->o->micro;
+}
+
+/* The run completed here: this node is done. */
+static void s_finish(compute_t *c)
+{
+    c->done = 1;
+    c->phase = PH_DONE;
+}
+
+/* The last stage of a complete run waits for the final evaluation (--eval-every)
+ * when it is the stage's only node (an evaluation's batches all come here) and
+ * a data-stage node is live to send it. */
+static int s_final_eval_coming(const compute_t *c)
+{
+    return c->nstages > 1 && c->o->eval_every > 0 && s_stage_live(c, c->stage) == 0 && s_stage_live(c, 0) == 1;
+}
+
+/* The data stage's last evaluation, at the final version; it starts no
+ * training microbatch after it. */
+static void s_issue_final_eval(compute_t *c)
+{
+    if (c->final_sent) return;
+    c->final_sent = 1;
+    s_issue_eval(c, ACT_FLAG_FINAL);
+}
+
 /* The last stage finished a microbatch: count it (for the whole swarm's
  * progress), maybe update, and end the run when enough are done. */
 static void s_completed_one(compute_t *c)
 {
     c->completed++;
     s_after_backward(c);
-    if (s_progress(c) >= (uint64_t)c->o->steps * (uint64_t)c->o->micro && c->phase != PH_DONE) {
-        c->done = 1;
-        c->phase = PH_DONE;
+    if (s_run_complete(c) && c->phase != PH_DONE && c->final_wait_until == 0) {
+        if (s_final_eval_coming(c)) c->final_wait_until = s_now(c) + FINAL_EVAL_S;
+        else s_finish(c);
     }
 }
 
@@ -835,7 +872,9 @@ static void s_send_held(compute_t *c)
 
 /* The data stage sends the validation batches through the pipeline, forward
  * only, with the weights of this moment. */
-static void s_issue_eval(compute_t *c)
+/* Sends --eval-batches validation batches down the pipeline (flags:
+ * ACT_FLAG_FINAL or 0), or evaluates them here when this is the only stage. */
+static void s_issue_eval(compute_t *c, uint32_t flags)
 {
     if (!c->data) return;
     int nval = opts_eval_batches(c->o, data_val_batches(c->data, c->B));
@@ -853,7 +892,7 @@ static void s_issue_eval(compute_t *c)
             c->eval_correct += a ? a->correct : 0;
             c->eval_n++;
         } else {
-            s_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL, c->targets8, 0);
+            s_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->targets8, 0);
         }
     }
     if (c->nstages == 1) s_emit_eval(c, round);
@@ -895,16 +934,20 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
     if (s_last(c)) {
         if (c->eval_n > 0 && round != c->eval_round) s_emit_eval(c, c->eval_round);  /* a round with losses */
         c->eval_round = round;
+        c->eval_final = (m->hdr.flags & ACT_FLAG_FINAL) != 0;
         if (a) {
             for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
             stage_forward(&c->lay, s_params(c), a);
         }
         c->eval_loss += a ? a->loss : 0;
         c->eval_correct += a ? a->correct : 0;
-        if (++c->eval_n >= nval) s_emit_eval(c, round);
+        if (++c->eval_n >= nval) {
+            s_emit_eval(c, round);
+            if (c->eval_final && c->final_wait_until > 0) s_finish(c);
+        }
     } else {
         if (a) stage_forward(&c->lay, s_params(c), a);
-        s_send_out(c, slot, m->hdr.mb, ACT_FLAG_EVAL, m->aux, 0);
+        s_send_out(c, slot, m->hdr.mb, m->hdr.flags & (ACT_FLAG_EVAL | ACT_FLAG_FINAL), m->aux, 0);
     }
     c->slot_used[slot] = 0;
     return 0;
@@ -930,6 +973,7 @@ static void s_send_dup(compute_t *c, uint64_t to, uint64_t mb, uint32_t attempt_
 static int s_on_act(compute_t *c, const mail_t *m)
 {
     if (m->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, m);
+    if (c->final_wait_until > 0) return 0;   /* the run is complete: only its final evaluation is still wanted */
     if (s_applied(c, m->hdr.mb)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
     if (old) {
@@ -1350,7 +1394,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
         break;
     case MAIL_STATE: s_on_state(c, m); break;
     case MAIL_STOP:
-        if (c->phase != PH_DONE) { c->done = 1; c->phase = PH_DONE; }
+        if (c->phase != PH_DONE) s_finish(c);
         break;
     default: break;
     }
@@ -1382,7 +1426,11 @@ double compute_tick(compute_t *c)
         s_send_self(c, MAIL_SELF);
         c->next_timeout = now + 0.2;
     }
-    if (c->phase == PH_RUN && now >= c->next_move) {
+    if (c->phase == PH_RUN && c->final_wait_until > 0 && (now >= c->final_wait_until || s_stage_live(c, 0) == 0)) {
+        s_say(c, "the run is complete; its final evaluation did not arrive");
+        s_finish(c);
+    }
+    if (c->phase == PH_RUN && c->final_wait_until == 0 && now >= c->next_move) {
         s_consider_move(c);
         c->next_move = now + 5.0;
     }
@@ -1393,6 +1441,7 @@ double compute_tick(compute_t *c)
 static int s_may_issue(const compute_t *c)
 {
     if (c->stage != 0 || !s_all_stages_served(c)) return 0;
+    if (c->final_sent) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
     return c->inflight < c->max_inflight && s_budget_room(c);
 }

@@ -24,6 +24,7 @@
 #include "node/runtime/peers.h"
 
 #define ACT_FLAG_EVAL 0x1u     /* ACT: an evaluation microbatch: forward only */
+#define ACT_FLAG_FINAL 0x4u    /* ACT with ACT_FLAG_EVAL: the run's final evaluation (the last stage ends after it) */
 #define GRAD_FLAG_DUP 0x2u     /* GRAD without tensor: a later stage had already applied this microbatch */
 #define MB_ATTEMPT_SHIFT 8     /* ACT/GRAD flags bits 8..15: the issue attempt of the microbatch */
 #define MB_ATTEMPT(flags) (((flags) >> MB_ATTEMPT_SHIFT) & 0xffu)

@@ -64,7 +64,7 @@ static const opt_def_t s_opts[] = {
     { "delay", T_DELAYS, O(delay), 0, OPTS_SOLO, "D0,D1,..", "stage k computes its gradients at its weights of Dk updates earlier, as an async stage with that delay", LOCAL_ANY },
     { "seed", T_U64, O(seed), 0, BOTH, "S", "random seed (default 1)", RUN_ANY },
     { "threads", T_INT, O(threads), 0, BOTH, "T", "compute threads per engine call (default 1)", LOCAL(1, 256) },
-    { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates (default 0: solo at the end only, node none)", RUN(0, NMAX) },
+    { "eval-every", T_INT, O(eval_every), 0, BOTH, "N", "validation every N updates and after the last (default 0: solo at the end only, node none)", RUN(0, NMAX) },
     { "eval-batches", T_INT, O(eval_batches), 0, BOTH, "N", "held-out batches per evaluation, 0 = all (default 32 gpt, all mlp)", RUN(0, OPTS_EVAL_BATCHES_MAX) },
     { "metrics", T_STR, O(metrics), S(metrics), BOTH, "FILE", "append JSON Lines metrics to FILE", LOCAL_ANY },
     { "checkpoint", T_STR, O(checkpoint), S(checkpoint), OPTS_SOLO | OPTS_NODE, "DIR", "stage checkpoints in DIR; a restart resumes", LOCAL_ANY },

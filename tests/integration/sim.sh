@@ -25,13 +25,20 @@ else
     echo "FAIL - determinism: traces '$ta' '$tb' (seed 12 '$tc'), weights '$wa' '$wb', exit $(cat "$T/a.rc"): $(tail -n 1 "$T/a.out")"
 fi
 
-# 3. real compute learns: the last stage's loss falls
-"$BRIGADE" sim --nodes 4 --stages 4 --steps 150 --compute real --lr 3e-3 --seed 3 --latency-ms 10:30 >"$T/learn.out" 2>"$T/learn.err"; rc=$?
+# 3. real compute learns: the last stage's loss falls, and validation runs
+#    every 50 updates up to the last one (the run ends after its final evaluation)
+"$BRIGADE" sim --nodes 4 --stages 4 --steps 150 --compute real --lr 3e-3 --seed 3 --latency-ms 10:30 --eval-every 50 \
+    --metrics "$T/learn.jsonl" >"$T/learn.out" 2>"$T/learn.err"; rc=$?
 l=$(sed -n 's/^sim: loss \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p' "$T/learn.out")
-if [ $rc = 0 ] && python3 -c "import sys; a,b=map(float,'$l'.split()); sys.exit(0 if b < 0.6*a else 1)" 2>/dev/null; then
-    echo "ok - real compute learns: loss $l ($(tail -n 1 "$T/learn.out" | sed 's/^sim: //'))"
+ev=$(python3 -c "
+import json
+ev = [e for e in map(json.loads, open('$T/learn.jsonl')) if e.get('event') == 'eval']
+print(' '.join('%d:%.4f' % (e['version'], e['val_loss']) for e in ev))" 2>/dev/null)
+if [ $rc = 0 ] && python3 -c "import sys; a,b=map(float,'$l'.split()); sys.exit(0 if b < 0.6*a else 1)" 2>/dev/null &&
+   python3 -c "import sys; v=[(int(x.split(':')[0]), float(x.split(':')[1])) for x in '$ev'.split()]; sys.exit(0 if [k for k, _ in v] == [50, 100, 150] and v[2][1] < v[0][1] else 1)"; then
+    echo "ok - real compute learns: loss $l, val loss at updates $ev ($(tail -n 1 "$T/learn.out" | sed 's/^sim: //'))"
 else
-    echo "FAIL - real compute: exit $rc, loss '$l': $(tail -n 2 "$T/learn.out" | tr '\n' ' ')"
+    echo "FAIL - real compute: exit $rc, loss '$l', evaluations '$ev' (want 50, 100, 150, falling): $(tail -n 2 "$T/learn.out" | tr '\n' ' ')"
 fi
 
 # 4. a run bounded by simulated time (no --steps) with churn ends cleanly
