@@ -185,7 +185,7 @@ if [ "${PART:-swarm}" = swarm ]; then
 {
     echo "### Swarms under weight delay: brigade sim --compute real, 4 nodes, micro 4, 400 updates"
     echo
-    echo "Val loss at the last evaluation (every 50 updates; the last is at update 350 of 400, 550 of 600),"
+    echo "Val loss at the last evaluation (every 50 updates and after the last: update 400, 600),"
     echo "simulated seconds of the run (compute modelled from FLOPs, links emulated), tokens/s of the last"
     echo "stage; \"reaches\" is the simulated second at which the val loss first reached gpipe's last one, per"
     echo "seed; /D: --max-delay D (default 2, 1 with 2bw); @600: a run of 600 updates (its learning-rate schedule spans 600)."
