@@ -753,12 +753,13 @@ static void s_finish(compute_t *c)
     c->phase = PH_DONE;
 }
 
-/* The last stage of a complete run waits for the final evaluation (--eval-every)
- * when it is the stage's only node (an evaluation's batches all come here) and
- * a data-stage node is live to send it. */
+/* The last stage of a complete run waits for the final evaluation (--eval-every;
+ * none when the compute is modelled) when it is the stage's only node (an
+ * evaluation's batches all come here) and one data-stage node is live to send it. */
 static int s_final_eval_coming(const compute_t *c)
 {
-    return c->nstages > 1 && c->o->eval_every > 0 && s_stage_live(c, c->stage) == 0 && s_stage_live(c, 0) == 1;
+    return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && s_stage_live(c, c->stage) == 0
+           && s_stage_live(c, 0) == 1;
 }
 
 /* The data stage's last evaluation, at the final version; it starts no

@@ -41,6 +41,31 @@ else
     echo "FAIL - real compute: exit $rc, loss '$l', evaluations '$ev' (want 50, 100, 150, falling): $(tail -n 2 "$T/learn.out" | tr '\n' ' ')"
 fi
 
+# 3b. the final evaluation: modelled compute has none, so --eval-every changes nothing there (same
+#     trace); with real compute, a data stage killed between the last stage's last update and its
+#     own leaves the last stage waiting only until it is seen gone, and the run still completes
+M="--nodes 4 --stages 4 --steps 40 --micro 2 --latency-ms 50:50 --seed 3"
+tm=$("$BRIGADE" sim $M 2>/dev/null | sed -n 's/.*trace \([0-9a-f]*\)$/\1/p')
+te=$("$BRIGADE" sim $M --eval-every 10 2>/dev/null | sed -n 's/.*trace \([0-9a-f]*\)$/\1/p')
+R="$M --compute real --model gpt-tiny --layers 4 --dim 64 --heads 2 --ctx 32 --eval-every 10"
+"$BRIGADE" sim $R --metrics "$T/fe.jsonl" >"$T/fe.out" 2>&1
+at=$(python3 -c "
+import json
+up = [e for e in map(json.loads, open('$T/fe.jsonl')) if e.get('event') == 'update' and e.get('version') == 40]
+t = {e['stage']: e['t'] for e in up}
+print('%.3f' % ((t[3] + t[0]) / 2) if 0 in t and 3 in t and t[3] < t[0] else '')" 2>/dev/null)
+[ -n "$at" ] && echo "$at kill 0" >"$T/fe.plan"
+[ -n "$at" ] && "$BRIGADE" sim $R --plan "$T/fe.plan" --metrics "$T/fk.jsonl" >"$T/fk.out" 2>&1; rc=$?
+evk=$(python3 -c "
+import json
+print(','.join(str(e['version']) for e in map(json.loads, open('$T/fk.jsonl')) if e.get('event') == 'eval'))" 2>/dev/null)
+if [ -n "$tm" ] && [ "$tm" = "$te" ] && [ -n "$at" ] && [ $rc = 0 ] && grep -q "final evaluation did not arrive" "$T/fk.out" &&
+   [ "$evk" = "10,20,30" ] && grep -q '"version":40,"val_loss"' "$T/fe.jsonl"; then
+    echo "ok - final evaluation: modelled trace $tm with and without --eval-every; data stage killed at $at s, run completes ($(tail -n 1 "$T/fk.out" | sed 's/^sim: //'))"
+else
+    echo "FAIL - final evaluation: modelled traces '$tm' '$te', kill at '$at', exit $rc, evaluations '$evk': $(grep -h 'final evaluation' "$T/fk.out" | head -n 1)"
+fi
+
 # 4. a run bounded by simulated time (no --steps) with churn ends cleanly
 "$BRIGADE" sim --nodes 12 --stages 4 --sim-seconds 120 --churn 30 --seed 5 >"$T/churn.out" 2>&1; rc=$?
 if [ $rc = 0 ] && grep -q ' lost 0, duplicated 0' "$T/churn.out"; then
