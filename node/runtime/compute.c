@@ -119,8 +119,9 @@ struct compute {
     int eval_correct, eval_n;
     uint32_t eval_round;
     int eval_final;               /* last stage: the round being summed is the run's final one */
-    int final_sent;               /* data stage: the final evaluation went out (no more training) */
-    double final_wait_until;      /* last stage: the run is complete, waiting for the final evaluation until then (0: not) */
+    int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
+                                     the data stage, seen passing by a middle stage, awaited by the last stage) */
+    double final_wait_until;      /* last stage: closing, waiting for the final evaluation until then (0: not) */
     double t0;                    /* when this node started */
     double last_backup;           /* when the last backup snapshot was pushed */
     double last_move;             /* when this node last moved to another stage */
@@ -766,8 +767,8 @@ static int s_final_eval_coming(const compute_t *c)
  * training microbatch after it. */
 static void s_issue_final_eval(compute_t *c)
 {
-    if (c->final_sent) return;
-    c->final_sent = 1;
+    if (c->closing) return;
+    c->closing = 1;
     s_issue_eval(c, ACT_FLAG_FINAL);
 }
 
@@ -778,7 +779,10 @@ static void s_completed_one(compute_t *c)
     c->completed++;
     s_after_backward(c);
     if (s_run_complete(c) && c->phase != PH_DONE && c->final_wait_until == 0) {
-        if (s_final_eval_coming(c)) c->final_wait_until = s_now(c) + FINAL_EVAL_S;
+        if (s_final_eval_coming(c)) {
+            c->closing = 1;
+            c->final_wait_until = s_now(c) + FINAL_EVAL_S;
+        }
         else s_finish(c);
     }
 }
@@ -974,7 +978,7 @@ static void s_send_dup(compute_t *c, uint64_t to, uint64_t mb, uint32_t attempt_
 static int s_on_act(compute_t *c, const mail_t *m)
 {
     if (m->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, m);
-    if (c->final_wait_until > 0) return 0;   /* the run is complete: only its final evaluation is still wanted */
+    if (c->closing) return 0;   /* the run is complete: only its final evaluation is still wanted */
     if (s_applied(c, m->hdr.mb)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
     if (old) {
@@ -1242,7 +1246,12 @@ static void s_timeouts(compute_t *c)
                 s_peer_returned(c, r->to, 0);
                 s_rec_free(c, r);
             } else if (gone || now - r->t > deadline) {
-                if (s_issue(c, r) < 0) break;
+                if (c->closing) {   /* a microbatch beyond the complete run's last: not wanted */
+                    s_peer_returned(c, r->to, 0);
+                    s_rec_free(c, r);
+                } else if (s_issue(c, r) < 0) {
+                    break;
+                }
             }
         } else if (gone || now - r->t > STALE_S) {
             s_peer_returned(c, r->to, 0);
@@ -1382,6 +1391,8 @@ void compute_on_mail(compute_t *c, mail_t *m)
     case MAIL_TENSOR:
         if (c->phase == PH_DONE) break;
         if (m->hdr.type == WIRE_AVG) { s_on_avg(c, m); break; }
+        /* the training queued ahead of the run's final evaluation is not wanted any more */
+        if (m->hdr.type == WIRE_ACT && (m->hdr.flags & ACT_FLAG_EVAL) && (m->hdr.flags & ACT_FLAG_FINAL)) c->closing = 1;
         if (s_pending_push(m->hdr.type == WIRE_GRAD ? &c->grads : &c->acts, m) == 0) return;  /* kept */
         s_drop(c, "compute queue full", m->peer);
         break;
@@ -1442,7 +1453,7 @@ double compute_tick(compute_t *c)
 static int s_may_issue(const compute_t *c)
 {
     if (c->stage != 0 || !s_all_stages_served(c)) return 0;
-    if (c->final_sent) return 0;
+    if (c->closing) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
     return c->inflight < c->max_inflight && s_budget_room(c);
 }
