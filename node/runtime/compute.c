@@ -782,8 +782,9 @@ static void s_completed_one(compute_t *c)
         if (s_final_eval_coming(c)) {
             c->closing = 1;
             c->final_wait_until = s_now(c) + FINAL_EVAL_S;
+        } else {
+            s_finish(c);
         }
-        else s_finish(c);
     }
 }
 
@@ -876,9 +877,8 @@ static void s_send_held(compute_t *c)
 #define EVAL_MB(round, nval, idx) (((uint64_t)(round) << 32) | ((uint64_t)(nval) << 16) | (uint64_t)(idx))
 
 /* The data stage sends the validation batches through the pipeline, forward
- * only, with the weights of this moment. */
-/* Sends --eval-batches validation batches down the pipeline (flags:
- * ACT_FLAG_FINAL or 0), or evaluates them here when this is the only stage. */
+ * only, with the weights of this moment (flags: ACT_FLAG_FINAL or 0), or
+ * evaluates them here when it is the only stage. */
 static void s_issue_eval(compute_t *c, uint32_t flags)
 {
     if (!c->data) return;
@@ -1391,8 +1391,10 @@ void compute_on_mail(compute_t *c, mail_t *m)
     case MAIL_TENSOR:
         if (c->phase == PH_DONE) break;
         if (m->hdr.type == WIRE_AVG) { s_on_avg(c, m); break; }
-        /* the training queued ahead of the run's final evaluation is not wanted any more */
-        if (m->hdr.type == WIRE_ACT && (m->hdr.flags & ACT_FLAG_EVAL) && (m->hdr.flags & ACT_FLAG_FINAL)) c->closing = 1;
+        /* the training queued ahead of the run's final evaluation is not wanted any more (once the
+         * gossip says the run is complete: a peer's flag alone must not stop this stage's training) */
+        if (m->hdr.type == WIRE_ACT && (m->hdr.flags & ACT_FLAG_EVAL) && (m->hdr.flags & ACT_FLAG_FINAL) && s_run_complete(c))
+            c->closing = 1;
         if (s_pending_push(m->hdr.type == WIRE_GRAD ? &c->grads : &c->acts, m) == 0) return;  /* kept */
         s_drop(c, "compute queue full", m->peer);
         break;
