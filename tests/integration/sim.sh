@@ -30,10 +30,12 @@ fi
 "$BRIGADE" sim --nodes 4 --stages 4 --steps 150 --compute real --lr 3e-3 --seed 3 --latency-ms 10:30 --eval-every 50 \
     --metrics "$T/learn.jsonl" >"$T/learn.out" 2>"$T/learn.err"; rc=$?
 l=$(sed -n 's/^sim: loss \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p' "$T/learn.out")
-ev=$(python3 -c "
-import json
-ev = [e for e in map(json.loads, open('$T/learn.jsonl')) if e.get('event') == 'eval']
-print(' '.join('%d:%.4f' % (e['version'], e['val_loss']) for e in ev))" 2>/dev/null)
+# evals FILE: the eval events of a metrics file as VERSION:VAL_LOSS words
+evals() {
+    python3 -c "import json, sys; print(' '.join('%d:%.4f' % (e['version'], e['val_loss'])
+        for e in map(json.loads, open(sys.argv[1])) if e.get('event') == 'eval'))" "$1" 2>/dev/null
+}
+ev=$(evals "$T/learn.jsonl")
 if [ $rc = 0 ] && python3 -c "import sys; a,b=map(float,'$l'.split()); sys.exit(0 if b < 0.6*a else 1)" 2>/dev/null &&
    python3 -c "import sys; v=[(int(x.split(':')[0]), float(x.split(':')[1])) for x in '$ev'.split()]; sys.exit(0 if [k for k, _ in v] == [50, 100, 150] and v[2][1] < v[0][1] else 1)"; then
     echo "ok - real compute learns: loss $l, val loss at updates $ev ($(tail -n 1 "$T/learn.out" | sed 's/^sim: //'))"
@@ -56,9 +58,7 @@ t = {e['stage']: e['t'] for e in up}
 print('%.3f' % ((t[3] + t[0]) / 2) if 0 in t and 3 in t and t[3] < t[0] else '')" 2>/dev/null)
 [ -n "$at" ] && echo "$at kill 0" >"$T/fe.plan"
 [ -n "$at" ] && "$BRIGADE" sim $R --plan "$T/fe.plan" --metrics "$T/fk.jsonl" >"$T/fk.out" 2>&1; rc=$?
-evk=$(python3 -c "
-import json
-print(','.join(str(e['version']) for e in map(json.loads, open('$T/fk.jsonl')) if e.get('event') == 'eval'))" 2>/dev/null)
+evk=$(evals "$T/fk.jsonl" | sed 's/:[0-9.]*//g; s/ /,/g')
 if [ -n "$tm" ] && [ "$tm" = "$te" ] && [ -n "$at" ] && [ $rc = 0 ] && grep -q "final evaluation did not arrive" "$T/fk.out" &&
    [ "$evk" = "10,20,30" ] && grep -q '"version":40,"val_loss"' "$T/fe.jsonl"; then
     echo "ok - final evaluation: modelled trace $tm with and without --eval-every; data stage killed at $at s, run completes ($(tail -n 1 "$T/fk.out" | sed 's/^sim: //'))"
