@@ -118,7 +118,6 @@ struct compute {
     double eval_loss;             /* evaluation round being summed (last stage) */
     int eval_correct, eval_n;
     uint32_t eval_round;
-    int eval_final;               /* last stage: the round being summed is the run's final one */
     int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
                                      the data stage, seen passing by a middle stage, awaited by the last stage) */
     double final_wait_until;      /* last stage: closing, waiting for the final evaluation until then (0: not) */
@@ -778,7 +777,7 @@ static void s_completed_one(compute_t *c)
 {
     c->completed++;
     s_after_backward(c);
-    if (s_run_complete(c) && c->phase != PH_DONE && c->final_wait_until == 0) {
+    if (s_run_complete(c) && c->phase != PH_DONE && !c->closing) {
         if (s_final_eval_coming(c)) {
             c->closing = 1;
             c->final_wait_until = s_now(c) + FINAL_EVAL_S;
@@ -939,7 +938,6 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
     if (s_last(c)) {
         if (c->eval_n > 0 && round != c->eval_round) s_emit_eval(c, c->eval_round);  /* a round with losses */
         c->eval_round = round;
-        c->eval_final = (m->hdr.flags & ACT_FLAG_FINAL) != 0;
         if (a) {
             for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
             stage_forward(&c->lay, s_params(c), a);
@@ -948,7 +946,7 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
         c->eval_correct += a ? a->correct : 0;
         if (++c->eval_n >= nval) {
             s_emit_eval(c, round);
-            if (c->eval_final && c->final_wait_until > 0) s_finish(c);
+            if ((m->hdr.flags & ACT_FLAG_FINAL) && c->final_wait_until > 0) s_finish(c);
         }
     } else {
         if (a) stage_forward(&c->lay, s_params(c), a);
