@@ -4,9 +4,11 @@
  * machine.  The kernels that gain from newer instructions are compiled for
  * them with target attributes, next to a plain C version, and each call
  * picks one by cpu_level(): compress/quant.c (SSE4.1 quantizers, F16C fp16
- * conversion) and node/engine/attention.c (the AVX-512 attention kernels).
- * Every fast kernel gives the same bits as its plain version, except where
- * its header says otherwise (attention: fused multiply-adds).
+ * conversion), node/engine/attention.c (the AVX-512 attention kernels) and
+ * node/engine/gemm.c (the AVX-512 matrix product, where OpenBLAS runs a
+ * narrower kernel).  Every fast kernel gives the same bits as its plain
+ * version, except where its header says otherwise (attention and gemm:
+ * fused multiply-adds).
  *
  * BRIGADE_CPU in the environment caps the level: `generic` (plain C only),
  * `sse4.1`, `avx2`, `avx512`, or `native` (the default: the best this CPU

@@ -16,7 +16,7 @@ static float *s_random(int rows, int cols, uint64_t seed)
     return x;
 }
 
-/* The BLAS version against the reference, for wide, square and tall shapes. */
+/* The gemm() version against the reference, for wide, square and tall shapes. */
 static void test_matches_reference(void)
 {
     const int shapes[4][2] = { {8, 24}, {16, 16}, {36, 12}, {1, 9} };

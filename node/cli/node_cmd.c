@@ -3,6 +3,7 @@
 #include "node/cli/cli.h"
 #include "node/cli/progress.h"
 #include "node/cli/statuspage.h"
+#include "node/engine/gemm.h"
 #include "node/engine/modelfile.h"
 #include "node/runtime/netside.h"
 #include "node/runtime/node.h"
@@ -305,12 +306,12 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     if (stage_init(&lay, &run->cfg, node_stage(x->node), run->stages, err, errlen) < 0) return -1;
     int64_t version = x->ck_state && x->ck.stage == node_stage(x->node) && x->ck.run == node_run_id(x->node) ? x->ck.version : 0;
 #define START_FMT(reach) "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu," \
-        "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"optim\":%s,\"version\":%lld,\"cpu\":%s," \
+        "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"optim\":%s,\"version\":%lld,\"cpu\":%s,\"gemm\":%s," \
         "\"reachable\":" reach
     metrics_event(x->metrics, "start", node_outward(x->node) ? START_FMT("false") : START_FMT("true"),
                   (unsigned long long)node_run_id(x->node), run->cfg.name, lay.nparams, node_join_addr(x->node), run->stages,
                   run->codec, run->grad_codec, optim_kind_name(run->optim.kind), (long long)version,
-                  cpu_level_name(cpu_level()));
+                  cpu_level_name(cpu_level()), gemm_name());
 #undef START_FMT
     if (node_outward(x->node))
         fprintf(stderr, "brigade node: %s: peers send to this node over the links it opens\n",

@@ -7,6 +7,7 @@
  * delay does at steady state, and --staleness corrects for it (staleness.h). */
 #include "node/cli/cli.h"
 #include "node/engine/data.h"
+#include "node/engine/gemm.h"
 #include "node/runtime/metrics.h"
 #include "node/engine/model.h"
 #include "node/engine/modelfile.h"
@@ -276,9 +277,10 @@ static void s_announce(solo_t *s)
         snprintf(delays + strlen(delays), sizeof delays - strlen(delays), "%s%d", k ? "," : "", s_delay(s, k));
     metrics_event(s->metrics, "start", "\"role\":\"solo\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu,"
                   "\"stages\":%d,\"batch\":%d,\"micro\":%d,\"codec\":%s,\"grad_codec\":%s,\"optim\":%s,\"staleness\":%s,"
-                  "\"delay\":%s,\"cpu\":%s",
+                  "\"delay\":%s,\"cpu\":%s,\"gemm\":%s",
                   (unsigned long long)opts_run_id(o), o->cfg.name, s_nparams(s), s->K, o->batch, o->micro, o->codec,
-                  o->grad_codec, optim_kind_name(o->optim.kind), stale, delays, cpu_level_name(cpu_level()));
+                  o->grad_codec, optim_kind_name(o->optim.kind), stale, delays, cpu_level_name(cpu_level()),
+                  gemm_name());
     fprintf(stderr, "brigade solo: %s, %zu parameters, %d stage%s, data %s, %d updates of %d x %d\n",
             o->cfg.name, s_nparams(s), s->K, s->K > 1 ? "s" : "", o->data, o->steps, o->micro, o->batch);
 }

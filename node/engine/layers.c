@@ -1,6 +1,6 @@
 /* layers.c: forward/backward kernels of brigade's models (see layers.h).
  *
- * Matrix products go through cblas_sgemm.  The element-wise and row-wise
+ * Matrix products go through gemm() (gemm.h).  The element-wise and row-wise
  * kernels use the vectorizable helpers of vecmath.h.
  *
  * Outputs never alias inputs (the pointers are restrict-qualified), except
@@ -8,10 +8,10 @@
  * exactly in place (out == inp, out == a or out == b; no partial overlap).
  */
 #include "node/engine/layers.h"
+#include "node/engine/gemm.h"
 #include "node/engine/vecmath.h"
 
 #include <assert.h>
-#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -61,8 +61,7 @@ void linear_forward(float *restrict out, const float *restrict inp,
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C,
-                1.0f, inp, C, weight, C, beta, out, OC);
+    gemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
 /* dinp (N,C) (+)= dout (N,OC) @ weight (OC,C). */
@@ -74,8 +73,7 @@ void linear_backward_input(float *restrict dinp, const float *restrict dout,
         if (!accumulate) memset(dinp, 0, (size_t)N * C * sizeof(float));
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC,
-                1.0f, dout, OC, weight, C, accumulate ? 1.0f : 0.0f, dinp, C);
+    gemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, accumulate ? 1.0f : 0.0f, dinp, C);
 }
 
 /* dweight rows [oc0, oc1) += dout[:, oc0:oc1]^T @ inp; dbias [oc0, oc1) +=
@@ -87,8 +85,7 @@ void linear_backward_params(float *restrict dweight, float *restrict dbias,
     int m = oc1 - oc0;
     if (N == 0 || m == 0) return;
     if (C > 0)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, C, N,
-                    1.0f, dout + oc0, OC, inp, C, 1.0f, dweight + (size_t)oc0 * C, C);
+        gemm(1, 0, m, C, N, 1.0f, dout + oc0, OC, inp, C, 1.0f, dweight + (size_t)oc0 * C, C);
     if (dbias)
         for (int n = 0; n < N; n++) s_add(dbias + oc0, dout + (size_t)n * OC + oc0, m);
 }

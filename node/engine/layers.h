@@ -6,9 +6,11 @@
  *   - all tensors are row-major float arrays;
  *   - backward functions ACCUMULATE into their gradient outputs (+=); the
  *     caller zeroes gradient buffers once per update;
- *   - kernels are pure: no allocation, no I/O; scratch is passed in;
- *   - every matrix product goes through cblas_sgemm (attention, in
- *     attention.h, has its own small-product kernels).
+ *   - kernels are pure: no allocation, no I/O; scratch is passed in (the
+ *     matrix products' packing space excepted, as in any BLAS: gemm.h);
+ *   - every matrix product goes through gemm() (gemm.h: OpenBLAS, or the
+ *     engine's own AVX-512 kernel where OpenBLAS's is narrower; attention,
+ *     in attention.h, has its own small-product kernels).
  */
 #ifndef BRIGADE_LAYERS_H
 #define BRIGADE_LAYERS_H

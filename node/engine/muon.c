@@ -1,6 +1,7 @@
 /* muon.c: Newton-Schulz orthogonalization (muon.h). */
 #include "node/engine/muon.h"
-#include <cblas.h>
+#include "node/engine/gemm.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,18 +34,18 @@ void muon_orthogonalize(float *x, float *scratch, int rows, int cols)
     for (int it = 0; it < MUON_STEPS; it++) {
         /* A = X X^T (wide) or X^T X (tall): r x r */
         if (wide)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, r, cols, 1.0f, x, cols, x, cols, 0.0f, A, r);
+            gemm(0, 1, r, r, cols, 1.0f, x, cols, x, cols, 0.0f, A, r);
         else
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, r, rows, 1.0f, x, cols, x, cols, 0.0f, A, r);
+            gemm(1, 0, r, r, rows, 1.0f, x, cols, x, cols, 0.0f, A, r);
         /* B = b A + c A A */
         memcpy(B, A, sizeof(float) * (size_t)r * r);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, r, r, s_c, A, r, A, r, s_b, B, r);
+        gemm(0, 0, r, r, r, s_c, A, r, A, r, s_b, B, r);
         /* X = a X + B X (wide) or a X + X B (tall) */
         memcpy(y, x, sizeof(float) * n);
         if (wide)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, cols, rows, 1.0f, B, r, y, cols, s_a, x, cols);
+            gemm(0, 0, rows, cols, rows, 1.0f, B, r, y, cols, s_a, x, cols);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, cols, cols, 1.0f, y, cols, B, r, s_a, x, cols);
+            gemm(0, 0, rows, cols, cols, 1.0f, y, cols, B, r, s_a, x, cols);
     }
 }
 

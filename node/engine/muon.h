@@ -16,7 +16,7 @@
  * gpt block of width C, 5 x 56 C^3 in all.
  *
  * muon_orthogonalize_ref is the plain reference (loops, sums in double) the
- * BLAS version is tested against. */
+ * gemm() version is tested against. */
 #ifndef BRIGADE_MUON_H
 #define BRIGADE_MUON_H
 #include <stddef.h>
@@ -28,7 +28,7 @@
 size_t muon_scratch_floats(int rows, int cols);
 
 /* Replaces x (rows x cols, row-major) by its approximate orthogonal polar
- * factor, with single-threaded BLAS products; scratch holds
+ * factor, with gemm() products (gemm.h) in the calling thread; scratch holds
  * muon_scratch_floats(rows, cols) floats.  An all-zero x stays zero. */
 void muon_orthogonalize(float *x, float *scratch, int rows, int cols);
 

@@ -128,7 +128,7 @@ profile() {
         awk -v step="$step_ms" '
             /^ *[0-9.]+%/ { p = $1; sub(/%/, "", p); sym = $3
                 g = "other (kernel, page faults, misc.)"
-                if (sym ~ /^sgemm_|^cblas_sgemm|^sgemm$/) g = "sgemm (OpenBLAS kernel and packing)"
+                if (sym ~ /^sgemm_|^cblas_sgemm|^sgemm$|^s_gemm_|^gemm/) g = "matrix products (OpenBLAS or own kernel, packing)"
                 else if (sym ~ /attention|^s_pb|^s_abt|^s_pack_t|s_causal|^s_ref_|^s_fast_/) g = "attention"
                 else if (sym ~ /gelu/) g = "gelu"
                 else if (sym ~ /layernorm/) g = "layernorm"
@@ -284,8 +284,10 @@ tattn=$(kv "$WORK/torch.set.out" torch attention model=gpt-small threads=1)
     echo "fc-projection and head matrices, plus 3 x L x 4 x B x NH x T^2 x hs for attention's two"
     echo "products over the full T x T square (the causal kernel skips most of the upper"
     echo "triangle, so it executes fewer); biases, layernorm, GELU, softmax, embedding and AdamW"
-    echo "are not counted.  The peak is the best cblas_sgemm of the shapes below at the same"
-    echo "thread count."
+    echo "are not counted.  The peak is the best matrix product of the shapes below at the same"
+    echo "thread count: cblas_sgemm's, or T x the one-thread rate of brigade's own AVX-512 kernel"
+    echo "(node/engine/gemm.h) where that is higher; gemm() runs the own kernel where OpenBLAS's"
+    echo "kernel is not an AVX-512 one (here: as set)."
     for pass in set unset; do
         echo
         echo "### Profile of a step now, environment $pass"

@@ -1,0 +1,201 @@
+/* gemm.c: the engine's matrix product (gemm.h).
+ *
+ * The own kernel is the classic packed scheme: for each block of S_NC
+ * columns and GEMM_KC terms, op(B) is packed into panels of S_NR columns
+ * (k-major, so a panel's row k is S_NR consecutive floats); for each block of
+ * S_MC rows, op(A) into panels of S_MR rows (k-major too); then every pair of
+ * panels runs the micro-kernel, which keeps an S_MR x S_NR tile of C in
+ * registers (14 rows x 2 AVX-512 vectors: 28 accumulators, 2 registers of
+ * B, one broadcast of A: 31 of the 32 registers) and adds it to C at the
+ * end.  Packing pads the edge panels with zeros and the store masks the
+ * columns and skips the rows past the edge, so an edge entry goes through
+ * the same operations as any other.  The packed blocks come from one malloc
+ * per call (at most 652 KiB, which glibc serves from its heap once the first
+ * one is freed).  The block sizes were picked on the gpt-small shapes
+ * (tests/bench/RESULTS.md): a larger S_NC packs op(A) fewer times, and
+ * 12-row tiles or 128-term blocks ran 5-15% slower. */
+#include "node/engine/gemm.h"
+#include "compress/cpu.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define S_FAST 1
+#define S_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+
+#define S_MR 14            /* rows of a micro-tile */
+#define S_NR 32            /* columns of a micro-tile: two 16-float vectors */
+#define S_MC 140           /* rows of op(A) packed at once (10 panels) */
+#define S_NC 512           /* columns of op(B) packed at once (16 panels) */
+
+/* Packs rows [0, mr) x terms [0, kc) of op(A) (starting at a, with the
+ * strides of its layout: element (i, k) at a[i*si + k*sk]) into dst as
+ * ceil(mr / S_MR) panels of kc x S_MR floats, zeros past row mr. */
+static void s_gemm_pack_a(float *restrict dst, const float *restrict a, size_t si, size_t sk, int mr, int kc)
+{
+    for (int i0 = 0; i0 < mr; i0 += S_MR) {
+        int n = mr - i0 < S_MR ? mr - i0 : S_MR;
+        for (int k = 0; k < kc; k++) {
+            const float *src = a + (size_t)i0 * si + (size_t)k * sk;
+            for (int i = 0; i < n; i++) dst[i] = src[(size_t)i * si];
+            for (int i = n; i < S_MR; i++) dst[i] = 0.0f;
+            dst += S_MR;
+        }
+    }
+}
+
+/* Packs terms [0, kc) x columns [0, nc) of op(B) (element (k, j) at
+ * b[k*sk + j*sj]) into ceil(nc / S_NR) panels of kc x S_NR floats, zeros past
+ * column nc. */
+static void s_gemm_pack_b(float *restrict dst, const float *restrict b, size_t sk, size_t sj, int kc, int nc)
+{
+    for (int j0 = 0; j0 < nc; j0 += S_NR) {
+        int n = nc - j0 < S_NR ? nc - j0 : S_NR;
+        if (sj == 1 && n == S_NR) {   /* rows of B: a copy per term */
+            for (int k = 0; k < kc; k++, dst += S_NR) memcpy(dst, b + (size_t)k * sk + j0, S_NR * sizeof(float));
+            continue;
+        }
+        for (int k = 0; k < kc; k++) {
+            const float *src = b + (size_t)k * sk + (size_t)j0 * sj;
+            for (int j = 0; j < n; j++) dst[j] = src[(size_t)j * sj];
+            for (int j = n; j < S_NR; j++) dst[j] = 0.0f;
+            dst += S_NR;
+        }
+    }
+}
+
+/* c = alpha acc + beta c (beta 0: c not read) on the columns in mask. */
+S_TARGET static inline void s_store(float *c, __mmask16 mask, __m512 acc, __m512 alpha, float beta)
+{
+    __m512 r = _mm512_mul_ps(acc, alpha);
+    if (beta != 0.0f)
+        r = _mm512_add_ps(r, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, c), _mm512_set1_ps(beta)));
+    _mm512_mask_storeu_ps(c, mask, r);
+}
+
+/* C rows [0, mr) x columns [0, nr) (mr <= S_MR, nr <= S_NR) = alpha (the
+ * panels' product over kc terms) + beta C. */
+S_TARGET static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp, float *c, size_t ldc,
+                              int mr, int nr, float alpha, float beta)
+{
+    __m512 c0[S_MR], c1[S_MR];
+#pragma GCC unroll 14
+    for (int i = 0; i < S_MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++, ap += S_MR, bp += S_NR) {
+        __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 14
+        for (int i = 0; i < S_MR; i++) {
+            __m512 a = _mm512_set1_ps(ap[i]);
+            c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+        }
+    }
+    __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+    __m512 va = _mm512_set1_ps(alpha);
+#pragma GCC unroll 14
+    for (int i = 0; i < S_MR; i++) {
+        if (i >= mr) break;
+        s_store(c + (size_t)i * ldc, m0, c0[i], va, beta);
+        if (m1) s_store(c + (size_t)i * ldc + 16, m1, c1[i], va, beta);
+    }
+}
+
+S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    int nc_max = N < S_NC ? N : S_NC, kc_max = K < GEMM_KC ? K : GEMM_KC;
+    size_t npan = (size_t)(nc_max + S_NR - 1) / S_NR;
+    size_t bfl = npan * S_NR * (size_t)kc_max, afl = (size_t)S_MC * kc_max;
+    float *buf = malloc((bfl + afl) * sizeof(float));
+    if (!buf) return -1;
+    float *bpk = buf, *apk = buf + bfl;
+    /* strides of op(A) (row i, term k) and op(B) (term k, column j) */
+    size_t ai = trans_a ? 1 : (size_t)lda, ak = trans_a ? (size_t)lda : 1;
+    size_t bk = trans_b ? 1 : (size_t)ldb, bj = trans_b ? (size_t)ldb : 1;
+    for (int j0 = 0; j0 < N; j0 += S_NC) {
+        int nc = N - j0 < S_NC ? N - j0 : S_NC;
+        for (int p0 = 0; p0 < K; p0 += GEMM_KC) {
+            int kc = K - p0 < GEMM_KC ? K - p0 : GEMM_KC;
+            float bt = p0 == 0 ? beta : 1.0f, al = alpha;
+            s_gemm_pack_b(bpk, B + (size_t)p0 * bk + (size_t)j0 * bj, bk, bj, kc, nc);
+            for (int i0 = 0; i0 < M; i0 += S_MC) {
+                int mc = M - i0 < S_MC ? M - i0 : S_MC;
+                s_gemm_pack_a(apk, A + (size_t)i0 * ai + (size_t)p0 * ak, ai, ak, mc, kc);
+                for (int jr = 0; jr < nc; jr += S_NR)
+                    for (int ir = 0; ir < mc; ir += S_MR)
+                        s_gemm_kernel(kc, apk + (size_t)ir * kc, bpk + (size_t)jr * kc,
+                                 C + (size_t)(i0 + ir) * ldc + j0 + jr, (size_t)ldc,
+                                 mc - ir < S_MR ? mc - ir : S_MR, nc - jr < S_NR ? nc - jr : S_NR, al, bt);
+            }
+        }
+    }
+    free(buf);
+    return 0;
+}
+#endif
+
+/* 1 when OpenBLAS runs one of its AVX-512 kernels: then it is at least as
+ * fast as the one here (measured: 0.86-0.95 x its GFLOP/s on the model's
+ * shapes), and it stays in use. */
+static int s_blas_is_wide(void)
+{
+    static const char *const wide[] = { "skylakex", "cooperlake", "sapphirerapids" };
+    const char *core = openblas_get_corename();
+    for (size_t i = 0; core && i < sizeof wide / sizeof wide[0]; i++)
+        if (strncasecmp(core, wide[i], strlen(wide[i])) == 0) return 1;
+    return 0;
+}
+
+int gemm_fast(void)
+{
+#ifdef S_FAST
+    return cpu_level() >= CPU_AVX512 && !s_blas_is_wide();
+#else
+    return 0;
+#endif
+}
+
+int gemm_own(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc)
+{
+#ifdef S_FAST
+    if (cpu_level() < CPU_AVX512) return -1;
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) {   /* C = beta C */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta != 0.0f ? beta * C[(size_t)i * ldc + j] : 0.0f;
+        return 0;
+    }
+    return s_gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+    (void)trans_a; (void)trans_b; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda;
+    (void)B; (void)ldb; (void)beta; (void)C; (void)ldc;
+    return -1;
+#endif
+}
+
+const char *gemm_name(void)
+{
+    return gemm_fast() ? "own" : "blas";
+}
+
+void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+          const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (gemm_fast() && gemm_own(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0) return;
+    gemm_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
