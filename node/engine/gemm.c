@@ -11,9 +11,10 @@
  * columns and skips the rows past the edge, so an edge entry goes through
  * the same operations as any other.  The packed blocks come from one malloc
  * per call (at most 652 KiB, which glibc serves from its heap once the first
- * one is freed).  The block sizes were picked on the gpt-small shapes
- * (tests/bench/RESULTS.md): a larger S_NC packs op(A) fewer times, and
- * 12-row tiles or 128-term blocks ran 5-15% slower. */
+ * one is freed).  Strided rows are packed 16 x 16 at a time through the
+ * registers (s_gemm_t16): packed one element at a time they took a fifth of
+ * the kernel's time.  The block sizes were picked on the gpt shapes: 12-row
+ * tiles or 128-term blocks ran 5-15% slower. */
 #include "node/engine/gemm.h"
 #include "compress/cpu.h"
 
@@ -41,38 +42,90 @@ void gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 #define S_MC 140           /* rows of op(A) packed at once (10 panels) */
 #define S_NC 512           /* columns of op(B) packed at once (16 panels) */
 
+/* A 16 x 16 transpose through the registers: for k in [0, kn) (kn <= 16),
+ * dst[k*ds + i] = src[i*ss + k] for i in [0, rows), and 0 for i in
+ * [rows, width) (rows <= width <= 16): `rows` strided rows of 16 terms become
+ * kn term-major rows of a panel `ds` floats wide. */
+S_TARGET static void s_gemm_t16(float *dst, size_t ds, int width, const float *src, size_t ss, int rows, int kn)
+{
+    __mmask16 kmask = kn >= 16 ? 0xffff : (__mmask16)((1u << kn) - 1);
+    __mmask16 wmask = width >= 16 ? 0xffff : (__mmask16)((1u << width) - 1);
+    __m512 r[16], t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(kmask, src + (size_t)i * ss) : _mm512_setzero_ps();
+    /* pairs of rows interleaved, then quads: u[4g + c] holds, in its 128-bit
+     * lane L, rows 4g..4g+3 of column 4L + c */
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        r[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+        r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+    }
+    /* then a 4 x 4 transpose of 128-bit lanes per c: column 4L + c whole */
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m512 v0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
+        __m512 v2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44), v3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xee);
+        __m512 o[4] = { _mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xdd),
+                        _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xdd) };
+#pragma GCC unroll 4
+        for (int l = 0; l < 4; l++)
+            if (4 * l + c < kn) _mm512_mask_storeu_ps(dst + (size_t)(4 * l + c) * ds, wmask, o[l]);
+    }
+}
+
 /* Packs rows [0, mr) x terms [0, kc) of op(A) (starting at a, with the
  * strides of its layout: element (i, k) at a[i*si + k*sk]) into dst as
- * ceil(mr / S_MR) panels of kc x S_MR floats, zeros past row mr. */
-static void s_gemm_pack_a(float *restrict dst, const float *restrict a, size_t si, size_t sk, int mr, int kc)
+ * ceil(mr / S_MR) panels of kc x S_MR floats, zeros past row mr.  Rows of A
+ * (sk 1) go through s_gemm_t16, columns (si 1) are copied. */
+S_TARGET static void s_gemm_pack_a(float *restrict dst, const float *restrict a, size_t si, size_t sk, int mr, int kc)
 {
-    for (int i0 = 0; i0 < mr; i0 += S_MR) {
+    for (int i0 = 0; i0 < mr; i0 += S_MR, dst += (size_t)kc * S_MR) {
         int n = mr - i0 < S_MR ? mr - i0 : S_MR;
-        for (int k = 0; k < kc; k++) {
-            const float *src = a + (size_t)i0 * si + (size_t)k * sk;
-            for (int i = 0; i < n; i++) dst[i] = src[(size_t)i * si];
-            for (int i = n; i < S_MR; i++) dst[i] = 0.0f;
-            dst += S_MR;
+        const float *src = a + (size_t)i0 * si;
+        if (sk == 1) {
+            for (int k0 = 0; k0 < kc; k0 += 16)
+                s_gemm_t16(dst + (size_t)k0 * S_MR, S_MR, S_MR, src + k0, si, n, kc - k0 < 16 ? kc - k0 : 16);
+            continue;
+        }
+        float *d = dst;
+        for (int k = 0; k < kc; k++, d += S_MR) {
+            const float *col = src + (size_t)k * sk;
+            if (si == 1 && n == S_MR) { memcpy(d, col, S_MR * sizeof(float)); continue; }
+            for (int i = 0; i < n; i++) d[i] = col[(size_t)i * si];
+            for (int i = n; i < S_MR; i++) d[i] = 0.0f;
         }
     }
 }
 
 /* Packs terms [0, kc) x columns [0, nc) of op(B) (element (k, j) at
  * b[k*sk + j*sj]) into ceil(nc / S_NR) panels of kc x S_NR floats, zeros past
- * column nc. */
-static void s_gemm_pack_b(float *restrict dst, const float *restrict b, size_t sk, size_t sj, int kc, int nc)
+ * column nc.  Rows of B (sj 1) are copied, columns (sk 1) go through
+ * s_gemm_t16, 16 at a time. */
+S_TARGET static void s_gemm_pack_b(float *restrict dst, const float *restrict b, size_t sk, size_t sj, int kc, int nc)
 {
-    for (int j0 = 0; j0 < nc; j0 += S_NR) {
+    for (int j0 = 0; j0 < nc; j0 += S_NR, dst += (size_t)kc * S_NR) {
         int n = nc - j0 < S_NR ? nc - j0 : S_NR;
-        if (sj == 1 && n == S_NR) {   /* rows of B: a copy per term */
-            for (int k = 0; k < kc; k++, dst += S_NR) memcpy(dst, b + (size_t)k * sk + j0, S_NR * sizeof(float));
+        const float *src = b + (size_t)j0 * sj;
+        if (sk == 1) {
+            for (int k0 = 0; k0 < kc; k0 += 16)
+                for (int h = 0; h < S_NR; h += 16)
+                    s_gemm_t16(dst + (size_t)k0 * S_NR + h, S_NR, 16, src + (size_t)h * sj + k0, sj,
+                               n - h < 0 ? 0 : n - h > 16 ? 16 : n - h, kc - k0 < 16 ? kc - k0 : 16);
             continue;
         }
-        for (int k = 0; k < kc; k++) {
-            const float *src = b + (size_t)k * sk + (size_t)j0 * sj;
-            for (int j = 0; j < n; j++) dst[j] = src[(size_t)j * sj];
-            for (int j = n; j < S_NR; j++) dst[j] = 0.0f;
-            dst += S_NR;
+        float *d = dst;
+        for (int k = 0; k < kc; k++, d += S_NR) {
+            const float *row = src + (size_t)k * sk;
+            if (sj == 1 && n == S_NR) { memcpy(d, row, S_NR * sizeof(float)); continue; }
+            for (int j = 0; j < n; j++) d[j] = row[(size_t)j * sj];
+            for (int j = n; j < S_NR; j++) d[j] = 0.0f;
         }
     }
 }
