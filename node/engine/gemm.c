@@ -201,9 +201,8 @@ S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K,
 }
 #endif
 
-/* 1 when OpenBLAS runs one of its AVX-512 kernels: then it is at least as
- * fast as the one here (measured: 0.86-0.95 x its GFLOP/s on the model's
- * shapes), and it stays in use. */
+/* 1 when OpenBLAS runs one of its AVX-512 kernels: then it is about as fast
+ * as the one here (tests/bench/RESULTS.md, "Engine"), and it stays in use. */
 static int s_blas_is_wide(void)
 {
     static const char *const wide[] = { "skylakex", "cooperlake", "sapphirerapids" };
