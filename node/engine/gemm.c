@@ -80,52 +80,33 @@ S_TARGET static void s_gemm_t16(float *dst, size_t ds, int width, const float *s
     }
 }
 
-/* Packs rows [0, mr) x terms [0, kc) of op(A) (starting at a, with the
- * strides of its layout: element (i, k) at a[i*si + k*sk]) into dst as
- * ceil(mr / S_MR) panels of kc x S_MR floats, zeros past row mr.  Rows of A
- * (sk 1) go through s_gemm_t16, columns (si 1) are copied. */
-S_TARGET static void s_gemm_pack_a(float *restrict dst, const float *restrict a, size_t si, size_t sk, int mr, int kc)
+/* Packs nv vectors of kc terms (term k of vector v at x[v*sv + k*sk]) into
+ * ceil(nv / width) panels of kc x width floats, term-major (panel p's row k
+ * holds term k of vectors p*width .. p*width + width - 1), zeros past vector
+ * nv: the rows of op(A) into panels of S_MR, the columns of op(B) into
+ * panels of S_NR.  Vectors contiguous in k (sk 1) go through s_gemm_t16,
+ * 16 at a time; otherwise each term's row is copied (inlined, so that the
+ * copy of a whole row has its constant size). */
+S_TARGET static inline __attribute__((always_inline)) void
+s_gemm_pack(float *restrict dst, int width, const float *restrict x, size_t sv, size_t sk, int nv, int kc)
 {
-    for (int i0 = 0; i0 < mr; i0 += S_MR, dst += (size_t)kc * S_MR) {
-        int n = mr - i0 < S_MR ? mr - i0 : S_MR;
-        const float *src = a + (size_t)i0 * si;
+    for (int v0 = 0; v0 < nv; v0 += width, dst += (size_t)kc * width) {
+        int n = nv - v0 < width ? nv - v0 : width;
+        const float *src = x + (size_t)v0 * sv;
         if (sk == 1) {
             for (int k0 = 0; k0 < kc; k0 += 16)
-                s_gemm_t16(dst + (size_t)k0 * S_MR, S_MR, S_MR, src + k0, si, n, kc - k0 < 16 ? kc - k0 : 16);
+                for (int h = 0; h < width; h += 16)
+                    s_gemm_t16(dst + (size_t)k0 * width + h, (size_t)width, width - h < 16 ? width - h : 16,
+                               src + (size_t)h * sv + k0, sv, n - h < 0 ? 0 : n - h > 16 ? 16 : n - h,
+                               kc - k0 < 16 ? kc - k0 : 16);
             continue;
         }
         float *d = dst;
-        for (int k = 0; k < kc; k++, d += S_MR) {
-            const float *col = src + (size_t)k * sk;
-            if (si == 1 && n == S_MR) { memcpy(d, col, S_MR * sizeof(float)); continue; }
-            for (int i = 0; i < n; i++) d[i] = col[(size_t)i * si];
-            for (int i = n; i < S_MR; i++) d[i] = 0.0f;
-        }
-    }
-}
-
-/* Packs terms [0, kc) x columns [0, nc) of op(B) (element (k, j) at
- * b[k*sk + j*sj]) into ceil(nc / S_NR) panels of kc x S_NR floats, zeros past
- * column nc.  Rows of B (sj 1) are copied, columns (sk 1) go through
- * s_gemm_t16, 16 at a time. */
-S_TARGET static void s_gemm_pack_b(float *restrict dst, const float *restrict b, size_t sk, size_t sj, int kc, int nc)
-{
-    for (int j0 = 0; j0 < nc; j0 += S_NR, dst += (size_t)kc * S_NR) {
-        int n = nc - j0 < S_NR ? nc - j0 : S_NR;
-        const float *src = b + (size_t)j0 * sj;
-        if (sk == 1) {
-            for (int k0 = 0; k0 < kc; k0 += 16)
-                for (int h = 0; h < S_NR; h += 16)
-                    s_gemm_t16(dst + (size_t)k0 * S_NR + h, S_NR, 16, src + (size_t)h * sj + k0, sj,
-                               n - h < 0 ? 0 : n - h > 16 ? 16 : n - h, kc - k0 < 16 ? kc - k0 : 16);
-            continue;
-        }
-        float *d = dst;
-        for (int k = 0; k < kc; k++, d += S_NR) {
+        for (int k = 0; k < kc; k++, d += width) {
             const float *row = src + (size_t)k * sk;
-            if (sj == 1 && n == S_NR) { memcpy(d, row, S_NR * sizeof(float)); continue; }
-            for (int j = 0; j < n; j++) d[j] = row[(size_t)j * sj];
-            for (int j = n; j < S_NR; j++) d[j] = 0.0f;
+            if (sv == 1 && n == width) { memcpy(d, row, (size_t)width * sizeof(float)); continue; }
+            for (int v = 0; v < n; v++) d[v] = row[(size_t)v * sv];
+            for (int v = n; v < width; v++) d[v] = 0.0f;
         }
     }
 }
@@ -184,10 +165,10 @@ S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K,
         for (int p0 = 0; p0 < K; p0 += GEMM_KC) {
             int kc = K - p0 < GEMM_KC ? K - p0 : GEMM_KC;
             float bt = p0 == 0 ? beta : 1.0f, al = alpha;
-            s_gemm_pack_b(bpk, B + (size_t)p0 * bk + (size_t)j0 * bj, bk, bj, kc, nc);
+            s_gemm_pack(bpk, S_NR, B + (size_t)p0 * bk + (size_t)j0 * bj, bj, bk, nc, kc);
             for (int i0 = 0; i0 < M; i0 += S_MC) {
                 int mc = M - i0 < S_MC ? M - i0 : S_MC;
-                s_gemm_pack_a(apk, A + (size_t)i0 * ai + (size_t)p0 * ak, ai, ak, mc, kc);
+                s_gemm_pack(apk, S_MR, A + (size_t)i0 * ai + (size_t)p0 * ak, ai, ak, mc, kc);
                 for (int jr = 0; jr < nc; jr += S_NR)
                     for (int ir = 0; ir < mc; ir += S_MR)
                         s_gemm_kernel(kc, apk + (size_t)ir * kc, bpk + (size_t)jr * kc,
