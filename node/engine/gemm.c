@@ -2,10 +2,10 @@
  *
  * The own kernel is the classic packed scheme: for each block of S_NC
  * columns and GEMM_KC terms, op(B) is packed into panels of S_NR columns
- * (k-major, so a panel's row k is S_NR consecutive floats); for each block of
- * S_MC rows, op(A) into panels of S_MR rows (k-major too); then every pair of
- * panels runs the micro-kernel, which keeps an S_MR x S_NR tile of C in
- * registers (14 rows x 2 AVX-512 vectors: 28 accumulators, 2 registers of
+ * (term-major, so a panel's row k is S_NR consecutive floats); for each
+ * block of S_MC rows, op(A) into panels of S_MR rows (term-major too); then
+ * every pair of panels runs the micro-kernel, which keeps an S_MR x S_NR
+ * tile of C in registers (14 rows x 2 AVX-512 vectors: 28 accumulators, 2 registers of
  * B, one broadcast of A: 31 of the 32 registers) and adds it to C at the
  * end.  Packing pads the edge panels with zeros and the store masks the
  * columns and skips the rows past the edge, so an edge entry goes through
@@ -122,8 +122,8 @@ S_TARGET static inline void s_store(float *c, __mmask16 mask, __m512 acc, __m512
 
 /* C rows [0, mr) x columns [0, nr) (mr <= S_MR, nr <= S_NR) = alpha (the
  * panels' product over kc terms) + beta C. */
-S_TARGET static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp, float *c, size_t ldc,
-                              int mr, int nr, float alpha, float beta)
+S_TARGET static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp, float *c,
+                                   size_t ldc, int mr, int nr, float alpha, float beta)
 {
     __m512 c0[S_MR], c1[S_MR];
 #pragma GCC unroll 14
@@ -164,7 +164,7 @@ S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K,
         int nc = N - j0 < S_NC ? N - j0 : S_NC;
         for (int p0 = 0; p0 < K; p0 += GEMM_KC) {
             int kc = K - p0 < GEMM_KC ? K - p0 : GEMM_KC;
-            float bt = p0 == 0 ? beta : 1.0f, al = alpha;
+            float bt = p0 == 0 ? beta : 1.0f;   /* later blocks add to what the first wrote */
             s_gemm_pack(bpk, S_NR, B + (size_t)p0 * bk + (size_t)j0 * bj, bj, bk, nc, kc);
             for (int i0 = 0; i0 < M; i0 += S_MC) {
                 int mc = M - i0 < S_MC ? M - i0 : S_MC;
@@ -172,15 +172,14 @@ S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K,
                 for (int jr = 0; jr < nc; jr += S_NR)
                     for (int ir = 0; ir < mc; ir += S_MR)
                         s_gemm_kernel(kc, apk + (size_t)ir * kc, bpk + (size_t)jr * kc,
-                                 C + (size_t)(i0 + ir) * ldc + j0 + jr, (size_t)ldc,
-                                 mc - ir < S_MR ? mc - ir : S_MR, nc - jr < S_NR ? nc - jr : S_NR, al, bt);
+                                      C + (size_t)(i0 + ir) * ldc + j0 + jr, (size_t)ldc,
+                                      mc - ir < S_MR ? mc - ir : S_MR, nc - jr < S_NR ? nc - jr : S_NR, alpha, bt);
             }
         }
     }
     free(buf);
     return 0;
 }
-#endif
 
 /* 1 when OpenBLAS runs one of its AVX-512 kernels: then it is about as fast
  * as the one here (tests/bench/RESULTS.md, "Engine"), and it stays in use. */
@@ -192,6 +191,7 @@ static int s_blas_is_wide(void)
         if (strncasecmp(core, wide[i], strlen(wide[i])) == 0) return 1;
     return 0;
 }
+#endif
 
 int gemm_fast(void)
 {
