@@ -5,9 +5,9 @@
  * (term-major, so a panel's row k is S_NR consecutive floats); for each
  * block of S_MC rows, op(A) into panels of S_MR rows (term-major too); then
  * every pair of panels runs the micro-kernel, which keeps an S_MR x S_NR
- * tile of C in registers (14 rows x 2 AVX-512 vectors: 28 accumulators, 2 registers of
- * B, one broadcast of A: 31 of the 32 registers) and adds it to C at the
- * end.  Packing pads the edge panels with zeros and the store masks the
+ * tile of C in registers (14 rows x 2 AVX-512 vectors: 28 accumulators, 2
+ * registers of B, one broadcast of A: 31 of the 32 registers) and adds it
+ * to C at the end.  Packing pads the edge panels with zeros and the store masks the
  * columns and skips the rows past the edge, so an edge entry goes through
  * the same operations as any other.  The packed blocks come from one malloc
  * per call (at most 652 KiB, which glibc serves from its heap once the first
