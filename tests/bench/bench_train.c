@@ -219,10 +219,9 @@ static void s_fill(float *x, size_t n, unsigned seed)
     }
 }
 
-/* Best GFLOP/s of one shape over repetitions filling about `budget` seconds. */
-/* GFLOP/s of the fastest of a few products of shape sh: cblas_sgemm at
- * `threads` OpenBLAS threads, or (own) gemm_own in the calling thread;
- * 0 if the own kernel does not run here. */
+/* Best GFLOP/s of one shape over repetitions filling about `budget` seconds:
+ * cblas_sgemm at `threads` OpenBLAS threads, or (own) gemm_own in the
+ * calling thread; 0 if the own kernel does not run here. */
 static double s_sgemm_gflops(const s_shape_t *sh, double budget, int threads, int own)
 {
     size_t na = (size_t)sh->M * sh->K, nb = (size_t)sh->N * sh->K, nc = (size_t)sh->M * sh->N;
