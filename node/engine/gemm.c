@@ -7,9 +7,9 @@
  * every pair of panels runs the micro-kernel, which keeps an S_MR x S_NR
  * tile of C in registers (14 rows x 2 AVX-512 vectors: 28 accumulators, 2
  * registers of B, one broadcast of A: 31 of the 32 registers) and adds it
- * to C at the end.  Packing pads the edge panels with zeros and the store masks the
- * columns and skips the rows past the edge, so an edge entry goes through
- * the same operations as any other.  The packed blocks come from one malloc
+ * to C at the end.  Packing pads the edge panels with zeros and the store
+ * masks the columns and skips the rows past the edge, so an edge entry goes
+ * through the same operations as any other.  The packed blocks come from one malloc
  * per call (at most 652 KiB, which glibc serves from its heap once the first
  * one is freed).  Strided rows are packed 16 x 16 at a time through the
  * registers (s_gemm_t16): packed one element at a time they took a fifth of
@@ -53,13 +53,15 @@ void gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
  * dst[k*ds + i] = src[i*ss + k] for i in [0, rows), and 0 for i in
  * [rows, width) (rows <= width <= 16): `rows` strided rows of 16 terms become
  * kn term-major rows of a panel `ds` floats wide. */
-S_TARGET S_UNCHECKED static void s_gemm_t16(float *dst, size_t ds, int width, const float *src, size_t ss, int rows, int kn)
+S_TARGET S_UNCHECKED static void s_gemm_t16(float *dst, size_t ds, int width, const float *src, size_t ss,
+                                            int rows, int kn)
 {
     __mmask16 kmask = kn >= 16 ? 0xffff : (__mmask16)((1u << kn) - 1);
     __mmask16 wmask = width >= 16 ? 0xffff : (__mmask16)((1u << width) - 1);
     __m512 r[16], t[16];
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(kmask, src + (size_t)i * ss) : _mm512_setzero_ps();
+    for (int i = 0; i < 16; i++)
+        r[i] = i < rows ? _mm512_maskz_loadu_ps(kmask, src + (size_t)i * ss) : _mm512_setzero_ps();
     /* pairs of rows interleaved, then quads: u[4g + c] holds, in its 128-bit
      * lane L, rows 4g..4g+3 of column 4L + c */
 #pragma GCC unroll 8
@@ -77,8 +79,10 @@ S_TARGET S_UNCHECKED static void s_gemm_t16(float *dst, size_t ds, int width, co
     /* then a 4 x 4 transpose of 128-bit lanes per c: column 4L + c whole */
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
-        __m512 v0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
-        __m512 v2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44), v3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xee);
+        __m512 v0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44);
+        __m512 v1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
+        __m512 v2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
+        __m512 v3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xee);
         __m512 o[4] = { _mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xdd),
                         _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xdd) };
 #pragma GCC unroll 4
@@ -129,8 +133,8 @@ S_TARGET static inline void s_store(float *c, __mmask16 mask, __m512 acc, __m512
 
 /* C rows [0, mr) x columns [0, nr) (mr <= S_MR, nr <= S_NR) = alpha (the
  * panels' product over kc terms) + beta C. */
-S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp, float *c,
-                                   size_t ldc, int mr, int nr, float alpha, float beta)
+S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp,
+                                               float *c, size_t ldc, int mr, int nr, float alpha, float beta)
 {
     __m512 c0[S_MR], c1[S_MR];
 #pragma GCC unroll 14
@@ -155,9 +159,17 @@ S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap,
     }
 }
 
+/* The own product on an AVX-512 CPU (gemm_own's contract, the CPU taken as
+ * checked). */
 S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) {   /* C = beta C */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta != 0.0f ? beta * C[(size_t)i * ldc + j] : 0.0f;
+        return 0;
+    }
     int nc_max = N < S_NC ? N : S_NC, kc_max = K < GEMM_KC ? K : GEMM_KC;
     size_t npan = (size_t)(nc_max + S_NR - 1) / S_NR;
     size_t bfl = npan * S_NR * (size_t)kc_max, afl = (size_t)S_MC * kc_max;
@@ -214,12 +226,6 @@ int gemm_own(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
 {
 #ifdef S_FAST
     if (cpu_level() < CPU_AVX512) return -1;
-    if (M <= 0 || N <= 0) return 0;
-    if (K <= 0) {   /* C = beta C */
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta != 0.0f ? beta * C[(size_t)i * ldc + j] : 0.0f;
-        return 0;
-    }
     return s_gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #else
     (void)trans_a; (void)trans_b; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda;
@@ -236,6 +242,8 @@ const char *gemm_name(void)
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc)
 {
-    if (gemm_fast() && gemm_own(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0) return;
+#ifdef S_FAST
+    if (gemm_fast() && s_gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0) return;
+#endif
     gemm_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -9,11 +9,12 @@
  * shapes 1.9 x OpenBLAS's Haswell kernel and 0.97-1.06 x its AVX-512 one,
  * which therefore stays in use where OpenBLAS runs it).
  *
- * The own kernel's rounding: each C entry is the sum over k in ascending order, in blocks of
- * GEMM_KC terms, each block's sum added to C in turn; it depends on K and on
- * the entry's own row of op(A) and column of op(B) only, never on M, N, the
- * tile an entry falls in or the thread that computes it, so a product split
- * by rows or columns among callers gives the same bits as one call.  The bits
+ * The own kernel's rounding: each C entry is the sum over k in ascending
+ * order, in blocks of GEMM_KC terms, each block's sum added to C in turn; it
+ * depends on K and on the entry's own row of op(A) and column of op(B) only,
+ * never on M, N, the tile an entry falls in or the thread that computes it,
+ * so a product split by rows or columns among callers gives the same bits as
+ * one call.  The bits
  * differ from cblas_sgemm's (another order of the sums, fused multiply-adds).
  * Stateless; safe to call from several threads at once. */
 #ifndef BRIGADE_GEMM_H
