@@ -3,6 +3,8 @@
  * plain double-precision references, and the causality of attention. */
 #include "node/engine/attention.h"
 #include "node/engine/layers.h"
+#include "node/engine/split.h"
+#include "node/engine/team.h"
 #include "compress/cpu.h"
 /* RUN() in check.h puts two statements after an else on one line. */
 #pragma GCC diagnostic ignored "-Wmisleading-indentation"
@@ -406,28 +408,54 @@ static void test_layernorm_forward_ref(void) {
     }
 }
 
-/* layernorm_backward_input + layernorm_backward_params over column ranges
- * give the same bits as layernorm_backward. */
-static void test_layernorm_backward_parts(void) {
-    const int Cs[] = {1, 7, 64, 200};
-    for (size_t s = 0; s < sizeof Cs / sizeof Cs[0]; s++) {
-        int N = 9, C = Cs[s];
-        s_rng = 1400 + s;
-        float *inp = s_rand(N * C, 2.0f), *w = s_rand(C, 1.0f), *b = s_rand(C, 1.0f), *dout = s_rand(N * C, 1.0f);
-        float *out = s_zeros(N * C), *mean = s_zeros(N), *rstd = s_zeros(N);
+/* The split kernels that sum parameter gradients by row blocks
+ * (split_layernorm_backward, split_gelu_backward_grad_bias): the same bits
+ * alone and with teams of 2 and 3 threads, close to the serial kernels that
+ * add row by row, the row-wise outputs bit for bit equal to theirs. */
+static void test_split_row_blocks(void) {
+    const int Ns[] = {1, 64, 150}, Cs[] = {7, 64, 200};
+    for (size_t si = 0; si < sizeof Ns / sizeof Ns[0]; si++) {
+        int N = Ns[si], C = Cs[si], n = N * C;
+        s_rng = 1400 + si;
+        float *inp = s_rand(n, 2.0f), *w = s_rand(C, 1.0f), *b = s_rand(C, 1.0f), *dout = s_rand(n, 1.0f);
+        float *out = s_zeros(n), *mean = s_zeros(N), *rstd = s_zeros(N);
+        float *dx0 = s_rand(n, 1.0f), *g0 = s_rand(2 * C, 1.0f), *part = s_zeros(split_part_floats(N, 2 * C));
+        float *dx[4], *g[4];
         layernorm_forward(out, mean, rstd, inp, w, b, N, C);
-        float *dx1 = s_rand(N * C, 1.0f), *dx2 = s_zeros(N * C), *g1 = s_rand(2 * C, 1.0f), *g2 = s_zeros(2 * C);
-        memcpy(dx2, dx1, (size_t)N * C * sizeof(float));
-        memcpy(g2, g1, (size_t)2 * C * sizeof(float));
-        layernorm_backward(dx1, g1, g1 + C, dout, inp, w, mean, rstd, N, C);
-        layernorm_backward_input(dx2, dout, inp, w, mean, rstd, N, C);
-        int cut = C / 2;
-        layernorm_backward_params(g2, g2 + C, dout, inp, mean, rstd, N, C, cut, C);
-        layernorm_backward_params(g2, g2 + C, dout, inp, mean, rstd, N, C, 0, cut);
-        CHECKF(memcmp(dx1, dx2, (size_t)N * C * sizeof(float)) == 0, "C=%d: dinp differs", C);
-        CHECKF(memcmp(g1, g2, (size_t)2 * C * sizeof(float)) == 0, "C=%d: dweight/dbias differ", C);
+        for (int t = 0; t < 4; t++) {   /* 0: the serial kernel; 1, 2, 3: split with that many threads */
+            dx[t] = s_zeros(n);
+            g[t] = s_zeros(2 * C);
+            memcpy(dx[t], dx0, (size_t)n * sizeof(float));
+            memcpy(g[t], g0, (size_t)2 * C * sizeof(float));
+            if (t == 0) { layernorm_backward(dx[t], g[t], g[t] + C, dout, inp, w, mean, rstd, N, C); continue; }
+            team_t *team = team_start(t);
+            split_layernorm_backward(team, dx[t], g[t], g[t] + C, part, dout, inp, w, mean, rstd, N, C);
+            team_stop(&team);
+            CHECKF(memcmp(dx[t], dx[0], (size_t)n * sizeof(float)) == 0, "N=%d C=%d threads %d: layernorm dinp", N, C, t);
+            CHECKF(t == 1 || memcmp(g[t], g[1], (size_t)2 * C * sizeof(float)) == 0,
+                   "N=%d C=%d threads %d: layernorm dweight/dbias differ from one thread's", N, C, t);
+            for (int i = 0; i < 2 * C; i++) CHECK_NEAR(g[t][i], g[0][i], 1e-4 * (1.0 + fabs(g[0][i])));
+        }
+        /* gelu's backward with the fc bias: d *= grad, dbias += column sums */
+        float *grad = s_rand(n, 1.0f), *gpart = s_zeros(split_part_floats(N, C));
+        float *d[4], *db[4];
+        for (int t = 0; t < 4; t++) {
+            d[t] = s_zeros(n);
+            db[t] = s_zeros(C);
+            memcpy(d[t], dout, (size_t)n * sizeof(float));
+            memcpy(db[t], g0, (size_t)C * sizeof(float));
+            if (t == 0) { gelu_backward_grad_bias(d[t], db[t], grad, N, C); continue; }
+            team_t *team = team_start(t);
+            split_gelu_backward_grad_bias(team, d[t], db[t], gpart, grad, N, C);
+            team_stop(&team);
+            CHECKF(memcmp(d[t], d[0], (size_t)n * sizeof(float)) == 0, "N=%d C=%d threads %d: gelu d", N, C, t);
+            CHECKF(t == 1 || memcmp(db[t], db[1], (size_t)C * sizeof(float)) == 0,
+                   "N=%d C=%d threads %d: the bias gradient differs from one thread's", N, C, t);
+            for (int i = 0; i < C; i++) CHECK_NEAR(db[t][i], db[0][i], 1e-4 * (1.0 + fabs(db[0][i])));
+        }
+        for (int t = 0; t < 4; t++) { free(dx[t]); free(g[t]); free(d[t]); free(db[t]); }
         free(inp); free(w); free(b); free(dout); free(out); free(mean); free(rstd);
-        free(dx1); free(dx2); free(g1); free(g2);
+        free(dx0); free(g0); free(part); free(grad); free(gpart);
     }
 }
 
@@ -441,10 +469,10 @@ static void test_layernorm_every_level(void) {
         s_rng = 1500 + si;
         float *inp = s_rand(n, 3.0f), *w = s_rand(C, 1.0f), *b = s_rand(C, 1.0f), *dout = s_rand(n, 1.0f);
         float *dx0 = s_rand(n, 1.0f), *g0 = s_rand(2 * C, 1.0f), *re = s_zeros(n);
-        float *out[2], *mean[2], *rstd[2], *dx[2], *dxi[2], *g[2], *gp[2];
+        float *out[2], *mean[2], *rstd[2], *dx[2], *g[2];
         for (int k = 0; k < 2; k++) {
             out[k] = s_zeros(n); mean[k] = s_zeros(N); rstd[k] = s_zeros(N);
-            dx[k] = s_zeros(n); dxi[k] = s_zeros(n); g[k] = s_zeros(2 * C); gp[k] = s_zeros(2 * C);
+            dx[k] = s_zeros(n); g[k] = s_zeros(2 * C);
         }
         for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
             int k = l == CPU_GENERIC ? 0 : 1;   /* 0: the plain loops, 1: this level */
@@ -454,23 +482,17 @@ static void test_layernorm_every_level(void) {
             CHECKF(memcmp(re, out[k], (size_t)n * sizeof(float)) == 0, "C=%d level %s: layernorm_apply",
                    C, cpu_level_name((cpu_level_t)l));
             memcpy(dx[k], dx0, (size_t)n * sizeof(float));
-            memcpy(dxi[k], dx0, (size_t)n * sizeof(float));
             memcpy(g[k], g0, (size_t)2 * C * sizeof(float));
-            memcpy(gp[k], g0, (size_t)2 * C * sizeof(float));
             layernorm_backward(dx[k], g[k], g[k] + C, dout, inp, w, mean[0], rstd[0], N, C);
-            layernorm_backward_input(dxi[k], dout, inp, w, mean[0], rstd[0], N, C);
-            layernorm_backward_params(gp[k], gp[k] + C, dout, inp, mean[0], rstd[0], N, C, C / 3, C);
             if (k == 0) continue;
             const char *lv = cpu_level_name((cpu_level_t)l);
             CHECKF(memcmp(out[1], out[0], (size_t)n * sizeof(float)) == 0 && memcmp(mean[1], mean[0], (size_t)N * sizeof(float)) == 0
                    && memcmp(rstd[1], rstd[0], (size_t)N * sizeof(float)) == 0, "C=%d level %s: forward", C, lv);
             CHECKF(memcmp(dx[1], dx[0], (size_t)n * sizeof(float)) == 0 && memcmp(g[1], g[0], (size_t)2 * C * sizeof(float)) == 0,
                    "C=%d level %s: backward", C, lv);
-            CHECKF(memcmp(dxi[1], dxi[0], (size_t)n * sizeof(float)) == 0 && memcmp(gp[1], gp[0], (size_t)2 * C * sizeof(float)) == 0,
-                   "C=%d level %s: backward halves", C, lv);
         }
         unsetenv("BRIGADE_CPU");
-        for (int k = 0; k < 2; k++) { free(out[k]); free(mean[k]); free(rstd[k]); free(dx[k]); free(dxi[k]); free(g[k]); free(gp[k]); }
+        for (int k = 0; k < 2; k++) { free(out[k]); free(mean[k]); free(rstd[k]); free(dx[k]); free(g[k]); }
         free(inp); free(w); free(b); free(dout); free(dx0); free(g0); free(re);
     }
 }
@@ -628,24 +650,20 @@ static void test_bias_passes(void) {
         memcpy(r, res, (size_t)n * sizeof(float));
         bias_residual_forward(r, acc, bias, r, N, OC);           /* in place on b */
         CHECK(memcmp(r, r_want, (size_t)n * sizeof(float)) == 0);
-        /* backward: d *= gelu', dbias += column sums, on [c0, c1) */
-        int c0 = OC / 3, c1 = OC - OC / 4;
+        /* backward: d *= gelu', dbias += column sums */
         float *d_want = s_zeros(n), *db_want = s_rand(OC, 1.0f), *db = s_zeros(OC);
         memcpy(db, db_want, (size_t)OC * sizeof(float));
         memcpy(d_want, d, (size_t)n * sizeof(float));
         gelu_backward_grad(d_want, g_want, n);
-        for (int i = 0; i < N; i++)   /* only [c0, c1) of d changes */
-            for (int c = 0; c < OC; c++)
-                if (c < c0 || c >= c1) d_want[i * OC + c] = d[i * OC + c];
         float no_weight[1] = {0}, *d0 = s_zeros(n), *db0 = s_zeros(OC);
         memcpy(d0, d, (size_t)n * sizeof(float));
         memcpy(db0, db, (size_t)OC * sizeof(float));
-        linear_backward_params(no_weight, db_want, d_want, NULL, N, 0, OC, c0, c1);   /* the bias sums alone */
+        linear_backward_params(no_weight, db_want, d_want, NULL, N, 0, OC, 0, OC);   /* the bias sums alone */
         for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
             setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
             memcpy(d, d0, (size_t)n * sizeof(float));
             memcpy(db, db0, (size_t)OC * sizeof(float));
-            gelu_backward_grad_bias(d, db, g_want, N, OC, c0, c1);
+            gelu_backward_grad_bias(d, db, g_want, N, OC);
             CHECKF(memcmp(d, d_want, (size_t)n * sizeof(float)) == 0 && memcmp(db, db_want, (size_t)OC * sizeof(float)) == 0,
                    "N=%d OC=%d level %s: gelu_backward_grad_bias", N, OC, cpu_level_name((cpu_level_t)l));
         }
@@ -1114,7 +1132,7 @@ int main(void) {
     RUN(test_embedding_backward);
     RUN(test_layernorm_forward_ref);
     RUN(test_layernorm_backward);
-    RUN(test_layernorm_backward_parts);
+    RUN(test_split_row_blocks);
     RUN(test_layernorm_every_level);
     RUN(test_gelu_forward_ref);
     RUN(test_gelu_backward);

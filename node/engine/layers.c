@@ -257,49 +257,6 @@ S_BODY void s_ln_params_row(float *restrict dw, float *restrict db, const float 
     }
 }
 
-S_BODY void s_layernorm_backward_input(float *restrict dinp, const float *restrict dout,
-                                       const float *restrict inp, const float *restrict weight,
-                                       const float *restrict mean, const float *restrict rstd, int N, int C) {
-    for (int n = 0; n < N; n++)
-        s_ln_input_row(dinp + (size_t)n * C, dout + (size_t)n * C, inp + (size_t)n * C, weight, mean[n], rstd[n], C);
-}
-
-S_COPIES(s_layernorm_backward_input, (float *restrict dinp, const float *restrict dout, const float *restrict inp,
-                                      const float *restrict weight, const float *restrict mean,
-                                      const float *restrict rstd, int N, int C),
-         (dinp, dout, inp, weight, mean, rstd, N, C))
-
-/* dinp (N,C) += the layernorm input gradient, row by row. */
-void layernorm_backward_input(float *restrict dinp, const float *restrict dout,
-                              const float *restrict inp, const float *restrict weight,
-                              const float *restrict mean, const float *restrict rstd, int N, int C) {
-    assert(C > 0);
-    S_CALL_BEST(s_layernorm_backward_input, (dinp, dout, inp, weight, mean, rstd, N, C));
-}
-
-S_BODY void s_layernorm_backward_params(float *restrict dweight, float *restrict dbias,
-                                        const float *restrict dout, const float *restrict inp,
-                                        const float *restrict mean, const float *restrict rstd,
-                                        int N, int C, int c0, int c1) {
-    for (int n = 0; n < N; n++)
-        s_ln_params_row(dweight + c0, dbias + c0, dout + (size_t)n * C + c0, inp + (size_t)n * C + c0,
-                        mean[n], rstd[n], c1 - c0);
-}
-
-S_COPIES(s_layernorm_backward_params, (float *restrict dweight, float *restrict dbias, const float *restrict dout,
-                                       const float *restrict inp, const float *restrict mean,
-                                       const float *restrict rstd, int N, int C, int c0, int c1),
-         (dweight, dbias, dout, inp, mean, rstd, N, C, c0, c1))
-
-/* dweight, dbias [c0, c1) += sums over the rows, in order, of norm * dout and dout. */
-void layernorm_backward_params(float *restrict dweight, float *restrict dbias,
-                               const float *restrict dout, const float *restrict inp,
-                               const float *restrict mean, const float *restrict rstd,
-                               int N, int C, int c0, int c1) {
-    assert(0 <= c0 && c0 <= c1 && c1 <= C);
-    S_CALL_BEST(s_layernorm_backward_params, (dweight, dbias, dout, inp, mean, rstd, N, C, c0, c1));
-}
-
 S_BODY void s_layernorm_backward(float *restrict dinp, float *restrict dweight, float *restrict dbias,
                                  const float *restrict dout, const float *restrict inp,
                                  const float *restrict weight, const float *restrict mean,
@@ -414,32 +371,28 @@ void bias_residual_forward(float *out, const float *a, const float *restrict bia
 }
 
 S_BODY void s_gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad,
-                                      int N, int OC, int c0, int c1) {
-    int w = c1 - c0;
-    float *restrict db = dbias + c0;
+                                      int N, int OC) {
     for (int n = 0; n < N; n++) {
-        float *x = d + (size_t)n * OC + c0;
-        const float *g = grad + (size_t)n * OC + c0;
+        float *x = d + (size_t)n * OC;
+        const float *g = grad + (size_t)n * OC;
         int i = 0;
-        for (; i + S_WIDE <= w; i += S_WIDE)
+        for (; i + S_WIDE <= OC; i += S_WIDE)
             for (int j = 0; j < S_WIDE; j++) {
                 x[i + j] *= g[i + j];
-                db[i + j] += x[i + j];
+                dbias[i + j] += x[i + j];
             }
-        for (; i < w; i++) {
+        for (; i < OC; i++) {
             x[i] *= g[i];
-            db[i] += x[i];
+            dbias[i] += x[i];
         }
     }
 }
 
 S_COPIES(s_gelu_backward_grad_bias, (float *restrict d, float *restrict dbias, const float *restrict grad, int N,
-                                     int OC, int c0, int c1), (d, dbias, grad, N, OC, c0, c1))
+                                     int OC), (d, dbias, grad, N, OC))
 
-void gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad,
-                             int N, int OC, int c0, int c1) {
-    assert(0 <= c0 && c0 <= c1 && c1 <= OC);
-    S_CALL_BEST(s_gelu_backward_grad_bias, (d, dbias, grad, N, OC, c0, c1));
+void gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad, int N, int OC) {
+    S_CALL_BEST(s_gelu_backward_grad_bias, (d, dbias, grad, N, OC));
 }
 
 S_BODY void s_gelu_backward(float *restrict dinp, const float *restrict inp,

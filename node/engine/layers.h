@@ -48,17 +48,11 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
  * keeping it). */
 void layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
                      const float *weight, const float *bias, int N, int C);
-/* dinp, dweight, dbias += the layernorm gradients given dout and the saved mean/rstd. */
+/* dinp, dweight, dbias += the layernorm gradients given dout and the saved
+ * mean/rstd; dweight and dbias add the rows' terms in row order. */
 void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, const float *mean,
                         const float *rstd, int N, int C);
-
-/* The halves of layernorm_backward: dinp (N,C) += the input gradient; and
- * dweight, dbias [c0, c1) += their gradients (sums over the rows in order). */
-void layernorm_backward_input(float *dinp, const float *dout, const float *inp, const float *weight,
-                              const float *mean, const float *rstd, int N, int C);
-void layernorm_backward_params(float *dweight, float *dbias, const float *dout, const float *inp,
-                               const float *mean, const float *rstd, int N, int C, int c0, int c1);
 
 /* out (N) = gelu(inp), the tanh approximation. */
 void gelu_forward(float *out, const float *inp, int N);
@@ -78,11 +72,11 @@ void gelu_backward_grad(float *d, const float *grad, int N);
  *     gelu_forward_grad: out = gelu(x), xg = gelu'(x).
  *   bias_residual_forward: out (N,OC) = (a + bias per row) + b; out may be
  *     a or b.
- *   gelu_backward_grad_bias: on columns [c0, c1) of d (N,OC): d *= grad,
- *     then dbias += the column sums of d, row by row in order. */
+ *   gelu_backward_grad_bias: d (N,OC) *= grad, then dbias += the column
+ *     sums of d, row by row in order. */
 void bias_gelu_forward_grad(float *out, float *xg, const float *bias, int N, int OC);
 void bias_residual_forward(float *out, const float *a, const float *bias, const float *b, int N, int OC);
-void gelu_backward_grad_bias(float *d, float *dbias, const float *grad, int N, int OC, int c0, int c1);
+void gelu_backward_grad_bias(float *d, float *dbias, const float *grad, int N, int OC);
 
 /* out (N) = max(inp, 0). */
 void relu_forward(float *out, const float *inp, int N);

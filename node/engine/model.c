@@ -385,6 +385,7 @@ const float *acts_logits(const stage_t *s, const acts_t *a)
 struct grad_scratch {
     float *dres, *dtmp, *dqkv, *dfchg, *attscratch, *dlogits;
     float *re;          /* (N,C): the layernorm outputs the backward recomputes (lnf, ln2, ln1 in turn) */
+    float *part;        /* row-block sums of the layernorm and fc bias gradients (split.h) */
     size_t attstride;   /* floats of attention scratch per thread */
     int workers;        /* threads the scratch is sized for */
     float *buf;
@@ -399,14 +400,16 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     size_t wide = c->kind == MODEL_MLP && (size_t)c->D > C ? (size_t)c->D : C;
     g->workers = s_workers(s);
     g->attstride = c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0;
-    size_t sz[7] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, N * c->V, N * C };
-    if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = sz[6] = 0; }
+    size_t sz[8] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, N * c->V, N * C,
+                     split_part_floats(B * T, 4 * c->C) };
+    if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = sz[6] = sz[7] = 0; }
     size_t total = 0;
-    for (int i = 0; i < 7; i++) total += sz[i];
+    for (int i = 0; i < 8; i++) total += sz[i];
     g->buf = bigbuf_new(total);
     if (!g->buf) { free(g); return NULL; }
-    float *p = g->buf, **dst[7] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfchg, &g->attscratch, &g->dlogits, &g->re };
-    for (int i = 0; i < 7; i++) { *dst[i] = p; p += sz[i]; }
+    float *p = g->buf, **dst[8] = { &g->dres, &g->dtmp, &g->dqkv, &g->dfchg, &g->attscratch, &g->dlogits, &g->re,
+                                    &g->part };
+    for (int i = 0; i < 8; i++) { *dst[i] = p; p += sz[i]; }
     return g;
 }
 
@@ -485,7 +488,7 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
                               s_tensor(s, params, u, 2), N, C, V, 0);
         memset(g->dres, 0, sizeof(float) * NC);
         split_layernorm_backward(tm, g->dres, (float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1),
-                                 g->dtmp, BLOCK_IN(u1), s_tensor(s, params, u, 0), m, r, N, C);
+                                 g->part, g->dtmp, BLOCK_IN(u1), s_tensor(s, params, u, 0), m, r, N, C);
     } else {
         memcpy(g->dres, a->dout, sizeof(float) * NC);
     }
@@ -504,11 +507,11 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
          * gradients that read them run first, while re is in cache. */
         split_linear_backward(tm, g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], N, 4 * C, C, 0);
         /* dfchg becomes d fch, and its column sums go to the fc bias */
-        split_gelu_backward_grad_bias(tm, g->dfchg, dw[BLK_FCB], b.fch, N, 4 * C);
+        split_gelu_backward_grad_bias(tm, g->dfchg, dw[BLK_FCB], g->part, b.fch, N, 4 * C);
         split_layernorm_apply(tm, g->re, b.res2, b.ln2m, b.ln2r, w[BLK_LN2W], w[BLK_LN2B], N, C);
         split_linear_backward(tm, NULL, dw[BLK_FCW], NULL, g->dfchg, g->re, w[BLK_FCW], N, C, 4 * C, 0);
         split_linear_backward(tm, g->dtmp, NULL, NULL, g->dfchg, NULL, w[BLK_FCW], N, C, 4 * C, 0);
-        split_layernorm_backward(tm, g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->dtmp, b.res2, w[BLK_LN2W],
+        split_layernorm_backward(tm, g->dres, dw[BLK_LN2W], dw[BLK_LN2B], g->part, g->dtmp, b.res2, w[BLK_LN2W],
                                  b.ln2m, b.ln2r, N, C);
         /* res2 = x + atty @ Wproj: dres becomes d x */
         split_linear_backward(tm, g->dtmp, dw[BLK_PROJW], dw[BLK_PROJB], g->dres, b.atty, w[BLK_PROJW], N, C, C, 0);
@@ -516,7 +519,8 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
         split_layernorm_apply(tm, g->re, x, b.ln1m, b.ln1r, w[BLK_LN1W], w[BLK_LN1B], N, C);
         split_linear_backward(tm, NULL, dw[BLK_QKVW], dw[BLK_QKVB], g->dqkv, g->re, w[BLK_QKVW], N, C, 3 * C, 0);
         split_linear_backward(tm, g->dtmp, NULL, NULL, g->dqkv, NULL, w[BLK_QKVW], N, C, 3 * C, 0);
-        split_layernorm_backward(tm, g->dres, dw[BLK_LN1W], dw[BLK_LN1B], g->dtmp, x, w[BLK_LN1W], b.ln1m, b.ln1r, N, C);
+        split_layernorm_backward(tm, g->dres, dw[BLK_LN1W], dw[BLK_LN1B], g->part, g->dtmp, x, w[BLK_LN1W], b.ln1m,
+                                 b.ln1r, N, C);
     }
 #undef BLOCK_IN
     if (s->first)

@@ -4,6 +4,7 @@
 #include "node/engine/layers.h"
 
 #include <assert.h>
+#include <string.h>
 
 /* [*a, *b): part i of `parts` of [0, n), boundaries on multiples of align
  * (the last part takes the rest). */
@@ -16,10 +17,13 @@ static void s_part(int n, int parts, int i, int align, int *a, int *b)
     *b = (int)(hi > lo ? hi : lo);
 }
 
-/* Parts for element-wise and row-wise loops: a few per worker, for balance. */
+/* Parts for element-wise and row-wise loops: one per worker, the rows the
+ * products' row parts give the same worker, so that a worker mostly reads
+ * rows it wrote (with four parts per worker, for balance, these loops ran
+ * about as fast on 2 threads as on 1 on a 2-core virtual machine). */
 static int s_parts(const team_t *team, int n, int min_per_part)
 {
-    int p = 4 * team_size(team);
+    int p = team_size(team);
     if (min_per_part > 0 && n / min_per_part < p) p = n / min_per_part;
     return p < 1 ? 1 : p;
 }
@@ -87,9 +91,9 @@ void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbi
  * Layernorm. */
 
 typedef struct {
-    float *out, *mean, *rstd, *dinp, *dweight, *dbias;
+    float *out, *mean, *rstd, *dinp, *part;
     const float *inp, *weight, *bias, *dout, *cmean, *crstd;
-    int N, C, parts, cparts;
+    int N, C, parts;
 } s_ln_t;
 
 static void s_ln_fwd_task(void *arg, int i, int worker)
@@ -130,33 +134,57 @@ void split_layernorm_apply(team_t *team, float *out, const float *inp, const flo
     team_run(team, x.parts, s_ln_apply_task, &x);
 }
 
-/* Tasks [0, parts): rows of dinp; [parts, parts + cparts): columns of the
- * parameter gradients. */
+/* Row blocks of a parameter gradient's sum over rows (split.h): block k
+ * covers rows [k SPLIT_ROWS, (k + 1) SPLIT_ROWS) of N. */
+static int s_blocks(int N)
+{
+    return (N + SPLIT_ROWS - 1) / SPLIT_ROWS;
+}
+
+/* [*n0, *n1): the rows of block k. */
+static void s_block_rows(int N, int k, int *n0, int *n1)
+{
+    *n0 = k * SPLIT_ROWS;
+    *n1 = *n0 + SPLIT_ROWS < N ? *n0 + SPLIT_ROWS : N;
+}
+
+/* dst[j] += part[k * stride + j] for every block k in order, j in [0, n). */
+static void s_add_blocks(float *dst, const float *part, int nblocks, size_t stride, int n)
+{
+    for (int k = 0; k < nblocks; k++)
+        for (int j = 0; j < n; j++) dst[j] += part[(size_t)k * stride + j];
+}
+
+/* Task i: the blocks of part i; block k's dweight and dbias sums start
+ * from zero in part[k * 2C ..], and its rows of dinp are added to. */
 static void s_ln_bwd_task(void *arg, int i, int worker)
 {
     const s_ln_t *x = arg;
-    int a, b;
+    int k0, k1;
     (void)worker;
-    if (i < x->parts) {
-        s_part(x->N, x->parts, i, 1, &a, &b);
-        layernorm_backward_input(x->dinp + (size_t)a * x->C, x->dout + (size_t)a * x->C,
-                                 x->inp + (size_t)a * x->C, x->weight, x->cmean + a, x->crstd + a, b - a, x->C);
-        return;
+    s_part(s_blocks(x->N), x->parts, i, 1, &k0, &k1);
+    for (int k = k0; k < k1; k++) {
+        int a, b;
+        s_block_rows(x->N, k, &a, &b);
+        size_t o = (size_t)a * x->C;
+        float *pw = x->part + (size_t)k * 2 * x->C, *pb = pw + x->C;
+        memset(pw, 0, sizeof(float) * 2 * (size_t)x->C);
+        layernorm_backward(x->dinp + o, pw, pb, x->dout + o, x->inp + o, x->weight, x->cmean + a, x->crstd + a,
+                           b - a, x->C);
     }
-    s_part(x->C, x->cparts, i - x->parts, 8, &a, &b);
-    layernorm_backward_params(x->dweight, x->dbias, x->dout, x->inp, x->cmean, x->crstd, x->N, x->C, a, b);
 }
 
-void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
-                              const float *inp, const float *weight, const float *mean,
+void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *dbias, float *part,
+                              const float *dout, const float *inp, const float *weight, const float *mean,
                               const float *rstd, int N, int C)
 {
-    if (!team) { layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C); return; }
-    s_ln_t x = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
-                .weight = weight, .cmean = mean, .crstd = rstd, .N = N, .C = C,
-                .parts = s_parts(team, N, 16), .cparts = team_size(team)};
-    if (C / 32 < x.cparts) x.cparts = C / 32 > 0 ? C / 32 : 1;   /* column ranges of at least 32 */
-    team_run(team, x.parts + x.cparts, s_ln_bwd_task, &x);
+    if (N <= 0) return;
+    s_ln_t x = {.dinp = dinp, .part = part, .dout = dout, .inp = inp, .weight = weight, .cmean = mean,
+                .crstd = rstd, .N = N, .C = C, .parts = team_size(team)};
+    if (x.parts > s_blocks(N)) x.parts = s_blocks(N);
+    team_run(team, x.parts, s_ln_bwd_task, &x);
+    s_add_blocks(dweight, part, s_blocks(N), 2 * (size_t)C, C);
+    s_add_blocks(dbias, part + C, s_blocks(N), 2 * (size_t)C, C);
 }
 
 /* ---------------------------------------------------------------------------
@@ -206,11 +234,10 @@ void split_residual_forward(team_t *team, float *out, const float *a, const floa
     s_elt(team, &x);
 }
 
-/* Element-wise with a bias per row: rows, or (the bias gradient) column
- * ranges, so that each column still sums its rows in order. */
+/* Element-wise with a bias per row: rows; the bias gradient by row blocks. */
 
 typedef struct {
-    float *out, *xg, *dbias;
+    float *out, *xg, *part;
     const float *a, *b, *bias, *grad;
     int N, OC, parts, kind;   /* 0 bias gelu forward, 1 bias residual, 2 gelu backward with dbias */
 } s_bias_t;
@@ -220,9 +247,15 @@ static void s_bias_task(void *arg, int i, int worker)
     const s_bias_t *x = arg;
     int a, b;
     (void)worker;
-    if (x->kind == 2) {
-        s_part(x->OC, x->parts, i, 16, &a, &b);
-        gelu_backward_grad_bias(x->out, x->dbias, x->grad, x->N, x->OC, a, b);
+    if (x->kind == 2) {   /* the blocks of part i, as in s_ln_bwd_task */
+        s_part(s_blocks(x->N), x->parts, i, 1, &a, &b);
+        for (int k = a; k < b; k++) {
+            int n0, n1;
+            s_block_rows(x->N, k, &n0, &n1);
+            float *pb = x->part + (size_t)k * x->OC;
+            memset(pb, 0, sizeof(float) * (size_t)x->OC);
+            gelu_backward_grad_bias(x->out + (size_t)n0 * x->OC, pb, x->grad + (size_t)n0 * x->OC, n1 - n0, x->OC);
+        }
         return;
     }
     s_part(x->N, x->parts, i, 1, &a, &b);
@@ -248,13 +281,14 @@ void split_bias_residual_forward(team_t *team, float *out, const float *a, const
     team_run(team, x.parts, s_bias_task, &x);
 }
 
-void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, const float *grad, int N, int OC)
+void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, float *part, const float *grad,
+                                   int N, int OC)
 {
-    if (!team) { gelu_backward_grad_bias(d, dbias, grad, N, OC, 0, OC); return; }
-    s_bias_t x = {.out = d, .dbias = dbias, .grad = grad, .N = N, .OC = OC, .kind = 2,
-                  .parts = team_size(team)};
-    if (OC / 64 < x.parts) x.parts = OC / 64 > 0 ? OC / 64 : 1;   /* column ranges of at least 64 */
+    if (N <= 0) return;
+    s_bias_t x = {.out = d, .part = part, .grad = grad, .N = N, .OC = OC, .kind = 2, .parts = team_size(team)};
+    if (x.parts > s_blocks(N)) x.parts = s_blocks(N);
     team_run(team, x.parts, s_bias_task, &x);
+    s_add_blocks(dbias, part, s_blocks(N), (size_t)OC, OC);
 }
 
 /* ---------------------------------------------------------------------------

@@ -4,11 +4,16 @@
  * Each function cuts its work along a dimension where every output element
  * is still computed by exactly one kernel call, in the serial kernel's order
  * of operations: rows of a product's output (the input gradient, a forward
- * linear), output channels of a weight gradient, columns of a layernorm's
- * parameter gradients, attention heads, ranges of an element-wise layer.  So
- * the only difference two thread counts can make is inside cblas_sgemm, when
- * a BLAS kernel rounds a product of fewer rows differently; with team NULL
- * each function is one call of the serial kernel over everything.
+ * linear), output channels of a weight gradient, attention heads, ranges of
+ * an element-wise layer.  A parameter gradient that sums over rows (a
+ * layernorm's weight and bias, the fc bias after GELU) is summed by blocks
+ * of SPLIT_ROWS rows: each block from zero, its rows in order, into the
+ * caller's part buffer, then the blocks' sums are added to the gradient in
+ * block order; the blocks do not depend on the thread count, so neither do
+ * the bits.  So the only difference two thread counts can make is inside
+ * cblas_sgemm, when a BLAS kernel rounds a product of fewer rows
+ * differently.  Workers take row ranges in the order the products give them
+ * (one part per worker), so that a worker mostly reads rows it wrote.
  *
  * Sizes, shapes and accumulate semantics are those of the kernels they
  * split.  Attention takes per-worker scratch: worker w uses
@@ -17,6 +22,14 @@
 #define BRIGADE_SPLIT_H
 #include <stddef.h>
 #include "node/engine/team.h"
+
+#define SPLIT_ROWS 64   /* rows of a block of a parameter gradient's sum over rows */
+
+/* Floats of the part buffer a sum over N rows of width columns needs. */
+static inline size_t split_part_floats(int N, int width)
+{
+    return N > 0 && width > 0 ? (size_t)(N + SPLIT_ROWS - 1) / SPLIT_ROWS * (size_t)width : 0;
+}
 
 void split_linear_forward(team_t *team, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int C, int OC);
@@ -28,8 +41,10 @@ void split_layernorm_forward(team_t *team, float *out, float *mean, float *rstd,
                              const float *weight, const float *bias, int N, int C);
 void split_layernorm_apply(team_t *team, float *out, const float *inp, const float *mean, const float *rstd,
                            const float *weight, const float *bias, int N, int C);
-void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
-                              const float *inp, const float *weight, const float *mean,
+/* dinp, dweight, dbias += the layernorm gradients (layernorm_backward),
+ * dweight and dbias by row blocks through part (split_part_floats(N, 2 C)). */
+void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *dbias, float *part,
+                              const float *dout, const float *inp, const float *weight, const float *mean,
                               const float *rstd, int N, int C);
 void split_gelu_forward_grad(team_t *team, float *out, float *xg, int N);
 void split_gelu_backward_grad(team_t *team, float *d, const float *grad, int N);
@@ -37,8 +52,10 @@ void split_residual_forward(team_t *team, float *out, const float *a, const floa
 void split_bias_gelu_forward_grad(team_t *team, float *out, float *xg, const float *bias, int N, int OC);
 void split_bias_residual_forward(team_t *team, float *out, const float *a, const float *bias, const float *b,
                                  int N, int OC);
-/* Over all the columns [0, OC), cut by column ranges. */
-void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, const float *grad, int N, int OC);
+/* gelu_backward_grad_bias, dbias by row blocks through part
+ * (split_part_floats(N, OC)). */
+void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, float *part, const float *grad,
+                                   int N, int OC);
 void split_attention_forward(team_t *team, float *out, float *att, float *scratch, size_t stride,
                              const float *qkv, int B, int T, int C, int NH);
 void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t stride, const float *dout,
