@@ -292,39 +292,34 @@ void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, float *
 }
 
 /* ---------------------------------------------------------------------------
- * Attention: one task per S_ATT_GROUP consecutive (b, h) pairs, so that each
- * head of a task but the last has its next head's rows prefetched
- * (attention.c); heads are independent, so the grouping changes no bits. */
-
-#define S_ATT_GROUP 4
+ * Attention: one task per worker, a run of consecutive (b, h) pairs, so that
+ * a worker takes the sequences whose rows the products' row parts gave it,
+ * and each head but a task's last has its next head's rows prefetched
+ * (attention.c); heads are independent, so the cut changes no bits. */
 
 typedef struct {
     float *out, *att, *dqkv, *scratch;
     const float *qkv, *catt, *dout;
     size_t stride;
-    int B, T, C, NH, accumulate;
+    int B, T, C, NH, parts, accumulate;
 } s_att_t;
-
-/* One past the last (b, h) pair of task i. */
-static int s_att_end(const s_att_t *x, int i)
-{
-    return (i + 1) * S_ATT_GROUP < x->B * x->NH ? (i + 1) * S_ATT_GROUP : x->B * x->NH;
-}
 
 static void s_att_fwd_task(void *arg, int i, int worker)
 {
     const s_att_t *x = arg;
-    int bh1 = s_att_end(x, i);
+    int bh0, bh1;
+    s_part(x->B * x->NH, x->parts, i, 1, &bh0, &bh1);
     attention_forward_heads(x->out, x->att, x->scratch + (size_t)worker * x->stride, x->qkv,
-                            x->B, x->T, x->C, x->NH, i * S_ATT_GROUP, bh1);
+                            x->B, x->T, x->C, x->NH, bh0, bh1);
 }
 
 static void s_att_bwd_task(void *arg, int i, int worker)
 {
     const s_att_t *x = arg;
-    int bh1 = s_att_end(x, i);
+    int bh0, bh1;
+    s_part(x->B * x->NH, x->parts, i, 1, &bh0, &bh1);
     attention_backward_heads(x->dqkv, x->scratch + (size_t)worker * x->stride, x->dout, x->qkv, x->catt,
-                             x->B, x->T, x->C, x->NH, i * S_ATT_GROUP, bh1, x->accumulate);
+                             x->B, x->T, x->C, x->NH, bh0, bh1, x->accumulate);
 }
 
 void split_attention_forward(team_t *team, float *out, float *att, float *scratch, size_t stride,
@@ -333,8 +328,8 @@ void split_attention_forward(team_t *team, float *out, float *att, float *scratc
     if (!team) { attention_forward(out, att, scratch, qkv, B, T, C, NH); return; }
     assert(stride >= attention_scratch_floats(T, C, NH));
     s_att_t x = {.out = out, .att = att, .scratch = scratch, .qkv = qkv, .stride = stride,
-                 .B = B, .T = T, .C = C, .NH = NH};
-    team_run(team, (B * NH + S_ATT_GROUP - 1) / S_ATT_GROUP, s_att_fwd_task, &x);
+                 .B = B, .T = T, .C = C, .NH = NH, .parts = s_parts(team, B * NH, 1)};
+    team_run(team, x.parts, s_att_fwd_task, &x);
 }
 
 void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t stride, const float *dout,
@@ -347,8 +342,8 @@ void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t 
     }
     assert(stride >= attention_scratch_floats(T, C, NH));
     s_att_t x = {.dqkv = dqkv, .scratch = scratch, .dout = dout, .qkv = qkv, .catt = att, .stride = stride,
-                 .B = B, .T = T, .C = C, .NH = NH, .accumulate = accumulate};
-    team_run(team, (B * NH + S_ATT_GROUP - 1) / S_ATT_GROUP, s_att_bwd_task, &x);
+                 .B = B, .T = T, .C = C, .NH = NH, .parts = s_parts(team, B * NH, 1), .accumulate = accumulate};
+    team_run(team, x.parts, s_att_bwd_task, &x);
 }
 
 /* ---------------------------------------------------------------------------
