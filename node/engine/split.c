@@ -91,7 +91,7 @@ void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbi
  * Layernorm. */
 
 typedef struct {
-    float *out, *mean, *rstd, *dinp, *part;
+    float *out, *mean, *rstd, *dinp;
     const float *inp, *weight, *bias, *dout, *cmean, *crstd;
     int N, C, parts;
 } s_ln_t;
@@ -134,18 +134,48 @@ void split_layernorm_apply(team_t *team, float *out, const float *inp, const flo
     team_run(team, x.parts, s_ln_apply_task, &x);
 }
 
-/* Row blocks of a parameter gradient's sum over rows (split.h): block k
- * covers rows [k SPLIT_ROWS, (k + 1) SPLIT_ROWS) of N. */
+/* ---------------------------------------------------------------------------
+ * A parameter gradient summed over rows by blocks (split.h): block k covers
+ * rows [k SPLIT_ROWS, (k + 1) SPLIT_ROWS) of N; fn adds the terms of rows
+ * [n0, n1) into that block's width floats of part, zeroed before. */
+
+typedef void (*s_block_fn)(const void *ctx, float *part, int n0, int n1);
+
+typedef struct {
+    s_block_fn fn;
+    const void *ctx;
+    float *part;
+    int N, width, parts;
+} s_rows_t;
+
 static int s_blocks(int N)
 {
     return (N + SPLIT_ROWS - 1) / SPLIT_ROWS;
 }
 
-/* [*n0, *n1): the rows of block k. */
-static void s_block_rows(int N, int k, int *n0, int *n1)
+/* Task i: the blocks of part i. */
+static void s_rows_task(void *arg, int i, int worker)
 {
-    *n0 = k * SPLIT_ROWS;
-    *n1 = *n0 + SPLIT_ROWS < N ? *n0 + SPLIT_ROWS : N;
+    const s_rows_t *r = arg;
+    int k0, k1;
+    (void)worker;
+    s_part(s_blocks(r->N), r->parts, i, 1, &k0, &k1);
+    for (int k = k0; k < k1; k++) {
+        float *p = r->part + (size_t)k * r->width;
+        int n0 = k * SPLIT_ROWS, n1 = n0 + SPLIT_ROWS < r->N ? n0 + SPLIT_ROWS : r->N;
+        memset(p, 0, sizeof(float) * (size_t)r->width);
+        r->fn(r->ctx, p, n0, n1);
+    }
+}
+
+/* Runs fn over every block of N rows, one part of the blocks per worker;
+ * returns the number of blocks, whose sums are then in part. */
+static int s_rows_run(team_t *team, s_block_fn fn, const void *ctx, float *part, int N, int width)
+{
+    s_rows_t r = {.fn = fn, .ctx = ctx, .part = part, .N = N, .width = width, .parts = team_size(team)};
+    if (r.parts > s_blocks(N)) r.parts = s_blocks(N);
+    team_run(team, r.parts, s_rows_task, &r);
+    return s_blocks(N);
 }
 
 /* dst[j] += part[k * stride + j] for every block k in order, j in [0, n). */
@@ -155,23 +185,14 @@ static void s_add_blocks(float *dst, const float *part, int nblocks, size_t stri
         for (int j = 0; j < n; j++) dst[j] += part[(size_t)k * stride + j];
 }
 
-/* Task i: the blocks of part i; block k's dweight and dbias sums start
- * from zero in part[k * 2C ..], and its rows of dinp are added to. */
-static void s_ln_bwd_task(void *arg, int i, int worker)
+/* Rows [n0, n1) of the layernorm backward: dinp added to, the dweight and
+ * dbias terms into part[0, C) and part[C, 2C). */
+static void s_ln_bwd_block(const void *ctx, float *part, int n0, int n1)
 {
-    const s_ln_t *x = arg;
-    int k0, k1;
-    (void)worker;
-    s_part(s_blocks(x->N), x->parts, i, 1, &k0, &k1);
-    for (int k = k0; k < k1; k++) {
-        int a, b;
-        s_block_rows(x->N, k, &a, &b);
-        size_t o = (size_t)a * x->C;
-        float *pw = x->part + (size_t)k * 2 * x->C, *pb = pw + x->C;
-        memset(pw, 0, sizeof(float) * 2 * (size_t)x->C);
-        layernorm_backward(x->dinp + o, pw, pb, x->dout + o, x->inp + o, x->weight, x->cmean + a, x->crstd + a,
-                           b - a, x->C);
-    }
+    const s_ln_t *x = ctx;
+    size_t o = (size_t)n0 * x->C;
+    layernorm_backward(x->dinp + o, part, part + x->C, x->dout + o, x->inp + o, x->weight, x->cmean + n0,
+                       x->crstd + n0, n1 - n0, x->C);
 }
 
 void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *dbias, float *part,
@@ -179,12 +200,11 @@ void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *
                               const float *rstd, int N, int C)
 {
     if (N <= 0) return;
-    s_ln_t x = {.dinp = dinp, .part = part, .dout = dout, .inp = inp, .weight = weight, .cmean = mean,
-                .crstd = rstd, .N = N, .C = C, .parts = team_size(team)};
-    if (x.parts > s_blocks(N)) x.parts = s_blocks(N);
-    team_run(team, x.parts, s_ln_bwd_task, &x);
-    s_add_blocks(dweight, part, s_blocks(N), 2 * (size_t)C, C);
-    s_add_blocks(dbias, part + C, s_blocks(N), 2 * (size_t)C, C);
+    s_ln_t x = {.dinp = dinp, .dout = dout, .inp = inp, .weight = weight, .cmean = mean, .crstd = rstd,
+                .N = N, .C = C};
+    int nb = s_rows_run(team, s_ln_bwd_block, &x, part, N, 2 * C);
+    s_add_blocks(dweight, part, nb, 2 * (size_t)C, C);
+    s_add_blocks(dbias, part + C, nb, 2 * (size_t)C, C);
 }
 
 /* ---------------------------------------------------------------------------
@@ -237,9 +257,9 @@ void split_residual_forward(team_t *team, float *out, const float *a, const floa
 /* Element-wise with a bias per row: rows; the bias gradient by row blocks. */
 
 typedef struct {
-    float *out, *xg, *part;
+    float *out, *xg;
     const float *a, *b, *bias, *grad;
-    int N, OC, parts, kind;   /* 0 bias gelu forward, 1 bias residual, 2 gelu backward with dbias */
+    int N, OC, parts, kind;   /* 0 bias gelu forward, 1 bias residual (s_gelu_bwd_block: neither) */
 } s_bias_t;
 
 static void s_bias_task(void *arg, int i, int worker)
@@ -247,17 +267,6 @@ static void s_bias_task(void *arg, int i, int worker)
     const s_bias_t *x = arg;
     int a, b;
     (void)worker;
-    if (x->kind == 2) {   /* the blocks of part i, as in s_ln_bwd_task */
-        s_part(s_blocks(x->N), x->parts, i, 1, &a, &b);
-        for (int k = a; k < b; k++) {
-            int n0, n1;
-            s_block_rows(x->N, k, &n0, &n1);
-            float *pb = x->part + (size_t)k * x->OC;
-            memset(pb, 0, sizeof(float) * (size_t)x->OC);
-            gelu_backward_grad_bias(x->out + (size_t)n0 * x->OC, pb, x->grad + (size_t)n0 * x->OC, n1 - n0, x->OC);
-        }
-        return;
-    }
     s_part(x->N, x->parts, i, 1, &a, &b);
     size_t o = (size_t)a * x->OC;
     if (x->kind == 0) bias_gelu_forward_grad(x->out + o, x->xg + o, x->bias, b - a, x->OC);
@@ -281,14 +290,21 @@ void split_bias_residual_forward(team_t *team, float *out, const float *a, const
     team_run(team, x.parts, s_bias_task, &x);
 }
 
+/* Rows [n0, n1) of gelu's backward: d *= grad, the bias terms into part. */
+static void s_gelu_bwd_block(const void *ctx, float *part, int n0, int n1)
+{
+    const s_bias_t *x = ctx;
+    size_t o = (size_t)n0 * x->OC;
+    gelu_backward_grad_bias(x->out + o, part, x->grad + o, n1 - n0, x->OC);
+}
+
 void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, float *part, const float *grad,
                                    int N, int OC)
 {
     if (N <= 0) return;
-    s_bias_t x = {.out = d, .part = part, .grad = grad, .N = N, .OC = OC, .kind = 2, .parts = team_size(team)};
-    if (x.parts > s_blocks(N)) x.parts = s_blocks(N);
-    team_run(team, x.parts, s_bias_task, &x);
-    s_add_blocks(dbias, part, s_blocks(N), (size_t)OC, OC);
+    s_bias_t x = {.out = d, .grad = grad, .N = N, .OC = OC};
+    int nb = s_rows_run(team, s_gelu_bwd_block, &x, part, N, OC);
+    s_add_blocks(dbias, part, nb, (size_t)OC, OC);
 }
 
 /* ---------------------------------------------------------------------------
