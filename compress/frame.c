@@ -401,6 +401,29 @@ long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
 
 /* ------------------------------------------------------------ decode */
 
+/* The length fields of a frame against what its shape and codec say
+ * (want_raw), the bytes after its header (have) and its flags.  0, or -1
+ * with the error in slot and err. */
+static int s_check_lengths(frame_error_t *slot, char *err, size_t errlen, uint64_t raw_len, uint64_t want_raw,
+                           uint64_t payload_len, size_t have, unsigned flags)
+{
+    if (raw_len != want_raw)
+        return s_fail(slot, FRAME_E_RAWLEN, err, errlen, "frame: raw length %llu, shape and codec say %llu",
+                      (unsigned long long)raw_len, (unsigned long long)want_raw);
+    if (payload_len != have)
+        return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: payload length %llu, frame holds %zu",
+                      (unsigned long long)payload_len, have);
+    if (flags & FRAME_FLAG_ZSTD) {
+        if (payload_len == 0 || payload_len > ZSTD_compressBound((size_t)raw_len))
+            return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: zstd payload length %llu for raw %llu",
+                          (unsigned long long)payload_len, (unsigned long long)raw_len);
+    } else if (payload_len != raw_len) {
+        return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: payload length %llu != raw length %llu",
+                      (unsigned long long)payload_len, (unsigned long long)raw_len);
+    }
+    return 0;
+}
+
 int frame_peek(frame_info_t *info, const uint8_t *in, size_t len, char *err, size_t errlen)
 {
     frame_info_t tmp;
@@ -446,21 +469,8 @@ int frame_peek(frame_info_t *info, const uint8_t *in, size_t len, char *err, siz
             return s_fail(slot, FRAME_E_SHAPE, err, errlen, "frame: shape holds more than %u values", FRAME_MAX_VALUES);
     }
     uint64_t raw_len = s_get64(in + 12), payload_len = s_get64(in + 20);
-    uint64_t want_raw = s_raw_len(codec, n, bs);
-    if (raw_len != want_raw)
-        return s_fail(slot, FRAME_E_RAWLEN, err, errlen, "frame: raw length %llu, shape and codec say %llu",
-                      (unsigned long long)raw_len, (unsigned long long)want_raw);
-    if (payload_len != len - hdr)
-        return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: payload length %llu, frame holds %zu",
-                      (unsigned long long)payload_len, len - hdr);
-    if (flags & FRAME_FLAG_ZSTD) {
-        if (payload_len == 0 || payload_len > ZSTD_compressBound((size_t)raw_len))
-            return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: zstd payload length %llu for raw %llu",
-                          (unsigned long long)payload_len, (unsigned long long)raw_len);
-    } else if (payload_len != raw_len) {
-        return s_fail(slot, FRAME_E_PAYLOADLEN, err, errlen, "frame: payload length %llu != raw length %llu",
-                      (unsigned long long)payload_len, (unsigned long long)raw_len);
-    }
+    if (s_check_lengths(slot, err, errlen, raw_len, s_raw_len(codec, n, bs), payload_len, len - hdr, flags))
+        return -1;
     info->codec = codec;
     info->dtype = 0;
     info->ndim = ndim;

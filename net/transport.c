@@ -164,6 +164,77 @@ static void s_endpoint(char *out, size_t outlen, const char *host, int port)
     else snprintf(out, outlen, v6 ? "tcp://[%s]:%d" : "tcp://%s:%d", host, port);
 }
 
+/* Fills in the defaults of the options left 0 (transport.h). */
+static void s_apply_defaults(transport_opts_t *o)
+{
+    if (!o->listen_host) o->listen_host = "127.0.0.1";
+    if (o->max_msg_bytes <= 0) o->max_msg_bytes = 64ll << 20;
+    if (o->sndhwm <= 0) o->sndhwm = 100;
+    if (o->rcvhwm <= 0) o->rcvhwm = 1000;
+    if (o->linger_ms <= 0) o->linger_ms = 200;
+    if (o->heartbeat_ivl_ms <= 0) o->heartbeat_ivl_ms = 1000;
+    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 10000;
+    if (o->reconnect_ivl_ms <= 0) o->reconnect_ivl_ms = 100;
+    if (o->emu_max_queue_bytes == 0) o->emu_max_queue_bytes = (size_t)256 << 20;
+    if (o->emu_loss < 0) o->emu_loss = 0;
+}
+
+/* Opens the ZAP handler (first, so no client is handled without it), the
+ * listening ROUTER socket with its monitor, binds it and notes the port it
+ * got.  0, or -1 with a one-line reason (the caller destroys self). */
+static int s_open_listener(transport_t *self, char *err, size_t errlen)
+{
+    const transport_opts_t *o = &self->o;
+    char ep[400];
+    int zero = 0, one = 1, ipv6 = strchr(o->listen_host, ':') != NULL;
+    self->ctx = zmq_ctx_new();
+    if (!self->ctx) { s_err(err, errlen, "cannot create a ZeroMQ context: %s", zmq_strerror(errno)); return -1; }
+    zmq_ctx_set(self->ctx, ZMQ_IO_THREADS, 1);
+
+    /* the ZAP handler first, so no client can be handled without it */
+    self->zap = zmq_socket(self->ctx, ZMQ_REP);
+    if (!self->zap || zmq_setsockopt(self->zap, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_bind(self->zap, ZAP_ENDPOINT)) {
+        s_err(err, errlen, "cannot start the ZAP handler: %s", zmq_strerror(errno));
+        return -1;
+    }
+
+    self->router = zmq_socket(self->ctx, ZMQ_ROUTER);
+    if (!self->router || s_setup_socket(self, self->router, ipv6) ||
+        zmq_setsockopt(self->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one) ||
+        zmq_setsockopt(self->router, ZMQ_CURVE_SERVER, &one, sizeof one) ||
+        zmq_setsockopt(self->router, ZMQ_CURVE_SECRETKEY, self->keys.sec, 32) ||
+        zmq_setsockopt(self->router, ZMQ_ZAP_DOMAIN, "brigade", 7)) {
+        s_err(err, errlen, "cannot set up the listening socket: %s", zmq_strerror(errno));
+        return -1;
+    }
+    int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
+    self->mon = zmq_socket(self->ctx, ZMQ_PAIR);
+    if (zmq_socket_monitor(self->router, MON_ENDPOINT, events) != 0 || !self->mon ||
+        zmq_setsockopt(self->mon, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_connect(self->mon, MON_ENDPOINT) != 0) {
+        s_err(err, errlen, "cannot monitor the listening socket: %s", zmq_strerror(errno));
+        return -1;
+    }
+    s_endpoint(ep, sizeof ep, o->listen_host, o->listen_port);
+    if (zmq_bind(self->router, ep) != 0) {
+        char hp[300];
+        hostport_format(hp, sizeof hp, o->listen_host, o->listen_port);
+        s_err(err, errlen, "cannot listen on %s: %s", hp, zmq_strerror(errno));
+        return -1;
+    }
+    char last[400];
+    size_t lastlen = sizeof last;
+    if (zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, last, &lastlen) == 0) {
+        last[sizeof last - 1] = '\0';
+        const char *c = strrchr(last, ':');
+        self->port = c ? atoi(c + 1) : o->listen_port;
+    } else {
+        self->port = o->listen_port;
+    }
+    return 0;
+}
+
 transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errlen)
 {
     assert(opts && opts->keys);
@@ -176,16 +247,7 @@ transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errle
     self->wakefd = -1;
     self->o = *opts;
     transport_opts_t *o = &self->o;
-    if (!o->listen_host) o->listen_host = "127.0.0.1";
-    if (o->max_msg_bytes <= 0) o->max_msg_bytes = 64ll << 20;
-    if (o->sndhwm <= 0) o->sndhwm = 100;
-    if (o->rcvhwm <= 0) o->rcvhwm = 1000;
-    if (o->linger_ms <= 0) o->linger_ms = 200;
-    if (o->heartbeat_ivl_ms <= 0) o->heartbeat_ivl_ms = 1000;
-    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 10000;
-    if (o->reconnect_ivl_ms <= 0) o->reconnect_ivl_ms = 100;
-    if (o->emu_max_queue_bytes == 0) o->emu_max_queue_bytes = (size_t)256 << 20;
-    if (o->emu_loss < 0) o->emu_loss = 0;
+    s_apply_defaults(o);
     self->emulate = o->emu_latency_ms > 0 || o->emu_jitter_ms > 0 ||
                     o->emu_bandwidth_mbit > 0 || o->emu_loss > 0;
     self->down = linkemu_queue(o->emu_downlink_mbit);
@@ -197,53 +259,7 @@ transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errle
     self->id = node_id_from_pubkey(self->keys.pub);
     self->reply.last_due_us = 0;
 
-    char ep[400];
-    int zero = 0, one = 1, ipv6 = strchr(o->listen_host, ':') != NULL;
-    self->ctx = zmq_ctx_new();
-    if (!self->ctx) { s_err(err, errlen, "cannot create a ZeroMQ context: %s", zmq_strerror(errno)); goto fail; }
-    zmq_ctx_set(self->ctx, ZMQ_IO_THREADS, 1);
-
-    /* the ZAP handler first, so no client can be handled without it */
-    self->zap = zmq_socket(self->ctx, ZMQ_REP);
-    if (!self->zap || zmq_setsockopt(self->zap, ZMQ_LINGER, &zero, sizeof zero) ||
-        zmq_bind(self->zap, ZAP_ENDPOINT)) {
-        s_err(err, errlen, "cannot start the ZAP handler: %s", zmq_strerror(errno));
-        goto fail;
-    }
-
-    self->router = zmq_socket(self->ctx, ZMQ_ROUTER);
-    if (!self->router || s_setup_socket(self, self->router, ipv6) ||
-        zmq_setsockopt(self->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one) ||
-        zmq_setsockopt(self->router, ZMQ_CURVE_SERVER, &one, sizeof one) ||
-        zmq_setsockopt(self->router, ZMQ_CURVE_SECRETKEY, self->keys.sec, 32) ||
-        zmq_setsockopt(self->router, ZMQ_ZAP_DOMAIN, "brigade", 7)) {
-        s_err(err, errlen, "cannot set up the listening socket: %s", zmq_strerror(errno));
-        goto fail;
-    }
-    int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
-    self->mon = zmq_socket(self->ctx, ZMQ_PAIR);
-    if (zmq_socket_monitor(self->router, MON_ENDPOINT, events) != 0 || !self->mon ||
-        zmq_setsockopt(self->mon, ZMQ_LINGER, &zero, sizeof zero) ||
-        zmq_connect(self->mon, MON_ENDPOINT) != 0) {
-        s_err(err, errlen, "cannot monitor the listening socket: %s", zmq_strerror(errno));
-        goto fail;
-    }
-    s_endpoint(ep, sizeof ep, o->listen_host, o->listen_port);
-    if (zmq_bind(self->router, ep) != 0) {
-        char hp[300];
-        hostport_format(hp, sizeof hp, o->listen_host, o->listen_port);
-        s_err(err, errlen, "cannot listen on %s: %s", hp, zmq_strerror(errno));
-        goto fail;
-    }
-    char last[400];
-    size_t lastlen = sizeof last;
-    if (zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, last, &lastlen) == 0) {
-        last[sizeof last - 1] = '\0';
-        const char *c = strrchr(last, ':');
-        self->port = c ? atoi(c + 1) : o->listen_port;
-    } else {
-        self->port = o->listen_port;
-    }
+    if (s_open_listener(self, err, errlen)) goto fail;
     self->reply.sock = self->router;
 
     self->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -835,93 +851,109 @@ static int s_inbox_take(transport_t *self, transport_msg_t *out)
     return 1;
 }
 
+/* Fills self->items with what transport_poll waits on: the ZAP handler,
+ * the wake fd and the monitor (items 0-2), then, while the inbox has room,
+ * the router and every link socket not adopted by the router.  Returns the
+ * number of items, or -1 when out of memory. */
+static int s_poll_items(transport_t *self)
+{
+    if (s_grow_items(self, self->nlinks + 4)) return -1;
+    int readable = self->in_bytes < INBOX_MAX_BYTES;   /* else leave them in ZeroMQ */
+    zmq_pollitem_t *it = self->items;
+    int n = 0;
+    it[n] = (zmq_pollitem_t){.socket = self->zap, .events = ZMQ_POLLIN};
+    self->item_link[n++] = -2;
+    it[n] = (zmq_pollitem_t){.fd = self->wakefd, .events = ZMQ_POLLIN};
+    self->item_link[n++] = -3;
+    it[n] = (zmq_pollitem_t){.socket = self->mon, .events = ZMQ_POLLIN};
+    self->item_link[n++] = -4;
+    if (!readable) return n;
+    it[n] = (zmq_pollitem_t){.socket = self->router, .events = ZMQ_POLLIN};
+    self->item_link[n++] = -1;
+    for (int i = 0; i < self->nlinks; i++) {
+        if (!self->links[i].sock || self->links[i].route_len) continue;   /* adopted: read on the router */
+        it[n] = (zmq_pollitem_t){.socket = self->links[i].sock, .events = ZMQ_POLLIN};
+        self->item_link[n++] = i;
+    }
+    return n;
+}
+
+/* The zmq_poll timeout in ms until `until` (INT64_MAX: none, -1), 0 on the
+ * first look; at most 2 ms while a send waits to be retried. */
+static long s_wait_ms(const transport_t *self, int64_t until, int first)
+{
+    int64_t now = s_now_us();
+    if (self->retry_soon && until > now + 2000) until = now + 2000;
+    if (first) return 0;   /* first look at what is already there */
+    if (until == INT64_MAX) return -1;
+    long wait_ms = until <= now ? 0 : (long)((until - now + 999) / 1000);
+    return wait_ms > 1000000 ? 1000000 : wait_ms;
+}
+
+/* Runs serve(self) for each request pending on sock, at most 64 of them. */
+static void s_drain(transport_t *self, void *sock, void (*serve)(transport_t *))
+{
+    for (int k = 0; k < 64; k++) {
+        serve(self);
+        int ev = 0;
+        size_t evl = sizeof ev;
+        if (zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) break;
+    }
+}
+
+/* After a zmq_poll over the n items of s_poll_items that returned events:
+ * serves handshakes and the monitor, notes a wake-up in *woken, and reads
+ * the data sockets round robin until one message is ready for the caller
+ * (returns 1, *out filled) or none is (0). */
+static int s_serve_ready(transport_t *self, int n, int *woken, transport_msg_t *out)
+{
+    zmq_pollitem_t *it = self->items;
+    if (it[0].revents & ZMQ_POLLIN) s_drain(self, self->zap, s_serve_zap);   /* all pending handshakes */
+    if (it[1].revents & ZMQ_POLLIN) {
+        uint64_t v;
+        ssize_t r = read(self->wakefd, &v, sizeof v);
+        (void)r;
+        *woken = 1;
+        self->st.wakeups++;
+    }
+    if (it[2].revents & ZMQ_POLLIN) s_drain(self, self->mon, s_serve_monitor);
+    int ns = n - 3;   /* sockets from items[3] on, round robin */
+    for (int k = 0; k < ns; k++) {
+        int idx = 3 + (self->rr + k) % ns;
+        if (!(it[idx].revents & ZMQ_POLLIN)) continue;
+        int link = self->item_link[idx];
+        void *sock = link < 0 ? self->router : self->links[link].sock;
+        if (!s_recv(self, sock, link, out)) continue;
+        self->rr = (self->rr + k + 1) % ns;
+        s_acknowledge(self, out);
+        if (self->down.mbit <= 0) return 1;
+        s_inbox_put(self, out);      /* delivered when the downlink has carried it */
+        if (s_inbox_take(self, out)) return 1;
+    }
+    return 0;
+}
+
 int transport_poll(transport_t *self, int timeout_ms, transport_msg_t *out)
 {
     out->parts_ = NULL;   /* closing *out is safe whatever we return */
     out->nframes = 0;
-    int64_t start = s_now_us();
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000;
-    int first = 1;
-    for (;;) {
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : s_now_us() + (int64_t)timeout_ms * 1000;
+    for (int first = 1;; first = 0) {
         int64_t next_due = s_flush(self);
         if (s_inbox_take(self, out)) return 1;
         if (self->in_head && self->in_head->due_us < next_due) next_due = self->in_head->due_us;
-        int readable = self->in_bytes < INBOX_MAX_BYTES;   /* else leave them in ZeroMQ */
-        if (s_grow_items(self, self->nlinks + 4)) return -1;
-        zmq_pollitem_t *it = self->items;
-        int n = 0;
-        it[n] = (zmq_pollitem_t){.socket = self->zap, .events = ZMQ_POLLIN};
-        self->item_link[n++] = -2;
-        it[n] = (zmq_pollitem_t){.fd = self->wakefd, .events = ZMQ_POLLIN};
-        self->item_link[n++] = -3;
-        it[n] = (zmq_pollitem_t){.socket = self->mon, .events = ZMQ_POLLIN};
-        self->item_link[n++] = -4;
-        if (readable) {
-            it[n] = (zmq_pollitem_t){.socket = self->router, .events = ZMQ_POLLIN};
-            self->item_link[n++] = -1;
-        }
-        for (int i = 0; i < self->nlinks && readable; i++) {
-            if (!self->links[i].sock || self->links[i].route_len) continue;   /* adopted: read on the router */
-            it[n] = (zmq_pollitem_t){.socket = self->links[i].sock, .events = ZMQ_POLLIN};
-            self->item_link[n++] = i;
-        }
-        int64_t now = s_now_us();
-        int64_t until = deadline < next_due ? deadline : next_due;
-        if (self->retry_soon && until > now + 2000) until = now + 2000;
-        long wait_ms;
-        if (first) wait_ms = 0;   /* first look at what is already there */
-        else if (until == INT64_MAX) wait_ms = -1;
-        else wait_ms = until <= now ? 0 : (long)((until - now + 999) / 1000);
-        if (wait_ms > 1000000) wait_ms = 1000000;
-        int rc = zmq_poll(it, n, wait_ms);
-        if (rc < 0) {
-            if (errno == EINTR) return 0;
-            return -1;
-        }
+        int n = s_poll_items(self);
+        if (n < 0) return -1;
+        int rc = zmq_poll(self->items, n, s_wait_ms(self, deadline < next_due ? deadline : next_due, first));
+        if (rc < 0) return errno == EINTR ? 0 : -1;
         int woken = 0;
-        if (rc > 0) {
-            if (it[0].revents & ZMQ_POLLIN)
-                for (int k = 0; k < 64; k++) {   /* all pending handshakes, bounded */
-                    s_serve_zap(self);
-                    int ev = 0;
-                    size_t evl = sizeof ev;
-                    if (zmq_getsockopt(self->zap, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) break;
-                }
-            if (it[1].revents & ZMQ_POLLIN) {
-                uint64_t v;
-                ssize_t r = read(self->wakefd, &v, sizeof v);
-                (void)r;
-                woken = 1;
-                self->st.wakeups++;
-            }
-            if (it[2].revents & ZMQ_POLLIN)
-                for (int k = 0; k < 64; k++) {
-                    s_serve_monitor(self);
-                    int ev = 0;
-                    size_t evl = sizeof ev;
-                    if (zmq_getsockopt(self->mon, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) break;
-                }
-            int ns = n - 3;   /* sockets from items[3] on, round robin */
-            for (int k = 0; k < ns; k++) {
-                int idx = 3 + (self->rr + k) % ns;
-                if (!(it[idx].revents & ZMQ_POLLIN)) continue;
-                int link = self->item_link[idx];
-                void *sock = link < 0 ? self->router : self->links[link].sock;
-                if (!s_recv(self, sock, link, out)) continue;
-                self->rr = (self->rr + k + 1) % ns;
-                s_acknowledge(self, out);
-                if (self->down.mbit <= 0) return 1;
-                s_inbox_put(self, out);      /* delivered when the downlink has carried it */
-                if (s_inbox_take(self, out)) return 1;
-            }
-        }
+        if (rc > 0 && s_serve_ready(self, n, &woken, out)) return 1;
         if (woken) return 0;
         if (!first && s_now_us() >= deadline) return 0;
         if (first && timeout_ms == 0) {
             s_flush(self);
             return 0;
         }
-        first = 0;
     }
 }
 

@@ -110,6 +110,61 @@ static double s_compression(const status_snapshot_t *s)
     return s->bytes_sent ? (double)s->bytes_sent_raw / (double)s->bytes_sent : NAN;
 }
 
+/* [{"stage", "peers", "alive"} for each stage]. */
+static void s_json_stages(http_reply_t *o, const status_snapshot_t *s)
+{
+    int np = s_npeers(s);
+    S_LIT(o, "[");
+    for (int st = 0; st < s->nstages && st < MODEL_STAGES_MAX; st++) {
+        int n = 0, alive = 0;
+        for (int i = 0; i < np; i++) {
+            if (s->peers[i].stage != st) continue;
+            n++;
+            alive += s_is_alive(&s->peers[i]);
+        }
+        http_reply_printf(o, "%s{\"stage\":%d,\"peers\":%d,\"alive\":%d}", st ? "," : "", st, n, alive);
+    }
+    S_LIT(o, "]");
+}
+
+/* [one object per known peer]. */
+static void s_json_peers(http_reply_t *o, const status_snapshot_t *s)
+{
+    int np = s_npeers(s);
+    S_LIT(o, "[");
+    for (int i = 0; i < np; i++) {
+        const status_peer_t *p = &s->peers[i];
+        http_reply_append(o, i ? ",{" : "{", i ? 2 : 1);
+        s_json_key(o, "id", 1);        s_json_str(o, p->id, sizeof p->id);
+        s_json_key(o, "stage", 0);
+        if (p->stage >= 0) http_reply_printf(o, "%d", p->stage);
+        else S_LIT(o, "null");
+        s_json_key(o, "addr", 0);      s_json_str(o, p->addr, sizeof p->addr);
+        s_json_key(o, "rate", 0);      s_json_num(o, p->rate >= 0 ? p->rate : NAN);
+        s_json_key(o, "rtt_ms", 0);    s_json_num(o, p->rtt_ms > 0 ? p->rtt_ms : NAN);
+        s_json_key(o, "health", 0);    s_json_str(o, p->health, sizeof p->health);
+        s_json_key(o, "version", 0);   http_reply_printf(o, "%" PRIu64, p->version);
+        s_json_key(o, "self", 0);      http_reply_printf(o, "%s", p->self ? "true" : "false");
+        S_LIT(o, "}");
+    }
+    S_LIT(o, "]");
+}
+
+/* [[update, loss] for each point of the loss history]. */
+static void s_json_losses(http_reply_t *o, const status_snapshot_t *s)
+{
+    int nl = s_nloss(s);
+    S_LIT(o, "[");
+    for (int i = 0; i < nl; i++) {
+        http_reply_append(o, i ? ",[" : "[", i ? 2 : 1);
+        s_json_num(o, s->loss_hist[i].update);
+        S_LIT(o, ",");
+        s_json_num(o, s->loss_hist[i].loss);
+        S_LIT(o, "]");
+    }
+    S_LIT(o, "]");
+}
+
 int status_render_json(http_reply_t *o, const status_snapshot_t *s)
 {
     S_LIT(o, "{");
@@ -137,50 +192,10 @@ int status_render_json(http_reply_t *o, const status_snapshot_t *s)
     s_json_key(o, "drops", 0);       http_reply_printf(o, "%" PRIu64, s->drops);
     s_json_key(o, "inflight", 0);    http_reply_printf(o, "%d", s->inflight);
 
-    int np = s_npeers(s);
-    s_json_key(o, "stages", 0);
-    S_LIT(o, "[");
-    for (int st = 0; st < s->nstages && st < MODEL_STAGES_MAX; st++) {
-        int n = 0, alive = 0;
-        for (int i = 0; i < np; i++) {
-            if (s->peers[i].stage != st) continue;
-            n++;
-            alive += s_is_alive(&s->peers[i]);
-        }
-        http_reply_printf(o, "%s{\"stage\":%d,\"peers\":%d,\"alive\":%d}", st ? "," : "", st, n, alive);
-    }
-    S_LIT(o, "]");
-
-    s_json_key(o, "peers", 0);
-    S_LIT(o, "[");
-    for (int i = 0; i < np; i++) {
-        const status_peer_t *p = &s->peers[i];
-        http_reply_append(o, i ? ",{" : "{", i ? 2 : 1);
-        s_json_key(o, "id", 1);        s_json_str(o, p->id, sizeof p->id);
-        s_json_key(o, "stage", 0);
-        if (p->stage >= 0) http_reply_printf(o, "%d", p->stage);
-        else S_LIT(o, "null");
-        s_json_key(o, "addr", 0);      s_json_str(o, p->addr, sizeof p->addr);
-        s_json_key(o, "rate", 0);      s_json_num(o, p->rate >= 0 ? p->rate : NAN);
-        s_json_key(o, "rtt_ms", 0);    s_json_num(o, p->rtt_ms > 0 ? p->rtt_ms : NAN);
-        s_json_key(o, "health", 0);    s_json_str(o, p->health, sizeof p->health);
-        s_json_key(o, "version", 0);   http_reply_printf(o, "%" PRIu64, p->version);
-        s_json_key(o, "self", 0);      http_reply_printf(o, "%s", p->self ? "true" : "false");
-        S_LIT(o, "}");
-    }
-    S_LIT(o, "]");
-
-    s_json_key(o, "loss_history", 0);
-    S_LIT(o, "[");
-    int nl = s_nloss(s);
-    for (int i = 0; i < nl; i++) {
-        http_reply_append(o, i ? ",[" : "[", i ? 2 : 1);
-        s_json_num(o, s->loss_hist[i].update);
-        S_LIT(o, ",");
-        s_json_num(o, s->loss_hist[i].loss);
-        S_LIT(o, "]");
-    }
-    S_LIT(o, "]}\n");
+    s_json_key(o, "stages", 0);       s_json_stages(o, s);
+    s_json_key(o, "peers", 0);        s_json_peers(o, s);
+    s_json_key(o, "loss_history", 0); s_json_losses(o, s);
+    S_LIT(o, "}\n");
     return o->failed ? -1 : 0;
 }
 
@@ -310,59 +325,48 @@ static double s_nice_step(double range, int n)
 
 /* The loss curve: inline SVG with axes, grid, tick labels and one polyline
  * per run of finite points. */
-static void s_loss_svg(http_reply_t *o, const status_snapshot_t *s)
+/* The loss plot's frame: the svg size W x H, margins L, R, T, B, the plot
+ * area pw x ph inside them and the data ranges it spans. */
+typedef struct {
+    double W, H, L, R, T, B, pw, ph;
+    double xmin, xmax, ymin, ymax;
+} s_plot_t;
+
+/* The grid with tick labels at round values, the axes and their names. */
+static void s_svg_grid(http_reply_t *o, const s_plot_t *p)
 {
-    const double W = 720, H = 280, L = 60, R = 16, T = 14, B = 40;
-    const double pw = W - L - R, ph = H - T - B;
-    int n = s_nloss(s);
-    double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
-    int nfin = 0;
-    for (int i = 0; i < n; i++) {
-        double x = s->loss_hist[i].update, y = s->loss_hist[i].loss;
-        if (!isfinite(x) || !isfinite(y)) continue;
-        nfin++;
-        xmin = fmin(xmin, x); xmax = fmax(xmax, x);
-        ymin = fmin(ymin, y); ymax = fmax(ymax, y);
-    }
-    http_reply_printf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-                      "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"training loss\" "
-                      "font-family=\"sans-serif\" font-size=\"11\">", W, H, W, H);
-    if (nfin == 0) {
-        http_reply_printf(o, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#888\">"
-                          "no loss yet (the last stage reports it)</text></svg>", W / 2, H / 2);
-        return;
-    }
-    if (xmax - xmin < 1.0) { xmin -= 0.5; xmax += 0.5; }
-    if (ymax - ymin < 1e-6 * fmax(1.0, fabs(ymax))) { ymin -= 0.5; ymax += 0.5; }
-    else { double pad = 0.05 * (ymax - ymin); ymin -= pad; ymax += pad; }
-    /* grid and tick labels at round values */
-    double ystep = s_nice_step(ymax - ymin, 4), xstep = fmax(1.0, s_nice_step(xmax - xmin, 5));
+    double ystep = s_nice_step(p->ymax - p->ymin, 4), xstep = fmax(1.0, s_nice_step(p->xmax - p->xmin, 5));
     for (int k = 0; k < 24; k++) {
-        double vy = (ceil(ymin / ystep) + k) * ystep;
-        if (vy > ymax) break;
-        double fy = T + ph * (ymax - vy) / (ymax - ymin);
+        double vy = (ceil(p->ymin / ystep) + k) * ystep;
+        if (vy > p->ymax) break;
+        double fy = p->T + p->ph * (p->ymax - vy) / (p->ymax - p->ymin);
         http_reply_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>",
-                          L, fy, L + pw, fy);
+                          p->L, fy, p->L + p->pw, fy);
         http_reply_printf(o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%.4g</text>",
-                          L - 6, fy + 4, fabs(vy) < 1e-9 * ystep ? 0.0 : vy);
+                          p->L - 6, fy + 4, fabs(vy) < 1e-9 * ystep ? 0.0 : vy);
     }
     for (int k = 0; k < 24; k++) {
-        double vx = (ceil(xmin / xstep) + k) * xstep;
-        if (vx > xmax) break;
-        double fx = L + pw * (vx - xmin) / (xmax - xmin);
+        double vx = (ceil(p->xmin / xstep) + k) * xstep;
+        if (vx > p->xmax) break;
+        double fx = p->L + p->pw * (vx - p->xmin) / (p->xmax - p->xmin);
         http_reply_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>",
-                          fx, T, fx, T + ph);
+                          fx, p->T, fx, p->T + p->ph);
         http_reply_printf(o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%.0f</text>",
-                          fx, T + ph + 16, vx);
+                          fx, p->T + p->ph + 16, vx);
     }
     http_reply_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
                       "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>",
-                      L, T, L, T + ph, L, T + ph, L + pw, T + ph);
+                      p->L, p->T, p->L, p->T + p->ph, p->L, p->T + p->ph, p->L + p->pw, p->T + p->ph);
     http_reply_printf(o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#333\">update</text>",
-                      L + pw / 2, H - 6);
+                      p->L + p->pw / 2, p->H - 6);
     http_reply_printf(o, "<text x=\"14\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#333\" "
-                      "transform=\"rotate(-90 14 %.1f)\">loss</text>", T + ph / 2, T + ph / 2);
-    /* the curve, split at gaps */
+                      "transform=\"rotate(-90 14 %.1f)\">loss</text>", p->T + p->ph / 2, p->T + p->ph / 2);
+}
+
+/* The loss curve of the n points of s, split at gaps (non-finite points),
+ * and a dot on its last point. */
+static void s_svg_curve(http_reply_t *o, const status_snapshot_t *s, int n, const s_plot_t *p)
+{
     int open = 0;
     double lx = 0, ly = 0;
     for (int i = 0; i < n; i++) {
@@ -372,8 +376,8 @@ static void s_loss_svg(http_reply_t *o, const status_snapshot_t *s)
             open = 0;
             continue;
         }
-        lx = L + pw * (x - xmin) / (xmax - xmin);
-        ly = T + ph * (ymax - y) / (ymax - ymin);
+        lx = p->L + p->pw * (x - p->xmin) / (p->xmax - p->xmin);
+        ly = p->T + p->ph * (p->ymax - y) / (p->ymax - p->ymin);
         if (!open) {
             S_LIT(o, "<polyline fill=\"none\" stroke=\"#3467c8\" stroke-width=\"1.6\" "
                               "stroke-linejoin=\"round\" points=\"");
@@ -382,7 +386,37 @@ static void s_loss_svg(http_reply_t *o, const status_snapshot_t *s)
         http_reply_printf(o, "%.1f,%.1f ", lx, ly);
     }
     if (open) S_LIT(o, "\"/>");
-    http_reply_printf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#3467c8\"/></svg>", lx, ly);
+    http_reply_printf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#3467c8\"/>", lx, ly);
+}
+
+static void s_loss_svg(http_reply_t *o, const status_snapshot_t *s)
+{
+    s_plot_t p = {.W = 720, .H = 280, .L = 60, .R = 16, .T = 14, .B = 40,
+                  .xmin = INFINITY, .xmax = -INFINITY, .ymin = INFINITY, .ymax = -INFINITY};
+    p.pw = p.W - p.L - p.R;
+    p.ph = p.H - p.T - p.B;
+    int n = s_nloss(s), nfin = 0;
+    for (int i = 0; i < n; i++) {
+        double x = s->loss_hist[i].update, y = s->loss_hist[i].loss;
+        if (!isfinite(x) || !isfinite(y)) continue;
+        nfin++;
+        p.xmin = fmin(p.xmin, x); p.xmax = fmax(p.xmax, x);
+        p.ymin = fmin(p.ymin, y); p.ymax = fmax(p.ymax, y);
+    }
+    http_reply_printf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                      "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"training loss\" "
+                      "font-family=\"sans-serif\" font-size=\"11\">", p.W, p.H, p.W, p.H);
+    if (nfin == 0) {
+        http_reply_printf(o, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#888\">"
+                          "no loss yet (the last stage reports it)</text></svg>", p.W / 2, p.H / 2);
+        return;
+    }
+    if (p.xmax - p.xmin < 1.0) { p.xmin -= 0.5; p.xmax += 0.5; }
+    if (p.ymax - p.ymin < 1e-6 * fmax(1.0, fabs(p.ymax))) { p.ymin -= 0.5; p.ymax += 0.5; }
+    else { double pad = 0.05 * (p.ymax - p.ymin); p.ymin -= pad; p.ymax += pad; }
+    s_svg_grid(o, &p);
+    s_svg_curve(o, s, n, &p);
+    S_LIT(o, "</svg>");
 }
 
 int status_render_html(http_reply_t *o, const status_snapshot_t *s)

@@ -411,26 +411,14 @@ static uint32_t s_be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Reads one gzip'd IDX file: images (magic 0x803, dims count x 28 x 28) when
- * images is set, else labels (0x801, dims count).  *data gets count x 784
- * or count bytes.  Returns 0, or -1 with a one-line reason naming path. */
-static int s_idx_read(const char *path, int images, uint8_t **data, int *count,
-                      char *err, size_t errlen)
+/* Reads and checks the header of an IDX file open in f: images (magic
+ * 0x803, dims count x 28 x 28) when images is set, else labels (0x801, dims
+ * count).  Returns the count, or 0 with a one-line reason naming path. */
+static uint32_t s_idx_header(gzFile f, const char *path, int images, char *err, size_t errlen)
 {
-    *data = NULL;
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f) {
-        s_err(err, errlen, "fmnist: %s: cannot open: %s", path,
-              errno ? strerror(errno) : "out of memory");
-        return -1;
-    }
-    gzbuffer(f, 1 << 17);
     uint8_t hdr[16];
     size_t hlen = images ? 16 : 8, got = 0;
     int errnum = s_gz_read(f, hdr, hlen, &got);
-    int rc = -1;
-    const char *what = images ? "pixel" : "label";
     if (got > 0 && gzdirect(f)) {
         s_err(err, errlen, "fmnist: %s: not a gzip file", path);
     } else if (errnum != Z_OK && errnum != Z_BUF_ERROR) {
@@ -448,46 +436,66 @@ static int s_idx_read(const char *path, int images, uint8_t **data, int *count,
         s_err(err, errlen, "fmnist: %s: images are %ux%u, expected 28x28", path,
               s_be32(hdr + 8), s_be32(hdr + 12));
     } else {
-        uint32_t cnt = s_be32(hdr + 4);
-        size_t n = (size_t)cnt * (images ? DATA_D : 1);
-        uint8_t *buf = malloc(n);
-        if (!buf) {
-            s_err(err, errlen, "fmnist: %s: out of memory for %zu bytes", path, n);
-        } else {
-            errnum = s_gz_read(f, buf, n, &got);
-            uint8_t extra;
-            size_t more = 0;
-            if (errnum == Z_OK && got == n) errnum = s_gz_read(f, &extra, 1, &more);
-            if (errnum != Z_OK && errnum != Z_BUF_ERROR) {
-                s_err(err, errlen, "fmnist: %s: corrupt gzip data (%s)", path, s_gz_msg(f, path));
-            } else if (got < n) {
-                s_err(err, errlen, "fmnist: %s: truncated (expected %zu %s bytes, got %zu)",
-                      path, n, what, got);
-            } else if (errnum != Z_OK) {
-                s_err(err, errlen, "fmnist: %s: truncated gzip stream after the data", path);
-            } else if (more) {
-                s_err(err, errlen, "fmnist: %s: unexpected data after the %u %s", path, cnt,
-                      images ? "images" : "labels");
-            } else {
-                rc = 0;
-                if (!images) {
-                    for (uint32_t i = 0; i < cnt; i++) {
-                        if (buf[i] >= DATA_NCLASS) {
-                            s_err(err, errlen, "fmnist: %s: label %d at index %u is not in [0,10)",
-                                  path, buf[i], i);
-                            rc = -1;
-                            break;
-                        }
-                    }
-                }
+        return s_be32(hdr + 4);
+    }
+    return 0;
+}
+
+/* Reads the n bytes after the header into buf and checks that the stream
+ * ends there and that labels (images 0) are classes.  0, or -1 with a
+ * one-line reason naming path. */
+static int s_idx_body(gzFile f, const char *path, int images, uint8_t *buf, size_t n, uint32_t cnt,
+                      char *err, size_t errlen)
+{
+    const char *what = images ? "pixel" : "label";
+    size_t got = 0, more = 0;
+    uint8_t extra;
+    int errnum = s_gz_read(f, buf, n, &got);
+    if (errnum == Z_OK && got == n) errnum = s_gz_read(f, &extra, 1, &more);
+    if (errnum != Z_OK && errnum != Z_BUF_ERROR) {
+        s_err(err, errlen, "fmnist: %s: corrupt gzip data (%s)", path, s_gz_msg(f, path));
+    } else if (got < n) {
+        s_err(err, errlen, "fmnist: %s: truncated (expected %zu %s bytes, got %zu)", path, n, what, got);
+    } else if (errnum != Z_OK) {
+        s_err(err, errlen, "fmnist: %s: truncated gzip stream after the data", path);
+    } else if (more) {
+        s_err(err, errlen, "fmnist: %s: unexpected data after the %u %s", path, cnt, images ? "images" : "labels");
+    } else {
+        for (uint32_t i = 0; !images && i < cnt; i++)
+            if (buf[i] >= DATA_NCLASS) {
+                s_err(err, errlen, "fmnist: %s: label %d at index %u is not in [0,10)", path, buf[i], i);
+                return -1;
             }
-            if (rc == 0) {
-                *data = buf;
-                *count = (int)cnt;
-            } else {
-                free(buf);
-            }
-        }
+        return 0;
+    }
+    return -1;
+}
+
+/* Reads one gzip'd IDX file (s_idx_header): *data gets count x 784 or count
+ * bytes.  Returns 0, or -1 with a one-line reason naming path. */
+static int s_idx_read(const char *path, int images, uint8_t **data, int *count,
+                      char *err, size_t errlen)
+{
+    *data = NULL;
+    errno = 0;
+    gzFile f = gzopen(path, "rb");
+    if (!f) {
+        s_err(err, errlen, "fmnist: %s: cannot open: %s", path,
+              errno ? strerror(errno) : "out of memory");
+        return -1;
+    }
+    gzbuffer(f, 1 << 17);
+    int rc = -1;
+    uint32_t cnt = s_idx_header(f, path, images, err, errlen);
+    size_t n = (size_t)cnt * (images ? DATA_D : 1);
+    uint8_t *buf = cnt ? malloc(n) : NULL;
+    if (cnt && !buf) s_err(err, errlen, "fmnist: %s: out of memory for %zu bytes", path, n);
+    if (buf && s_idx_body(f, path, images, buf, n, cnt, err, errlen) == 0) {
+        *data = buf;
+        *count = (int)cnt;
+        rc = 0;
+    } else {
+        free(buf);
     }
     gzclose(f);
     return rc;

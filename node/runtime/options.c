@@ -148,15 +148,13 @@ static int s_set_delays(opts_t *o, const char *v, char *err, size_t errlen)
     return 0;
 }
 
-static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t errlen)
+/* The numeric options (T_INT, T_U64, T_FLOAT, T_DOUBLE): v parsed whole
+ * into *p.  0, or -1 with a one-line reason. */
+static int s_set_number(void *p, const opt_def_t *d, const char *v, char *err, size_t errlen)
 {
     char *end = NULL;
-    void *p = (char *)o + d->off;
     errno = 0;
     switch (d->type) {
-    case T_FLAG:
-        *(int *)p = 1;
-        return 0;
     case T_INT: {
         long x = strtol(v, &end, 10);
         if (end == v || *end || errno || x < INT_MIN || x > INT_MAX) goto bad;
@@ -177,6 +175,25 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
         else *(double *)p = x;
         return 0;
     }
+    default:
+        break;
+    }
+bad:
+    snprintf(err, errlen, "--%s %s: not a valid %s", d->name, v,
+             d->type == T_INT || d->type == T_U64 ? "integer" : "number");
+    return -1;
+}
+
+static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t errlen)
+{
+    char *end = NULL;
+    void *p = (char *)o + d->off;
+    switch (d->type) {
+    case T_FLAG:
+        *(int *)p = 1;
+        return 0;
+    case T_INT: case T_U64: case T_FLOAT: case T_DOUBLE:
+        return s_set_number(p, d, v, err, errlen);
     case T_STR: case T_CODEC:
         if (strlen(v) >= d->size) {
             snprintf(err, errlen, "--%s: value too long (at most %zu characters)", d->name, d->size - 1);
@@ -225,10 +242,7 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
         }
         return 0;
     }
-bad:
-    snprintf(err, errlen, "--%s %s: not a valid %s", d->name, v,
-             d->type == T_INT || d->type == T_U64 ? "integer" : "number");
-    return -1;
+    return 0;
 }
 
 int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err, size_t errlen)

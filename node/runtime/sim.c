@@ -1074,6 +1074,60 @@ void sim_opts_defaults(sim_opts_t *so)
     so->gflops = 50;
 }
 
+/* The fault plan of the run: --plan's events, then --faults random ones
+ * (sim_plan_random) merged in by time, into s->plan / s->nplan.  0, or -1
+ * with a one-line reason (s->plan may be set: the caller frees it). */
+static int s_load_plan(sim_t *s, char *err, size_t errlen)
+{
+    const sim_opts_t *so = &s->so;
+    if (so->plan[0]) {
+        FILE *f = fopen(so->plan, "r");
+        if (!f) { snprintf(err, errlen, "--plan %s: cannot read it", so->plan); return -1; }
+        char *text = calloc(1, 1 << 20);
+        if (text) (void)fread(text, 1, (1 << 20) - 1, f);
+        fclose(f);
+        char e2[256] = "out of memory";
+        s->nplan = text ? sim_plan_parse(text, so->nodes, &s->plan, e2, sizeof e2) : -1;
+        free(text);
+        if (s->nplan < 0) { snprintf(err, errlen, "--plan %s: %s", so->plan, e2); return -1; }
+    }
+    if (so->faults > 0) {
+        plan_ev_t *rnd = NULL;   /* left unset when sim_plan_random fails */
+        double horizon = so->sim_seconds > 120 ? 60.0 : so->sim_seconds / 2;
+        int k = sim_plan_random(so->o.seed, so->nodes, so->faults, horizon, &rnd);
+        plan_ev_t *all = k < 0 ? NULL : realloc(s->plan, sizeof(plan_ev_t) * (size_t)(s->nplan + k));
+        if (!all) { free(rnd); snprintf(err, errlen, "out of memory"); return -1; }
+        for (int i = 0; i < k; i++) { all[s->nplan + i] = rnd[i]; all[s->nplan + i].line += 100000; }
+        s->plan = all;
+        s->nplan += k;
+        free(rnd);
+        qsort(s->plan, (size_t)s->nplan, sizeof *s->plan, s_plan_cmp);
+    }
+    return 0;
+}
+
+/* Runs the events in time order until none is left, the simulated end
+ * (--sim-seconds, or a grace after every node is done) or the wall-clock
+ * bound (a violation). */
+static void s_event_loop(sim_t *s)
+{
+    const sim_opts_t *so = &s->so;
+    double end = so->sim_seconds > 0 ? so->sim_seconds : 86400.0;
+    uint64_t steps = 0;
+    while (s->nheap) {
+        if (s->heap[0].t > end) { s->now = end; break; }
+        if (isfinite(s->done_at) && s->heap[0].t > s->done_at + END_GRACE_S) { s->now = s->done_at + END_GRACE_S; break; }
+        ev_t e = s_pop(s);
+        s->now = e.t;
+        s_step(s, &e);
+        if (s_all_done(s)) break;
+        if ((++steps & 1023) == 0 && s_wall() - s->wall0 > so->wall_seconds) {
+            s_violation(s, "wall-clock bound of %.0f s reached at simulated %.1f s", so->wall_seconds, s->now);
+            break;
+        }
+    }
+}
+
 int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
@@ -1092,30 +1146,7 @@ int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_
     if (!so->steps_given) s->so.o.steps = 100000000;
     s->so.o.optim.total = s->so.o.steps;
     openblas_set_num_threads(1);
-    if (so->plan[0]) {
-        FILE *f = fopen(so->plan, "r");
-        if (!f) { snprintf(err, errlen, "--plan %s: cannot read it", so->plan); free(s); return -1; }
-        char *text = calloc(1, 1 << 20);
-        size_t got = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
-        fclose(f);
-        char e2[256];
-        s->nplan = text ? sim_plan_parse(text, so->nodes, &s->plan, e2, sizeof e2) : -1;
-        free(text);
-        (void)got;
-        if (s->nplan < 0) { snprintf(err, errlen, "--plan %s: %s", so->plan, e2); free(s); return -1; }
-    }
-    if (so->faults > 0) {
-        plan_ev_t *rnd;
-        double horizon = so->sim_seconds > 120 ? 60.0 : so->sim_seconds / 2;
-        int k = sim_plan_random(so->o.seed, so->nodes, so->faults, horizon, &rnd);
-        plan_ev_t *all = k < 0 ? NULL : realloc(s->plan, sizeof(plan_ev_t) * (size_t)(s->nplan + k));
-        if (!all) { free(rnd); free(s->plan); free(s); snprintf(err, errlen, "out of memory"); return -1; }
-        for (int i = 0; i < k; i++) { all[s->nplan + i] = rnd[i]; all[s->nplan + i].line += 100000; }
-        s->plan = all;
-        s->nplan += k;
-        free(rnd);
-        qsort(s->plan, (size_t)s->nplan, sizeof *s->plan, s_plan_cmp);
-    }
+    if (s_load_plan(s, err, errlen)) { free(s->plan); free(s); return -1; }
     s->vcache = vcache_new(so->nodes > 128 ? 8 * so->nodes : 1024);
     s->metrics = s->vcache ? metrics_open(so->o.metrics, "sim", err, errlen) : NULL;
     if (!s->metrics) { if (!s->vcache) snprintf(err, errlen, "out of memory"); vcache_destroy(&s->vcache); free(s->plan); free(s); return -1; }
@@ -1132,20 +1163,7 @@ int sim_run(const sim_opts_t *so, FILE *log, sim_result_t *res, char *err, size_
     if (so->churn_per_hour > 0)   /* the first leave after a 10 s start, then a Poisson process (s_churn) */
         s_push(s, 10.0 + s_exponential(s, so->nodes * so->churn_per_hour / 3600.0), EV_CHURN, -1, 0, NULL);
     s_push(s, PROGRESS_EVERY_S, EV_PROGRESS, -1, 0, NULL);
-    double end = so->sim_seconds > 0 ? so->sim_seconds : 86400.0;
-    uint64_t steps = 0;
-    while (s->nheap) {
-        if (s->heap[0].t > end) { s->now = end; break; }
-        if (isfinite(s->done_at) && s->heap[0].t > s->done_at + END_GRACE_S) { s->now = s->done_at + END_GRACE_S; break; }
-        ev_t e = s_pop(s);
-        s->now = e.t;
-        s_step(s, &e);
-        if (s_all_done(s)) break;
-        if ((++steps & 1023) == 0 && s_wall() - s->wall0 > so->wall_seconds) {
-            s_violation(s, "wall-clock bound of %.0f s reached at simulated %.1f s", so->wall_seconds, s->now);
-            break;
-        }
-    }
+    s_event_loop(s);
     if (!so->steps_given) {
         /* a time-bounded run: what is still running has run its course */
         for (int i = 0; i < s->nnodes; i++)
