@@ -148,18 +148,13 @@ typedef struct {
     int N, width, parts;
 } s_rows_t;
 
-static int s_blocks(int N)
-{
-    return (N + SPLIT_ROWS - 1) / SPLIT_ROWS;
-}
-
 /* Task i: the blocks of part i. */
 static void s_rows_task(void *arg, int i, int worker)
 {
     const s_rows_t *r = arg;
     int k0, k1;
     (void)worker;
-    s_part(s_blocks(r->N), r->parts, i, 1, &k0, &k1);
+    s_part(split_blocks(r->N), r->parts, i, 1, &k0, &k1);
     for (int k = k0; k < k1; k++) {
         float *p = r->part + (size_t)k * r->width;
         int n0 = k * SPLIT_ROWS, n1 = n0 + SPLIT_ROWS < r->N ? n0 + SPLIT_ROWS : r->N;
@@ -173,9 +168,9 @@ static void s_rows_task(void *arg, int i, int worker)
 static int s_rows_run(team_t *team, s_block_fn fn, const void *ctx, float *part, int N, int width)
 {
     s_rows_t r = {.fn = fn, .ctx = ctx, .part = part, .N = N, .width = width, .parts = team_size(team)};
-    if (r.parts > s_blocks(N)) r.parts = s_blocks(N);
+    if (r.parts > split_blocks(N)) r.parts = split_blocks(N);
     team_run(team, r.parts, s_rows_task, &r);
-    return s_blocks(N);
+    return split_blocks(N);
 }
 
 /* dst[j] += part[k * stride + j] for every block k in order, j in [0, n). */
@@ -259,7 +254,7 @@ void split_residual_forward(team_t *team, float *out, const float *a, const floa
 typedef struct {
     float *out, *xg;
     const float *a, *b, *bias, *grad;
-    int N, OC, parts, kind;   /* 0 bias gelu forward, 1 bias residual (s_gelu_bwd_block: neither) */
+    int N, OC, parts, kind;   /* 0 bias gelu forward, 1 bias residual */
 } s_bias_t;
 
 static void s_bias_task(void *arg, int i, int worker)
@@ -290,19 +285,25 @@ void split_bias_residual_forward(team_t *team, float *out, const float *a, const
     team_run(team, x.parts, s_bias_task, &x);
 }
 
+typedef struct {
+    float *d;
+    const float *grad;
+    int OC;
+} s_gelu_bwd_t;
+
 /* Rows [n0, n1) of gelu's backward: d *= grad, the bias terms into part. */
 static void s_gelu_bwd_block(const void *ctx, float *part, int n0, int n1)
 {
-    const s_bias_t *x = ctx;
+    const s_gelu_bwd_t *x = ctx;
     size_t o = (size_t)n0 * x->OC;
-    gelu_backward_grad_bias(x->out + o, part, x->grad + o, n1 - n0, x->OC);
+    gelu_backward_grad_bias(x->d + o, part, x->grad + o, n1 - n0, x->OC);
 }
 
 void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, float *part, const float *grad,
                                    int N, int OC)
 {
     if (N <= 0) return;
-    s_bias_t x = {.out = d, .grad = grad, .N = N, .OC = OC};
+    s_gelu_bwd_t x = {.d = d, .grad = grad, .OC = OC};
     int nb = s_rows_run(team, s_gelu_bwd_block, &x, part, N, OC);
     s_add_blocks(dbias, part, nb, (size_t)OC, OC);
 }

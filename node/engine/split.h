@@ -25,10 +25,16 @@
 
 #define SPLIT_ROWS 64   /* rows of a block of a parameter gradient's sum over rows */
 
+/* Blocks of SPLIT_ROWS rows (the last may be shorter) that cover N rows. */
+static inline int split_blocks(int N)
+{
+    return N > 0 ? (N + SPLIT_ROWS - 1) / SPLIT_ROWS : 0;
+}
+
 /* Floats of the part buffer a sum over N rows of width columns needs. */
 static inline size_t split_part_floats(int N, int width)
 {
-    return N > 0 && width > 0 ? (size_t)(N + SPLIT_ROWS - 1) / SPLIT_ROWS * (size_t)width : 0;
+    return width > 0 ? (size_t)split_blocks(N) * (size_t)width : 0;
 }
 
 void split_linear_forward(team_t *team, float *out, const float *inp, const float *weight,
