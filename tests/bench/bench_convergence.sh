@@ -185,14 +185,14 @@ if [ "${PART:-swarm}" = swarm ]; then
 {
     echo "### Swarms under weight delay: brigade sim --compute real, 4 nodes, micro 4, 400 updates"
     echo
-    echo "Val loss at the last evaluation (every 50 updates and after the last: update 400, 600),"
+    echo "Val loss at the last evaluation (every 50 updates and after the last: update 400, 600, 800),"
     echo "simulated seconds of the run (compute modelled from FLOPs, links emulated), tokens/s of the last"
     echo "stage; \"reaches\" is the simulated second at which the val loss first reached gpipe's last one, per"
-    echo "seed; /D: --max-delay D (default 2, 1 with 2bw); @600: a run of 600 updates (its learning-rate schedule spans 600)."
+    echo "seed; /D: --max-delay D (default 2, 1 with 2bw); @N: a run of N updates (its learning-rate schedule spans N)."
     echo
     echo "| links | schedule:staleness[:stash][/D] | val loss (vs gpipe) [seeds] | sim s | tokens/s | reaches gpipe's last |"
     echo "|---|---|---|---|---|---|"
-    SW="gpipe:none async:predict+ramp async:none async:predict async:predict+ramp:2bw async:predict+ramp/1 async:predict+ramp/3 async:predict+ramp@600"
+    SW="gpipe:none async:predict+ramp async:none async:predict async:predict+ramp:2bw async:predict+ramp/1 async:predict+ramp/3 async:predict+ramp@600 gpipe:none@800 async:predict/1@800"
     [ -n "${QUICK:-}" ] && SW="gpipe:none async:predict+ramp"
     # shellcheck disable=SC2086
     swarm_row "1 ms" 400 4 "1 0" $SW
