@@ -323,8 +323,6 @@ static double s_nice_step(double range, int n)
     return (f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0) * mag;
 }
 
-/* The loss curve: inline SVG with axes, grid, tick labels and one polyline
- * per run of finite points. */
 /* The loss plot's frame: the svg size W x H, margins L, R, T, B, the plot
  * area pw x ph inside them and the data ranges it spans. */
 typedef struct {
@@ -389,6 +387,8 @@ static void s_svg_curve(http_reply_t *o, const status_snapshot_t *s, int n, cons
     http_reply_printf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#3467c8\"/>", lx, ly);
 }
 
+/* The loss curve: inline SVG with axes, grid, tick labels and one polyline
+ * per run of finite points. */
 static void s_loss_svg(http_reply_t *o, const status_snapshot_t *s)
 {
     s_plot_t p = {.W = 720, .H = 280, .L = 60, .R = 16, .T = 14, .B = 40,

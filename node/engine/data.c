@@ -413,8 +413,8 @@ static uint32_t s_be32(const uint8_t *p)
 
 /* Reads and checks the header of an IDX file open in f: images (magic
  * 0x803, dims count x 28 x 28) when images is set, else labels (0x801, dims
- * count).  Returns the count, or 0 with a one-line reason naming path. */
-static uint32_t s_idx_header(gzFile f, const char *path, int images, char *err, size_t errlen)
+ * count).  0 with *count set, or -1 with a one-line reason naming path. */
+static int s_idx_header(gzFile f, const char *path, int images, uint32_t *count, char *err, size_t errlen)
 {
     uint8_t hdr[16];
     size_t hlen = images ? 16 : 8, got = 0;
@@ -436,9 +436,10 @@ static uint32_t s_idx_header(gzFile f, const char *path, int images, char *err, 
         s_err(err, errlen, "fmnist: %s: images are %ux%u, expected 28x28", path,
               s_be32(hdr + 8), s_be32(hdr + 12));
     } else {
-        return s_be32(hdr + 4);
+        *count = s_be32(hdr + 4);
+        return 0;
     }
-    return 0;
+    return -1;
 }
 
 /* Reads the n bytes after the header into buf and checks that the stream
@@ -486,10 +487,14 @@ static int s_idx_read(const char *path, int images, uint8_t **data, int *count,
     }
     gzbuffer(f, 1 << 17);
     int rc = -1;
-    uint32_t cnt = s_idx_header(f, path, images, err, errlen);
-    size_t n = (size_t)cnt * (images ? DATA_D : 1);
-    uint8_t *buf = cnt ? malloc(n) : NULL;
-    if (cnt && !buf) s_err(err, errlen, "fmnist: %s: out of memory for %zu bytes", path, n);
+    uint32_t cnt = 0;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (s_idx_header(f, path, images, &cnt, err, errlen) == 0) {
+        n = (size_t)cnt * (images ? DATA_D : 1);
+        buf = malloc(n ? n : 1);
+        if (!buf) s_err(err, errlen, "fmnist: %s: out of memory for %zu bytes", path, n);
+    }
     if (buf && s_idx_body(f, path, images, buf, n, cnt, err, errlen) == 0) {
         *data = buf;
         *count = (int)cnt;
