@@ -277,22 +277,26 @@ S_AVX512 static void s_put_t4(float *restrict dst, int ldd, const float *restric
     int j0 = R == 4 ? jn - jn % S_VL : 0;
     for (int j = j0; j < jn; j++)
         for (int r = 0; r < R; r++) dst[(size_t)j * ldd + r] = src[(size_t)r * lds + j];
-    const s_ivec lo = {0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29};
-    const s_ivec hi = lo + 2;
-    const s_ivec lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
-    const s_ivec hi2 = lo2 + 2;
+    /* interleave pairs of rows, then pairs of pairs (__builtin_shufflevector: gcc >= 12 and clang) */
+#define S_LO(a, b) __builtin_shufflevector(a, b, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29)
+#define S_HI(a, b) __builtin_shufflevector(a, b, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31)
+#define S_LO2(a, b) __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)
+#define S_HI2(a, b) __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31)
     for (int j = 0; j < j0; j += S_VL) {
         s_vec a0 = s_ld(src + j), a1 = s_ld(src + (size_t)lds + j);
         s_vec a2 = s_ld(src + 2 * (size_t)lds + j), a3 = s_ld(src + 3 * (size_t)lds + j);
-        s_vec u0 = __builtin_shuffle(a0, a1, lo), u1 = __builtin_shuffle(a0, a1, hi);
-        s_vec u2 = __builtin_shuffle(a2, a3, lo), u3 = __builtin_shuffle(a2, a3, hi);
-        s_vec t[4] = {__builtin_shuffle(u0, u2, lo2), __builtin_shuffle(u0, u2, hi2),
-                      __builtin_shuffle(u1, u3, lo2), __builtin_shuffle(u1, u3, hi2)};
+        s_vec u0 = S_LO(a0, a1), u1 = S_HI(a0, a1);
+        s_vec u2 = S_LO(a2, a3), u3 = S_HI(a2, a3);
+        s_vec t[4] = {S_LO2(u0, u2), S_HI2(u0, u2), S_LO2(u1, u3), S_HI2(u1, u3)};
         /* lane k of t[c] is column j + 4k + c */
         for (int k = 0; k < 4; k++)
             for (int c = 0; c < 4; c++)
                 __builtin_memcpy(dst + (size_t)(j + 4 * k + c) * ldd, (const float *)&t[c] + 4 * k, 16);
     }
+#undef S_LO
+#undef S_HI
+#undef S_LO2
+#undef S_HI2
 }
 
 /* bt (D x ldb) = the transpose of x's first T rows of D floats (row stride

@@ -33,7 +33,11 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define S_HAVE_X86 1
 #define S_AVX2 __attribute__((target("avx2,fma")))
+#if defined(__clang__)   /* clang's spelling of the 512-bit preference (make fuzz builds with it) */
+#define S_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), min_vector_width(512)))
+#else
 #define S_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,prefer-vector-width=512")))
+#endif
 #define S_COPIES(name, params, args) \
     S_AVX2 static void name##_avx2 params { name args; } \
     S_AVX512 static void name##_avx512 params { name args; }

@@ -1,4 +1,4 @@
-// fuzz-sources: node/runtime/options.c node/engine/model.c node/engine/layers.c node/engine/optim.c node/engine/data.c node/engine/staleness.c node/engine/attention.c net/wire.c net/keys.c compress/*.c
+// fuzz-sources: node/runtime/options.c node/engine/*.c net/wire.c net/keys.c compress/*.c
 /* fuzz_runcfg.c: libFuzzer target for the run config a joiner receives in
  * WELCOME (opts_decode_run).
  *
