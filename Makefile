@@ -47,6 +47,17 @@ $(BUILD)/libbrigade.a: $(LIB_OBJ)
 $(BUILD)/brigade: $(BUILD)/node/cli/main.o $(BUILD)/libbrigade.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The release (`brigade version`, the Debian package's version): 0.1.<commits>.
+# version.h is rewritten only when it changes, so main.o is rebuilt only then.
+VERSION ?= 0.1.$(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+$(BUILD)/version.h: FORCE
+	@mkdir -p $(@D)
+	@echo '#define BRIGADE_VERSION "$(VERSION)"' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/node/cli/main.o: $(BUILD)/version.h
+$(BUILD)/node/cli/main.o: CFLAGS += -I$(BUILD)
+FORCE:
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libbrigade.a tests/check.h tests/json_valid.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbrigade.a $(LDLIBS)
@@ -101,7 +112,6 @@ install: $(BUILD)/brigade
 
 # The Debian package (dpkg-deb) of a portable binary, built apart in
 # build-deb/ so that an OPT=-march=native build never ends up in it.
-VERSION ?= 0.1.$(shell git rev-list --count HEAD 2>/dev/null || echo 0)
 deb:
 	@$(MAKE) --no-print-directory build-deb/brigade BUILD=build-deb OPT="$(MARCH)"
 	@sh examples/debian/build-deb.sh build-deb/brigade build-deb $(VERSION)

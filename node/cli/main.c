@@ -1,7 +1,10 @@
 /* main.c: the `brigade` command line. */
 #include "node/cli/cli.h"
 #include "compress/cpu.h"
+#include "net/wire.h"
+#include "node/engine/gemm.h"
 #include "node/runtime/options.h"
+#include "version.h"   /* BRIGADE_VERSION, written by the Makefile */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,11 +23,23 @@ static void s_usage(FILE *f)
         "  assemble CHECKPOINT_DIR... --out FILE  stage checkpoints -> one model file\n"
         "  ticket  --owner DIR --peer PUBKEY [--expires T]   admission ticket for a closed swarm\n"
         "  sim     --nodes N --stages K [options] a whole swarm in one process, on a virtual network and clock\n"
+        "  version                                this build: release, wire protocol, kernels in use\n"
         "\nenvironment:\n"
         "  BRIGADE_CPU=generic|sse4.1|avx2|avx512|native   caps the instruction set of the fast kernels\n"
         "                                         (default native: the best this CPU runs; generic: plain C)\n"
         "\ntrainer options (solo):\n");
     opts_help(f, OPTS_SOLO);
+}
+
+/* `brigade version`: what a volunteer reports, and what decides whether two
+ * nodes can talk (the wire protocol). */
+static int s_version(void)
+{
+    printf("brigade %s\n", BRIGADE_VERSION);
+    printf("wire protocol %d\n", WIRE_VERSION);
+    printf("kernels %s (this CPU: %s), matrix products %s\n", cpu_level_name(cpu_level()),
+           cpu_level_name(cpu_hw_level()), gemm_name());
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -39,6 +54,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) return s_version();
     if (!strcmp(cmd, "solo")) return cmd_solo(argc, argv);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
     if (!strcmp(cmd, "node")) return cmd_node(argc, argv);
