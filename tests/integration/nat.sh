@@ -95,8 +95,11 @@ after=$(cat "$T"/relay/n0/metrics.jsonl "$T"/relay/n3/metrics.jsonl 2>/dev/null 
 ok relay-killed-routed-around $? "harness exit $rc: $(grep -E '^FAILED|^check lost' "$T/relay.out" | tr '\n' ' ')relay events of the killed relay: ${first:-0}; messages the others relayed after it: $after"
 
 # 4. a relay that alters what it forwards: the receiver refuses the envelope
-#    (it does not open) and counts it; the run completes (re-issues)
-python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/tamper" --timeout 120 --stages 4 \
+#    (it does not open) and counts it; the run completes (re-issues).  Each
+#    refused envelope costs the data stage one re-issue deadline (at least 5 s),
+#    so the run's length follows how many the 5% hits: 8-35 s here, 27 s to
+#    over 120 s under AddressSanitizer; the bound leaves room for that.
+python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/tamper" --timeout 300 --stages 4 \
     --creator-args "--model gpt-tiny --data synthetic --steps 40 --seed 1" \
     --node 0 " --emu-relay-tamper 0.05" --node 3 " --emu-relay-tamper 0.05" \
     --node 1 " --no-listen" --node 2 " --no-listen" \

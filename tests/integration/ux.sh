@@ -24,8 +24,8 @@ for c in solo node keygen status sample assemble ticket; do grep -q "^  $c " "$T
 [ -z "$missing" ] && ok "help lists the commands and node options" || bad help "missing:$missing"
 [ "$(grep -c -- '--join HOST:PORT/KEY ' "$T/hn")" = 1 ] && ok "node --help prints its table once" || bad "node help" "option table printed $(grep -c -- '--join HOST:PORT/KEY ' "$T/hn") times"
 
-# version: the release, the wire protocol and the kernels, the same for `--version`; the
-# release is the one the Makefile wrote (VERSION, also the Debian package's)
+# version: the release (0.1.N, the Makefile's VERSION), the wire protocol and the kernels;
+# `--version` prints the same
 "$BRIGADE" version >"$T/v" 2>&1 && "$BRIGADE" --version >"$T/v2" 2>&1 || bad version "exited non-zero"
 if grep -qE '^brigade [0-9]+\.[0-9]+\.[0-9]+$' "$T/v" && grep -qE '^wire protocol [0-9]+$' "$T/v" &&
    grep -q '^kernels ' "$T/v" && cmp -s "$T/v" "$T/v2"; then
