@@ -4,13 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#include <cpuid.h>
-#endif
 
 static const char *const s_names[] = {"generic", "sse4.1", "avx2", "avx512"};
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <cpuid.h>
+
 /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does
  * not know the name "f16c".  Its instructions are VEX-encoded, so the AVX
  * state they need is the one the avx2 test below already requires. */
