@@ -23,7 +23,7 @@ static const sim_arg_t s_args[] = {
     { "compute", A_COMPUTE, "real|model", "run the engine (tiny models: real losses) or model each step's time from its FLOPs (default model)" },
     { "sim-seconds", A_DOUBLE, "S", "bound on simulated time; without --steps the run is these S seconds (default 600)" },
     { "wall-seconds", A_DOUBLE, "S", "bound on wall time (default 600)" },
-    { "plan", A_PATH, "FILE", "fault plan: lines 'AT kill N | restart N | slow N F | partition A,B.. | heal | rogue N'" },
+    { "plan", A_PATH, "FILE", "fault plan: lines 'AT kill N | restart N | slow N F | pause N S | partition A,B.. | heal | rogue N'" },
     { "faults", A_INT, "K", "K random fault events drawn from the seed: kills (restarted later), slowdowns, partitions (healed), rogues" },
     { "churn", A_DOUBLE, "PER_HOUR", "nodes leaving per node-hour, as many new ones joining (default 0)" },
     { "latency-ms", A_RANGE, "A:B", "one-way latency per directed link, drawn in [A,B] (default 20:50)" },

@@ -1016,8 +1016,10 @@ static void s_on_grad(compute_t *c, const mail_t *m)
         s_drop(c, "gradient of an unknown microbatch", m->peer);   /* re-issued or forgotten */
         return;
     }
+    /* work the peer held across a silence of its own (a pause) says nothing of its or the pipeline's speed */
     double turn = s_now(c) - r->t;
-    s_peer_returned(c, r->to, turn);
+    int held_silent = r->t < m->silent_until;
+    s_peer_returned(c, r->to, held_silent ? 0 : turn);
     if (m->hdr.flags & GRAD_FLAG_DUP) {
         /* applied further on already: nothing to apply here; upstream learns the same */
         if (c->stage > 0) s_send_dup(c, r->from, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT);
@@ -1026,7 +1028,7 @@ static void s_on_grad(compute_t *c, const mail_t *m)
         return;
     }
     if (m->n != c->out_n || m->hdr.stage != c->stage) { s_drop(c, "tensor for another stage or size", m->peer); return; }
-    if (c->stage == 0) {
+    if (c->stage == 0 && !held_silent) {
         c->turn_mean = c->turn_mean > 0 ? 0.9 * c->turn_mean + 0.1 * turn : turn;
         c->turn_dev = 0.9 * c->turn_dev + 0.1 * fabs(turn - c->turn_mean);
         if (c->auto_window) window_on_turn(&c->win, s_now(c), turn, c->inflight, s_window_held(c));

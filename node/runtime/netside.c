@@ -369,6 +369,7 @@ static void s_introduce(netside_t *ns, int link)
 }
 
 static void s_dial(netside_t *ns, peer_t *p);
+static double s_gone_after(const peer_t *p, double now, int live);
 
 /* The link to peer id, connecting on first use; -1 when unknown, or when it
  * is reachable only outward and has opened no link to us yet (it is asked to). */
@@ -707,6 +708,7 @@ static void s_heard(netside_t *ns, uint64_t id)
     peer_t *p = peers_find(&ns->peers, id);
     if (!p) return;
     p->last_heard = p->last_direct = s_now(ns);
+    if (p->health != PEER_ALIVE) p->silent_until = p->last_heard;
     if (p->health == PEER_GONE) s_revive(ns, p, "heard again");
 }
 
@@ -1114,6 +1116,7 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
         if (!mail) return;
         mail->hdr = m->hdr;
         mail->peer = m->sender;
+        mail->silent_until = p->silent_until;
         s_post(ns, mail);
         return;
     }
@@ -1155,6 +1158,7 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
     }
     mail->hdr = m->hdr;
     mail->peer = m->sender;
+    mail->silent_until = p->silent_until;
     mail->x = t;
     mail->n = expect;
     mail->aux = tg;
@@ -1530,11 +1534,20 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
     if (done) s_stop_compute(ns);
 }
 
+/* A PONG: the round trip since its PING feeds the peer's RTT estimate,
+ * unless it spans a silence: the PING went out before the peer was heard
+ * again after being slow or gone, or the answer took longer than the
+ * silence that makes a peer slow (this node itself was paused or stalled).
+ * Such a round trip measures a pause, and the estimate would take a
+ * minute to forget it while the router priced a link that is fast again
+ * at the pause (a node back from a 4 s SIGSTOP was sent no work for the
+ * rest of a run).  The health checks cover pauses. */
 static void s_on_pong(netside_t *ns, const transport_msg_t *m)
 {
-    double sent = (double)m->hdr.mb * 1e-6, rtt = (s_now(ns) - sent) * 1000.0;
+    double now = s_now(ns), sent = (double)m->hdr.mb * 1e-6, rtt = (now - sent) * 1000.0;
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (!(rtt >= 0 && rtt < 600000) || !p) return;
+    if (sent < p->silent_until || rtt * 1e-3 > s_gone_after(p, now, ns->live) / 2) return;
     if (p->rtt_ms == 0) { p->rtt_ms = rtt; p->rtt_dev_ms = rtt / 2; }
     else {
         p->rtt_dev_ms = 0.75 * p->rtt_dev_ms + 0.25 * fabs(rtt - p->rtt_ms);

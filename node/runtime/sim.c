@@ -69,6 +69,7 @@ typedef struct {
     double cwake;              /* when its compute wake-up is scheduled (INFINITY: none) */
     double nwake;              /* when its network wake-up is scheduled */
     double speed, slow;        /* compute speed factor; plan slowdown */
+    double paused_until;       /* plan pause: its events wait until then (0: never paused) */
     double bps;                /* uplink, bits per second (0: unlimited) */
     double egress_free;        /* when its uplink is free again */
     int rogue;
@@ -569,6 +570,7 @@ static void s_node_start(snode_t *n)
     n->cwake = INFINITY;
     n->nlinks = 0;
     n->started_at = s->now;
+    n->paused_until = 0;
     n->closed = 0;
     n->issued = n->resolved = 0;
     if (n->inc > 1) {
@@ -850,17 +852,19 @@ static void s_apply_plan(sim_t *s, const plan_ev_t *p)
 {
     snode_t *n = p->node >= 0 && p->node < s->nnodes ? s->node[p->node] : NULL;
     if (s->log && !s->so.quiet) {
-        static const char *names[] = { "?", "kill", "restart", "slow", "partition", "heal", "rogue" };
+        static const char *names[] = { "?", "kill", "restart", "slow", "partition", "heal", "rogue", "pause" };
         fprintf(s->log, "sim %8.1f s: plan: %s", s->now, names[p->kind]);
         if (p->kind == PLAN_PARTITION) for (int i = 0; i < p->nset; i++) fprintf(s->log, "%s%d", i ? "," : " ", p->set[i]);
         else if (p->kind != PLAN_HEAL) fprintf(s->log, " node %d", p->node);
         if (p->kind == PLAN_SLOW) fprintf(s->log, " x%.1f", p->factor);
+        if (p->kind == PLAN_PAUSE) fprintf(s->log, " for %.1f s", p->factor);
         fputc('\n', s->log);
     }
     switch (p->kind) {
     case PLAN_KILL: if (n) s_node_stop(n, 1); break;
     case PLAN_RESTART: if (n && !n->alive && !isfinite(s->done_at)) s_node_start(n); break;
     case PLAN_SLOW: if (n) n->slow = p->factor; break;
+    case PLAN_PAUSE: if (n && n->alive) n->paused_until = s->now + p->factor; break;
     case PLAN_PARTITION:
         memset(s->part, 0, (size_t)s->nnodes);
         for (int i = 0; i < p->nset; i++) if (p->set[i] < s->nnodes) s->part[p->set[i]] = 1;
@@ -928,9 +932,20 @@ static int s_all_done(const sim_t *s)
     return 1;
 }
 
+/* Whether event e is for a node that a plan pause holds: it waits, in order. */
+static int s_held(sim_t *s, const ev_t *e, const snode_t *n)
+{
+    int mine = e->type == EV_DELIVER || e->type == EV_NET || e->type == EV_COMP || e->type == EV_COMP_DONE ||
+               e->type == EV_STOP || e->type == EV_ROGUE;
+    if (!mine || !n || !n->alive || s->now >= n->paused_until) return 0;
+    s_push(s, n->paused_until, e->type, e->node, e->gen, e->msg);
+    return 1;
+}
+
 static void s_step(sim_t *s, ev_t *e)
 {
     snode_t *n = e->node >= 0 && e->node < s->nnodes ? s->node[e->node] : NULL;
+    if (s_held(s, e, n)) return;
     s_fold(s, ((uint64_t)e->type << 32) ^ (uint64_t)(e->node + 1) ^ (uint64_t)(s->now * 1e6));
     switch (e->type) {
     case EV_START: if (n && !n->alive) s_node_start(n); break;
@@ -1219,9 +1234,10 @@ static int s_plan_line(char *text, int nodes, int line, plan_ev_t *p, char *err,
     else if (!strcmp(w, "restart")) p->kind = PLAN_RESTART;
     else if (!strcmp(w, "rogue")) p->kind = PLAN_ROGUE;
     else if (!strcmp(w, "slow")) { p->kind = PLAN_SLOW; need = 4; }
+    else if (!strcmp(w, "pause")) { p->kind = PLAN_PAUSE; need = 4; }
     else if (!strcmp(w, "partition")) p->kind = PLAN_PARTITION;
     else if (!strcmp(w, "heal")) { p->kind = PLAN_HEAL; need = 2; }
-    else { snprintf(err, errlen, "line %d: unknown event '%s' (kill, restart, slow, partition, heal, rogue)", line, w); return -1; }
+    else { snprintf(err, errlen, "line %d: unknown event '%s' (kill, restart, slow, pause, partition, heal, rogue)", line, w); return -1; }
     if (nt != need) { snprintf(err, errlen, "line %d: %s takes %d field%s after the time", line, w, need - 2, need == 3 ? "" : "s"); return -1; }
     if (p->kind == PLAN_PARTITION) {
         char *s2 = NULL;
@@ -1237,6 +1253,13 @@ static int s_plan_line(char *text, int nodes, int line, plan_ev_t *p, char *err,
         p->factor = strtod(tok[3], &end);
         if (*end || !isfinite(p->factor) || p->factor < 1.0 || p->factor > 1000.0) {
             snprintf(err, errlen, "line %d: slow: factor '%s' is not a number in 1..1000", line, tok[3]);
+            return -1;
+        }
+    }
+    if (p->kind == PLAN_PAUSE) {
+        p->factor = strtod(tok[3], &end);
+        if (*end || !isfinite(p->factor) || p->factor <= 0 || p->factor > 3600.0) {
+            snprintf(err, errlen, "line %d: pause: '%s' is not a number of seconds in (0, 3600]", line, tok[3]);
             return -1;
         }
     }

@@ -48,14 +48,17 @@ typedef struct {
 void sim_opts_defaults(sim_opts_t *so);
 
 /* Plan events (one per line: AT_SECONDS kill NODE | restart NODE |
- * slow NODE FACTOR | partition A,B,.. | heal | rogue NODE; # comments). */
-typedef enum { PLAN_KILL = 1, PLAN_RESTART, PLAN_SLOW, PLAN_PARTITION, PLAN_HEAL, PLAN_ROGUE } plan_kind_t;
+ * slow NODE FACTOR | pause NODE SECONDS | partition A,B,.. | heal |
+ * rogue NODE; # comments).  A pause stops the node's process as SIGSTOP
+ * does: its compute and network wake-ups and the messages to it wait
+ * until it resumes, and its clock jumps. */
+typedef enum { PLAN_KILL = 1, PLAN_RESTART, PLAN_SLOW, PLAN_PARTITION, PLAN_HEAL, PLAN_ROGUE, PLAN_PAUSE } plan_kind_t;
 typedef struct {
     double at;                 /* simulated seconds */
     int line;                  /* its line in the plan */
     int kind;                  /* plan_kind_t */
     int node;                  /* kill, restart, slow, rogue */
-    double factor;             /* slow: compute this many times slower */
+    double factor;             /* slow: compute this many times slower; pause: seconds */
     int nset;                  /* partition: nodes on one side */
     int set[64];
 } plan_ev_t;

@@ -42,9 +42,9 @@ hx emulated-loss-1pct --stages 4 --emu "loss=0.01" \
     --creator-args "$TINY --steps 200 --seed 7" \
     --expect-exit 0 --expect-lost 0 --expect-loss-ratio 0.6 --expect-failover
 
-# SIGSTOP one peer of a 2-peer stage for 4 s, then SIGCONT.
-hx sigstop-4s-one-of-two-peers --stages 4 --replicas 2 --fault "stop 5 after 50 for 4" \
-    --creator-args "$TINY --steps 250 --seed 2" \
+# SIGSTOP one peer of a 2-peer stage for 4 s, then SIGCONT: it is given work again.
+hx sigstop-4s-one-of-two-peers --stages 4 --replicas 2 --fault "stop 5 after 40 for 4" \
+    --creator-args "$TINY --steps 400 --seed 2" \
     --expect-exit 0 --expect-loss-ratio 0.6 --expect-lost 0 --expect-tokens-grow
 
 # one_line_exit2 NAME PATTERN CMD...: CMD exits 2 within the bound with exactly
