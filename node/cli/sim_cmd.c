@@ -24,7 +24,7 @@ static const sim_arg_t s_args[] = {
     { "sim-seconds", A_DOUBLE, "S", "bound on simulated time; without --steps the run is these S seconds (default 600)" },
     { "wall-seconds", A_DOUBLE, "S", "bound on wall time (default 600)" },
     { "plan", A_PATH, "FILE", "fault plan: lines 'AT kill N | restart N | slow N F | pause N S | partition A,B.. | heal | rogue N'" },
-    { "faults", A_INT, "K", "K random fault events drawn from the seed: kills (restarted later), slowdowns, partitions (healed), rogues" },
+    { "faults", A_INT, "K", "K random fault events drawn from the seed: kills (restarted later), slowdowns, pauses, partitions (healed), rogues" },
     { "churn", A_DOUBLE, "PER_HOUR", "nodes leaving per node-hour, as many new ones joining (default 0)" },
     { "latency-ms", A_RANGE, "A:B", "one-way latency per directed link, drawn in [A,B] (default 20:50)" },
     { "bandwidth-mbit", A_RANGE, "A:B", "uplink per node, drawn in [A,B]; 0 unlimited (default 100:100)" },

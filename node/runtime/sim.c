@@ -1286,9 +1286,12 @@ int sim_plan_random(uint64_t seed, int nodes, int count, double horizon, plan_ev
             q->kind = PLAN_RESTART;
             q->at = p->at + 1.0 + U() * 19.0;
             q->line = n;
-        } else if (what < 0.65) {
+        } else if (what < 0.6) {
             p->kind = PLAN_SLOW;
             p->factor = 2.0 + U() * 6.0;
+        } else if (what < 0.7) {
+            p->kind = PLAN_PAUSE;
+            p->factor = 0.5 + U() * 9.5;
         } else if (what < 0.9) {
             p->kind = PLAN_PARTITION;
             p->nset = 1 + (int)(U() * (nodes / 2));

@@ -1,7 +1,7 @@
 #!/bin/sh
 # simfuzz.sh FIRST LAST [extra brigade sim options]: runs `brigade sim` on a
 # small swarm with random fault plans (kills later restarted, slowdowns,
-# partitions later healed, rogues) for every seed in FIRST..LAST, modelled
+# pauses, partitions later healed, rogues) for every seed in FIRST..LAST, modelled
 # compute, random links and speeds.  Prints one line per failing seed with
 # the command that replays it, then "simfuzz: N seeds, F failed".
 # Exit 0 only when every seed completed its run with every invariant held.
