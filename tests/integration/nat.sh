@@ -72,17 +72,15 @@ PY
 }
 
 # 3. relays: stages 1 and 2 both --no-listen talk through a relay (the
-#    relaying peer with the lowest id, node 4, a second stage-0 node whose
-#    key is made to be that); it is killed mid-run (after 100 of the 150
-#    losses: it must have joined and relayed by then, which 50 did not always
-#    leave time for on a busy machine) and the pair goes through the next
-#    relay: completes, 0 lost
-for i in 0 3; do "$BRIGADE" keygen --out "$T/k$i" >/dev/null; done
-lo=$(printf '%s\n%s\n' "$(node_id "$T/k0")" "$(node_id "$T/k3")" | sort | head -n 1)
-for try in $(seq 40); do
-    rm -rf "$T/k4"; "$BRIGADE" keygen --out "$T/k4" >/dev/null
-    [ "$(printf '%s\n%s\n' "$(node_id "$T/k4")" "$lo" | sort | head -n 1)" = "$(node_id "$T/k4")" ] && break
-done
+#    relaying peer with the lowest id, node 4, a second stage-0 node: of
+#    three keys made for nodes 0, 3 and 4 it gets the lowest); it is killed
+#    mid-run (after 100 of the 150 losses: it must have joined and relayed
+#    by then, which 50 did not always leave time for on a busy machine) and
+#    the pair goes through the next relay: completes, 0 lost
+for k in a b c; do "$BRIGADE" keygen --out "$T/key$k" >/dev/null; echo "$(node_id "$T/key$k") $k"; done \
+    | LC_ALL=C sort | awk '{ print $2 }' >"$T/keys.order"
+set -- $(cat "$T/keys.order")
+mv "$T/key$1" "$T/k4"; mv "$T/key$2" "$T/k0"; mv "$T/key$3" "$T/k3"
 python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/relay" --timeout 150 --stages 4 --nodes 5 \
     --creator-args "--model gpt-tiny --data synthetic --steps 150 --seed 1" \
     --node 0 " --keys $T/k0" --node 3 " --keys $T/k3" --node 4 " --keys $T/k4" \
