@@ -345,7 +345,7 @@ static void test_router_pick(void)
     s_route_set(&rt, 3, 1, 0.06);
     CHECK(s_pick(&rt, v, 1, 0) == 2);
     /* 3 idle: 0.06 < 0.1 */
-    router_returned(&rt, 3, 0);
+    router_returned(&rt, 3, 0, 0);
     CHECK(router_get(&rt, 3, 0)->outstanding == 0);
     CHECK(s_pick(&rt, v, 1, 0) == 3);
     /* the RTT (ms) adds: 2 costs 0.1 + 0.02 = 0.12, 3 costs 0.06 + 0.1 = 0.16 */
@@ -362,7 +362,7 @@ static void test_router_pick(void)
     router_sent(&rt, 3);
     CHECK(router_get(&rt, 3, 0)->outstanding == 2);
     CHECK(s_pick(&rt, v, 1, 0) == 2);   /* 3: 3 x 0.2 = 0.6 > 0.1 + 0.15 */
-    router_returned(&rt, 3, 0.7);
+    router_returned(&rt, 3, 0.7, 0);
     CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 0.3) < 1e-12);
     /* avoid */
     CHECK(s_pick(&rt, v, 1, 2) == 3);
@@ -393,12 +393,12 @@ static void test_router_explores(void)
     s_route_set(&rt, 2, 0, 0.02);               /* known and fast; 3 never tried */
     CHECK(s_pick(&rt, v, 1, 0) == 3);          /* 3 costs its RTT only */
     router_sent(&rt, 3);
-    router_returned(&rt, 3, 0.5);              /* 3 was slow that once */
+    router_returned(&rt, 3, 0.5, 0);              /* 3 was slow that once */
     int to3 = 0;
     for (int i = 0; i < ROUTER_FORGET_SENDS + 2; i++) {
         uint64_t p = s_pick(&rt, v, 1, 0);
         router_sent(&rt, p);
-        router_returned(&rt, p, p == 3 ? 0.01 : 0.02);
+        router_returned(&rt, p, p == 3 ? 0.01 : 0.02, 0);
         to3 += p == 3;
     }
     CHECK(to3 == 1);                           /* retried once, after the forgetting horizon */
@@ -406,6 +406,32 @@ static void test_router_explores(void)
     CHECK(s_pick(&rt, v, 1, 0) == 3);          /* and now it is the fast one */
     router_fini(&rt);
     free(v);
+}
+
+/* A time the peer held a microbatch across a silence of its own (a pause)
+ * counts only while none is known: a first measure, or once forgotten. */
+static void test_router_silent(void)
+{
+    router_t rt;
+    router_init(&rt);
+    router_sent(&rt, 3);
+    router_returned(&rt, 3, 4.0, 1);           /* none known: even this counts */
+    CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 4.0) < 1e-12);
+    router_sent(&rt, 3);
+    router_returned(&rt, 3, 0.1, 0);
+    CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 3.22) < 1e-12);
+    router_sent(&rt, 3);
+    router_returned(&rt, 3, 4.0, 1);           /* known: the pause is not its speed */
+    CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 3.22) < 1e-12);
+    CHECK(router_get(&rt, 3, 0)->outstanding == 0);
+    for (int i = 0; i < ROUTER_FORGET_SENDS + 1; i++) router_sent(&rt, 2);
+    router_sent(&rt, 3);                       /* forgotten: measured anew, but not by a pause */
+    router_returned(&rt, 3, 4.0, 1);
+    CHECK(router_get(&rt, 3, 0)->stale);
+    router_sent(&rt, 3);
+    router_returned(&rt, 3, 0.05, 0);          /* the new time, not blended */
+    CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 0.05) < 1e-12 && !router_get(&rt, 3, 0)->stale);
+    router_fini(&rt);
 }
 
 /* Reachability: a peer we have no link to yet (outward-only, asked for
@@ -1371,6 +1397,7 @@ int main(void)
     RUN(test_peers_pick_stage);
     RUN(test_router_pick);
     RUN(test_router_explores);
+    RUN(test_router_silent);
     RUN(test_router_reach);
     RUN(test_peers_completed);
     RUN(test_queue_fifo);

@@ -327,9 +327,10 @@ static uint64_t s_pick(compute_t *c, int stage, uint64_t avoid)
     return router_pick_ix(&c->router, c->view, ix, c->pick_rix, n, avoid);
 }
 
-static void s_peer_returned(compute_t *c, uint64_t peer, double turnaround)
+/* Peer returned (or lost: turnaround 0) a microbatch (router_returned). */
+static void s_peer_returned(compute_t *c, uint64_t peer, double turnaround, int silent)
 {
-    router_returned(&c->router, peer, turnaround);
+    router_returned(&c->router, peer, turnaround, silent);
 }
 
 /* ---- slots and records ---- */
@@ -817,7 +818,7 @@ static int s_issue(compute_t *c, mbrec_t *old)
         avoid = old->to;
         if (old->slot >= 0) c->slot_used[old->slot] = 0;
         stash_unref(&c->stash, old->version, c->version);
-        s_peer_returned(c, old->to, 0);
+        s_peer_returned(c, old->to, 0, 0);
         c->retries++;
         s_retry_event(c, old);
     } else {
@@ -981,7 +982,7 @@ static int s_on_act(compute_t *c, const mail_t *m)
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
     if (old) {
         /* a re-issue of a microbatch held here: the new attempt replaces the old one */
-        s_peer_returned(c, old->to, 0);
+        s_peer_returned(c, old->to, 0, 0);
         s_rec_free(c, old);
     }
     int slot = s_slot_get(c);
@@ -1016,10 +1017,11 @@ static void s_on_grad(compute_t *c, const mail_t *m)
         s_drop(c, "gradient of an unknown microbatch", m->peer);   /* re-issued or forgotten */
         return;
     }
-    /* work the peer held across a silence of its own (a pause) says nothing of its or the pipeline's speed */
+    /* work the peer held across a silence of its own (a pause) says nothing of its or the pipeline's
+     * speed once that is known (the first measure counts: a slow link may always look silent) */
     double turn = s_now(c) - r->t;
     int held_silent = r->t < m->silent_until;
-    s_peer_returned(c, r->to, held_silent ? 0 : turn);
+    s_peer_returned(c, r->to, turn, held_silent);
     if (m->hdr.flags & GRAD_FLAG_DUP) {
         /* applied further on already: nothing to apply here; upstream learns the same */
         if (c->stage > 0) s_send_dup(c, r->from, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT);
@@ -1028,7 +1030,7 @@ static void s_on_grad(compute_t *c, const mail_t *m)
         return;
     }
     if (m->n != c->out_n || m->hdr.stage != c->stage) { s_drop(c, "tensor for another stage or size", m->peer); return; }
-    if (c->stage == 0 && !held_silent) {
+    if (c->stage == 0 && !(held_silent && c->turn_mean > 0)) {
         c->turn_mean = c->turn_mean > 0 ? 0.9 * c->turn_mean + 0.1 * turn : turn;
         c->turn_dev = 0.9 * c->turn_dev + 0.1 * fabs(turn - c->turn_mean);
         if (c->auto_window) window_on_turn(&c->win, s_now(c), turn, c->inflight, s_window_held(c));
@@ -1162,7 +1164,7 @@ static void s_stage_teardown(compute_t *c)
     s_pending_clear(&c->acts);
     s_pending_clear(&c->grads);
     for (int i = 0; i < REC_MAX; i++)
-        if (c->rec[i].used) s_peer_returned(c, c->rec[i].to, 0);
+        if (c->rec[i].used) s_peer_returned(c, c->rec[i].to, 0, 0);
     memset(c->rec, 0, sizeof c->rec);
     c->inflight = 0;
     for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
@@ -1243,18 +1245,18 @@ static void s_timeouts(compute_t *c)
                 c->lost++;
                 s_trace(c, TRACE_LOST, r->mb, c->version);
                 metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"given up after %d tries\"", (unsigned long long)r->mb, r->tries);
-                s_peer_returned(c, r->to, 0);
+                s_peer_returned(c, r->to, 0, 0);
                 s_rec_free(c, r);
             } else if (gone || now - r->t > deadline) {
                 if (c->closing) {   /* a microbatch beyond the complete run's last: not wanted */
-                    s_peer_returned(c, r->to, 0);
+                    s_peer_returned(c, r->to, 0, 0);
                     s_rec_free(c, r);
                 } else if (s_issue(c, r) < 0) {
                     break;
                 }
             }
         } else if (gone || now - r->t > STALE_S) {
-            s_peer_returned(c, r->to, 0);
+            s_peer_returned(c, r->to, 0, 0);
             s_rec_free(c, r);
         }
     }

@@ -85,8 +85,8 @@ typedef struct mail {
     int kind;               /* mail_kind_t */
     wire_hdr_t hdr;         /* see the kinds */
     uint64_t peer;          /* sender (in) or destination (SEND, FETCH) */
-    double silent_until;    /* TENSOR: clock time its sender was last heard again after being slow or gone
-                               (0 never): work it held across that silence came back late for that reason */
+    double silent_until;    /* TENSOR: its sender's silent_until (peers.h): work it held across that
+                               silence came back late for that reason (0: never silent) */
     float *x;               /* TENSOR: decoded values; SEND: values to encode (owned) */
     size_t n;               /* floats in x (SEND without x: a modelled tensor of n floats) */
     int codec;              /* SEND: codec id of x (-1: no tensor) */

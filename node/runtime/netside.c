@@ -369,7 +369,7 @@ static void s_introduce(netside_t *ns, int link)
 }
 
 static void s_dial(netside_t *ns, peer_t *p);
-static double s_gone_after(const peer_t *p, double now, int live);
+static double s_slow_after(const peer_t *p, double now, int live);
 
 /* The link to peer id, connecting on first use; -1 when unknown, or when it
  * is reachable only outward and has opened no link to us yet (it is asked to). */
@@ -702,13 +702,16 @@ static void s_send_table(netside_t *ns, uint64_t peer, int limit)
     wbuf_free(&w);
 }
 
-/* Marks peer id heard from now; logs a return. */
+/* Marks peer id heard from now; logs a return.  After a silence between
+ * us longer than makes a peer slow (it, or this node, was paused), what
+ * was sent to it before now came back late for that (silent_until). */
 static void s_heard(netside_t *ns, uint64_t id)
 {
     peer_t *p = peers_find(&ns->peers, id);
     if (!p) return;
-    p->last_heard = p->last_direct = s_now(ns);
-    if (p->health != PEER_ALIVE) p->silent_until = p->last_heard;
+    double now = s_now(ns);
+    if (p->last_direct > 0 && now - p->last_direct > s_slow_after(p, now, ns->live)) p->silent_until = now;
+    p->last_heard = p->last_direct = now;
     if (p->health == PEER_GONE) s_revive(ns, p, "heard again");
 }
 
@@ -1534,20 +1537,22 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
     if (done) s_stop_compute(ns);
 }
 
-/* A PONG: the round trip since its PING feeds the peer's RTT estimate,
- * unless it spans a silence: the PING went out before the peer was heard
- * again after being slow or gone, or the answer took longer than the
- * silence that makes a peer slow (this node itself was paused or stalled).
- * Such a round trip measures a pause, and the estimate would take a
- * minute to forget it while the router priced a link that is fast again
- * at the pause (a node back from a 4 s SIGSTOP was sent no work for the
- * rest of a run).  The health checks cover pauses. */
+/* A PONG: the round trip since its PING feeds the peer's RTT estimate.
+ * Once there is an estimate, not a round trip that spans a silence: the
+ * PING went out before the peer was heard from again after a silence
+ * (silent_until), or the answer took longer than the silence that makes a
+ * peer slow.  Such a round trip measures a pause,
+ * and the estimate would take a minute to forget it while the router
+ * priced a link that is fast again at the pause (a node back from a 4 s
+ * SIGSTOP was sent no work for the rest of a run); the health checks cover
+ * pauses.  The first round trip always counts, so that a link slower than
+ * that silence still gets an estimate (which then widens the silence). */
 static void s_on_pong(netside_t *ns, const transport_msg_t *m)
 {
     double now = s_now(ns), sent = (double)m->hdr.mb * 1e-6, rtt = (now - sent) * 1000.0;
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (!(rtt >= 0 && rtt < 600000) || !p) return;
-    if (sent < p->silent_until || rtt * 1e-3 > s_gone_after(p, now, ns->live) / 2) return;
+    if (p->rtt_ms > 0 && (sent < p->silent_until || rtt * 1e-3 > s_slow_after(p, now, ns->live))) return;
     if (p->rtt_ms == 0) { p->rtt_ms = rtt; p->rtt_dev_ms = rtt / 2; }
     else {
         p->rtt_dev_ms = 0.75 * p->rtt_dev_ms + 0.25 * fabs(rtt - p->rtt_ms);
@@ -2186,11 +2191,17 @@ static double s_gone_after(const peer_t *p, double now, int live)
     return gone;
 }
 
+/* Silence allowed before a peer is taken for slow: half of s_gone_after. */
+static double s_slow_after(const peer_t *p, double now, int live)
+{
+    return s_gone_after(p, now, live) / 2;
+}
+
 /* One live peer's health against its silence: slow, then gone. */
 static void s_health_of(netside_t *ns, peer_t *p, double now, int live)
 {
     double gone = s_gone_after(p, now, live);
-    double slow = gone / 2;
+    double slow = s_slow_after(p, now, live);
     double quiet = now - p->last_heard;
     char s[9] = "";
     if (quiet > slow && p->health != PEER_SLOW) node_id_short(p->info.id, s);

@@ -33,8 +33,9 @@ typedef struct {
     double rtt_ms;          /* EWMA of our PING round trips, 0 unknown */
     double rtt_dev_ms;      /* EWMA of |rtt - mean| */
     double rtt_min_ms;      /* the smallest round trip seen, 0 unknown */
-    double silent_until;    /* clock time it was heard again after being slow or gone: the replies to
-                               PINGs sent before then measured its silence, not the link (0: never) */
+    double silent_until;    /* clock time it was heard from again after a silence longer than makes a
+                               peer slow: the replies to what was sent before then measured the
+                               silence, not the link (0: never) */
     uint64_t completed;     /* last-stage microbatches it reported */
     double last_loss;       /* its last reported loss (last stage), NaN unknown */
     uint64_t via;           /* both outward-only: the relay we reach it through (0: none) */

@@ -39,7 +39,7 @@ route_t *router_get(router_t *rt, uint64_t peer, int make)
 static double s_cost(const router_t *rt, const view_peer_t *p, const route_t *r)
 {
     int out = r ? r->outstanding : 0;
-    int known = r && r->turnaround > 0 && rt->sends - r->last_sent <= ROUTER_FORGET_SENDS;
+    int known = r && r->turnaround > 0 && !r->stale && rt->sends - r->last_sent <= ROUTER_FORGET_SENDS;
     double cost = (known ? (out + 1) * r->turnaround : out * 0.05) + p->rtt_ms * 1e-3;
     if (p->reach > 0) cost += 0.5 * p->rtt_ms * 1e-3 + 0.002;   /* relayed: its extra hop */
     if (p->health == PEER_SLOW) cost = cost * 4 + 1.0;
@@ -81,15 +81,17 @@ void router_sent(router_t *rt, uint64_t peer)
 {
     route_t *r = router_get(rt, peer, 1);
     if (!r) return;
-    if (rt->sends - r->last_sent > ROUTER_FORGET_SENDS) r->turnaround = 0;   /* measured anew */
+    if (rt->sends - r->last_sent > ROUTER_FORGET_SENDS) r->stale = 1;   /* measured anew */
     r->outstanding++;
     r->last_sent = ++rt->sends;
 }
 
-void router_returned(router_t *rt, uint64_t peer, double turnaround)
+void router_returned(router_t *rt, uint64_t peer, double turnaround, int silent)
 {
     route_t *r = peer ? router_get(rt, peer, 0) : NULL;
     if (!r) return;
     if (r->outstanding > 0) r->outstanding--;
-    if (turnaround > 0) r->turnaround = r->turnaround > 0 ? 0.8 * r->turnaround + 0.2 * turnaround : turnaround;
+    if (turnaround <= 0 || (silent && r->turnaround > 0)) return;
+    if (r->turnaround > 0 && !r->stale) r->turnaround = 0.8 * r->turnaround + 0.2 * turnaround;
+    else { r->turnaround = turnaround; r->stale = 0; }
 }

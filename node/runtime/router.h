@@ -12,6 +12,7 @@ typedef struct {
     uint64_t id;          /* the peer */
     int outstanding;      /* our microbatches it holds */
     double turnaround;    /* EWMA seconds from our ACT to its GRAD, 0 unknown */
+    int stale;            /* forgotten (ROUTER_FORGET_SENDS): the next measure replaces turnaround */
     uint64_t last_sent;   /* router's send count when we last sent to it */
 } route_t;
 
@@ -50,6 +51,9 @@ void router_index(router_t *rt, const peer_view_t *v, const int *ix, int n, int 
 uint64_t router_pick_ix(const router_t *rt, const peer_view_t *v, const int *ix, const int *rix, int n, uint64_t avoid);
 /* A microbatch went to peer. */
 void router_sent(router_t *rt, uint64_t peer);
-/* Peer returned (or lost) one: turnaround > 0 is its measured time. */
-void router_returned(router_t *rt, uint64_t peer, double turnaround);
+/* Peer returned (or lost) one: turnaround > 0 is its measured time.
+ * silent: the peer held the microbatch across a silence of its own (a
+ * paused process); then the time counts only while the peer has none
+ * (that time measured the pause, not the peer). */
+void router_returned(router_t *rt, uint64_t peer, double turnaround, int silent);
 #endif

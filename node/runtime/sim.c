@@ -864,7 +864,7 @@ static void s_apply_plan(sim_t *s, const plan_ev_t *p)
     case PLAN_KILL: if (n) s_node_stop(n, 1); break;
     case PLAN_RESTART: if (n && !n->alive && !isfinite(s->done_at)) s_node_start(n); break;
     case PLAN_SLOW: if (n) n->slow = p->factor; break;
-    case PLAN_PAUSE: if (n && n->alive) n->paused_until = s->now + p->factor; break;
+    case PLAN_PAUSE: if (n && n->alive) n->paused_until = fmax(n->paused_until, s->now + p->factor); break;
     case PLAN_PARTITION:
         memset(s->part, 0, (size_t)s->nnodes);
         for (int i = 0; i < p->nset; i++) if (p->set[i] < s->nnodes) s->part[p->set[i]] = 1;

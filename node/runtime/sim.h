@@ -51,7 +51,8 @@ void sim_opts_defaults(sim_opts_t *so);
  * slow NODE FACTOR | pause NODE SECONDS | partition A,B,.. | heal |
  * rogue NODE; # comments).  A pause stops the node's process as SIGSTOP
  * does: its compute and network wake-ups and the messages to it wait
- * until it resumes, and its clock jumps. */
+ * until it resumes (a step under way is not stretched), and its clock
+ * jumps; overlapping pauses last until the later end. */
 typedef enum { PLAN_KILL = 1, PLAN_RESTART, PLAN_SLOW, PLAN_PARTITION, PLAN_HEAL, PLAN_ROGUE, PLAN_PAUSE } plan_kind_t;
 typedef struct {
     double at;                 /* simulated seconds */

@@ -99,7 +99,7 @@ paused() {
     python3 -c "
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
-me = [e['node'] for e in ev if e['event'] == 'start'][5]
+me = [e['node'] for e in ev if e['event'] == 'start' and e.get('incarnation') == 1][5]
 ups = [e for e in ev if e['event'] == 'update' and e['t'] > 24]
 stage = [e['stage'] for e in ev if e['event'] == 'update' and e['node'] == me][-1]
 mine = sum(1 for e in ups if e['node'] == me)
