@@ -1017,8 +1017,8 @@ static void s_on_grad(compute_t *c, const mail_t *m)
         s_drop(c, "gradient of an unknown microbatch", m->peer);   /* re-issued or forgotten */
         return;
     }
-    /* work the peer held across a silence of its own (a pause) says nothing of its or the pipeline's
-     * speed once that is known (the first measure counts: a slow link may always look silent) */
+    /* work the peer held across a silence of its own (a pause) says little of its or the pipeline's
+     * speed: the router and the window take it only when they have no measure yet */
     double turn = s_now(c) - r->t;
     int held_silent = r->t < m->silent_until;
     s_peer_returned(c, r->to, turn, held_silent);

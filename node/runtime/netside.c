@@ -1541,12 +1541,12 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
  * Once there is an estimate, not a round trip that spans a silence: the
  * PING went out before the peer was heard from again after a silence
  * (silent_until), or the answer took longer than the silence that makes a
- * peer slow.  Such a round trip measures a pause,
- * and the estimate would take a minute to forget it while the router
- * priced a link that is fast again at the pause (a node back from a 4 s
- * SIGSTOP was sent no work for the rest of a run); the health checks cover
- * pauses.  The first round trip always counts, so that a link slower than
- * that silence still gets an estimate (which then widens the silence). */
+ * peer slow.  Such a round trip measures a pause, and the estimate would
+ * take a minute to forget it while the router priced a link that is fast
+ * again at the pause (a node back from a 4 s SIGSTOP was sent no work for
+ * the rest of a run); the health checks cover pauses.  The first round
+ * trip always counts, so that a link slower than that silence still gets
+ * an estimate (which then widens the silence). */
 static void s_on_pong(netside_t *ns, const transport_msg_t *m)
 {
     double now = s_now(ns), sent = (double)m->hdr.mb * 1e-6, rtt = (now - sent) * 1000.0;

@@ -53,7 +53,9 @@ uint64_t router_pick_ix(const router_t *rt, const peer_view_t *v, const int *ix,
 void router_sent(router_t *rt, uint64_t peer);
 /* Peer returned (or lost) one: turnaround > 0 is its measured time.
  * silent: the peer held the microbatch across a silence of its own (a
- * paused process); then the time counts only while the peer has none
- * (that time measured the pause, not the peer). */
+ * paused process); that time measured the pause, not the peer, and counts
+ * only when none was ever measured (a link slow enough to always look
+ * silent still gets one).  A forgotten route keeps its time until a
+ * measure that is not silent replaces it. */
 void router_returned(router_t *rt, uint64_t peer, double turnaround, int silent);
 #endif

@@ -67,8 +67,8 @@ typedef struct {
 /* Draws `count` random fault events for a swarm of `nodes` nodes from
  * seed, within the first `horizon` simulated seconds: kills (each followed
  * by a restart 1..20 s later), slowdowns, pauses of 0.5..10 s,
- * partitions (healed 1..10 s later) and rogues.  Returns the number of events (into *out, malloc'd,
- * sorted by time), -1 when out of memory. */
+ * partitions (healed 1..10 s later) and rogues.  Returns the number of
+ * events (into *out, malloc'd, sorted by time), -1 when out of memory. */
 int sim_plan_random(uint64_t seed, int nodes, int count, double horizon, plan_ev_t **out);
 
 /* Parses a plan's text for a swarm of `nodes` nodes.  Returns the number of
