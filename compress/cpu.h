@@ -13,8 +13,10 @@
  * BRIGADE_CPU in the environment caps the level: `generic` (plain C only),
  * `sse4.1`, `avx2`, `avx512`, or `native` (the default: the best this CPU
  * runs).  On other architectures the level is always generic.
- * No state: every call reads the CPU (cheap, cached by the compiler's
- * runtime) and the environment. */
+ * No state: every call reads the CPU features the compiler's runtime read
+ * once at start-up, and the environment; kernels call cpu_level() on each
+ * call, so it must stay cheap (no CPUID instruction on that path with gcc:
+ * on a virtual machine each one traps to the hypervisor). */
 #ifndef BRIGADE_CPU_H
 #define BRIGADE_CPU_H
 
