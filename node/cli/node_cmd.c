@@ -183,12 +183,14 @@ typedef struct {
 } node_cmd_t;
 
 static atomic_uintptr_t s_running;   /* the node a signal stops */
+static atomic_int s_stopped_by;      /* the signal that stopped it, 0 none */
 
 static void s_on_signal(int sig)
 {
-    (void)sig;
     node_t *n = (node_t *)atomic_load(&s_running);
-    if (n) node_interrupt(n);
+    if (!n) return;
+    atomic_store(&s_stopped_by, sig);
+    node_interrupt(n);
 }
 
 /* Parses and checks the command line, loads keys and tickets.  0, or -1 with a reason. */
@@ -338,6 +340,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
 /* The `end` event and the last line: written on every path once metrics are open. */
 static void s_end(node_cmd_t *x, int status, const char *why)
 {
+    const char *word = status == 0 ? "ok" : status > 128 ? "interrupted" : "error";
     node_result_t r = {0};
     if (x->node) node_result(x->node, &r);
     double wall = metrics_now() - x->t0;
@@ -345,7 +348,7 @@ static void s_end(node_cmd_t *x, int status, const char *why)
                   "\"lost_microbatches\":%llu,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,\"bytes_sent_state\":%llu,\"drops\":%llu,"
                   "\"relay_bytes\":%llu,\"relay_msgs\":%llu,\"relay_refused\":%llu,\"cpu_s\":%.3f,\"cpu_compute_s\":%.3f,"
                   "\"cpu_io_s\":%.3f,\"why\":%s",
-                  status ? "error" : "ok", (long long)r.c.version, (unsigned long long)r.c.tokens, wall,
+                  word, (long long)r.c.version, (unsigned long long)r.c.tokens, wall,
                   (unsigned long long)r.c.lost, (unsigned long long)r.bytes_sent, (unsigned long long)r.bytes_sent_raw,
                   (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, (unsigned long long)r.relay_bytes,
                   (unsigned long long)r.relay_msgs, (unsigned long long)r.relay_refused, metrics_cpu_process(),
@@ -401,9 +404,13 @@ int cmd_node(int argc, char **argv)
         node_result_t res;
         node_result(x->node, &res);
         snprintf(err, sizeof err, "%s", res.c.why);
-        if (res.c.done == 2 && status == 0) snprintf(err, sizeof err, "interrupted");
+        int sig = atomic_load(&s_stopped_by);
+        if (res.c.done == 2 && status == 0) {   /* stopped early on purpose: 128 + the signal, as a shell says */
+            snprintf(err, sizeof err, "interrupted by %s", sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM");
+            status = 128 + (sig ? sig : SIGTERM);
+        }
         s_end(x, status, err);
-        if (status) fprintf(stderr, "brigade node: %s\n", err);
+        if (status && status < 128) fprintf(stderr, "brigade node: %s\n", err);
     } else {
         s_end(x, status, err);
         fprintf(stderr, "brigade: %s\n", err);

@@ -135,7 +135,7 @@ struct netside {
     int join_link, join_want;
     double join_deadline, join_resend;
     char join_addr[ADDR_TEXT_MAX];
-    char join_err[320];
+    char join_err[400];
     /* timers */
     double next_ping, next_gossip, next_health, next_view, next_probe;
     int probe_at;               /* round-robin position of the gone-peer probes */
@@ -900,13 +900,20 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     const uint8_t *tbytes = rbuf_get_bytes(&r, TICKET_LEN, &tlen);
     char host[ADDR_HOST_MAX], err[256];
     int port;
-    if (rbuf_error(&r) || hostport_parse(adv, host, sizeof host, &port, 0, err, sizeof err) < 0
-        || want < -1 || want >= ns->nstages) {
+    if (rbuf_error(&r) || hostport_parse(adv, host, sizeof host, &port, 0, err, sizeof err) < 0 || want < -1) {
         s_drop(ns, "malformed JOIN", m->sender);
         return;
     }
-    char why[200];
+    char why[240];
+    if (want >= ns->nstages) {   /* the joiner cannot know the run's stages before it is welcomed */
+        snprintf(why, sizeof why, "--stage %d: the run has %d stage%s (0 to %d)", (int)want, ns->nstages,
+                 ns->nstages == 1 ? "" : "s", ns->nstages - 1);
+        s_refuse(ns, m, why);
+        return;
+    }
     if (ns->c.o->closed && s_check_ticket(ns, tbytes, tlen, m->sender_pub, why, sizeof why) < 0) {
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof why - n, " (a closed swarm needs --ticket from its owner)");
         s_refuse(ns, m, why);
         return;
     }
@@ -995,12 +1002,12 @@ int netside_join_state(netside_t *ns, char *err, size_t errlen)
 
 static void s_on_refused(netside_t *ns, const transport_msg_t *m)
 {
-    char why[200];
+    char why[240];
     size_t n = m->len[0] < sizeof why - 1 ? m->len[0] : sizeof why - 1;
     memcpy(why, m->frame[0], n);
     why[n] = 0;
     for (char *q = why; *q; q++) if (*q < 32 || *q > 126) *q = '?';
-    s_join_fail(ns, "--join %s: refused by the swarm: %s (a closed swarm needs --ticket from its owner)", why);
+    s_join_fail(ns, "--join %s: refused by the swarm: %s", why);
 }
 
 static void s_on_welcome(netside_t *ns, const transport_msg_t *m)

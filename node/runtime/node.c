@@ -238,10 +238,12 @@ static void s_compute_loop(node_t *n)
 
 /* A completed run leaves its final state in --checkpoint DIR: the periodic
  * checkpoints come only every --save-every updates, so without this the
- * stages of a finished swarm would be assembled from different versions. */
+ * stages of a finished swarm would be assembled from different versions.
+ * A node stopped by a signal saves too, so that it resumes where it was. */
 static void s_final_checkpoint(node_t *n, const compute_result_t *r)
 {
-    if (r->done != 1 || r->status != 0 || !n->ckpt_path[0] || r->version % n->o.save_every == 0) return;
+    if ((r->done != 1 && r->done != 2) || r->status != 0 || !n->ckpt_path[0] || r->version % n->o.save_every == 0)
+        return;
     char err[300];
     if (compute_save_checkpoint(n->comp, err, sizeof err) < 0)
         metrics_event(n->metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
