@@ -5,9 +5,10 @@
 # text and sampled.  Each node asks for its stage (the bootstrap 0, peer i
 # stage i), so the progress shown is the last stage's, which has the loss.
 # The data stage keeps as many microbatches in flight as the weight-delay
-# budget allows (one update by default; the swarm predicts the weights for
-# that delay): held-out loss after 300 updates was 2.52, against 2.51 with one
-# microbatch in flight (exactly what `brigade solo --stages 4` computes).
+# budget allows (up to two updates by default, let in as the learning rate
+# comes down; the swarm predicts the weights for that delay): held-out loss
+# after 300 updates was 2.52, against 2.51 with one microbatch in flight
+# (exactly what `brigade solo --stages 4` computes).
 #   STEPS=N  updates (default 2000)    MODEL=NAME  (default gpt-tiny)
 #   LR=X     peak learning rate (3e-3)  BATCH=B     microbatch (8)
 #   INFLIGHT=N  microbatches in flight (default 0: as the delay budget allows)

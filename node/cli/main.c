@@ -44,9 +44,14 @@ static int s_version(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    if (argc < 2) {
+        fprintf(stderr, "brigade: no command given: solo, node, keygen, status, sample, assemble, ticket, sim or "
+                        "version (see brigade --help)\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         s_usage(stdout);
-        return argc < 2 ? 2 : 0;
+        return 0;
     }
     char err[160];
     if (cpu_env_check(err, sizeof err) < 0) {
@@ -54,7 +59,13 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) return s_version();
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        if (argc > 2) {
+            fprintf(stderr, "brigade: version takes no options, not '%s'\n", argv[2]);
+            return 2;
+        }
+        return s_version();
+    }
     if (!strcmp(cmd, "solo")) return cmd_solo(argc, argv);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc, argv);
     if (!strcmp(cmd, "node")) return cmd_node(argc, argv);

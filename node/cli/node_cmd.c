@@ -432,6 +432,7 @@ int cmd_keygen(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--out") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--out")) return cli_fail("keygen: --out needs a value (usage: brigade keygen --out DIR)");
         else { char e[300]; snprintf(e, sizeof e, "keygen: unknown option '%s' (usage: brigade keygen --out DIR)", argv[i]); return cli_fail(e); }
     }
     if (!dir) return cli_fail("keygen: --out DIR is required");
@@ -470,8 +471,10 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
         free(recs);
         return -1;
     }
-    printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %.4f\n",
-           (unsigned long long)m->hdr.run, model, nst, (unsigned long long)done, (unsigned long long)target, loss);
+    char lossbuf[32] = "-";   /* none logged yet */
+    if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.4f", loss);
+    printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %s\n",
+           (unsigned long long)m->hdr.run, model, nst, (unsigned long long)done, (unsigned long long)target, lossbuf);
     uint8_t *reach = calloc((size_t)k + 1, 1), *link = calloc((size_t)k + 1, 1);
     if (reach && link) s_status_reach(&r, k, recs, reach, link);
     printf("%-6s %-9s %-24s %10s %9s %8s  %-8s %s\n", "stage", "peer", "address", "ubatch/s", "rtt ms", "version",
@@ -530,18 +533,23 @@ static int s_status_query(const char *host, int port, const uint8_t *key, const 
 
 int cmd_status(int argc, char **argv)
 {
-    if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
+    if (argc >= 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
         printf("usage: brigade status HOST:PORT/KEY [--keys DIR --ticket T|@FILE]\n"
                "  prints the swarm map as that node sees it; a closed swarm answers only\n"
                "  a key with a ticket (--keys DIR of that key and its --ticket)\n");
-        return argc < 3 ? 2 : 0;
+        return 0;
     }
+    if (argc < 3 || argv[2][0] == '-')
+        return cli_fail("status: the first argument is the node's address HOST:PORT/KEY (see brigade status --help)");
     char host[ADDR_HOST_MAX], err[512];
     const char *keys = NULL, *tk = NULL;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--keys") && i + 1 < argc) keys = argv[++i];
         else if (!strcmp(argv[i], "--ticket") && i + 1 < argc) tk = argv[++i];
-        else { snprintf(err, sizeof err, "status: unknown option '%s' (see brigade status --help)", argv[i]); return cli_fail(err); }
+        else if (!strcmp(argv[i], "--keys") || !strcmp(argv[i], "--ticket")) {
+            snprintf(err, sizeof err, "status: %s needs a value (see brigade status --help)", argv[i]);
+            return cli_fail(err);
+        } else { snprintf(err, sizeof err, "status: unknown option '%s' (see brigade status --help)", argv[i]); return cli_fail(err); }
     }
     int port;
     uint8_t key[32];

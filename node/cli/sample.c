@@ -29,7 +29,12 @@ int cmd_sample(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { s_help(); return 0; }
-        if (i + 1 >= argc) { char e[256]; snprintf(e, sizeof e, "%s: needs a value (see brigade sample --help)", a); return cli_fail(e); }
+        static const char *const known[] = { "--model-file", "--prompt", "--length", "--temperature", "--seed" };
+        int is_known = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= !strcmp(a, known[k]);
+        char e[256];
+        if (!is_known) { snprintf(e, sizeof e, "unknown option '%s' (see brigade sample --help)", a); return cli_fail(e); }
+        if (i + 1 >= argc) { snprintf(e, sizeof e, "%s: needs a value (see brigade sample --help)", a); return cli_fail(e); }
         const char *v = argv[++i];
         char *end = NULL;
         if (!strcmp(a, "--model-file")) file = v;
@@ -37,7 +42,6 @@ int cmd_sample(int argc, char **argv)
         else if (!strcmp(a, "--length")) { length = (int)strtol(v, &end, 10); if (*end || length < 1 || length > 100000) return cli_fail("--length: want 1..100000"); }
         else if (!strcmp(a, "--temperature")) { temp = strtod(v, &end); if (*end || !(temp >= 0) || temp > 100) return cli_fail("--temperature: want a number >= 0"); }
         else if (!strcmp(a, "--seed")) { seed = strtoull(v, &end, 10); if (*end) return cli_fail("--seed: want an integer"); }
-        else { char e[256]; snprintf(e, sizeof e, "unknown option '%s' (see brigade sample --help)", a); return cli_fail(e); }
     }
     if (!file) return cli_fail("sample: --model-file FILE is required");
     char err[512];

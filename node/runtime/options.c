@@ -32,6 +32,7 @@ typedef struct {
 #define RUN_GT(lo, hi) 1, B_OPEN_LO, lo, hi    /* run config, lo < x <= hi */
 #define RUN_ANY        1, B_NONE, 0, 0         /* run config, checked elsewhere (model_check, parsing) */
 #define LOCAL(lo, hi)  0, B_CLOSED, lo, hi     /* this node's own, lo <= x <= hi */
+#define LOCAL_GT(lo, hi) 0, B_OPEN_LO, lo, hi  /* this node's own, lo < x <= hi */
 #define LOCAL_ANY      0, B_NONE, 0, 0
 #define NMAX 100000000                         /* steps, warmup, evaluation and save intervals */
 
@@ -77,7 +78,7 @@ static const opt_def_t s_opts[] = {
     { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)", LOCAL_ANY },
     { "no-listen", T_FLAG, O(no_listen), 0, OPTS_NODE, "", "accept no connection: open every link outward (a node behind NAT is detected without it)", LOCAL_ANY },
     { "relay", T_STR, O(relay), S(relay), OPTS_NODE, "on|off", "relay sealed traffic between nodes behind NAT, when reachable (default on)", LOCAL_ANY },
-    { "relay-mbit", T_DOUBLE, O(relay_mbit), 0, OPTS_NODE, "MBIT", "cap on what this node relays for others (default 100)", LOCAL(0, 1e6) },
+    { "relay-mbit", T_DOUBLE, O(relay_mbit), 0, OPTS_NODE, "MBIT", "cap on what this node relays for others (default 100)", LOCAL_GT(0, 1e6) },
     { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)", LOCAL_ANY },
     { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)", LOCAL_ANY },
     { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)", LOCAL_ANY },
@@ -108,6 +109,7 @@ void opts_defaults(opts_t *o, int which)
     o->save_every = 50;
     o->stage = -1;
     o->emu_slowdown = 1.0;
+    o->relay_mbit = 100;
     o->staleness = STALE_DEFAULT;
     o->max_delay = 2;   /* 1 with --stash 2bw, 3 with --optim muon, unless given: opts_resolve */
 }

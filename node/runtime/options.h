@@ -39,7 +39,7 @@ typedef struct {
     int stage;                   /* -1: auto */
     int no_listen;               /* --no-listen: reachable only over the links this node opens */
     char relay[8];               /* --relay on|off ("": on) */
-    double relay_mbit;           /* --relay-mbit: cap on relayed traffic (0: the default) */
+    double relay_mbit;           /* --relay-mbit: cap on relayed traffic, Mbit/s (> 0) */
     double emu_relay_tamper;     /* test-only: alter relayed envelopes with this probability */
     char owner[OPT_PATH];        /* creator of a closed swarm: the owner key folder */
     char ticket[OPT_PATH];       /* joiner of a closed swarm: ticket text or @FILE */

@@ -117,12 +117,14 @@ else bad "solo --delay" "no /usr/share/games/fortunes (Debian package fortunes)"
 # 7. Bad input: one line on stderr, exit 2.
 mkdir -p "$T/empty"
 [ -f "$T/m.bin" ] && head -c 1000 "$T/m.bin" >"$T/trunc.bin" || printf 'garbage' >"$T/trunc.bin"
+# expect2 NAME [-m TEXT] ARGS...: exit 2, one line on stderr (containing TEXT)
 expect2() {
     name=$1; shift
-    $B "$@" >"$T/bad.out" 2>"$T/bad.err"; rc=$?
+    want=""; [ "$1" = -m ] && { want=$2; shift 2; }
+    timeout 20 $B "$@" >"$T/bad.out" 2>"$T/bad.err" </dev/null; rc=$?
     n=$(grep -c . "$T/bad.err")
-    if [ "$rc" = 2 ] && [ "$n" = 1 ]; then ok "$name: exit 2, $(cat "$T/bad.err")"
-    else bad "$name" "exit $rc, $n lines on stderr: $(head -n 3 "$T/bad.err" | tr '\n' '|')"; fi
+    if [ "$rc" = 2 ] && [ "$n" = 1 ] && grep -qF -- "$want" "$T/bad.err"; then ok "$name: exit 2, $(cat "$T/bad.err")"
+    else bad "$name" "exit $rc, $n lines on stderr (want one${want:+ with '$want'}): $(head -n 3 "$T/bad.err" | tr '\n' '|')"; fi
 }
 expect2 "solo unknown option" solo --bogus-option 1
 expect2 "solo --model nope" solo --model nope
@@ -136,6 +138,14 @@ expect2 "solo --delay with a negative value" solo --stages 2 --delay 1,-1 --step
 expect2 "solo --delay with a fraction" solo --stages 2 --delay 1.5,0 --steps 1
 expect2 "solo --delay of two stages without --stages" solo --delay 2,1 --steps 1
 expect2 "solo --staleness unknown" solo --staleness magic
+expect2 "no command" -m "no command given"
+expect2 "version with an option" -m "version takes no options" version --bogus
+expect2 "keygen --out without a value" -m "--out needs a value" keygen --out
+expect2 "sample unknown option" -m "unknown option '--bogus'" sample --bogus
+expect2 "sample --seed without a value" -m "--seed: needs a value" sample --seed
+expect2 "status with an option for the address" -m "the node's address" status --bogus
+expect2 "status --keys without a value" -m "--keys needs a value" status 127.0.0.1:9/AAAA --keys
+expect2 "node --relay-mbit 0" -m "--relay-mbit 0: must be in (0" node --relay-mbit 0
 
 # 8. The stage bound is one number (MODEL_STAGES_MAX = 128) for solo and swarm:
 #    solo cuts a 100-layer mlp into 100 stages (it stopped at 64 before).
