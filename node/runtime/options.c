@@ -47,7 +47,7 @@ static const opt_def_t s_opts[] = {
     { "ctx", T_INT, O(ctx), 0, BOTH, "N", "override the preset's context length", RUN_ANY },
     { "data", T_STR, O(data), S(data), BOTH, "SPEC", "synthetic | text:PATH | fmnist[:DIR] (default synthetic)", RUN_ANY },
     { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)", RUN(1, MODEL_STAGES_MAX) },
-    { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500)", RUN(1, NMAX) },
+    { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500; sim without it: until --sim-seconds)", RUN(1, NMAX) },
     { "batch", T_INT, O(batch), 0, BOTH, "B", "microbatch size (default 8 gpt, 64 mlp)", RUN(1, 65536) },
     { "micro", T_INT, O(micro), 0, BOTH, "M", "microbatches per update (default 1)", RUN(1, 65536) },
     { "optim", T_OPTIM, O(optim.kind), 0, BOTH, "O", "adamw (default) | muon (orthogonalized momentum for the blocks' matrices, AdamW for the rest; much less hurt by weight delay)", RUN(OPTIM_ADAMW, OPTIM_MUON) },
