@@ -806,17 +806,20 @@ static void s_retry_event(compute_t *c, const mbrec_t *old)
     metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":%s", (unsigned long long)old->mb, why);
 }
 
-/* The data stage starts a new microbatch (or re-issues `old`). */
+/* The data stage starts a new microbatch (or re-issues `old`).  -1 when
+ * no activation slot (or record) is free; a re-issue reuses its record's
+ * slot, so it needs no free one. */
 static int s_issue(compute_t *c, mbrec_t *old)
 {
-    int slot = s_slot_get(c);
+    /* the old attempt's slot is the new attempt's: taking another first
+     * would stall re-issue for good once every slot is in flight */
+    int slot = old && old->slot >= 0 ? old->slot : s_slot_get(c);
     if (slot < 0) return -1;
     mbrec_t *r = old ? old : s_rec_new(c);
     if (!r) { c->slot_used[slot] = 0; return -1; }
     uint64_t avoid = 0;
     if (old) {
         avoid = old->to;
-        if (old->slot >= 0) c->slot_used[old->slot] = 0;
         stash_unref(&c->stash, old->version, c->version);
         s_peer_returned(c, old->to, 0, 0);
         c->retries++;
@@ -1252,7 +1255,7 @@ static void s_timeouts(compute_t *c)
                     s_peer_returned(c, r->to, 0, 0);
                     s_rec_free(c, r);
                 } else if (s_issue(c, r) < 0) {
-                    break;
+                    continue;   /* no slot: it is tried again later; the records after it may still be given up */
                 }
             }
         } else if (gone || now - r->t > STALE_S) {
