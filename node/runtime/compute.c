@@ -1167,7 +1167,10 @@ static void s_stage_teardown(compute_t *c)
     s_pending_clear(&c->acts);
     s_pending_clear(&c->grads);
     for (int i = 0; i < REC_MAX; i++)
-        if (c->rec[i].used) s_peer_returned(c, c->rec[i].to, 0, 0);
+        if (c->rec[i].used) {
+            s_peer_returned(c, c->rec[i].to, 0, 0);
+            free(c->rec[i].held);   /* an output waiting for a route owns its targets */
+        }
     memset(c->rec, 0, sizeof c->rec);
     c->inflight = 0;
     for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
