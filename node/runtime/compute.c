@@ -960,8 +960,16 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
     return 0;
 }
 
-/* An activation from the previous stage: forward (and, on the last stage,
- * loss and backward at once).  -1 when it must wait (no slot free). */
+/* Issue attempt a is older than attempt b, both as the flags carry them
+ * (8 bits, MB_ATTEMPT): serial-number order modulo 256.  The data stage
+ * issues a microbatch at most MAX_TRIES (< 128) times, so two attempts of
+ * one microbatch are never 128 or more apart. */
+static int s_attempt_older(unsigned a, unsigned b)
+{
+    unsigned d = (b - a) & 0xffu;
+    return d != 0 && d < 128;
+}
+
 /* Tells the sender of an ACT that its microbatch was applied here already. */
 static void s_send_dup(compute_t *c, uint64_t to, uint64_t mb, uint32_t attempt_flags)
 {
@@ -977,12 +985,19 @@ static void s_send_dup(compute_t *c, uint64_t to, uint64_t mb, uint32_t attempt_
     s_out(c, m);
 }
 
+/* An activation from the previous stage: forward (and, on the last stage,
+ * loss and backward at once).  -1 when it must wait (no slot free). */
 static int s_on_act(compute_t *c, const mail_t *m)
 {
     if (m->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, m);
     if (c->closing) return 0;   /* the run is complete: only its final evaluation is still wanted */
     if (s_applied(c, m->hdr.mb)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
+    if (old && s_attempt_older(MB_ATTEMPT(m->hdr.flags), (unsigned)old->attempt)) {
+        /* a late copy of an attempt the data stage has re-issued since: the newer one held here stays */
+        s_drop(c, "an older attempt of a microbatch held here", m->peer);
+        return 0;
+    }
     if (old) {
         /* a re-issue of a microbatch held here: the new attempt replaces the old one */
         s_peer_returned(c, old->to, 0, 0);
