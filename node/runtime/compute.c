@@ -1339,6 +1339,10 @@ static void s_move(compute_t *c, int to, const char *why)
     if (stage_init(&lay, &c->o->cfg, to, c->nstages, err, sizeof err) < 0) return;
     if (!c->c.modelled && !(st = stage_state_new(&c->o->cfg, to, c->nstages, c->o->seed, err, sizeof err))) return;
     s_stage_teardown(c);
+    /* what was applied at the old stage says nothing of the new one's microbatches: remembered, it
+     * answered "applied already" (DUP) to microbatches this node applied only at its old stage */
+    idmap_clear(&c->applied[0]);
+    idmap_clear(&c->applied[1]);
     stage_state_destroy(&c->st);
     c->st = st;
     c->lay = lay;
