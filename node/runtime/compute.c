@@ -855,7 +855,14 @@ static int s_issue(compute_t *c, mbrec_t *old)
         s_completed_one(c);
     } else {
         s_forward(c, r);
-        if (s_send_act(c, r, c->targets8, avoid) == -2) s_rec_free(c, r);  /* out of memory to hold it */
+        if (s_send_act(c, r, c->targets8, avoid) == -2) {
+            /* out of memory to hold its output: given up (the cursor has moved past it), counted as lost */
+            c->lost++;
+            s_trace(c, TRACE_LOST, r->mb, c->version);
+            metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"given up: no memory to hold its output\"",
+                          (unsigned long long)r->mb);
+            s_rec_free(c, r);
+        }
     }
     return 0;
 }
