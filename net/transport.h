@@ -52,7 +52,9 @@ typedef struct transport_t transport_t;
 typedef int (*transport_admit_fn)(void *arg, const uint8_t pubkey[32],
                                   char *why, size_t whylen);
 /* A received message dropped or a client refused: why is a short reason,
- * pubkey the sender's key or NULL when unknown. */
+ * pubkey the sender's key or NULL when unknown.  Called from
+ * transport_poll() on the transport's thread; it must not open or close
+ * links (transport_poll is in the middle of reading them). */
 typedef void (*transport_drop_fn)(void *arg, const char *why, const uint8_t *pubkey);
 
 typedef struct {
