@@ -334,11 +334,27 @@ static int s_grow_links(transport_t *self)
     return 0;
 }
 
+/* The slot of a new link: the lowest one closed by transport_disconnect,
+ * else a new one at the end, zeroed (a closed slot until the caller fills
+ * it in).  Its index, or -1 when out of memory. */
+static int s_claim_link(transport_t *self)
+{
+    int i = 0;
+    while (i < self->nlinks && self->links[i].sock) i++;
+    if (i == self->nlinks) {
+        if (s_grow_links(self) < 0) return -1;
+        self->nlinks++;
+    }
+    memset(&self->links[i], 0, sizeof self->links[i]);
+    return i;
+}
+
 int transport_connect(transport_t *self, const char *host, int port,
                       const uint8_t server_pub[32], char *err, size_t errlen)
 {
     if (port <= 0 || port > 65535) { s_err(err, errlen, "%s:%d: port out of range", host, port); return -1; }
-    if (s_grow_links(self) < 0) { s_err(err, errlen, "out of memory"); return -1; }
+    int link = s_claim_link(self);   /* stays closed (reusable) if anything below fails */
+    if (link < 0) { s_err(err, errlen, "out of memory"); return -1; }
     int ipv6 = strchr(host, ':') != NULL;
     int rmax = self->o.reconnect_ivl_ms * 20;
     void *sock = zmq_socket(self->ctx, ZMQ_DEALER);
@@ -359,12 +375,31 @@ int transport_connect(transport_t *self, const char *host, int port,
         zmq_close(sock);
         return -1;
     }
-    s_link_t *l = &self->links[self->nlinks];
-    memset(l, 0, sizeof *l);
+    s_link_t *l = &self->links[link];
     l->sock = sock;
     memcpy(l->server_pub, server_pub, 32);
     l->server_id = node_id_from_pubkey(server_pub);
-    return self->nlinks++;
+    return link;
+}
+
+/* Discards the messages received on link that wait for the emulated
+ * downlink: once it is closed, its index may name another link. */
+static void s_inbox_forget(transport_t *self, int link)
+{
+    s_inbox_t **pp = &self->in_head, *last = NULL;
+    while (*pp) {
+        s_inbox_t *b = *pp;
+        if (b->msg.link != link) {
+            last = b;
+            pp = &b->next;
+            continue;
+        }
+        *pp = b->next;
+        self->in_bytes -= b->bytes;
+        transport_msg_close(&b->msg);
+        free(b);
+    }
+    self->in_tail = last;
 }
 
 void transport_disconnect(transport_t *self, int link)
@@ -372,6 +407,7 @@ void transport_disconnect(transport_t *self, int link)
     if (link < 0 || link >= self->nlinks || !self->links[link].sock) return;
     s_link_t *l = &self->links[link];
     s_free_queue(l);
+    s_inbox_forget(self, link);
     if (!l->route_len) zmq_close(l->sock);
     l->sock = NULL;
 }
@@ -389,15 +425,15 @@ int transport_adopt(transport_t *self, int link, const transport_msg_t *from)
         }
         return link;
     }
-    if (s_grow_links(self) < 0) return -1;
-    s_link_t *l = &self->links[self->nlinks];
-    memset(l, 0, sizeof *l);
+    int fresh = s_claim_link(self);
+    if (fresh < 0) return -1;
+    s_link_t *l = &self->links[fresh];
     l->sock = self->router;
     memcpy(l->server_pub, from->sender_pub, 32);
     l->server_id = node_id_from_pubkey(from->sender_pub);
     memcpy(l->route, from->route, from->route_len);
     l->route_len = from->route_len;
-    return self->nlinks++;
+    return fresh;
 }
 
 int64_t transport_pending(const transport_t *self, int link)

@@ -11,6 +11,16 @@
  * Threading: a transport is used by ONE thread (the node's I/O thread).
  * The only exception is transport_wake(), callable from any thread.
  *
+ * Link indices: transport_connect() and transport_adopt() return the
+ * index of a link; once transport_disconnect() has closed it, that index is
+ * free and the next link opened or adopted may get it (the lowest free
+ * index is taken, so indices stay below the most links open at once).
+ * Nothing sent or received on the closed link comes out under its index
+ * afterwards: its unsent messages and the messages received on it that
+ * transport_poll() has not delivered yet are discarded.  The caller must
+ * forget every copy of an index it disconnects (a transport_msg_t it still
+ * holds included), or it will later name someone else's link.
+ *
  * Every message is [header][frame]...; a message whose header does not
  * decode, or whose header sender id is not node_id_from_pubkey() of the
  * authenticated key, is dropped and counted.  transport_send() and
@@ -42,7 +52,9 @@ typedef struct transport_t transport_t;
 typedef int (*transport_admit_fn)(void *arg, const uint8_t pubkey[32],
                                   char *why, size_t whylen);
 /* A received message dropped or a client refused: why is a short reason,
- * pubkey the sender's key or NULL when unknown. */
+ * pubkey the sender's key or NULL when unknown.  Called from
+ * transport_poll() on the transport's thread; it must not open or close
+ * links (transport_poll is in the middle of reading them). */
 typedef void (*transport_drop_fn)(void *arg, const char *why, const uint8_t *pubkey);
 
 typedef struct {
@@ -117,7 +129,8 @@ uint64_t transport_id(const transport_t *self);
 /* Opens an outgoing link to host:port whose CurveZMQ public key is
  * server_pub.  Connection happens in the background (with reconnects);
  * messages sent before it is up are queued.  Returns the link index (>= 0,
- * never reused), or -1 with a reason in err. */
+ * possibly one closed before: see "Link indices" above), or -1 with a
+ * reason in err. */
 int transport_connect(transport_t *self, const char *host, int port,
                       const uint8_t server_pub[32], char *err, size_t errlen);
 
@@ -129,11 +142,14 @@ int transport_connect(transport_t *self, const char *host, int port,
  * brought up to date (the peer may have connected again) and it is
  * returned.  Sending on an adopted link after the peer's connection went
  * away fails (send_fails) until a message from its new connection is
- * adopted.  Returns the link, or -1 (not a listening-socket message, out
- * of memory). */
+ * adopted.  Returns the link (a new one may reuse a closed index), or -1
+ * (not a listening-socket message, out of memory). */
 int transport_adopt(transport_t *self, int link, const transport_msg_t *from);
 
-/* Closes a link; messages still queued on it are discarded. */
+/* Closes a link; messages still queued on it are discarded, and so are
+ * the ones received on it that transport_poll() has not delivered yet
+ * (emulated downlink).  Its index is free for the next link opened or
+ * adopted.  A link that is not open: nothing happens. */
 void transport_disconnect(transport_t *self, int link);
 
 /* Queues [header][frames[0]]...[frames[n-1]] on link (copied; h->magic,

@@ -826,6 +826,95 @@ static void test_send_never_blocks(void)
     transport_destroy(&a);
 }
 
+/* Links opened and closed over and over (a bootstrap probing every JOIN)
+ * reuse the closed indices: the link table stays as large as the most
+ * links open at once. */
+static void test_link_reuse(void)
+{
+    keypair_t ka = s_keys(), kb = s_keys();
+    transport_t *a = s_transport(&ka, NULL);
+    CHECK(a != NULL);
+    if (!a) return;
+    char err[256];
+    int keep = transport_connect(a, "127.0.0.1", 9, kb.pub, err, sizeof err);
+    CHECK(keep == 0);
+    int most = -1, first = -1;
+    for (int i = 0; i < 1000; i++) {
+        int l = transport_connect(a, "127.0.0.1", 9, kb.pub, err, sizeof err);
+        if (l < 0) { CHECKF(0, "connect %d: %s", i, err); break; }
+        if (first < 0) first = l;
+        if (l > most) most = l;
+        transport_disconnect(a, l);
+        usleep(1000);   /* ZeroMQ reaps closed sockets in the background (at most 1023 per context) */
+    }
+    CHECKF(first == 1 && most == 1, "1000 connect/disconnect pairs: first link %d, highest %d (want 1)", first, most);
+    CHECK(transport_pending(a, keep) == 0);   /* the link kept open is untouched */
+    /* a closed index in the middle is the one taken next */
+    int l1 = transport_connect(a, "127.0.0.1", 9, kb.pub, err, sizeof err);
+    int l2 = transport_connect(a, "127.0.0.1", 9, kb.pub, err, sizeof err);
+    CHECK(l1 == 1 && l2 == 2);
+    transport_disconnect(a, l1);
+    CHECK(transport_pending(a, l1) == -1);
+    CHECK(transport_connect(a, "127.0.0.1", 9, kb.pub, err, sizeof err) == 1);
+    CHECK(transport_connect(a, "127.0.0.1", 9, kb.pub, err, sizeof err) == 3);
+    transport_destroy(&a);
+}
+
+/* A message received on a link but still held by the emulated downlink
+ * when the link is closed is never delivered: its index may already name
+ * a new link, to another peer. */
+static void test_closed_link_inbox(void)
+{
+    keypair_t ka = s_keys(), kb = s_keys(), kc = s_keys();
+    transport_opts_t o = {0};
+    o.emu_downlink_mbit = 0.2;   /* 20 kB: about 0.8 s */
+    transport_t *a = s_transport(&ka, NULL), *c = s_transport(&kc, NULL), *b = s_transport(&kb, &o);
+    CHECK(a && b && c);
+    if (!a || !b || !c) goto out;
+    char err[256];
+    int lb = transport_connect(b, "127.0.0.1", transport_port(a), ka.pub, err, sizeof err);
+    CHECK(lb >= 0);
+    CHECK(s_send(b, lb, WIRE_PING, 1, "hi") == 0);
+    transport_msg_t m = {0};
+    transport_t *ob[1] = {b};
+    CHECK(s_recv_within(a, ob, 1, 3000, &m) == 1);
+    char big[20000];
+    memset(big, 'x', sizeof big - 1);
+    wire_hdr_t h;
+    wire_hdr_init(&h, WIRE_PONG);
+    const void *f[1] = {big};
+    size_t l[1] = {sizeof big - 1};
+    CHECK(transport_reply(a, &m, &h, f, l, 1) == 0);
+    transport_msg_close(&m);
+    /* b reads it off the socket (msgs_recv counts it) but the downlink holds it */
+    transport_stats_t s = {0};
+    int64_t end = s_ms() + 3000;
+    while (s.msgs_recv == 0 && s_ms() < end) {
+        CHECK(transport_poll(b, 1, &m) == 0);
+        transport_msg_close(&m);
+        transport_stats(b, &s);
+    }
+    CHECK(s.msgs_recv == 1);
+    transport_disconnect(b, lb);
+    int lc = transport_connect(b, "127.0.0.1", transport_port(c), kc.pub, err, sizeof err);
+    CHECK(lc == lb);   /* the closed index is reused */
+    int late = 0;
+    end = s_ms() + 1500;
+    while (s_ms() < end) {
+        if (transport_poll(b, 10, &m) == 1) {
+            CHECKF(0, "delivered after its link was closed: link %d, from %s", m.link,
+                   m.sender == transport_id(a) ? "a" : "someone else");
+            late++;
+        }
+        transport_msg_close(&m);
+    }
+    CHECK(late == 0);
+out:
+    transport_destroy(&a);
+    transport_destroy(&b);
+    transport_destroy(&c);
+}
+
 static void test_wake(void)
 {
     keypair_t ka = s_keys();
@@ -860,5 +949,7 @@ int main(void)
     RUN(test_port_in_use);
     RUN(test_send_never_blocks);
     RUN(test_wake);
+    RUN(test_link_reuse);
+    RUN(test_closed_link_inbox);
     CHECK_EXIT();
 }

@@ -4,6 +4,7 @@
  *
  *   test_rogue --target HOST:PORT/KEY --run RUNID_HEX --seconds S
  *              [--rate MSGS_PER_S] [--seed N] [--attack-avg] [--attack-control]
+ *              [--only KIND]
  *
  * connects to the target with a fresh CurveZMQ identity (so it passes the
  * handshake of an open swarm), listens on 127.0.0.1 so that the swarm can
@@ -22,7 +23,8 @@
  * stage checks.  --attack-avg adds AVG messages of huge finite weights (a
  * member of the target's stage poisoning its weights); --attack-control adds
  * DONE and PEERS claiming the run's progress is complete.  Both are off by
- * default: they test defenses beyond the message checks.
+ * default: they test defenses beyond the message checks.  --only KIND (a
+ * name of the "rogue: sent" lines, e.g. wrong_magic) sends that kind alone.
  *
  * It never waits on a send (everything is non-blocking), bounds its run
  * time to S + 12 seconds, and prints one line per kind "rogue: sent KIND N"
@@ -456,7 +458,7 @@ static void s_attack(rogue_t *r, int kind, int allow_avg, int allow_control)
 static int s_usage(const char *why)
 {
     fprintf(stderr, "test_rogue: %s\nusage: test_rogue --target HOST:PORT/KEY --run RUNID_HEX --seconds S "
-            "[--rate N] [--seed N] [--attack-avg] [--attack-control]\n", why);
+            "[--rate N] [--seed N] [--attack-avg] [--attack-control] [--only KIND]\n", why);
     return 2;
 }
 
@@ -509,7 +511,7 @@ int main(int argc, char **argv)
     const char *target = NULL, *runhex = NULL;
     double seconds = -1, rate = 200;
     uint64_t seed = 0;
-    int allow_avg = 0, allow_control = 0;
+    int allow_avg = 0, allow_control = 0, only = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
         else if (!strcmp(argv[i], "--run") && i + 1 < argc) runhex = argv[++i];
@@ -518,10 +520,17 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--attack-avg")) allow_avg = 1;
         else if (!strcmp(argv[i], "--attack-control")) allow_control = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            const char *name = argv[++i];
+            for (int k = 0; k < K_COUNT; k++) if (!strcmp(name, s_kind[k])) only = k;
+            if (only < 0 || only == K_JOIN) return s_usage("--only: not an attack kind");
+        }
         else return s_usage("unknown option or missing value");
     }
     if (!target || !runhex || !(seconds >= 0 && seconds <= 3600) || !(rate > 0 && rate <= 1e5))
         return s_usage("--target, --run and --seconds (0..3600) are required");
+    if ((only == K_AVG && !allow_avg) || (only == K_CONTROL && !allow_control))
+        return s_usage("--only: that kind needs --attack-avg or --attack-control");
     char *end;
     errno = 0;
     uint64_t run = strtoull(runhex, &end, 16);
@@ -552,14 +561,14 @@ int main(int argc, char **argv)
     double gap = 1.0 / rate, next_send = start;
     int kinds[K_COUNT], nk = 0;
     for (int k = 0; k < K_COUNT; k++) {
-        if (k == K_JOIN) continue;
+        if (k == K_JOIN || (only >= 0 && k != only)) continue;
         if (k == K_AVG && !allow_avg) continue;
         if (k == K_CONTROL && !allow_control) continue;
         kinds[nk++] = k;
     }
     /* first, before any refused message could get us banned: an identity
      * whose address is hostile to a metrics writer */
-    s_attack(r, K_HOSTILE_ADDR, allow_avg, allow_control);
+    if (only < 0 || only == K_HOSTILE_ADDR) s_attack(r, K_HOSTILE_ADDR, allow_avg, allow_control);
     int phase = 0;
     while (s_now() < stop && s_now() < hard_end) {
         double now = s_now();

@@ -806,17 +806,20 @@ static void s_retry_event(compute_t *c, const mbrec_t *old)
     metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":%s", (unsigned long long)old->mb, why);
 }
 
-/* The data stage starts a new microbatch (or re-issues `old`). */
+/* The data stage starts a new microbatch (or re-issues `old`).  -1 when
+ * no activation slot (or record) is free; a re-issue reuses its record's
+ * slot, so it needs no free one. */
 static int s_issue(compute_t *c, mbrec_t *old)
 {
-    int slot = s_slot_get(c);
+    /* the old attempt's slot is the new attempt's: taking another first
+     * would stall re-issue for good once every slot is in flight */
+    int slot = old && old->slot >= 0 ? old->slot : s_slot_get(c);
     if (slot < 0) return -1;
     mbrec_t *r = old ? old : s_rec_new(c);
     if (!r) { c->slot_used[slot] = 0; return -1; }
     uint64_t avoid = 0;
     if (old) {
         avoid = old->to;
-        if (old->slot >= 0) c->slot_used[old->slot] = 0;
         stash_unref(&c->stash, old->version, c->version);
         s_peer_returned(c, old->to, 0, 0);
         c->retries++;
@@ -852,7 +855,14 @@ static int s_issue(compute_t *c, mbrec_t *old)
         s_completed_one(c);
     } else {
         s_forward(c, r);
-        if (s_send_act(c, r, c->targets8, avoid) == -2) s_rec_free(c, r);  /* out of memory to hold it */
+        if (s_send_act(c, r, c->targets8, avoid) == -2) {
+            /* out of memory to hold its output: given up (the cursor has moved past it), counted as lost */
+            c->lost++;
+            s_trace(c, TRACE_LOST, r->mb, c->version);
+            metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"given up: no memory to hold its output\"",
+                          (unsigned long long)r->mb);
+            s_rec_free(c, r);
+        }
     }
     return 0;
 }
@@ -957,8 +967,16 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
     return 0;
 }
 
-/* An activation from the previous stage: forward (and, on the last stage,
- * loss and backward at once).  -1 when it must wait (no slot free). */
+/* Issue attempt a is older than attempt b, both as the flags carry them
+ * (8 bits, MB_ATTEMPT): serial-number order modulo 256.  The data stage
+ * issues a microbatch at most MAX_TRIES (< 128) times, so two attempts of
+ * one microbatch are never 128 or more apart. */
+static int s_attempt_older(unsigned a, unsigned b)
+{
+    unsigned d = (b - a) & 0xffu;
+    return d != 0 && d < 128;
+}
+
 /* Tells the sender of an ACT that its microbatch was applied here already. */
 static void s_send_dup(compute_t *c, uint64_t to, uint64_t mb, uint32_t attempt_flags)
 {
@@ -974,12 +992,19 @@ static void s_send_dup(compute_t *c, uint64_t to, uint64_t mb, uint32_t attempt_
     s_out(c, m);
 }
 
+/* An activation from the previous stage: forward (and, on the last stage,
+ * loss and backward at once).  -1 when it must wait (no slot free). */
 static int s_on_act(compute_t *c, const mail_t *m)
 {
     if (m->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, m);
     if (c->closing) return 0;   /* the run is complete: only its final evaluation is still wanted */
     if (s_applied(c, m->hdr.mb)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
+    if (old && s_attempt_older(MB_ATTEMPT(m->hdr.flags), (unsigned)old->attempt)) {
+        /* a late copy of an attempt the data stage has re-issued since: the newer one held here stays */
+        s_drop(c, "an older attempt of a microbatch held here", m->peer);
+        return 0;
+    }
     if (old) {
         /* a re-issue of a microbatch held here: the new attempt replaces the old one */
         s_peer_returned(c, old->to, 0, 0);
@@ -1164,7 +1189,10 @@ static void s_stage_teardown(compute_t *c)
     s_pending_clear(&c->acts);
     s_pending_clear(&c->grads);
     for (int i = 0; i < REC_MAX; i++)
-        if (c->rec[i].used) s_peer_returned(c, c->rec[i].to, 0, 0);
+        if (c->rec[i].used) {
+            s_peer_returned(c, c->rec[i].to, 0, 0);
+            free(c->rec[i].held);   /* an output waiting for a route owns its targets */
+        }
     memset(c->rec, 0, sizeof c->rec);
     c->inflight = 0;
     for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
@@ -1252,7 +1280,7 @@ static void s_timeouts(compute_t *c)
                     s_peer_returned(c, r->to, 0, 0);
                     s_rec_free(c, r);
                 } else if (s_issue(c, r) < 0) {
-                    break;
+                    continue;   /* no slot: it is tried again later; the records after it may still be given up */
                 }
             }
         } else if (gone || now - r->t > STALE_S) {
@@ -1318,6 +1346,10 @@ static void s_move(compute_t *c, int to, const char *why)
     if (stage_init(&lay, &c->o->cfg, to, c->nstages, err, sizeof err) < 0) return;
     if (!c->c.modelled && !(st = stage_state_new(&c->o->cfg, to, c->nstages, c->o->seed, err, sizeof err))) return;
     s_stage_teardown(c);
+    /* what was applied at the old stage says nothing of the new one's microbatches: remembered, it
+     * answered "applied already" (DUP) to microbatches this node applied only at its old stage */
+    idmap_clear(&c->applied[0]);
+    idmap_clear(&c->applied[1]);
     stage_state_destroy(&c->st);
     c->st = st;
     c->lay = lay;

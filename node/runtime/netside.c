@@ -249,7 +249,8 @@ static void s_drop(netside_t *ns, const char *why, uint64_t from)
     char id[9];
     node_id_short(from, id);
     if (k <= DROP_LOG_FIRST || k % 100 == 0)
-        metrics_event(ns->c.metrics, "drop", "\"why\":%s,\"from\":%s,\"drops\":%llu", why, id, (unsigned long long)k);
+        metrics_event(ns->c.metrics, "drop", "\"why\":%s,\"from\":%s,\"drops\":%llu", why, from ? id : NULL,
+                      (unsigned long long)k);
     /* a repeat offender is ignored for a while */
     peer_t *p = from != ns->id ? peers_find(&ns->peers, from) : NULL;
     if (p && ++p->strikes >= BAN_STRIKES) {
@@ -1929,6 +1930,13 @@ void netside_on_msg(netside_t *ns, const transport_msg_t *m, uint64_t virt_bytes
     atomic_fetch_add(&ns->ctr.bytes_recv, b);
     if (ns->join == JOIN_WAITING || ns->join == JOIN_FAILED) { s_on_msg_joining(ns, m); return; }
     s_dispatch(ns, m);
+}
+
+void netside_on_drop(netside_t *ns, const char *why, const uint8_t *pubkey)
+{
+    uint64_t from = pubkey ? node_id_from_pubkey(pubkey) : 0;
+    if (pubkey && s_banned(ns, from)) { s_discard(ns); return; }   /* as in s_dispatch: no strike */
+    s_drop(ns, why, from);
 }
 
 /* A message from an authenticated sender (directly, or opened from a relay's envelope). */

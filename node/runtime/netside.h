@@ -104,6 +104,12 @@ void netside_set_self(netside_t *self, const self_info_t *s);
 /* A message from a peer (the driver closes it afterwards).  virt_bytes: the
  * bytes its modelled tensors stand for (simulator), 0 otherwise. */
 void netside_on_msg(netside_t *self, const transport_msg_t *m, uint64_t virt_bytes);
+/* A message the transport refused before netside_on_msg could see it (bad
+ * header, sender id not matching its key, a failed handshake...): counted
+ * and logged as a `drop` with reason why; the sender's key, when known
+ * (else NULL), earns a strike like the sender of any bad message.  Called
+ * by the driver of netside_on_msg, on the same thread. */
+void netside_on_drop(netside_t *self, const char *why, const uint8_t *pubkey);
 /* Mail from the compute side (ownership passes). */
 void netside_on_mail(netside_t *self, mail_t *m);
 /* Timed work (heartbeats, gossip, failure detection, fetch deadlines).

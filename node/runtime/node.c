@@ -90,6 +90,16 @@ static int s_port_adopt(void *arg, int link, const transport_msg_t *from)
     return transport_adopt(n->tr, link, from);
 }
 
+/* A message or client the transport refused: the network side counts it,
+ * logs it and strikes the sender.  The transport calls this inside
+ * transport_poll(), on the thread that drives the network side at that
+ * moment (s_net_round), so netside is touched by its one owner. */
+static void s_transport_drop(void *arg, const char *why, const uint8_t *pubkey)
+{
+    node_t *n = arg;
+    if (n->net) netside_on_drop(n->net, why, pubkey);
+}
+
 /* ---- mailboxes ---- */
 
 static void s_post_comp(void *arg, mail_t *m)
@@ -446,6 +456,8 @@ node_t *node_new(const node_cfg_t *cfg, char *err, size_t errlen)
     to.listen_port = cfg->listen_port;
     to.keys = &n->keys;
     to.sndhwm = 1000;
+    to.on_drop = s_transport_drop;
+    to.drop_arg = n;
     to.emu_latency_ms = n->o.emu_latency_ms;
     to.emu_jitter_ms = n->o.emu_jitter_ms;
     to.emu_bandwidth_mbit = n->o.emu_bandwidth_mbit;

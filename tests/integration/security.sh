@@ -3,6 +3,9 @@
 #   rogue: a hostile peer (tests/test_rogue) fires malformed and lying
 #   messages at the creator of a 2-stage run for ~10 s; the run must still
 #   complete and learn, the drops must be counted, no node may crash.
+#   transport drops: messages the transport refuses before the node's
+#   checks (a header with a wrong magic) are drop events and in the drops
+#   of the end event, like any other refused message.
 #   closed: a swarm started with --owner admits a ticket holder and refuses
 #   a joiner without a ticket, with an expired ticket, with a ticket for
 #   another key and with a ticket of another owner (exit 2, "refused").
@@ -64,6 +67,8 @@ elif cmd == "end":          # FILE: the status of the end event
     print(st[-1] if st else "none")
 elif cmd == "count":        # FILE EVENT KEY VALUE: events with key == value
     print(sum(1 for e in events(args[0]) if e.get("event") == args[1] and str(e.get(args[2])) == args[3]))
+elif cmd == "prefix":       # FILE EVENT KEY PREFIX: events whose key starts with PREFIX
+    print(sum(1 for e in events(args[0]) if e.get("event") == args[1] and str(e.get(args[2])).startswith(args[3])))
 elif cmd == "lt":           # A B F: exit 0 when A < F * B
     sys.exit(0 if float(args[0]) < float(args[2]) * float(args[1]) else 1)
 elif cmd == "ports":        # N: a random base in 30000..39000 with N free ports after it
@@ -190,6 +195,41 @@ else
         else
             jd=$(M count "$T/rc0.jsonl" drop why "malformed JOIN")
             echo "FAIL - rogue admitted: the rogue never got a WELCOME ($summary; creator dropped $jd of its JOINs as 'malformed JOIN'), so its tensor attacks only met the sender checks"
+        fi
+    fi
+fi
+
+# ---- transport drops ------------------------------------------------------
+if [ -x "$ROGUE" ]; then
+    start td0 "$BRIGADE" node --listen "127.0.0.1:$((BASE + 10))" $RUN --stages 2 --stage 0 --steps 1000 --seed 5 \
+        --metrics "$T/td0.jsonl"
+    C=$LAST
+    if ! wait_event "$T/td0.jsonl" start 15 "$C"; then
+        finish "$C" 1
+        echo "FAIL - transport drops: the node wrote no start event (exit $RC): $(oneline "$T/td0.err")"
+    else
+        ADDR=$(M get "$T/td0.jsonl" start join_addr)
+        RID=$(M get "$T/td0.jsonl" start run)
+        start tdr "$ROGUE" --target "$ADDR" --run "$RID" --seconds 2 --rate 5 --only wrong_magic
+        finish "$LAST" 30; rrc=$RC
+        sleep 1
+        kill -TERM "$C" 2>/dev/null
+        finish "$C" 15; crc=$RC
+        sent=$(sed -n 's/^rogue: sent wrong_magic //p' "$T/tdr.out")
+        nbad=$(M prefix "$T/td0.jsonl" drop why "bad header")
+        edrops=$(M get "$T/td0.jsonl" end drops)
+        why=""
+        [ "$rrc" = 0 ] || why="$why rogue tool exit $rrc ($(oneline "$T/tdr.err"));"
+        [ "${sent:-0}" -ge 1 ] || why="$why the rogue sent no wrong_magic message;"
+        [ "$nbad" -ge 1 ] || why="$why no 'bad header' drop event for $sent wrong-magic headers;"
+        [ "${edrops:-0}" -ge "$nbad" ] 2>/dev/null || why="$why end event drops '$edrops' < $nbad drop events;"
+        [ "$crc" = 143 ] || why="$why node exit $crc after SIGTERM ($(oneline "$T/td0.err" 3));"
+        crash=$(crashed td0)
+        [ -z "$crash" ] || why="$why crash: $crash;"
+        if [ -z "$why" ]; then
+            echo "ok - transport drops: $sent wrong-magic headers sent, $nbad 'bad header' drop events, end drops $edrops"
+        else
+            echo "FAIL - transport drops:$why"
         fi
     fi
 fi
