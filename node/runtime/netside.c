@@ -898,9 +898,9 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     int32_t want = (int32_t)rbuf_get_u32(&r);
     size_t tlen = 0;
     const uint8_t *tbytes = rbuf_get_bytes(&r, TICKET_LEN, &tlen);
-    char host[ADDR_HOST_MAX], err[256];
-    int port;
-    if (rbuf_error(&r) || hostport_parse(adv, host, sizeof host, &port, 0, err, sizeof err) < 0 || want < -1) {
+    /* the address goes into every table this node sends: one that peers_decode
+     * refuses (the wildcard "*", say) would get the whole table refused */
+    if (rbuf_error(&r) || !peer_addr_valid(adv) || want < -1) {
         s_drop(ns, "malformed JOIN", m->sender);
         return;
     }
