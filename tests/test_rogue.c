@@ -697,11 +697,75 @@ static void t_wildcard_address_refused(void)
     s_tnode_free(&a);
 }
 
+/* Bytes of stage s's state (params, m, v) in a 4-stage gpt-tiny run. */
+static size_t s_state_bytes(const opts_t *o, int s)
+{
+    stage_t st;
+    char err[200];
+    return stage_init(&st, &o->cfg, s, o->stages, err, sizeof err) < 0 ? 0 : 3 * st.nparams * sizeof(float);
+}
+
+/* Chunk idx of a modelled backup push (total bytes, version) from kp to ns. */
+static void s_push_chunk(netside_t *ns, const keypair_t *kp, int stage, size_t total, int64_t version, uint32_t idx)
+{
+    uint8_t pre[32];
+    wbuf_t w;
+    wbuf_init_fixed(&w, pre, sizeof pre);
+    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    wbuf_put_u64(&w, total);
+    wbuf_put_u32(&w, 0);   /* checksum: none when modelled */
+    wbuf_put_u64(&w, (uint64_t)version);
+    wbuf_put_u32(&w, nchunks);
+    const void *f[2] = { pre, pre };
+    size_t l[2] = { w.len, 0 };
+    s_deliver(ns, kp, WIRE_STATE, stage, STATE_FLAG_BACKUP, idx, f, l, 2);
+}
+
+/* A held backup is served only to a known peer, at most once per
+ * STATE_REQ_EVERY_S (2 s) per peer: each answer queues the whole snapshot. */
+static void t_backup_serving_limited(void)
+{
+    tnode_t a;
+    keypair_t alone, repl, stranger;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&alone, err, sizeof err) == 0);
+    CHECK(keypair_generate(&repl, err, sizeof err) == 0);
+    CHECK(keypair_generate(&stranger, err, sizeof err) == 0);
+    size_t total = s_state_bytes(&a.o, 1);
+    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    CHECK(nchunks >= 2);
+    /* stage 1's only node pushes its backup here */
+    s_send_join(a.ns, &alone, "127.0.0.1:7001", 1, 1);
+    for (uint32_t i = 0; i < nchunks; i++) s_push_chunk(a.ns, &alone, 1, total, 7, i);
+    uint64_t d0 = s_drops(&a);
+    /* a key the node does not know asks for it: silence */
+    int sent = a.box.sent[WIRE_STATE];
+    s_deliver(a.ns, &stranger, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATE] == sent, "%d STATE chunks went to an unknown key", a.box.sent[WIRE_STATE] - sent);
+    CHECK(s_drops(&a) == d0 + 1);
+    /* stage 1's replacement introduces itself and asks: served once */
+    s_send_join(a.ns, &repl, "127.0.0.1:7002", 1, 1);
+    s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATE] == sent + (int)nchunks, "%d chunks, want %u", a.box.sent[WIRE_STATE] - sent, nchunks);
+    /* at once again: refused, counted */
+    s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATE] == sent + (int)nchunks, "a repeated request was served (%d chunks in all)",
+           a.box.sent[WIRE_STATE] - sent);
+    CHECK(s_drops(&a) == d0 + 2);
+    /* after the limit's period: served again */
+    g_clock += 2.5;
+    s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECK(a.box.sent[WIRE_STATE] == sent + 2 * (int)nchunks);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
         printf("ok - rogue_tool_builds\n");
         RUN(t_wildcard_address_refused);
+        RUN(t_backup_serving_limited);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -1449,13 +1449,29 @@ static void s_send_chunks(netside_t *ns, uint64_t peer, const transport_msg_t *m
     }
 }
 
+/* 1 when the sender of a STATE_REQ may have a state download now: a peer
+ * in the table (a node introduces itself on every link it opens, before
+ * its first request), at most one download of either kind per
+ * STATE_REQ_EVERY_S.  Each answer queues a whole snapshot in STATE chunks
+ * on the link.  0 (dropped, counted) otherwise. */
+static int s_state_req_allowed(netside_t *ns, const transport_msg_t *m)
+{
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!p || p->info.id == ns->id) { s_drop(ns, "STATE_REQ from an unknown peer", m->sender); return 0; }
+    double now = s_now(ns);
+    if (p->last_state_req > 0 && now - p->last_state_req < STATE_REQ_EVERY_S) { s_drop(ns, "STATE_REQ rate limit", m->sender); return 0; }
+    p->last_state_req = now;
+    return 1;
+}
+
 /* Serves a held backup to a replacement node of that stage. */
 static void s_serve_backup(netside_t *ns, const transport_msg_t *m)
 {
     int s = m->hdr.stage;
-    if (s >= ns->nstages || !ns->backups[s].buf) return;  /* nothing held: silence */
+    if (s >= ns->nstages || !ns->backups[s].buf) return;  /* nothing held: silence (every live peer is asked) */
+    if (!s_state_req_allowed(ns, m)) return;
     backup_t *b = &ns->backups[s];
-    /* the replacement may not be in our table yet: answer on the connection it used */
+    /* answer on the connection it used (it may be reachable only outward) */
     s_send_chunks(ns, 0, m, s, STATE_FLAG_BACKUP | STATE_FLAG_REPLY, b->buf, b->total, b->version);
     char id[9];
     node_id_short(m->sender, id);
@@ -1490,11 +1506,8 @@ static void s_on_state_out(netside_t *ns, mail_t *m)
 static void s_on_state_req(netside_t *ns, const transport_msg_t *m)
 {
     if (m->hdr.flags & STATE_FLAG_BACKUP) { s_serve_backup(ns, m); return; }
-    peer_t *p = peers_find(&ns->peers, m->sender);
-    if (!p || ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { s_drop(ns, "STATE_REQ this node cannot serve", m->sender); return; }
-    double now = s_now(ns);
-    if (p->last_state_req > 0 && now - p->last_state_req < STATE_REQ_EVERY_S) { s_drop(ns, "STATE_REQ rate limit", m->sender); return; }
-    p->last_state_req = now;
+    if (ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { s_drop(ns, "STATE_REQ this node cannot serve", m->sender); return; }
+    if (!s_state_req_allowed(ns, m)) return;
     mail_t *mail = mail_new(MAIL_STATE_REQ);
     if (!mail) return;
     mail->hdr = m->hdr;
