@@ -760,12 +760,59 @@ static void t_backup_serving_limited(void)
     s_tnode_free(&a);
 }
 
+/* A joiner takes WELCOME and BYE only from the node it joins through (the
+ * key in --join), and nothing once its join has failed. */
+static void t_join_answers_from_bootstrap_only(void)
+{
+    tnode_t boot, j, j2;
+    keypair_t stranger;
+    char err[300], addr[200], z[KEY_Z85_LEN + 1];
+    if (s_tnode(&boot, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    if (s_tnode(&j, -1, 1, "127.0.0.1:7001") < 0) { CHECK(0); s_tnode_free(&boot); return; }
+    if (s_tnode(&j2, -1, 1, "127.0.0.1:7002") < 0) { CHECK(0); s_tnode_free(&boot); s_tnode_free(&j); return; }
+    CHECK(keypair_generate(&stranger, err, sizeof err) == 0);
+    key_to_z85(z, boot.kp.pub);
+    snprintf(addr, sizeof addr, "127.0.0.1:7000/%s", z);
+    CHECK(netside_join(j.ns, addr, -1, err, sizeof err) == 0);
+    CHECK(netside_join(j2.ns, addr, -1, err, sizeof err) == 0);
+    /* the bootstrap answers j2's JOIN: a WELCOME for a stranger to replay */
+    CHECK(j2.box.keep_n[WIRE_JOIN] == 1);
+    s_deliver(boot.ns, &j2.kp, WIRE_JOIN, -1, 0, 0, (const void *const *)j2.box.keep[WIRE_JOIN],
+              j2.box.keep_len[WIRE_JOIN], 1);
+    CHECK(boot.box.keep_n[WIRE_WELCOME] == 3);
+    const void *const *wf = (const void *const *)boot.box.keep[WIRE_WELCOME];
+    const size_t *wl = boot.box.keep_len[WIRE_WELCOME];
+    const char *no = "go away";
+    const void *bf[1] = { no };
+    size_t bl[1] = { strlen(no) };
+    /* a stranger's BYE and WELCOME change nothing */
+    s_deliver(j.ns, &stranger, WIRE_BYE, -1, 0, 0, bf, bl, 1);
+    CHECKF(netside_join_state(j.ns, err, sizeof err) == 0, "a stranger's BYE: %s", err);
+    s_deliver(j.ns, &stranger, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
+    CHECKF(netside_join_state(j.ns, err, sizeof err) == 0, "a stranger's WELCOME ended the join");
+    s_deliver(j.ns, &stranger, WIRE_WELCOME, -1, 0, 0, NULL, NULL, 0);
+    CHECKF(netside_join_state(j.ns, err, sizeof err) == 0, "a stranger's empty WELCOME: %s", err);
+    /* the bootstrap's BYE ends it; its WELCOME after that changes nothing */
+    s_deliver(j.ns, &boot.kp, WIRE_BYE, -1, 0, 0, bf, bl, 1);
+    CHECK(netside_join_state(j.ns, err, sizeof err) == -1);
+    CHECKF(strstr(err, "go away") != NULL, "err: %s", err);
+    s_deliver(j.ns, &boot.kp, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
+    CHECKF(netside_join_state(j.ns, err, sizeof err) == -1, "a WELCOME after the join failed was taken");
+    /* the bootstrap's WELCOME to j2 is taken */
+    s_deliver(j2.ns, &boot.kp, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
+    CHECKF(netside_join_state(j2.ns, err, sizeof err) == 1, "the bootstrap's WELCOME: %s", err);
+    s_tnode_free(&j2);
+    s_tnode_free(&j);
+    s_tnode_free(&boot);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
         printf("ok - rogue_tool_builds\n");
         RUN(t_wildcard_address_refused);
         RUN(t_backup_serving_limited);
+        RUN(t_join_answers_from_bootstrap_only);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -133,6 +133,7 @@ struct netside {
     /* joining */
     join_state_t join;
     int join_link, join_want;
+    uint64_t join_id;           /* the node joined through (the key in --join): only its WELCOME or BYE counts */
     double join_deadline, join_resend;
     char join_addr[ADDR_TEXT_MAX];
     char join_err[400];
@@ -987,6 +988,7 @@ int netside_join(netside_t *ns, const char *join_addr, int want, char *err, size
     ns->join_link = ns->c.port.connect(ns->c.port.arg, hp, key, why, sizeof why);
     if (ns->join_link < 0) { snprintf(err, errlen, "--join %s: %s", join_addr, why); return -1; }
     snprintf(ns->join_addr, sizeof ns->join_addr, "%s", join_addr);
+    ns->join_id = node_id_from_pubkey(key);
     ns->join_want = want;
     ns->join = JOIN_WAITING;
     ns->join_deadline = s_now(ns) + JOIN_WAIT_S;
@@ -1920,9 +1922,15 @@ static void s_keep_links(netside_t *ns)
     if (relayed && relay->link < 0) s_link(ns, relay->info.id);   /* the relay needs our link to reach us */
 }
 
-/* A joiner's messages before its WELCOME: only the bootstrap's answer counts. */
+/* A joiner's messages before its WELCOME: only the bootstrap's answer
+ * counts (its key is the one in --join: the transport authenticated the
+ * sender), and only while the join is under way. */
 static void s_on_msg_joining(netside_t *ns, const transport_msg_t *m)
 {
+    if (m->hdr.type == WIRE_BYE || m->hdr.type == WIRE_WELCOME) {
+        if (ns->join == JOIN_FAILED) { s_discard(ns); return; }   /* late: the outcome is told already */
+        if (m->sender != ns->join_id) { s_drop(ns, "WELCOME or BYE from a node the join did not go through", m->sender); return; }
+    }
     if (m->hdr.type == WIRE_BYE && m->nframes >= 1) s_on_refused(ns, m);
     else if (m->hdr.type == WIRE_WELCOME) s_on_welcome(ns, m);
     else if (m->hdr.type == WIRE_PING && (m->hdr.flags & PING_FLAG_PROBE) && m->link < 0) {
