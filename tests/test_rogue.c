@@ -806,12 +806,31 @@ static void t_join_answers_from_bootstrap_only(void)
     s_tnode_free(&boot);
 }
 
+/* A chunk of another snapshot, refused while one is arriving, is counted. */
+static void t_backup_other_snapshot_counted(void)
+{
+    tnode_t a;
+    keypair_t alone;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&alone, err, sizeof err) == 0);
+    size_t total = s_state_bytes(&a.o, 1);
+    s_send_join(a.ns, &alone, "127.0.0.1:7001", 1, 1);
+    uint64_t d0 = s_drops(&a);
+    s_push_chunk(a.ns, &alone, 1, total, 7, 0);
+    CHECK(s_drops(&a) == d0);
+    s_push_chunk(a.ns, &alone, 1, total, 8, 1);   /* version 8 while 7 arrives */
+    CHECKF(s_drops(&a) == d0 + 1, "drops %llu, want %llu", (unsigned long long)s_drops(&a), (unsigned long long)d0 + 1);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
         printf("ok - rogue_tool_builds\n");
         RUN(t_wildcard_address_refused);
         RUN(t_backup_serving_limited);
+        RUN(t_backup_other_snapshot_counted);
         RUN(t_join_answers_from_bootstrap_only);
         CHECK_EXIT();
     }

@@ -1289,7 +1289,7 @@ static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
     if (x->got == 0) { x->checksum = sum; x->version = version; }
     else if (sum != x->checksum || version != x->version) {
         /* another snapshot: the one being assembled is finished first, unless it stalled */
-        if (now - x->last_chunk < STATE_STALL_S) return -1;
+        if (now - x->last_chunk < STATE_STALL_S) { s_discard(ns); return -1; }
         memset(x->have, 0, x->nchunks);
         x->got = 0;
         x->checksum = sum;
@@ -1397,7 +1397,7 @@ static void s_on_backup_push(netside_t *ns, const transport_msg_t *m)
     backup_t *b = &ns->backups[s];
     state_rx_t *x = &b->rx;
     size_t total = 3 * s_stage_params(ns, s) * sizeof(float);
-    if ((!x->buf || x->total != total) && s_rx_begin(x, total) < 0) return;
+    if ((!x->buf || x->total != total) && s_rx_begin(x, total) < 0) { s_drop(ns, "out of memory", m->sender); return; }
     if (s_state_chunk(ns, x, m) < 0 || !x->complete) return;
     /* keep the complete snapshot; the assembly buffer becomes the held copy */
     free(b->buf);
