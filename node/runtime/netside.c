@@ -1112,7 +1112,33 @@ static long s_decode_modelled(const transport_msg_t *m, size_t expect)
     return rbuf_error(&r) || n != expect ? -1 : (long)n;
 }
 
-/* Checks and decodes the tensor of an ACT/GRAD/AVG into a mail for the compute side. */
+/* The checks of a tensor frame that need no buffer of its size: its header
+ * (modelled: its count) says expect values.  NULL when they pass, else why not. */
+static const char *s_tensor_shape(const netside_t *ns, const transport_msg_t *m, size_t expect)
+{
+    if (ns->c.modelled) return s_decode_modelled(m, expect) < 0 ? "modelled tensor of the wrong size" : NULL;
+    frame_info_t fi;
+    char err[200];
+    if (frame_peek(&fi, m->frame[0], m->len[0], err, sizeof err) < 0) return "bad tensor frame";
+    return fi.n_values != expect ? "tensor shape does not match the run" : NULL;
+}
+
+/* Decodes a frame that passed s_tensor_shape into t (expect floats) and
+ * checks its values.  NULL when they pass, else why not. */
+static const char *s_tensor_values(netside_t *ns, const transport_msg_t *m, float *t, size_t expect)
+{
+    char err[200];
+    if (frame_decode(ns->dec, t, expect, NULL, NULL, m->frame[0], m->len[0], err, sizeof err) != (long)expect)
+        return "tensor frame refused";
+    for (size_t i = 0; i < expect; i++)
+        if (!isfinite(t[i])) return "non-finite tensor";
+    if (m->hdr.type != WIRE_AVG && s_norm_ok(ns, m->sender, t, expect) < 0) return "tensor norm far outside its stream's range";
+    return NULL;
+}
+
+/* Checks and decodes the tensor of an ACT/GRAD/AVG into a mail for the
+ * compute side.  Nothing of the tensor's size is allocated before its
+ * frame header has been found to match the run. */
 static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
 {
     int type = m->hdr.type, want_stage;
@@ -1135,6 +1161,8 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
     if (m->nframes < 1 || expect == 0) { s_drop(ns, "tensor message without tensor", m->sender); return; }
     size_t ntarg = type == WIRE_ACT ? (size_t)ns->c.o->batch * (size_t)(ns->c.o->cfg.kind == MODEL_GPT ? ns->c.o->cfg.maxT : 1) : 0;
     if (type == WIRE_ACT && (m->nframes < 2 || m->len[1] != ntarg)) { s_drop(ns, "ACT without valid targets", m->sender); return; }
+    const char *bad = s_tensor_shape(ns, m, expect);
+    if (bad) { s_drop(ns, bad, m->sender); return; }
     mail_t *mail = mail_new(MAIL_TENSOR);
     float *t = NULL;
     if (!ns->c.modelled) t = malloc(sizeof(float) * expect);
@@ -1144,20 +1172,7 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
         s_drop(ns, "out of memory", m->sender);
         return;
     }
-    char err[200];
-    const char *bad = NULL;
-    if (ns->c.modelled) {
-        if (s_decode_modelled(m, expect) < 0) bad = "modelled tensor of the wrong size";
-    } else {
-        frame_info_t fi;
-        if (frame_peek(&fi, m->frame[0], m->len[0], err, sizeof err) < 0) bad = "bad tensor frame";
-        else if (fi.n_values != expect) bad = "tensor shape does not match the run";
-        else if (frame_decode(ns->dec, t, expect, NULL, NULL, m->frame[0], m->len[0], err, sizeof err) != (long)expect)
-            bad = "tensor frame refused";
-        for (size_t i = 0; !bad && i < expect; i++)
-            if (!isfinite(t[i])) bad = "non-finite tensor";
-        if (!bad && type != WIRE_AVG && s_norm_ok(ns, m->sender, t, expect) < 0) bad = "tensor norm far outside its stream's range";
-    }
+    if (!ns->c.modelled) bad = s_tensor_values(ns, m, t, expect);
     if (!bad && ntarg) {
         memcpy(tg, m->frame[1], ntarg);
         for (size_t i = 0; i < ntarg; i++)
