@@ -1,6 +1,8 @@
 /* test_rogue.c: a hostile peer for the integration tests.
  *
- * Without arguments it only proves it builds ("ok - rogue_tool_builds").
+ * Without arguments it proves it builds ("ok - rogue_tool_builds") and runs
+ * the in-process cases: a node's network side (netside) fed hand-made
+ * messages from hostile keys, with a port that records what it sends.
  *
  *   test_rogue --target HOST:PORT/KEY --run RUNID_HEX --seconds S
  *              [--rate MSGS_PER_S] [--seed N] [--attack-avg] [--attack-control]
@@ -35,7 +37,9 @@
 #include "net/ticket.h"
 #include "net/wire.h"
 #include "node/engine/model.h"
+#include "node/runtime/netside.h"
 #include "node/runtime/options.h"
+#include "tests/check.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -502,11 +506,335 @@ static int s_setup(rogue_t *r, const char *target, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- in-process cases (no arguments) -------------------------------------
+ * A netside driven as the node's network thread drives it, with hand-made
+ * messages from hostile or honest keys, a clock of our own and a port that
+ * records what the netside sends instead of sending it. */
+
+#define B_TYPES 32
+
+typedef struct {
+    int nconn;                  /* links opened */
+    int sent[B_TYPES];          /* messages sent, by type */
+    int last_type;              /* of the last message sent */
+    uint8_t *keep[B_TYPES][3];  /* the frames of the last message of each type */
+    size_t keep_len[B_TYPES][3];
+    int keep_n[B_TYPES];
+} box_t;
+
+static double g_clock = 100.0;
+static double s_clk(void *a) { (void)a; return g_clock; }
+static uint64_t s_wall(void *a) { (void)a; return 1700000000000ull + (uint64_t)(g_clock * 1000); }
+
+static int s_box_connect(void *a, const char *addr, const uint8_t pub[32], char *e, size_t el)
+{
+    (void)addr; (void)pub; (void)e; (void)el;
+    return ((box_t *)a)->nconn++;
+}
+
+static void s_box_disconnect(void *a, int link) { (void)a; (void)link; }
+
+static int s_box_send(void *a, int link, const transport_msg_t *to, const wire_hdr_t *h,
+                      const void *const *f, const size_t *l, int nf, uint64_t virt)
+{
+    box_t *b = a;
+    (void)link; (void)to; (void)virt;
+    int t = h->type < B_TYPES ? h->type : 0;
+    b->sent[t]++;
+    b->last_type = t;
+    for (int i = 0; i < b->keep_n[t]; i++) free(b->keep[t][i]);
+    b->keep_n[t] = 0;
+    for (int i = 0; i < nf && i < 3; i++) {
+        b->keep[t][i] = malloc(l[i] ? l[i] : 1);
+        if (!b->keep[t][i]) break;
+        if (l[i]) memcpy(b->keep[t][i], f[i], l[i]);
+        b->keep_len[t][i] = l[i];
+        b->keep_n[t] = i + 1;
+    }
+    return 0;
+}
+
+static void s_box_free(box_t *b)
+{
+    for (int t = 0; t < B_TYPES; t++)
+        for (int i = 0; i < b->keep_n[t]; i++) free(b->keep[t][i]);
+    memset(b, 0, sizeof *b);
+}
+
+static void s_post_none(void *a, mail_t *m) { (void)a; mail_free(m); }
+
+/* A node: its options, keys, port and netside. */
+typedef struct {
+    opts_t o;
+    keypair_t kp;
+    box_t box;
+    netside_t *ns;
+    char adv[PEER_ADDR_MAX];
+} tnode_t;
+
+/* A node serving `stage` of a 4-stage gpt-tiny run (the creator when stage >= 0,
+ * a joiner waiting for its WELCOME when stage < 0); modelled: tensors and
+ * state are sizes only (no buffers of the stage's size go by). */
+static int s_tnode(tnode_t *n, int stage, int modelled, const char *adv)
+{
+    char err[300];
+    memset(n, 0, sizeof *n);
+    opts_defaults(&n->o, OPTS_NODE);
+    n->o.stages = 4;
+    n->o.stage = stage;
+    if (opts_resolve(&n->o, err, sizeof err) < 0) { printf("  opts: %s\n", err); return -1; }
+    if (keypair_generate(&n->kp, err, sizeof err) < 0) return -1;
+    snprintf(n->adv, sizeof n->adv, "%s", adv);
+    netside_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.o = &n->o;
+    c.keys = &n->kp;
+    c.adv = n->adv;
+    c.clock = (rt_clock_t){ NULL, s_clk, s_wall };
+    c.port = (rt_port_t){ &n->box, s_box_connect, s_box_disconnect, s_box_send, NULL };
+    c.post = s_post_none;
+    c.modelled = modelled;
+    n->ns = netside_new(&c, err, sizeof err);
+    if (!n->ns) { printf("  netside: %s\n", err); return -1; }
+    if (stage >= 0) {
+        self_info_t si;
+        memset(&si, 0, sizeof si);
+        si.stage = stage;
+        netside_set_self(n->ns, &si);
+    }
+    return 0;
+}
+
+static void s_tnode_free(tnode_t *n)
+{
+    netside_destroy(&n->ns);
+    s_box_free(&n->box);
+}
+
+/* Delivers a message of `type` from the holder of kp to ns, as the
+ * listening socket would (link -1). */
+static void s_deliver(netside_t *ns, const keypair_t *kp, int type, int stage, uint32_t flags, uint64_t mb,
+                      const void *const *f, const size_t *l, int nf)
+{
+    transport_msg_t m;
+    memset(&m, 0, sizeof m);
+    wire_hdr_init(&m.hdr, (wire_type_t)type);
+    m.hdr.run = netside_run(ns);
+    m.hdr.stage = stage < 0 ? WIRE_STAGE_NONE : (uint16_t)stage;
+    m.hdr.flags = flags;
+    m.hdr.mb = mb;
+    m.sender = node_id_from_pubkey(kp->pub);
+    m.hdr.sender = m.sender;
+    memcpy(m.sender_pub, kp->pub, 32);
+    m.link = -1;
+    m.route_len = 1;
+    m.route[0] = 1;
+    m.nframes = nf;
+    for (int i = 0; i < nf; i++) { m.frame[i] = f[i]; m.len[i] = l[i]; }
+    netside_on_msg(ns, &m, 0);
+}
+
+/* A JOIN (an introduction when intro) from kp advertising adv, wanting stage want. */
+static void s_send_join(netside_t *ns, const keypair_t *kp, const char *adv, int want, int intro)
+{
+    wbuf_t w;
+    wbuf_init(&w, 256);
+    wbuf_put_str(&w, adv);
+    wbuf_put_u32(&w, (uint32_t)(int32_t)want);
+    wbuf_put_bytes(&w, NULL, 0);
+    const void *f[1] = { w.data };
+    size_t l[1] = { w.len };
+    s_deliver(ns, kp, WIRE_JOIN, -1, intro ? JOIN_FLAG_INTRO : 0, 0, f, l, 1);
+    wbuf_free(&w);
+}
+
+static uint64_t s_drops(const tnode_t *n) { return atomic_load(&netside_counters(n->ns)->drops); }
+
+static int s_knows(tnode_t *n, const keypair_t *kp)
+{
+    return peers_find((peers_t *)netside_peers(n->ns), node_id_from_pubkey(kp->pub)) != NULL;
+}
+
+/* 1 when the table at the start of frame (WELCOME's third frame) decodes. */
+static int s_table_ok(const uint8_t *frame, size_t len, int *k, char *err, size_t errlen)
+{
+    static peer_info_t recs[64];
+    rbuf_t r;
+    rbuf_init(&r, frame, len);
+    return peers_decode(&r, recs, 64, k, err, errlen) == 0;
+}
+
+/* An advertised address that peers_decode refuses ("*", the wildcard) is
+ * refused at the JOIN and at an introduction: a node that stored it would
+ * put it in every table it sends, and every receiver would refuse the
+ * whole table (and strike, then ban, the honest sender). */
+static void t_wildcard_address_refused(void)
+{
+    tnode_t a;
+    keypair_t ev1, ev2, good;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&ev1, err, sizeof err) == 0);
+    CHECK(keypair_generate(&ev2, err, sizeof err) == 0);
+    CHECK(keypair_generate(&good, err, sizeof err) == 0);
+    uint64_t d0 = s_drops(&a);
+    s_send_join(a.ns, &ev1, "*:5555", 1, 1);           /* an introduction */
+    CHECKF(!s_knows(&a, &ev1), "the introduction of \"*:5555\" was stored");
+    CHECK(s_drops(&a) == d0 + 1);
+    int welcomes = a.box.sent[WIRE_WELCOME];
+    s_send_join(a.ns, &ev2, "*:6000", -1, 0);          /* a JOIN */
+    CHECKF(!s_knows(&a, &ev2), "the JOIN of \"*:6000\" was stored");
+    CHECK(s_drops(&a) == d0 + 2);
+    CHECK(a.box.sent[WIRE_WELCOME] == welcomes);
+    /* an honest joiner's WELCOME: its table decodes */
+    s_send_join(a.ns, &good, "127.0.0.1:7001", -1, 0);
+    CHECK(s_knows(&a, &good));
+    CHECK(a.box.sent[WIRE_WELCOME] == welcomes + 1);
+    int k = 0;
+    CHECK(a.box.keep_n[WIRE_WELCOME] == 3);
+    if (a.box.keep_n[WIRE_WELCOME] == 3)
+        CHECKF(s_table_ok(a.box.keep[WIRE_WELCOME][2], a.box.keep_len[WIRE_WELCOME][2], &k, err, sizeof err),
+               "the WELCOME's table is refused: %s", err);
+    CHECK(k == 2);   /* the bootstrap and the joiner */
+    s_tnode_free(&a);
+}
+
+/* Bytes of stage s's state (params, m, v) in a 4-stage gpt-tiny run. */
+static size_t s_state_bytes(const opts_t *o, int s)
+{
+    stage_t st;
+    char err[200];
+    return stage_init(&st, &o->cfg, s, o->stages, err, sizeof err) < 0 ? 0 : 3 * st.nparams * sizeof(float);
+}
+
+/* Chunk idx of a modelled backup push (total bytes, version) from kp to ns. */
+static void s_push_chunk(netside_t *ns, const keypair_t *kp, int stage, size_t total, int64_t version, uint32_t idx)
+{
+    uint8_t pre[32];
+    wbuf_t w;
+    wbuf_init_fixed(&w, pre, sizeof pre);
+    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    wbuf_put_u64(&w, total);
+    wbuf_put_u32(&w, 0);   /* checksum: none when modelled */
+    wbuf_put_u64(&w, (uint64_t)version);
+    wbuf_put_u32(&w, nchunks);
+    const void *f[2] = { pre, pre };
+    size_t l[2] = { w.len, 0 };
+    s_deliver(ns, kp, WIRE_STATE, stage, STATE_FLAG_BACKUP, idx, f, l, 2);
+}
+
+/* A held backup is served only to a known peer, at most once per
+ * STATE_REQ_EVERY_S (2 s) per peer: each answer queues the whole snapshot. */
+static void t_backup_serving_limited(void)
+{
+    tnode_t a;
+    keypair_t alone, repl, stranger;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&alone, err, sizeof err) == 0);
+    CHECK(keypair_generate(&repl, err, sizeof err) == 0);
+    CHECK(keypair_generate(&stranger, err, sizeof err) == 0);
+    size_t total = s_state_bytes(&a.o, 1);
+    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    CHECK(nchunks >= 2);
+    /* stage 1's only node pushes its backup here */
+    s_send_join(a.ns, &alone, "127.0.0.1:7001", 1, 1);
+    for (uint32_t i = 0; i < nchunks; i++) s_push_chunk(a.ns, &alone, 1, total, 7, i);
+    uint64_t d0 = s_drops(&a);
+    /* a key the node does not know asks for it: silence */
+    int sent = a.box.sent[WIRE_STATE];
+    s_deliver(a.ns, &stranger, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATE] == sent, "%d STATE chunks went to an unknown key", a.box.sent[WIRE_STATE] - sent);
+    CHECK(s_drops(&a) == d0 + 1);
+    /* stage 1's replacement introduces itself and asks: served once */
+    s_send_join(a.ns, &repl, "127.0.0.1:7002", 1, 1);
+    s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATE] == sent + (int)nchunks, "%d chunks, want %u", a.box.sent[WIRE_STATE] - sent, nchunks);
+    /* at once again: refused, counted */
+    s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATE] == sent + (int)nchunks, "a repeated request was served (%d chunks in all)",
+           a.box.sent[WIRE_STATE] - sent);
+    CHECK(s_drops(&a) == d0 + 2);
+    /* after the limit's period: served again */
+    g_clock += 2.5;
+    s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECK(a.box.sent[WIRE_STATE] == sent + 2 * (int)nchunks);
+    s_tnode_free(&a);
+}
+
+/* A joiner takes WELCOME and BYE only from the node it joins through (the
+ * key in --join), and nothing once its join has failed. */
+static void t_join_answers_from_bootstrap_only(void)
+{
+    tnode_t boot, j, j2;
+    keypair_t stranger;
+    char err[300], addr[200], z[KEY_Z85_LEN + 1];
+    if (s_tnode(&boot, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    if (s_tnode(&j, -1, 1, "127.0.0.1:7001") < 0) { CHECK(0); s_tnode_free(&boot); return; }
+    if (s_tnode(&j2, -1, 1, "127.0.0.1:7002") < 0) { CHECK(0); s_tnode_free(&boot); s_tnode_free(&j); return; }
+    CHECK(keypair_generate(&stranger, err, sizeof err) == 0);
+    key_to_z85(z, boot.kp.pub);
+    snprintf(addr, sizeof addr, "127.0.0.1:7000/%s", z);
+    CHECK(netside_join(j.ns, addr, -1, err, sizeof err) == 0);
+    CHECK(netside_join(j2.ns, addr, -1, err, sizeof err) == 0);
+    /* the bootstrap answers j2's JOIN: a WELCOME for a stranger to replay */
+    CHECK(j2.box.keep_n[WIRE_JOIN] == 1);
+    s_deliver(boot.ns, &j2.kp, WIRE_JOIN, -1, 0, 0, (const void *const *)j2.box.keep[WIRE_JOIN],
+              j2.box.keep_len[WIRE_JOIN], 1);
+    CHECK(boot.box.keep_n[WIRE_WELCOME] == 3);
+    const void *const *wf = (const void *const *)boot.box.keep[WIRE_WELCOME];
+    const size_t *wl = boot.box.keep_len[WIRE_WELCOME];
+    const char *no = "go away";
+    const void *bf[1] = { no };
+    size_t bl[1] = { strlen(no) };
+    /* a stranger's BYE and WELCOME change nothing */
+    s_deliver(j.ns, &stranger, WIRE_BYE, -1, 0, 0, bf, bl, 1);
+    CHECKF(netside_join_state(j.ns, err, sizeof err) == 0, "a stranger's BYE: %s", err);
+    s_deliver(j.ns, &stranger, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
+    CHECKF(netside_join_state(j.ns, err, sizeof err) == 0, "a stranger's WELCOME ended the join");
+    s_deliver(j.ns, &stranger, WIRE_WELCOME, -1, 0, 0, NULL, NULL, 0);
+    CHECKF(netside_join_state(j.ns, err, sizeof err) == 0, "a stranger's empty WELCOME: %s", err);
+    /* the bootstrap's BYE ends it; its WELCOME after that changes nothing */
+    s_deliver(j.ns, &boot.kp, WIRE_BYE, -1, 0, 0, bf, bl, 1);
+    CHECK(netside_join_state(j.ns, err, sizeof err) == -1);
+    CHECKF(strstr(err, "go away") != NULL, "err: %s", err);
+    s_deliver(j.ns, &boot.kp, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
+    CHECKF(netside_join_state(j.ns, err, sizeof err) == -1, "a WELCOME after the join failed was taken");
+    /* the bootstrap's WELCOME to j2 is taken */
+    s_deliver(j2.ns, &boot.kp, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
+    CHECKF(netside_join_state(j2.ns, err, sizeof err) == 1, "the bootstrap's WELCOME: %s", err);
+    s_tnode_free(&j2);
+    s_tnode_free(&j);
+    s_tnode_free(&boot);
+}
+
+/* A chunk of another snapshot, refused while one is arriving, is counted. */
+static void t_backup_other_snapshot_counted(void)
+{
+    tnode_t a;
+    keypair_t alone;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&alone, err, sizeof err) == 0);
+    size_t total = s_state_bytes(&a.o, 1);
+    s_send_join(a.ns, &alone, "127.0.0.1:7001", 1, 1);
+    uint64_t d0 = s_drops(&a);
+    s_push_chunk(a.ns, &alone, 1, total, 7, 0);
+    CHECK(s_drops(&a) == d0);
+    s_push_chunk(a.ns, &alone, 1, total, 8, 1);   /* version 8 while 7 arrives */
+    CHECKF(s_drops(&a) == d0 + 1, "drops %llu, want %llu", (unsigned long long)s_drops(&a), (unsigned long long)d0 + 1);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
         printf("ok - rogue_tool_builds\n");
-        return 0;
+        RUN(t_wildcard_address_refused);
+        RUN(t_backup_serving_limited);
+        RUN(t_backup_other_snapshot_counted);
+        RUN(t_join_answers_from_bootstrap_only);
+        CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;
     double seconds = -1, rate = 200;

@@ -133,6 +133,7 @@ struct netside {
     /* joining */
     join_state_t join;
     int join_link, join_want;
+    uint64_t join_id;           /* the node joined through (the key in --join): only its WELCOME or BYE counts */
     double join_deadline, join_resend;
     char join_addr[ADDR_TEXT_MAX];
     char join_err[400];
@@ -899,9 +900,9 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     int32_t want = (int32_t)rbuf_get_u32(&r);
     size_t tlen = 0;
     const uint8_t *tbytes = rbuf_get_bytes(&r, TICKET_LEN, &tlen);
-    char host[ADDR_HOST_MAX], err[256];
-    int port;
-    if (rbuf_error(&r) || hostport_parse(adv, host, sizeof host, &port, 0, err, sizeof err) < 0 || want < -1) {
+    /* the address goes into every table this node sends: one that peers_decode
+     * refuses (the wildcard "*", say) would get the whole table refused */
+    if (rbuf_error(&r) || !peer_addr_valid(adv) || want < -1) {
         s_drop(ns, "malformed JOIN", m->sender);
         return;
     }
@@ -988,6 +989,7 @@ int netside_join(netside_t *ns, const char *join_addr, int want, char *err, size
     ns->join_link = ns->c.port.connect(ns->c.port.arg, hp, key, why, sizeof why);
     if (ns->join_link < 0) { snprintf(err, errlen, "--join %s: %s", join_addr, why); return -1; }
     snprintf(ns->join_addr, sizeof ns->join_addr, "%s", join_addr);
+    ns->join_id = node_id_from_pubkey(key);
     ns->join_want = want;
     ns->join = JOIN_WAITING;
     ns->join_deadline = s_now(ns) + JOIN_WAIT_S;
@@ -1111,7 +1113,33 @@ static long s_decode_modelled(const transport_msg_t *m, size_t expect)
     return rbuf_error(&r) || n != expect ? -1 : (long)n;
 }
 
-/* Checks and decodes the tensor of an ACT/GRAD/AVG into a mail for the compute side. */
+/* The checks of a tensor frame that need no buffer of its size: its header
+ * (modelled: its count) says expect values.  NULL when they pass, else why not. */
+static const char *s_tensor_shape(const netside_t *ns, const transport_msg_t *m, size_t expect)
+{
+    if (ns->c.modelled) return s_decode_modelled(m, expect) < 0 ? "modelled tensor of the wrong size" : NULL;
+    frame_info_t fi;
+    char err[200];
+    if (frame_peek(&fi, m->frame[0], m->len[0], err, sizeof err) < 0) return "bad tensor frame";
+    return fi.n_values != expect ? "tensor shape does not match the run" : NULL;
+}
+
+/* Decodes a frame that passed s_tensor_shape into t (expect floats) and
+ * checks its values.  NULL when they pass, else why not. */
+static const char *s_tensor_values(netside_t *ns, const transport_msg_t *m, float *t, size_t expect)
+{
+    char err[200];
+    if (frame_decode(ns->dec, t, expect, NULL, NULL, m->frame[0], m->len[0], err, sizeof err) != (long)expect)
+        return "tensor frame refused";
+    for (size_t i = 0; i < expect; i++)
+        if (!isfinite(t[i])) return "non-finite tensor";
+    if (m->hdr.type != WIRE_AVG && s_norm_ok(ns, m->sender, t, expect) < 0) return "tensor norm far outside its stream's range";
+    return NULL;
+}
+
+/* Checks and decodes the tensor of an ACT/GRAD/AVG into a mail for the
+ * compute side.  Nothing of the tensor's size is allocated before its
+ * frame header has been found to match the run. */
 static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
 {
     int type = m->hdr.type, want_stage;
@@ -1134,6 +1162,8 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
     if (m->nframes < 1 || expect == 0) { s_drop(ns, "tensor message without tensor", m->sender); return; }
     size_t ntarg = type == WIRE_ACT ? (size_t)ns->c.o->batch * (size_t)(ns->c.o->cfg.kind == MODEL_GPT ? ns->c.o->cfg.maxT : 1) : 0;
     if (type == WIRE_ACT && (m->nframes < 2 || m->len[1] != ntarg)) { s_drop(ns, "ACT without valid targets", m->sender); return; }
+    const char *bad = s_tensor_shape(ns, m, expect);
+    if (bad) { s_drop(ns, bad, m->sender); return; }
     mail_t *mail = mail_new(MAIL_TENSOR);
     float *t = NULL;
     if (!ns->c.modelled) t = malloc(sizeof(float) * expect);
@@ -1143,20 +1173,7 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
         s_drop(ns, "out of memory", m->sender);
         return;
     }
-    char err[200];
-    const char *bad = NULL;
-    if (ns->c.modelled) {
-        if (s_decode_modelled(m, expect) < 0) bad = "modelled tensor of the wrong size";
-    } else {
-        frame_info_t fi;
-        if (frame_peek(&fi, m->frame[0], m->len[0], err, sizeof err) < 0) bad = "bad tensor frame";
-        else if (fi.n_values != expect) bad = "tensor shape does not match the run";
-        else if (frame_decode(ns->dec, t, expect, NULL, NULL, m->frame[0], m->len[0], err, sizeof err) != (long)expect)
-            bad = "tensor frame refused";
-        for (size_t i = 0; !bad && i < expect; i++)
-            if (!isfinite(t[i])) bad = "non-finite tensor";
-        if (!bad && type != WIRE_AVG && s_norm_ok(ns, m->sender, t, expect) < 0) bad = "tensor norm far outside its stream's range";
-    }
+    if (!ns->c.modelled) bad = s_tensor_values(ns, m, t, expect);
     if (!bad && ntarg) {
         memcpy(tg, m->frame[1], ntarg);
         for (size_t i = 0; i < ntarg; i++)
@@ -1288,7 +1305,7 @@ static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
     if (x->got == 0) { x->checksum = sum; x->version = version; }
     else if (sum != x->checksum || version != x->version) {
         /* another snapshot: the one being assembled is finished first, unless it stalled */
-        if (now - x->last_chunk < STATE_STALL_S) return -1;
+        if (now - x->last_chunk < STATE_STALL_S) { s_discard(ns); return -1; }
         memset(x->have, 0, x->nchunks);
         x->got = 0;
         x->checksum = sum;
@@ -1396,7 +1413,7 @@ static void s_on_backup_push(netside_t *ns, const transport_msg_t *m)
     backup_t *b = &ns->backups[s];
     state_rx_t *x = &b->rx;
     size_t total = 3 * s_stage_params(ns, s) * sizeof(float);
-    if ((!x->buf || x->total != total) && s_rx_begin(x, total) < 0) return;
+    if ((!x->buf || x->total != total) && s_rx_begin(x, total) < 0) { s_drop(ns, "out of memory", m->sender); return; }
     if (s_state_chunk(ns, x, m) < 0 || !x->complete) return;
     /* keep the complete snapshot; the assembly buffer becomes the held copy */
     free(b->buf);
@@ -1450,13 +1467,29 @@ static void s_send_chunks(netside_t *ns, uint64_t peer, const transport_msg_t *m
     }
 }
 
+/* 1 when the sender of a STATE_REQ may have a state download now: a peer
+ * in the table (a node introduces itself on every link it opens, before
+ * its first request), at most one download of either kind per
+ * STATE_REQ_EVERY_S.  Each answer queues a whole snapshot in STATE chunks
+ * on the link.  0 (dropped, counted) otherwise. */
+static int s_state_req_allowed(netside_t *ns, const transport_msg_t *m)
+{
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!p || p->info.id == ns->id) { s_drop(ns, "STATE_REQ from an unknown peer", m->sender); return 0; }
+    double now = s_now(ns);
+    if (p->last_state_req > 0 && now - p->last_state_req < STATE_REQ_EVERY_S) { s_drop(ns, "STATE_REQ rate limit", m->sender); return 0; }
+    p->last_state_req = now;
+    return 1;
+}
+
 /* Serves a held backup to a replacement node of that stage. */
 static void s_serve_backup(netside_t *ns, const transport_msg_t *m)
 {
     int s = m->hdr.stage;
-    if (s >= ns->nstages || !ns->backups[s].buf) return;  /* nothing held: silence */
+    if (s >= ns->nstages || !ns->backups[s].buf) return;  /* nothing held: silence (every live peer is asked) */
+    if (!s_state_req_allowed(ns, m)) return;
     backup_t *b = &ns->backups[s];
-    /* the replacement may not be in our table yet: answer on the connection it used */
+    /* answer on the connection it used (it may be reachable only outward) */
     s_send_chunks(ns, 0, m, s, STATE_FLAG_BACKUP | STATE_FLAG_REPLY, b->buf, b->total, b->version);
     char id[9];
     node_id_short(m->sender, id);
@@ -1491,11 +1524,8 @@ static void s_on_state_out(netside_t *ns, mail_t *m)
 static void s_on_state_req(netside_t *ns, const transport_msg_t *m)
 {
     if (m->hdr.flags & STATE_FLAG_BACKUP) { s_serve_backup(ns, m); return; }
-    peer_t *p = peers_find(&ns->peers, m->sender);
-    if (!p || ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { s_drop(ns, "STATE_REQ this node cannot serve", m->sender); return; }
-    double now = s_now(ns);
-    if (p->last_state_req > 0 && now - p->last_state_req < STATE_REQ_EVERY_S) { s_drop(ns, "STATE_REQ rate limit", m->sender); return; }
-    p->last_state_req = now;
+    if (ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { s_drop(ns, "STATE_REQ this node cannot serve", m->sender); return; }
+    if (!s_state_req_allowed(ns, m)) return;
     mail_t *mail = mail_new(MAIL_STATE_REQ);
     if (!mail) return;
     mail->hdr = m->hdr;
@@ -1908,9 +1938,15 @@ static void s_keep_links(netside_t *ns)
     if (relayed && relay->link < 0) s_link(ns, relay->info.id);   /* the relay needs our link to reach us */
 }
 
-/* A joiner's messages before its WELCOME: only the bootstrap's answer counts. */
+/* A joiner's messages before its WELCOME: only the bootstrap's answer
+ * counts (its key is the one in --join: the transport authenticated the
+ * sender), and only while the join is under way. */
 static void s_on_msg_joining(netside_t *ns, const transport_msg_t *m)
 {
+    if (m->hdr.type == WIRE_BYE || m->hdr.type == WIRE_WELCOME) {
+        if (ns->join == JOIN_FAILED) { s_discard(ns); return; }   /* late: the outcome is told already */
+        if (m->sender != ns->join_id) { s_drop(ns, "WELCOME or BYE from a node the join did not go through", m->sender); return; }
+    }
     if (m->hdr.type == WIRE_BYE && m->nframes >= 1) s_on_refused(ns, m);
     else if (m->hdr.type == WIRE_WELCOME) s_on_welcome(ns, m);
     else if (m->hdr.type == WIRE_PING && (m->hdr.flags & PING_FLAG_PROBE) && m->link < 0) {
