@@ -522,9 +522,9 @@ typedef struct {
     int keep_n[B_TYPES];
 } box_t;
 
-static double g_clock = 100.0;
-static double s_clk(void *a) { (void)a; return g_clock; }
-static uint64_t s_wall(void *a) { (void)a; return 1700000000000ull + (uint64_t)(g_clock * 1000); }
+/* The clock of one test node: a double of seconds the test moves by hand. */
+static double s_clk(void *a) { return *(const double *)a; }
+static uint64_t s_wall(void *a) { return 1700000000000ull + (uint64_t)(*(const double *)a * 1000); }
 
 static int s_box_connect(void *a, const char *addr, const uint8_t pub[32], char *e, size_t el)
 {
@@ -569,6 +569,7 @@ typedef struct {
     keypair_t kp;
     box_t box;
     netside_t *ns;
+    double clock;               /* its seconds (s_clk) */
     char adv[PEER_ADDR_MAX];
 } tnode_t;
 
@@ -585,12 +586,13 @@ static int s_tnode(tnode_t *n, int stage, int modelled, const char *adv)
     if (opts_resolve(&n->o, err, sizeof err) < 0) { printf("  opts: %s\n", err); return -1; }
     if (keypair_generate(&n->kp, err, sizeof err) < 0) return -1;
     snprintf(n->adv, sizeof n->adv, "%s", adv);
+    n->clock = 100.0;
     netside_cfg_t c;
     memset(&c, 0, sizeof c);
     c.o = &n->o;
     c.keys = &n->kp;
     c.adv = n->adv;
-    c.clock = (rt_clock_t){ NULL, s_clk, s_wall };
+    c.clock = (rt_clock_t){ &n->clock, s_clk, s_wall };
     c.port = (rt_port_t){ &n->box, s_box_connect, s_box_disconnect, s_box_send, NULL };
     c.post = s_post_none;
     c.modelled = modelled;
@@ -756,7 +758,7 @@ static void t_backup_serving_limited(void)
            a.box.sent[WIRE_STATE] - sent);
     CHECK(s_drops(&a) == d0 + 2);
     /* after the limit's period: served again */
-    g_clock += 2.5;
+    a.clock += 2.5;
     s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
     CHECK(a.box.sent[WIRE_STATE] == sent + 2 * (int)nchunks);
     s_tnode_free(&a);
