@@ -140,6 +140,22 @@ crashed() {
 
 oneline() { head -n "${2:-2}" "$1" 2>/dev/null | tr '\n' '|' | cut -c 1-300; }
 
+# creator NAME WHAT PORT ARGS...: starts the creator of a 2-stage run at stage 0 on PORT (metrics
+# $T/NAME.jsonl) and waits for its start event.  0 with C (its pid), ADDR (its join address) and
+# RID (the run id) set; else prints the FAIL line of the case WHAT and returns 1.
+creator() {
+    name=$1 what=$2 port=$3; shift 3
+    start "$name" "$BRIGADE" node --listen "127.0.0.1:$port" $RUN --stages 2 --stage 0 "$@" --metrics "$T/$name.jsonl"
+    C=$LAST
+    if ! wait_event "$T/$name.jsonl" start 15 "$C"; then
+        finish "$C" 1
+        echo "FAIL - $what: the creator wrote no start event (exit $RC): $(oneline "$T/$name.err")"
+        return 1
+    fi
+    ADDR=$(M get "$T/$name.jsonl" start join_addr)
+    RID=$(M get "$T/$name.jsonl" start run)
+}
+
 BASE=$(M ports 12)
 [ -n "$BASE" ] || { echo "FAIL - ports: no free port range in 30000..39000"; exit 1; }
 RUN="--model gpt-tiny --data synthetic --threads 1 --codec int8 --grad-codec int8"
@@ -148,15 +164,7 @@ RUN="--model gpt-tiny --data synthetic --threads 1 --codec int8 --grad-codec int
 if ! [ -x "$ROGUE" ]; then
     echo "FAIL - rogue: $ROGUE not built (make $ROGUE)"
 else
-    start rc0 "$BRIGADE" node --listen "127.0.0.1:$BASE" $RUN --stages 2 --stage 0 --steps 300 --seed 3 \
-        --metrics "$T/rc0.jsonl"
-    C=$LAST
-    if ! wait_event "$T/rc0.jsonl" start 15 "$C"; then
-        finish "$C" 1
-        echo "FAIL - rogue: the creator wrote no start event (exit $RC): $(oneline "$T/rc0.err")"
-    else
-        ADDR=$(M get "$T/rc0.jsonl" start join_addr)
-        RID=$(M get "$T/rc0.jsonl" start run)
+    if creator rc0 rogue "$BASE" --steps 300 --seed 3; then
         start rc1 "$BRIGADE" node --listen "127.0.0.1:$((BASE + 1))" --join "$ADDR" --threads 1 \
             --metrics "$T/rc1.jsonl"
         J=$LAST
@@ -201,15 +209,7 @@ fi
 
 # ---- transport drops ------------------------------------------------------
 if [ -x "$ROGUE" ]; then
-    start td0 "$BRIGADE" node --listen "127.0.0.1:$((BASE + 10))" $RUN --stages 2 --stage 0 --steps 1000 --seed 5 \
-        --metrics "$T/td0.jsonl"
-    C=$LAST
-    if ! wait_event "$T/td0.jsonl" start 15 "$C"; then
-        finish "$C" 1
-        echo "FAIL - transport drops: the node wrote no start event (exit $RC): $(oneline "$T/td0.err")"
-    else
-        ADDR=$(M get "$T/td0.jsonl" start join_addr)
-        RID=$(M get "$T/td0.jsonl" start run)
+    if creator td0 "transport drops" "$((BASE + 10))" --steps 1000 --seed 5; then
         start tdr "$ROGUE" --target "$ADDR" --run "$RID" --seconds 2 --rate 5 --only wrong_magic
         finish "$LAST" 30; rrc=$RC
         sleep 1
