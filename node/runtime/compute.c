@@ -1350,6 +1350,7 @@ static void s_move(compute_t *c, int to, const char *why)
      * answered "applied already" (DUP) to microbatches this node applied only at its old stage */
     idmap_clear(&c->applied[0]);
     idmap_clear(&c->applied[1]);
+    s_trace(c, TRACE_MOVE, (uint64_t)to, c->version);
     stage_state_destroy(&c->st);
     c->st = st;
     c->lay = lay;

@@ -39,10 +39,11 @@ typedef struct {
 /* What the trace hook is told (the simulator checks its invariants with it). */
 enum {
     TRACE_ISSUE = 1,   /* the data stage issued microbatch mb (a re-issue keeps its id) */
-    TRACE_APPLY,       /* this node accumulated mb's gradient (at most once per node) */
+    TRACE_APPLY,       /* this node accumulated mb's gradient (at most once per node and stage it serves) */
     TRACE_LOST,        /* the data stage gave mb up */
     TRACE_SKIP,        /* the data stage learnt mb was applied further on already (DUP) */
     TRACE_UPDATE,      /* an optimizer update made version v (mb: the stage) */
+    TRACE_MOVE,        /* this node moved to stage mb: what it applies from now on is that stage's */
 };
 
 typedef struct {

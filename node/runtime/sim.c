@@ -404,10 +404,10 @@ static void s_trace(void *arg, int what, uint64_t mb, int64_t v)
     case TRACE_UPDATE:
         if ((int)mb == n->last_vstage && v <= n->last_v)
             s_violation(s, "node %d: weight version went from %lld to %lld", n->idx, (long long)n->last_v, (long long)v);
-        if ((int)mb != n->last_vstage) idmap_clear(&n->applied);  /* a new stage: its microbatches are new */
         n->last_vstage = (int)mb;
         n->last_v = v;
         break;
+    case TRACE_MOVE: idmap_clear(&n->applied); break;   /* a new stage: its microbatches are new */
     default: break;
     }
 }
