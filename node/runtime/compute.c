@@ -66,6 +66,8 @@ struct compute {
     stage_t lay;                  /* the stage's layout */
     stage_state_t *st;            /* its training state (NULL when modelled) */
     int64_t version;              /* weight version (== st->version when not modelled) */
+    int saved_stage;              /* the stage the checkpoint file holds (compute_save_checkpoint) */
+    int64_t saved_version;        /* and its version (-1: nothing written by this process) */
     float dummy;                  /* modelled: the "weights" the stash tracks */
     data_t *data;
     int phase;                    /* PH_* */
@@ -1554,6 +1556,7 @@ void compute_result(const compute_t *c, compute_result_t *out)
     out->skipped = c->skipped;
     out->inflight = c->inflight;
     out->cursor = c->cursor;
+    out->saved = c->saved_version == c->version && c->saved_stage == c->stage;
 }
 
 int compute_save_checkpoint(compute_t *c, char *err, size_t errlen)
@@ -1567,7 +1570,11 @@ int compute_save_checkpoint(compute_t *c, char *err, size_t errlen)
     info.version = c->st->version;
     info.cursor = c->cursor;
     info.completed = c->completed;
-    return checkpoint_save(c->c.ckpt_path, &info, c->st->params, c->st->m, c->st->v, c->lay.nparams, err, errlen);
+    if (checkpoint_save(c->c.ckpt_path, &info, c->st->params, c->st->m, c->st->v, c->lay.nparams, err, errlen) < 0)
+        return -1;
+    c->saved_stage = c->stage;
+    c->saved_version = c->st->version;
+    return 0;
 }
 
 const stage_state_t *compute_state(const compute_t *c)
@@ -1623,6 +1630,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->last_backup = c->t0;
     c->last_move = -1e9;
     c->fetch_from = -1;
+    c->saved_version = -1;
     c->last_loss = NAN;
     if (c->st) { c->lay = c->st->s; c->version = c->st->version; }
     else if (stage_init(&c->lay, &c->o->cfg, c->stage, c->nstages, err, errlen) < 0) { compute_destroy(&c); return NULL; }

@@ -122,6 +122,7 @@ typedef struct {
     uint64_t tokens, completed, lost, retries, drops, skipped;
     int inflight;            /* microbatches still held */
     uint64_t cursor;         /* data position reached */
+    int saved;               /* 1: the checkpoint file holds this stage at this version (written here) */
 } compute_result_t;
 void compute_result(const compute_t *self, compute_result_t *out);
 /* Writes this stage's checkpoint now (after the compute side ended, too). */

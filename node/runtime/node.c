@@ -249,10 +249,13 @@ static void s_compute_loop(node_t *n)
 /* A completed run leaves its final state in --checkpoint DIR: the periodic
  * checkpoints come only every --save-every updates, so without this the
  * stages of a finished swarm would be assembled from different versions.
- * A node stopped by a signal saves too, so that it resumes where it was. */
+ * A node stopped by a signal saves too, so that it resumes where it was.
+ * Skipped only when the file already holds this stage at this version: a
+ * version that is a multiple of --save-every may have come by a download or
+ * a move, which writes nothing. */
 static void s_final_checkpoint(node_t *n, const compute_result_t *r)
 {
-    if ((r->done != 1 && r->done != 2) || r->status != 0 || !n->ckpt_path[0] || r->version % n->o.save_every == 0)
+    if ((r->done != 1 && r->done != 2) || r->status != 0 || !n->ckpt_path[0] || r->saved)
         return;
     char err[300];
     if (compute_save_checkpoint(n->comp, err, sizeof err) < 0)

@@ -71,5 +71,29 @@ fi
 "$BRIGADE" assemble "$T/ck0" --out "$T/half.bin" >"$T/asm2" 2>&1; rc=$?
 if [ $rc = 2 ] && grep -q "stage 1" "$T/asm2"; then echo "ok - assemble refuses an incomplete set of stages"
 else echo "FAIL - assemble incomplete: exit $rc: $(cat "$T/asm2")"; fi
+# a joiner that downloaded its stage's state and is stopped before an update of
+# its own keeps that state, also when the version is one --save-every would
+# have saved (it did not: the version came by the download)
+RUN3="--model gpt-tiny --data synthetic --stages 2 --steps 100000 --seed 5 --threads 1 --save-every 1000"
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) $RUN3 --metrics "$T/d0.jsonl" 2>"$T/d0.err" &
+D0=$!; PIDS="$D0"
+for _ in $(seq 150); do A=$(ev "$T/d0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --threads 1 --metrics "$T/d1.jsonl" 2>"$T/d1.err" &
+D1=$!; PIDS="$D0 $D1"
+for _ in $(seq 150); do B=$(ev "$T/d1.jsonl" start join_addr | head -n 1); [ -n "$B" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ "$(ev "$T/d1.jsonl" update version | tail -n 1)" -ge 3 ] 2>/dev/null && break; sleep 0.1; done
+kill -STOP $D0   # no more work reaches stage 1: the joiner below makes no update
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$B" --stage 1 --threads 1 --checkpoint "$T/ck2" --save-every 1 \
+    --metrics "$T/d2.jsonl" 2>"$T/d2.err" &
+D2=$!; PIDS="$D0 $D1 $D2"
+for _ in $(seq 150); do v=$(ev "$T/d2.jsonl" resume version | head -n 1); [ -n "$v" ] && break; sleep 0.1; done
+kill -TERM $D2; wait $D2; r2=$?
+kill -9 $D0 $D1; wait $D0 $D1 2>/dev/null; PIDS=""
+how=$(ev "$T/d2.jsonl" resume from | head -n 1); upd=$(ev "$T/d2.jsonl" update version | wc -l)
+if [ "$r2" = 143 ] && [ "$how" = downloaded ] && [ "$upd" = 0 ] && [ -s "$T/ck2/stage.ckpt" ]; then
+    echo "ok - a joiner stopped after its download keeps the downloaded state (version $v) in its checkpoint"
+else
+    echo "FAIL - checkpoint after a download: exit $r2, state $how at '$v', $upd updates, checkpoint: $(ls "$T/ck2" 2>&1 | tr '\n' ' ')"
+fi
 hx_jsonl
 exit 0
