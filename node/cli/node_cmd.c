@@ -36,6 +36,8 @@ static void s_node_help(void)
 typedef struct {
     node_t *n;                 /* the node shown */
     double t0;                 /* when it started */
+    int stage0;                /* its stage at start: shown until the first report (node_stage is
+                                  the network side's, not to be read while the node runs) */
     pthread_mutex_t lock;      /* guards hist and last */
     status_history_t hist;     /* loss curve */
     node_report_t last;        /* the latest report */
@@ -84,7 +86,7 @@ static int s_http(void *arg, const char *path, http_reply_t *r)
     pthread_mutex_unlock(&v->lock);
     snprintf(s->node, sizeof s->node, "%s", node_idshort(n));
     snprintf(s->role, sizeof s->role, "node");
-    s->stage = last.nstages ? last.stage : node_stage(n);
+    s->stage = last.nstages ? last.stage : v->stage0;
     s->nstages = o->stages;
     snprintf(s->model, sizeof s->model, "%s", o->cfg.name);
     snprintf(s->run, sizeof s->run, "%016llx", (unsigned long long)node_run_id(n));
@@ -327,6 +329,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
         fprintf(stderr, "brigade node: a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
     fprintf(stderr, "join with: --join %s\n", node_join_addr(x->node));
     if (o->http) {
+        x->view.stage0 = node_stage(x->node);
         x->view.snap = malloc(sizeof *x->view.snap);
         x->view.rows = malloc(sizeof(node_peer_row_t) * STATUS_PEERS_MAX);
         if (!x->view.snap || !x->view.rows) { snprintf(err, errlen, "out of memory"); return -1; }

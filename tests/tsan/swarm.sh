@@ -3,7 +3,8 @@
 # swarms of the ThreadSanitizer build (tests/run.sh collects every process's
 # reports), through the paths where the node's two threads meet: training,
 # two engine threads, a node killed and its work re-issued, a node joining
-# and downloading its stage, a stage left empty and a peer moving to it.
+# and downloading its stage, a stage left empty and a peer moving to it, and
+# the status page's thread.
 # Small models and few updates: the sanitized binary runs ~10x slower.
 BRIGADE=${BRIGADE:-build/brigade}
 HARNESS=$(dirname "$0")/../harness
@@ -24,5 +25,18 @@ hx tsan-kill-join-move --stages 3 --nodes 5 --node 3 "--stage 1" --node 4 "--sta
     --fault "start 4 after 20" --fault "kill9 2 after 60" \
     --creator-args "$SMALL --steps 200 --seed 2" \
     --expect-exit 0 --expect-lost 0
+
+# the status page's thread reads a node that has made no update yet (no
+# report: the page shows what it knew at start) while its I/O thread runs
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+H=$(free_port)
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) $SMALL --stages 2 --stage 1 --steps 10 --http $H --metrics "$T/page.jsonl" \
+    2>"$T/page.err" &
+P=$!
+got=0
+for _ in $(seq 40); do curl -sf "http://127.0.0.1:$H/status.json" >/dev/null && got=$((got + 1)); sleep 0.1; done
+kill -TERM $P; wait $P; rc=$?
+if [ "$got" -gt 0 ] && [ "$rc" = 143 ]; then echo "ok - tsan-status-page ($got pages served before the first update)"
+else echo "FAIL - tsan-status-page: $got pages, exit $rc: $(tail -n 1 "$T/page.err")"; fi
 
 hx_jsonl
