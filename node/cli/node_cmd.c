@@ -474,6 +474,11 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
         free(recs);
         return -1;
     }
+    if (nst < 1 || nst > MODEL_STAGES_MAX) {   /* a line per stage below: a hostile count would print billions */
+        snprintf(err, errlen, "status: a malformed reply: %u stages", nst);
+        free(recs);
+        return -1;
+    }
     char lossbuf[32] = "-";   /* none logged yet */
     if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.4f", loss);
     printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %s\n",
