@@ -1,9 +1,14 @@
-/* test_http.c: the status page server (node/http.h) and its rendering
- * (node/statuspage.h), over 127.0.0.1 only. */
+/* test_http.c: the status page server (node/http.h), its rendering
+ * (node/statuspage.h) and `brigade status` printing a node's reply, over
+ * 127.0.0.1 only. */
 #include "tests/check.h"
 #include "tests/json_valid.h"
 #include "node/cli/http.h"
 #include "node/cli/statuspage.h"
+#include "node/cli/cli.h"
+#include "net/keys.h"
+#include "net/transport.h"
+#include "net/wire.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -564,6 +569,104 @@ static void test_reply_buffer(void)
     CHECK(o.body == NULL && o.len == 0 && !o.failed);
 }
 
+/* ---- `brigade status` against a node that answers with a hostile reply ---- */
+
+typedef struct {
+    transport_t *tr;           /* the fake node */
+    uint32_t nstages;          /* what its reply claims */
+    const char *model;         /* and its model name */
+    int answered;              /* replies sent */
+} fake_node_t;
+
+static void *fake_node_thread(void *arg)
+{
+    fake_node_t *f = arg;
+    for (int i = 0; i < 1000 && !f->answered; i++) {   /* at most ~10 s */
+        transport_msg_t m;
+        if (transport_poll(f->tr, 10, &m) != 1) continue;
+        if (m.hdr.type == WIRE_STATUS_REQ) {
+            wbuf_t w;
+            wbuf_init(&w, 1 << 16);
+            wbuf_put_u32(&w, f->nstages);
+            wbuf_put_u64(&w, 100);
+            wbuf_put_u64(&w, 5);
+            wbuf_put_f32(&w, 2.5f);
+            wbuf_put_str(&w, f->model);
+            wbuf_put_u32(&w, 0);   /* no peer records */
+            wire_hdr_t h;
+            wire_hdr_init(&h, WIRE_STATUS);
+            const void *fr[1] = { w.data };
+            size_t l[1] = { w.len };
+            transport_reply(f->tr, &m, &h, fr, l, 1);
+            wbuf_free(&w);
+            f->answered = 1;
+        }
+        transport_msg_close(&m);
+    }
+    for (int i = 0; i < 20; i++) {   /* let the reply leave */
+        transport_msg_t m;
+        if (transport_poll(f->tr, 10, &m) == 1) transport_msg_close(&m);
+    }
+    return NULL;
+}
+
+/* Runs `brigade status` against a fake node replying nstages and model;
+ * returns its exit status with its stdout in out (NUL-terminated, cut). */
+static int status_against(uint32_t nstages, const char *model, char *out, size_t outlen)
+{
+    keypair_t kp;
+    char err[256];
+    out[0] = '\0';
+    if (keypair_generate(&kp, err, sizeof err) != 0) { CHECKF(0, "keygen: %s", err); return -1; }
+    transport_opts_t to = {.listen_host = "127.0.0.1", .keys = &kp};
+    fake_node_t f = {.nstages = nstages, .model = model};
+    f.tr = transport_new(&to, err, sizeof err);
+    if (!f.tr) { CHECKF(0, "transport_new: %s", err); return -1; }
+    char addr[128];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d/%s", transport_port(f.tr), kp.pub_z85);
+    pthread_t th;
+    pthread_create(&th, NULL, fake_node_thread, &f);
+    FILE *tmp = tmpfile();
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fileno(tmp), 1);
+    char *argv[] = {"brigade", "status", addr, NULL};
+    int rc = cmd_status(3, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    pthread_join(th, NULL);
+    transport_destroy(&f.tr);
+    rewind(tmp);
+    size_t got = fread(out, 1, outlen - 1, tmp);
+    out[got] = '\0';
+    fclose(tmp);
+    CHECK(f.answered);
+    return rc;
+}
+
+static void test_status_command_hostile_reply(void)
+{
+    static char out[1 << 20];
+    /* a reply that claims a million stages is malformed, not a million lines */
+    int rc = status_against(1000000u, "gpt-tiny", out, sizeof out);
+    int lines = 0;
+    for (const char *p = out; *p; p++) lines += *p == '\n';
+    CHECKF(rc != 0, "status exit %d with a million stages", rc);
+    CHECKF(lines < 200, "%d lines printed", lines);
+    /* a model name with terminal control bytes is printed without them */
+    rc = status_against(2, "gpt\x1b]0;owned\x07\x1b[2J\r\n-tiny\x9b", out, sizeof out);
+    CHECKF(rc == 0, "status exit %d", rc);
+    CHECK(strstr(out, "gpt") != NULL && strstr(out, "-tiny") != NULL);
+    int ctl = 0;
+    for (const unsigned char *p = (const unsigned char *)out; *p; p++)
+        ctl += (*p < 0x20 && *p != '\n') || *p >= 0x7f;
+    CHECKF(ctl == 0, "%d control bytes printed", ctl);
+    lines = 0;
+    for (const char *p = out; *p; p++) lines += *p == '\n';
+    CHECKF(lines == 4, "%d lines printed for 2 stages:\n%s", lines, out);
+}
+
 int main(void)
 {
     RUN(test_json_validator_itself);
@@ -574,5 +677,6 @@ int main(void)
     RUN(test_serves_pages);
     RUN(test_port_in_use);
     RUN(test_hostile_clients);
+    RUN(test_status_command_hostile_reply);
     CHECK_EXIT();
 }

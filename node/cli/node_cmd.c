@@ -455,6 +455,14 @@ int cmd_keygen(int argc, char **argv)
     return 0;
 }
 
+/* Replaces every byte of s that is not printable ASCII with '?', so that a
+ * string from the network cannot drive the terminal it is printed on. */
+static void s_printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) *s = '?';
+}
+
 /* Prints the swarm map of a STATUS reply.  0, or -1 with a reason when it is malformed. */
 static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
 {
@@ -465,6 +473,11 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
     float loss = rbuf_get_f32(&r);
     char model[64];
     rbuf_get_str(&r, model, sizeof model);
+    s_printable(model);
+    if (nst > MODEL_STAGES_MAX) {
+        snprintf(err, errlen, "status: a malformed reply: %u stages, at most %d", (unsigned)nst, MODEL_STAGES_MAX);
+        return -1;
+    }
     peer_info_t *recs = malloc(sizeof(peer_info_t) * PEERS_MAX);
     if (!recs) { snprintf(err, errlen, "out of memory"); return -1; }
     int k = 0;
