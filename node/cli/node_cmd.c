@@ -474,7 +474,7 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
     char model[64];
     rbuf_get_str(&r, model, sizeof model);
     s_printable(model);
-    if (nst > MODEL_STAGES_MAX) {
+    if (nst < 1 || nst > MODEL_STAGES_MAX) {   /* a line per stage below: a hostile count would print billions */
         snprintf(err, errlen, "status: a malformed reply: %u stages, at most %d", (unsigned)nst, MODEL_STAGES_MAX);
         return -1;
     }
@@ -484,11 +484,6 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
     char why[200];
     if (peers_decode(&r, recs, PEERS_MAX, &k, why, sizeof why) < 0) {   /* it also reports a truncated header */
         snprintf(err, errlen, "status: a malformed reply: %s", why);
-        free(recs);
-        return -1;
-    }
-    if (nst < 1 || nst > MODEL_STAGES_MAX) {   /* a line per stage below: a hostile count would print billions */
-        snprintf(err, errlen, "status: a malformed reply: %u stages", nst);
         free(recs);
         return -1;
     }
