@@ -72,15 +72,22 @@ static void s_on_say(void *arg, const char *line)
     progress_done(&v->prog);
 }
 
-/* The status page: a snapshot of the node and its peer table. */
+/* The status page: a snapshot of the node and its peer table (503 while
+ * the node is still joining and getting its stage's state). */
 static int s_http(void *arg, const char *path, http_reply_t *r)
 {
     view_t *v = arg;
+    pthread_mutex_lock(&v->lock);
     node_t *n = v->n;
+    if (!n) {
+        pthread_mutex_unlock(&v->lock);
+        r->status = 503;
+        http_reply_type(r, "text/plain; charset=utf-8");
+        return http_reply_printf(r, "503 the node is starting: joining its swarm, getting its stage's state\n");
+    }
     const opts_t *o = node_opts(n);
     status_snapshot_t *s = v->snap;
     memset(s, 0, sizeof *s);
-    pthread_mutex_lock(&v->lock);
     node_report_t last = v->last;
     status_history_copy(s, &v->hist);
     pthread_mutex_unlock(&v->lock);
@@ -299,9 +306,15 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     nc.local_data = opts_given(o, "data") ? o->data : NULL;
     nc.metrics = x->metrics;
     nc.obs = (node_observer_t){ .arg = &x->view, .report = s_on_report, .say = s_on_say };
+    if (o->http) {   /* bound before joining: a port in use is a bad option, not a node that joins and leaves */
+        x->view.snap = malloc(sizeof *x->view.snap);
+        x->view.rows = malloc(sizeof(node_peer_row_t) * STATUS_PEERS_MAX);
+        if (!x->view.snap || !x->view.rows) { snprintf(err, errlen, "out of memory"); return -1; }
+        x->view.http = http_start(NULL, o->http, s_http, &x->view, err, errlen);
+        if (!x->view.http) return -1;
+    }
     x->node = node_new(&nc, err, errlen);
     if (!x->node || node_join(x->node, err, errlen) < 0) return -1;
-    x->view.n = x->node;
     const opts_t *run = node_opts(x->node);
     openblas_set_num_threads(1);   /* the engine's own threads (--threads) each run single-threaded BLAS */
     metrics_set_stage(x->metrics, node_stage(x->node));
@@ -328,15 +341,11 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     if (!o->keys[0])
         fprintf(stderr, "brigade node: a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
     fprintf(stderr, "join with: --join %s\n", node_join_addr(x->node));
-    if (o->http) {
-        x->view.stage0 = node_stage(x->node);
-        x->view.snap = malloc(sizeof *x->view.snap);
-        x->view.rows = malloc(sizeof(node_peer_row_t) * STATUS_PEERS_MAX);
-        if (!x->view.snap || !x->view.rows) { snprintf(err, errlen, "out of memory"); return -1; }
-        x->view.http = http_start(NULL, o->http, s_http, &x->view, err, errlen);
-        if (!x->view.http) return -1;
-        fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(x->view.http));
-    }
+    pthread_mutex_lock(&x->view.lock);
+    x->view.stage0 = node_stage(x->node);
+    x->view.n = x->node;   /* the page shows it from now on */
+    pthread_mutex_unlock(&x->view.lock);
+    if (x->view.http) fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(x->view.http));
     return 0;
 }
 

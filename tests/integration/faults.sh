@@ -74,6 +74,12 @@ HOLDER=$!
 for _ in $(seq 100); do [ -s "$T/held" ] && break; sleep 0.2; done
 one_line_exit2 "node port in use" "in use" "$BRIGADE" node --listen "127.0.0.1:$(cat "$T/held")" --keys "$T/k2" \
     $TINY --stages 1 --steps 5 --threads 1
+# --http on a port in use is the same one-line error, before the node does
+# anything: a bootstrap starts no run, a joiner does not try its bootstrap
+one_line_exit2 "node --http port in use" "cannot serve http.*in use" "$BRIGADE" node --listen "127.0.0.1:$(free_port)" \
+    --http "$(cat "$T/held")" --keys "$T/k2" $TINY --stages 1 --steps 5 --threads 1
+one_line_exit2 "joiner --http port in use" "cannot serve http.*in use" "$BRIGADE" node --listen "127.0.0.1:$(free_port)" \
+    --http "$(cat "$T/held")" --keys "$T/k2" --threads 1 --join "127.0.0.1:$(free_port)/$KEY"
 kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null; HOLDER=""
 hx_jsonl
 exit 0
