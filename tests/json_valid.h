@@ -33,8 +33,8 @@ static int jp_string(jp_t *j)
             char e = *j->p++;
             if (e == 'u') {
                 for (int k = 0; k < 4; k++, j->p++)
-                    if (j->p >= j->end || !strchr("0123456789abcdefABCDEF", *j->p)) return 0;
-            } else if (!strchr("\"\\/bfnrt", e)) {
+                    if (j->p >= j->end || !*j->p || !strchr("0123456789abcdefABCDEF", *j->p)) return 0;
+            } else if (!e || !strchr("\"\\/bfnrt", e)) {
                 return 0;
             }
         }

@@ -26,6 +26,9 @@ static void test_json_validator_itself(void)
                          "{\"a\":inf}", "[01]", "{\"a\" 1}", "\"\\x\""};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) CHECKF(json_valid(good[i], strlen(good[i])), "%s", good[i]);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECKF(!json_valid(bad[i], strlen(bad[i])), "%s", bad[i]);
+    /* a NUL byte is never an escape character or a hex digit */
+    CHECK(!json_valid("\"\\\0\"", 4));
+    CHECK(!json_valid("\"\\u00\0a\"", 8));
 }
 
 /* ---- a tiny HTTP client ---- */
