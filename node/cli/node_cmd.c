@@ -286,6 +286,25 @@ static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
     return 0;
 }
 
+/* A joiner whose --checkpoint folder holds another run's stage: that file is
+ * renamed to DIR/stage.RUN.ckpt (RUN its run id) before this run's first save
+ * would overwrite it, and the node says so; -1 if it cannot be kept. */
+static int s_keep_other_run(node_cmd_t *x, char *err, size_t errlen)
+{
+    char kept[sizeof x->ckpt_path + 24];
+    snprintf(kept, sizeof kept, "%s/stage.%016llx.ckpt", x->o.checkpoint, (unsigned long long)x->ck.run);
+    if (rename(x->ckpt_path, kept) < 0) {
+        snprintf(err, errlen, "--checkpoint %s: holds another run's stage %d and it could not be kept as %s (%s); use another folder",
+                 x->o.checkpoint, x->ck.stage, kept, strerror(errno));
+        return -1;
+    }
+    fprintf(stderr, "brigade node: --checkpoint %s held stage %d of run %016llx (version %lld), kept as %s\n", x->o.checkpoint,
+            x->ck.stage, (unsigned long long)x->ck.run, (long long)x->ck.version, kept);
+    free(x->ck_state);
+    x->ck_state = NULL;
+    return 0;
+}
+
 /* Starts the node: transport, join, the stage's state, the status page. */
 static int s_start(node_cmd_t *x, char *err, size_t errlen)
 {
@@ -315,6 +334,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     }
     x->node = node_new(&nc, err, errlen);
     if (!x->node || node_join(x->node, err, errlen) < 0) return -1;
+    if (x->ck_state && x->ck.run != node_run_id(x->node) && s_keep_other_run(x, err, errlen) < 0) return -1;
     const opts_t *run = node_opts(x->node);
     openblas_set_num_threads(1);   /* the engine's own threads (--threads) each run single-threaded BLAS */
     metrics_set_stage(x->metrics, node_stage(x->node));

@@ -95,5 +95,29 @@ if [ "$r2" = 143 ] && [ "$how" = downloaded ] && [ "$upd" = 0 ] && [ -s "$T/ck2/
 else
     echo "FAIL - checkpoint after a download: exit $r2, state $how at '$v', $upd updates, checkpoint: $(ls "$T/ck2" 2>&1 | tr '\n' ' ')"
 fi
+# a joiner whose checkpoint folder holds another run's stage keeps that file
+# aside (DIR/stage.RUN.ckpt) instead of overwriting it with this run's saves
+run5=$(ev "$T/d0.jsonl" start run | head -n 1)
+cp "$T/ck2/stage.ckpt" "$T/ck2.before" 2>/dev/null
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 20 --seed 6 --threads 1 \
+    --metrics "$T/e0.jsonl" 2>"$T/e0.err" &
+E0=$!; PIDS="$E0"
+for _ in $(seq 150); do A=$(ev "$T/e0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --threads 1 --checkpoint "$T/ck2" --save-every 5 \
+    --metrics "$T/e1.jsonl" 2>"$T/e1.err" &
+E1=$!; PIDS="$E0 $E1"
+end=$(( $(date +%s) + 120 ))
+for p in $E0 $E1; do
+    while kill -0 "$p" 2>/dev/null; do [ "$(date +%s)" -ge "$end" ] && break; sleep 0.3; done
+done
+kill -9 $E0 $E1 2>/dev/null; wait $E0; re0=$?; wait $E1; re1=$?; PIDS=""
+run6=$(ev "$T/e0.jsonl" start run | head -n 1)
+if [ "$re0" = 0 ] && [ "$re1" = 0 ] && [ -n "$run5" ] && [ "$run5" != "$run6" ] \
+        && cmp -s "$T/ck2.before" "$T/ck2/stage.$run5.ckpt" && [ -s "$T/ck2/stage.ckpt" ] \
+        && ! cmp -s "$T/ck2.before" "$T/ck2/stage.ckpt" && grep -q "kept as" "$T/e1.err"; then
+    echo "ok - a joiner keeps another run's checkpoint in its folder as stage.$run5.ckpt"
+else
+    echo "FAIL - another run's checkpoint: exits $re0 $re1, runs '$run5' '$run6', folder: $(ls "$T/ck2" 2>&1 | tr '\n' ' ') $(tail -n 1 "$T/e1.err")"
+fi
 hx_jsonl
 exit 0
