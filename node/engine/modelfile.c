@@ -158,7 +158,9 @@ float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, s
         *updates = (int64_t)s_get64(&p);
         uint64_t count = s_get64(&p);
         size_t want = model_num_params(cfg);
-        if (count != want)
+        if (*updates < 0)   /* a version below 0 would index solo's weight rings before their start */
+            snprintf(err, errlen, "%s: invalid update count %lld", path, (long long)*updates);
+        else if (count != want)
             snprintf(err, errlen, "%s: %llu parameters, the config needs %zu", path, (unsigned long long)count, want);
         else if ((x = s_read_body(fp, path, h, sizeof h, want, err, errlen)))
             *n = want;
