@@ -1295,7 +1295,9 @@ int sim_plan_random(uint64_t seed, int nodes, int count, double horizon, plan_ev
         } else if (what < 0.9) {
             p->kind = PLAN_PARTITION;
             p->nset = 1 + (int)(U() * (nodes / 2));
-            for (int i = 0; i < p->nset && i < 64; i++) p->set[i] = (int)(U() * nodes);
+            int most = (int)(sizeof p->set / sizeof p->set[0]);   /* a side holds at most 64 nodes, as in a plan file */
+            if (p->nset > most) p->nset = most;
+            for (int i = 0; i < p->nset; i++) p->set[i] = (int)(U() * nodes);
             plan_ev_t *q = &ev[n++];
             memset(q, 0, sizeof *q);
             q->kind = PLAN_HEAL;
