@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -55,6 +56,24 @@ static int s_get_cfg(const uint8_t **p, model_config_t *cfg)
     if (cfg->kind == MODEL_GPT && cfg->V != 256) return -1;
     if (cfg->kind == MODEL_MLP && (cfg->V < 2 || cfg->V > 100000 || cfg->D < 1 || cfg->D > (1 << 20))) return -1;
     return 0;
+}
+
+int modelfile_check_writable(const char *path, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: is a folder", path);
+        return -1;
+    }
+    size_t plen = strlen(path) + 32;
+    char *tmp = malloc(plen);
+    if (!tmp) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    else { close(fd); unlink(tmp); }
+    free(tmp);
+    return fd < 0 ? -1 : 0;
 }
 
 /* Writes header h (hlen bytes), then the arrays, then the CRC, atomically. */
