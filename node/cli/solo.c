@@ -368,6 +368,11 @@ static int s_options(solo_t *s, int argc, char **argv, char *err, size_t errlen)
 static int s_setup(solo_t *s, int64_t *first, char *err, size_t errlen)
 {
     float *resume = NULL;
+    char why[400];
+    if (s->o.save[0] && modelfile_check_writable(s->o.save, why, sizeof why) < 0) {   /* known now, not after the run */
+        snprintf(err, errlen, "--save %s", why);
+        return -1;
+    }
     if (s_load_resume(&s->o, &resume, first, err, errlen) < 0) return -1;
     int r = s_make_stages(s, resume, *first, err, errlen);
     free(resume);
