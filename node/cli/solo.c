@@ -292,7 +292,7 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
 {
     const opts_t *o = &s->o;
     int64_t per_mb = (int64_t)o->batch * (o->cfg.kind == MODEL_GPT ? o->cfg.maxT : 1);
-    uint64_t cursor = (uint64_t)first * o->micro;
+    uint64_t cursor = (uint64_t)first * (uint64_t)o->micro * (uint64_t)o->batch;   /* samples drawn before version first */
     float scale = 1.0f / ((float)per_mb * o->micro);
     double t0 = metrics_now();
     for (int64_t step = first; step < o->steps; step++) {
