@@ -711,6 +711,10 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--model gpt-huge", "gpt-huge"));
     CHECK(s_refused(OPTS_NODE, "--heads 3", "--heads"));
     CHECK(s_refused(OPTS_NODE, "--layers 100000", "--layers"));
+    CHECK(s_refused(OPTS_SOLO, "--layers 0", "--layers 0"));   /* not the preset's 4 */
+    CHECK(s_refused(OPTS_SOLO, "--dim 0", "--dim 0"));
+    CHECK(s_refused(OPTS_SOLO, "--heads 0", "--heads 0"));
+    CHECK(s_refused(OPTS_SOLO, "--ctx 0", "--ctx 0"));
     CHECK(s_refused(OPTS_NODE, "--steps 0", "--steps"));
     CHECK(s_refused(OPTS_NODE, "--batch -3", "--batch"));
     CHECK(s_refused(OPTS_NODE, "--threads 0", "--threads"));
