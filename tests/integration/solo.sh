@@ -153,6 +153,7 @@ expect2 "solo --model nope" solo --model nope
 expect2 "solo --data text:/nonexistent" solo --data text:/nonexistent --steps 1
 expect2 "solo --data fmnist:<empty dir>" solo --model mlp-fmnist --data "fmnist:$T/empty" --steps 1
 expect2 "sample truncated model file" sample --model-file "$T/trunc.bin"
+[ -f "$T/m.bin" ] && expect2 "solo --resume with another --ctx" -m "--resume" solo --resume "$T/m.bin" --ctx 32 --steps 21
 expect2 "solo --stages past the one bound" solo --model mlp-fmnist --layers 128 --dim 8 --data synthetic --stages 129 --steps 1
 expect2 "node --stage past the one bound" node --stage 128
 expect2 "solo --delay with too few values" solo --stages 4 --delay 3,2,1 --steps 1
