@@ -153,6 +153,10 @@ expect2 "solo --model nope" solo --model nope
 expect2 "solo --data text:/nonexistent" solo --data text:/nonexistent --steps 1
 expect2 "solo --data fmnist:<empty dir>" solo --model mlp-fmnist --data "fmnist:$T/empty" --steps 1
 expect2 "sample truncated model file" sample --model-file "$T/trunc.bin"
+expect2 "sample --length 4294967297" -m "--length" sample --model-file "$T/m.bin" --length 4294967297
+expect2 "sample --length 5x" -m "--length" sample --model-file "$T/m.bin" --length 5x
+expect2 "sample --temperature ''" -m "--temperature" sample --model-file "$T/m.bin" --temperature ""
+expect2 "sample --seed -3" -m "--seed" sample --model-file "$T/m.bin" --seed -3
 [ -f "$T/m.bin" ] && expect2 "solo --resume with another --ctx" -m "--resume" solo --resume "$T/m.bin" --ctx 32 --steps 21
 expect2 "solo --stages past the one bound" solo --model mlp-fmnist --layers 128 --dim 8 --data synthetic --stages 129 --steps 1
 expect2 "node --stage past the one bound" node --stage 128
