@@ -119,6 +119,11 @@ static float *s_read_body(FILE *fp, const char *path, const uint8_t *h, size_t h
         free(x);
         return NULL;
     }
+    if (fgetc(fp) != EOF) {   /* the size is fixed by the header: more is damage, not data */
+        snprintf(err, errlen, "%s: longer than its header says (file damaged)", path);
+        free(x);
+        return NULL;
+    }
     uLong crc = crc32(0L, h, (uInt)hlen);
     crc = crc32_z(crc, (const Bytef *)x, nfloats * sizeof(float));
     const uint8_t *tp = tail;
@@ -149,7 +154,10 @@ static FILE *s_open(const char *path, const char *magic, uint32_t version, uint8
 {
     FILE *fp = fopen(path, "rb");
     if (!fp) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
-    if (fread(h, 1, hlen, fp) != hlen) {
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: not a file (a folder or a device)", path);
+    } else if (fread(h, 1, hlen, fp) != hlen) {
         snprintf(err, errlen, "%s: truncated header", path);
     } else if (memcmp(h, magic, 8) != 0) {
         snprintf(err, errlen, "%s: not a brigade %s (bad magic)", path, what);
