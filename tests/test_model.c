@@ -783,6 +783,53 @@ static void test_modelfile_roundtrip(void)
     free(p);
 }
 
+/* A model file is read only when its header is sane: an update count below
+ * 0 (solo --resume would start its weight rings at a negative version) is
+ * refused with a reason naming the file. */
+static void test_modelfile_negative_updates(void)
+{
+    model_config_t c = s_small_gpt(), c2;
+    char err[256] = "", path[] = "/tmp/brigade-test-model-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    size_t n = model_num_params(&c), n2 = 0;
+    float *p = calloc(n, sizeof(float));
+    CHECKF(modelfile_save(path, &c, -5, p, n, err, sizeof err) == 0, "%s", err);
+    int64_t upd = 0;
+    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECKF(q == NULL && strstr(err, path) && strstr(err, "update count"), "loaded with updates %lld (%s)", (long long)upd, err);
+    free(q);
+    unlink(path);
+    free(p);
+}
+
+/* A folder in place of a model file, or a file with bytes after its
+ * checksum, is refused with a reason that says so. */
+static void test_modelfile_not_a_model_file(void)
+{
+    model_config_t c = s_small_gpt(), c2;
+    char err[256] = "", path[] = "/tmp/brigade-test-model-XXXXXX", dir[] = "/tmp/brigade-test-dir-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    CHECK(mkdtemp(dir) != NULL);
+    size_t n = model_num_params(&c), n2 = 0;
+    float *p = calloc(n, sizeof(float));
+    int64_t upd = 0;
+    float *q = modelfile_load(dir, &c2, &upd, &n2, err, sizeof err);
+    CHECKF(q == NULL && strstr(err, "not a file"), "a folder: %s", err);
+    free(q);
+    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
+    FILE *f = fopen(path, "ab");
+    fputc(0, f);
+    fclose(f);
+    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECKF(q == NULL && strstr(err, "longer than its header"), "a byte appended: %s", q ? "loaded" : err);
+    free(q);
+    unlink(path);
+    rmdir(dir);
+    free(p);
+}
+
 /* A checkpoint writer killed with SIGKILL at a random moment leaves either
  * the previous checkpoint or the new one, whole: never a damaged file. */
 static void test_checkpoint_kill_during_write(void)
@@ -872,6 +919,8 @@ int main(void)
     RUN(test_team_generations_back_to_back);
     RUN(test_threads_match_serial);
     RUN(test_modelfile_roundtrip);
+    RUN(test_modelfile_negative_updates);
+    RUN(test_modelfile_not_a_model_file);
     RUN(test_checkpoint_kill_during_write);
     CHECK_EXIT();
 }

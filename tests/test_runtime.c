@@ -10,6 +10,7 @@
 #include "node/runtime/options.h"
 #include "node/runtime/peers.h"
 #include "node/runtime/router.h"
+#include "node/runtime/sim.h"
 #include "node/runtime/queue.h"
 #include "node/runtime/stash.h"
 #include "node/engine/staleness.h"
@@ -710,6 +711,10 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--model gpt-huge", "gpt-huge"));
     CHECK(s_refused(OPTS_NODE, "--heads 3", "--heads"));
     CHECK(s_refused(OPTS_NODE, "--layers 100000", "--layers"));
+    CHECK(s_refused(OPTS_SOLO, "--layers 0", "--layers 0"));   /* not the preset's 4 */
+    CHECK(s_refused(OPTS_SOLO, "--dim 0", "--dim 0"));
+    CHECK(s_refused(OPTS_SOLO, "--heads 0", "--heads 0"));
+    CHECK(s_refused(OPTS_SOLO, "--ctx 0", "--ctx 0"));
     CHECK(s_refused(OPTS_NODE, "--steps 0", "--steps"));
     CHECK(s_refused(OPTS_NODE, "--batch -3", "--batch"));
     CHECK(s_refused(OPTS_NODE, "--threads 0", "--threads"));
@@ -1385,6 +1390,28 @@ static void test_metrics_lines_are_json(void)
     CHECK(strstr(lines[5], "\"event\":\"ev\\\"il\"") != NULL && strstr(lines[5], "\"stage\":null") != NULL);
 }
 
+/* ---- sim's random fault plans --------------------------------------------- */
+
+/* A random partition names 1..64 nodes (the size of plan_ev_t's set), each
+ * one of the swarm's, however many nodes it has: with --nodes 200 one side
+ * could be drawn up to 100 nodes long and was read past its set. */
+static void test_sim_plan_random_partitions(void)
+{
+    for (int nodes = 2; nodes <= 1000; nodes = nodes * 3 + 1) {
+        plan_ev_t *ev = NULL;
+        int n = sim_plan_random(7, nodes, 300, 60.0, &ev), bad = 0, parts = 0;
+        CHECK(n > 0 && ev != NULL);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].kind != PLAN_PARTITION) continue;
+            parts++;
+            if (ev[i].nset < 1 || ev[i].nset > 64) { bad++; continue; }
+            for (int j = 0; j < ev[i].nset; j++) bad += ev[i].set[j] < 0 || ev[i].set[j] >= nodes;
+        }
+        CHECKF(parts > 0 && bad == 0, "%d nodes: %d of %d partitions out of bounds", nodes, bad, parts);
+        free(ev);
+    }
+}
+
 int main(void)
 {
     snprintf(s_dir, sizeof s_dir, "/tmp/brigade-runtime.XXXXXX");
@@ -1417,6 +1444,7 @@ int main(void)
     RUN(test_checkpoint_roundtrip);
     RUN(test_checkpoint_damaged);
     RUN(test_checkpoint_bad_values);
+    RUN(test_sim_plan_random_partitions);
     RUN(test_json_quote);
     RUN(test_metrics_lines_are_json);
     char cmd[128];

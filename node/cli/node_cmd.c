@@ -268,6 +268,11 @@ static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
         return -1;
     }
     snprintf(x->ckpt_path, sizeof x->ckpt_path, "%s/stage.ckpt", o->checkpoint);
+    char why[400];
+    if (modelfile_check_writable(x->ckpt_path, why, sizeof why) < 0) {   /* a file named DIR, a read-only folder */
+        snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, why);
+        return -1;
+    }
     struct stat sb;
     if (stat(x->ckpt_path, &sb) < 0) return 0;
     size_t np;

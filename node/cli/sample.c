@@ -3,6 +3,7 @@
 #include "node/engine/model.h"
 #include "node/engine/modelfile.h"
 #include "node/engine/rng.h"
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,15 @@ int cli_fail(const char *why)
 {
     fprintf(stderr, "brigade: %s\n", why);
     return 2;
+}
+
+/* v parsed whole as a finite number into *x: 0, or -1 (empty, trailing text, out of range). */
+static int s_number(const char *v, double *x)
+{
+    char *end = NULL;
+    errno = 0;
+    *x = strtod(v, &end);
+    return end == v || *end || errno || !isfinite(*x) ? -1 : 0;
 }
 
 static void s_help(void)
@@ -36,12 +46,20 @@ int cmd_sample(int argc, char **argv)
         if (!is_known) { snprintf(e, sizeof e, "unknown option '%s' (see brigade sample --help)", a); return cli_fail(e); }
         if (i + 1 >= argc) { snprintf(e, sizeof e, "%s: needs a value (see brigade sample --help)", a); return cli_fail(e); }
         const char *v = argv[++i];
-        char *end = NULL;
+        double x = 0;
         if (!strcmp(a, "--model-file")) file = v;
         else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--length")) { length = (int)strtol(v, &end, 10); if (*end || length < 1 || length > 100000) return cli_fail("--length: want 1..100000"); }
-        else if (!strcmp(a, "--temperature")) { temp = strtod(v, &end); if (*end || !(temp >= 0) || temp > 100) return cli_fail("--temperature: want a number >= 0"); }
-        else if (!strcmp(a, "--seed")) { seed = strtoull(v, &end, 10); if (*end) return cli_fail("--seed: want an integer"); }
+        else if (!strcmp(a, "--length")) {
+            if (s_number(v, &x) < 0 || x != floor(x) || x < 1 || x > 100000) return cli_fail("--length: want a whole number 1..100000");
+            length = (int)x;
+        } else if (!strcmp(a, "--temperature")) {
+            if (s_number(v, &temp) < 0 || temp < 0 || temp > 100) return cli_fail("--temperature: want a number 0..100");
+        } else if (!strcmp(a, "--seed")) {
+            char *end = NULL;
+            errno = 0;
+            seed = strtoull(v, &end, 10);
+            if (!(*v >= '0' && *v <= '9') || *end || errno) return cli_fail("--seed: want a whole number 0..2^64-1");
+        }
     }
     if (!file) return cli_fail("sample: --model-file FILE is required");
     char err[512];

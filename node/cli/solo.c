@@ -18,10 +18,12 @@
 #include "compress/codec.h"
 #include "compress/cpu.h"
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     opts_t o;
@@ -39,6 +41,7 @@ typedef struct {
     const float *w[MODEL_STAGES_MAX];     /* the weights stage k's passes of this microbatch use */
     int budget[MODEL_STAGES_MAX];         /* --delay: stage k's delay budget this update, in microbatches */
     progress_t prog;                      /* the progress lines */
+    char ckpt[OPT_PATH + 16];             /* --checkpoint DIR: DIR/stage.ckpt, or "" */
 } solo_t;
 
 static void s_destroy(solo_t *s)
@@ -204,7 +207,9 @@ static int s_load_resume(opts_t *o, float **out, int64_t *version, char *err, si
     size_t n = 0;
     *out = modelfile_load(o->resume, &rcfg, version, &n, err, errlen);
     if (!*out) return -1;
-    if (!opts_given(o, "model") && !opts_given(o, "layers") && !opts_given(o, "dim")) o->cfg = rcfg;
+    if (!opts_given(o, "model") && !opts_given(o, "layers") && !opts_given(o, "dim") && !opts_given(o, "heads")
+        && !opts_given(o, "ctx"))
+        o->cfg = rcfg;
     if (memcmp(&rcfg, &o->cfg, sizeof rcfg) != 0) {
         free(*out);
         *out = NULL;
@@ -229,6 +234,83 @@ static int s_make_stages(solo_t *s, const float *resume, int64_t version, char *
         s->st[k]->version = version;
     }
     return 0;
+}
+
+/* Parameters of all stages. */
+static size_t s_nparams(const solo_t *s)
+{
+    size_t n = 0;
+    for (int k = 0; k < s->K; k++) n += s->st[k]->s.nparams;
+    return n;
+}
+
+/* --checkpoint DIR: solo keeps the training state of the whole model
+ * (params, m and v of every stage in the one-stage layout, as stage 0 of 1,
+ * which `brigade assemble DIR` also reads) in DIR/stage.ckpt.  Makes the
+ * folder and checks that it takes a checkpoint; a checkpoint found there
+ * must be of this run (the same options), and its state and version replace
+ * the stages' and *first.  0, or -1 with a reason. */
+static int s_checkpoint_resume(solo_t *s, int64_t *first, char *err, size_t errlen)
+{
+    const opts_t *o = &s->o;
+    if (!o->checkpoint[0]) return 0;
+    char why[400];
+    if (mkdir(o->checkpoint, 0755) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, strerror(errno));
+        return -1;
+    }
+    snprintf(s->ckpt, sizeof s->ckpt, "%s/stage.ckpt", o->checkpoint);
+    if (modelfile_check_writable(s->ckpt, why, sizeof why) < 0) {
+        snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, why);
+        return -1;
+    }
+    struct stat sb;
+    if (stat(s->ckpt, &sb) < 0) return 0;
+    checkpoint_info_t ck;
+    size_t n = 0;
+    float *x = checkpoint_load(s->ckpt, &ck, &n, err, errlen);
+    if (!x) return -1;
+    if (ck.run != opts_run_id(o) || n != s_nparams(s)) {
+        free(x);
+        snprintf(err, errlen, "--checkpoint %s: holds another run; use another folder or the same options", o->checkpoint);
+        return -1;
+    }
+    size_t off = 0;
+    for (int k = 0; k < s->K; off += s->st[k]->s.nparams, k++) {
+        stage_state_t *st = s->st[k];
+        memcpy(st->params, x + off, sizeof(float) * st->s.nparams);
+        memcpy(st->m, x + n + off, sizeof(float) * st->s.nparams);
+        memcpy(st->v, x + 2 * n + off, sizeof(float) * st->s.nparams);
+        st->version = ck.version;
+    }
+    free(x);
+    *first = ck.version;
+    fprintf(stderr, "brigade solo: resumed at update %lld from %s\n", (long long)ck.version, s->ckpt);
+    return 0;
+}
+
+/* Writes the state of every stage to --checkpoint (s_checkpoint_resume); a
+ * failure is a `checkpoint` event and a line, as a node's, and the run goes on. */
+static void s_checkpoint_save(solo_t *s)
+{
+    size_t n = s_nparams(s), off = 0;
+    float *all = malloc(3 * n * sizeof(float));
+    char err[600] = "out of memory";
+    int64_t v = s->st[0]->version;
+    for (int k = 0; all && k < s->K; off += s->st[k]->s.nparams, k++) {
+        const stage_state_t *st = s->st[k];
+        memcpy(all + off, st->params, sizeof(float) * st->s.nparams);
+        memcpy(all + n + off, st->m, sizeof(float) * st->s.nparams);
+        memcpy(all + 2 * n + off, st->v, sizeof(float) * st->s.nparams);
+    }
+    checkpoint_info_t info = { .cfg = s->o.cfg, .run = opts_run_id(&s->o), .stage = 0, .nstages = 1, .version = v,
+                               .cursor = (uint64_t)v * (uint64_t)s->o.micro * (uint64_t)s->o.batch, .completed = (uint64_t)v * (uint64_t)s->o.micro };
+    if (!all || checkpoint_save(s->ckpt, &info, all, all + n, all + 2 * n, n, err, sizeof err) < 0) {
+        metrics_event(s->metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
+        progress_done(&s->prog);
+        fprintf(stderr, "brigade solo: checkpoint at update %lld not written: %s\n", (long long)v, err);
+    }
+    free(all);
 }
 
 /* Data, activations, error-feedback residuals, --delay's weight rings, the
@@ -258,14 +340,6 @@ static int s_make_buffers(solo_t *s, char *err, size_t errlen)
     return s->metrics ? 0 : -1;
 }
 
-/* Parameters of all stages. */
-static size_t s_nparams(const solo_t *s)
-{
-    size_t n = 0;
-    for (int k = 0; k < s->K; k++) n += s->st[k]->s.nparams;
-    return n;
-}
-
 /* The `start` event and the first line. */
 static void s_announce(solo_t *s)
 {
@@ -292,7 +366,7 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
 {
     const opts_t *o = &s->o;
     int64_t per_mb = (int64_t)o->batch * (o->cfg.kind == MODEL_GPT ? o->cfg.maxT : 1);
-    uint64_t cursor = (uint64_t)first * o->micro;
+    uint64_t cursor = (uint64_t)first * (uint64_t)o->micro * (uint64_t)o->batch;   /* samples drawn before version first */
     float scale = 1.0f / ((float)per_mb * o->micro);
     double t0 = metrics_now();
     for (int64_t step = first; step < o->steps; step++) {
@@ -316,9 +390,11 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
         progress_line(&s->prog, v == o->steps, 5.0, "update %lld/%d  loss %.4f  %.0f tok/s", (long long)v, o->steps,
                       loss, el > 0 ? *tokens / el : 0.0);
         if (o->eval_every > 0 && v % o->eval_every == 0) { progress_done(&s->prog); s_emit_eval(s, v); }
+        if (s->ckpt[0] && v % o->save_every == 0) s_checkpoint_save(s);
     }
     progress_done(&s->prog);
     int64_t v = s->st[0]->version;
+    if (s->ckpt[0] && v % o->save_every != 0) s_checkpoint_save(s);   /* the final state, as a node leaves it */
     if (o->eval_every == 0 || v % o->eval_every != 0) s_emit_eval(s, v);
     return 0;
 }
@@ -368,9 +444,15 @@ static int s_options(solo_t *s, int argc, char **argv, char *err, size_t errlen)
 static int s_setup(solo_t *s, int64_t *first, char *err, size_t errlen)
 {
     float *resume = NULL;
+    char why[400];
+    if (s->o.save[0] && modelfile_check_writable(s->o.save, why, sizeof why) < 0) {   /* known now, not after the run */
+        snprintf(err, errlen, "--save %s", why);
+        return -1;
+    }
     if (s_load_resume(&s->o, &resume, first, err, errlen) < 0) return -1;
     int r = s_make_stages(s, resume, *first, err, errlen);
     free(resume);
+    if (r == 0) r = s_checkpoint_resume(s, first, err, errlen);
     return r < 0 ? -1 : s_make_buffers(s, err, errlen);
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -57,6 +58,24 @@ static int s_get_cfg(const uint8_t **p, model_config_t *cfg)
     return 0;
 }
 
+int modelfile_check_writable(const char *path, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: is a folder", path);
+        return -1;
+    }
+    size_t plen = strlen(path) + 32;
+    char *tmp = malloc(plen);
+    if (!tmp) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    else { close(fd); unlink(tmp); }
+    free(tmp);
+    return fd < 0 ? -1 : 0;
+}
+
 /* Writes header h (hlen bytes), then the arrays, then the CRC, atomically. */
 static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
                    char *err, size_t errlen)
@@ -100,6 +119,11 @@ static float *s_read_body(FILE *fp, const char *path, const uint8_t *h, size_t h
         free(x);
         return NULL;
     }
+    if (fgetc(fp) != EOF) {   /* the size is fixed by the header: more is damage, not data */
+        snprintf(err, errlen, "%s: longer than its header says (file damaged)", path);
+        free(x);
+        return NULL;
+    }
     uLong crc = crc32(0L, h, (uInt)hlen);
     crc = crc32_z(crc, (const Bytef *)x, nfloats * sizeof(float));
     const uint8_t *tp = tail;
@@ -130,7 +154,10 @@ static FILE *s_open(const char *path, const char *magic, uint32_t version, uint8
 {
     FILE *fp = fopen(path, "rb");
     if (!fp) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
-    if (fread(h, 1, hlen, fp) != hlen) {
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: not a file (a folder or a device)", path);
+    } else if (fread(h, 1, hlen, fp) != hlen) {
         snprintf(err, errlen, "%s: truncated header", path);
     } else if (memcmp(h, magic, 8) != 0) {
         snprintf(err, errlen, "%s: not a brigade %s (bad magic)", path, what);
@@ -158,7 +185,9 @@ float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, s
         *updates = (int64_t)s_get64(&p);
         uint64_t count = s_get64(&p);
         size_t want = model_num_params(cfg);
-        if (count != want)
+        if (*updates < 0)   /* a version below 0 would index solo's weight rings before their start */
+            snprintf(err, errlen, "%s: invalid update count %lld", path, (long long)*updates);
+        else if (count != want)
             snprintf(err, errlen, "%s: %llu parameters, the config needs %zu", path, (unsigned long long)count, want);
         else if ((x = s_read_body(fp, path, h, sizeof h, want, err, errlen)))
             *n = want;

@@ -30,10 +30,16 @@ int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates,
                    const float *params, size_t n, char *err, size_t errlen);
 /* Reads a model file: fills cfg and updates, and returns a malloc'd array of
  * *n floats (the caller frees it).  NULL with a one-line reason naming the
- * file (missing, truncated, bad magic, checksum mismatch, sizes that do not
- * match the config). */
+ * file (missing, not a regular file, truncated or longer than its header
+ * says, bad magic, checksum mismatch, an update count below 0, sizes that do
+ * not match the config). */
 float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, size_t *n,
                       char *err, size_t errlen);
+/* Whether a model file or checkpoint can be written at path, asked before
+ * a run rather than found out at its end: path is no folder and its folder
+ * takes the temporary file a save writes first (made and removed here).
+ * 0, or -1 with a one-line reason naming path. */
+int modelfile_check_writable(const char *path, char *err, size_t errlen);
 /* Parameters of the whole model (all stages of a 1-stage split). */
 size_t model_num_params(const model_config_t *cfg);
 

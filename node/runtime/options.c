@@ -355,10 +355,11 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
 {
     if (model_preset(&o->cfg, o->model, err, errlen) < 0)
         return -1;
-    if (o->layers) o->cfg.L = o->layers;
-    if (o->dim) o->cfg.C = o->dim;
-    if (o->heads) o->cfg.NH = o->heads;
-    if (o->ctx) o->cfg.maxT = o->ctx;
+    /* an override given is taken as it is (model_check refuses --layers 0), never read as "the preset's" */
+    if (opts_given(o, "layers")) o->cfg.L = o->layers;
+    if (opts_given(o, "dim")) o->cfg.C = o->dim;
+    if (opts_given(o, "heads")) o->cfg.NH = o->heads;
+    if (opts_given(o, "ctx")) o->cfg.maxT = o->ctx;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
     if (!opts_given(o, "max-delay"))   /* 2bw holds two versions; Muon tolerates more delay (README) */

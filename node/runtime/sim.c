@@ -9,6 +9,7 @@
 #include "node/runtime/netside.h"
 #include <cblas.h>
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -1099,9 +1100,15 @@ static int s_load_plan(sim_t *s, char *err, size_t errlen)
         FILE *f = fopen(so->plan, "r");
         if (!f) { snprintf(err, errlen, "--plan %s: cannot read it", so->plan); return -1; }
         char *text = calloc(1, 1 << 20);
-        if (text) (void)fread(text, 1, (1 << 20) - 1, f);
-        fclose(f);
         char e2[256] = "out of memory";
+        if (text) {   /* all of it or nothing: a folder, a read error or a cut last line is no plan */
+            size_t got = fread(text, 1, (1 << 20) - 1, f);
+            int more = got == (1 << 20) - 1 && fgetc(f) != EOF;
+            if (ferror(f)) snprintf(e2, sizeof e2, "cannot read it: %s", strerror(errno));
+            else if (more) snprintf(e2, sizeof e2, "longer than 1 MiB");
+            if (ferror(f) || more) { free(text); text = NULL; }
+        }
+        fclose(f);
         s->nplan = text ? sim_plan_parse(text, so->nodes, &s->plan, e2, sizeof e2) : -1;
         free(text);
         if (s->nplan < 0) { snprintf(err, errlen, "--plan %s: %s", so->plan, e2); return -1; }
@@ -1295,7 +1302,9 @@ int sim_plan_random(uint64_t seed, int nodes, int count, double horizon, plan_ev
         } else if (what < 0.9) {
             p->kind = PLAN_PARTITION;
             p->nset = 1 + (int)(U() * (nodes / 2));
-            for (int i = 0; i < p->nset && i < 64; i++) p->set[i] = (int)(U() * nodes);
+            int most = (int)(sizeof p->set / sizeof p->set[0]);   /* a side holds at most 64 nodes, as in a plan file */
+            if (p->nset > most) p->nset = most;
+            for (int i = 0; i < p->nset; i++) p->set[i] = (int)(U() * nodes);
             plan_ev_t *q = &ev[n++];
             memset(q, 0, sizeof *q);
             q->kind = PLAN_HEAL;

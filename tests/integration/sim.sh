@@ -143,6 +143,10 @@ bad "plan: node out of range" "# comment
 bad "plan: slow factor" "1 slow 2 0.5" "slow: factor"
 bad "plan: pause length" "1 pause 2 -3" "pause: '-3'"
 bad "plan: bad time" "soon kill 1" "time 'soon'"
+mkdir -p "$T/plandir"   # a folder is no plan (it read as an empty one)
+"$BRIGADE" sim --nodes 4 --stages 2 --plan "$T/plandir" >/dev/null 2>"$T/pd.err"; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/pd.err")" = 1 ] && grep -q -- "--plan $T/plandir: cannot read it" "$T/pd.err"; then echo "ok - plan: a folder: $(cat "$T/pd.err")"
+else echo "FAIL - plan: a folder: exit $rc: $(head -n 2 "$T/pd.err" | tr '\n' ' ')"; fi
 "$BRIGADE" sim --nodes 4 --stages 2 --latency-ms 9:3 >/dev/null 2>"$T/opt.err"; rc=$?
 if [ $rc = 2 ] && [ "$(wc -l <"$T/opt.err")" = 1 ] && grep -q 'latency-ms 9:3' "$T/opt.err"; then echo "ok - bad range: $(cat "$T/opt.err")"
 else echo "FAIL - bad range: exit $rc: $(cat "$T/opt.err")"; fi

@@ -98,6 +98,28 @@ else: print("ok version 21, loss %.4f (fresh start %.4f)" % (resumed["loss"], fr
     else bad "solo --resume continues" "exit: $(why resume)"; fi
 else bad "solo --save" "exit: $(why save)"; bad "sample" "no model file"; bad "solo --resume" "no model file"; fi
 
+# 5b. --checkpoint DIR: a run killed after a checkpoint restarts from it, with the same losses as a run that
+# went through (2 stages, 2 microbatches per update); DIR of another run is refused.
+C="--model gpt-tiny --data synthetic --stages 2 --micro 2 --batch 64 --steps 8 --seed 5 --save-every 3 --threads 1"
+if $B solo $C --checkpoint "$T/ckref" --metrics "$T/ckref.jsonl" >"$T/ckref.out" 2>&1; then
+    $B solo $C --checkpoint "$T/ck" --metrics "$T/ck1.jsonl" >"$T/ck1.out" 2>&1 &
+    KP=$!
+    for _ in $(seq 600); do grep -q '"version":4,' "$T/ck1.jsonl" 2>/dev/null && break; sleep 0.05; done
+    kill -9 $KP 2>/dev/null; wait $KP 2>/dev/null
+    $B solo $C --checkpoint "$T/ck" --metrics "$T/ck2.jsonl" >"$T/ck2.out" 2>&1
+    r=$(python3 -c '
+import json, sys
+def ups(f): return {e["version"]: e["loss"] for e in map(json.loads, open(f)) if e["event"] == "update"}
+ref, got = ups(sys.argv[1]), ups(sys.argv[2])
+if not got or min(got) < 2: print("resumed at %s, want a checkpoint version" % (min(got) - 1 if got else "none"))
+elif any(ref[v] != got[v] for v in got): print("losses differ: %s vs %s" % (got, ref))
+else: print("ok resumed at update %d, updates %d..8 as in one run" % (min(got) - 1, min(got)))' "$T/ckref.jsonl" "$T/ck2.jsonl" 2>&1)
+    case $r in ok*) ok "solo --checkpoint resumes (${r#ok })" ;; *) bad "solo --checkpoint resumes" "$r: $(why ck2)" ;; esac
+    $B solo $C --seed 6 --checkpoint "$T/ck" >"$T/ck3.out" 2>&1; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$T/ck3.out")" = 1 ] && grep -q "holds another run" "$T/ck3.out" \
+        && ok "solo --checkpoint of another run: one line, exit 2" || bad "solo --checkpoint of another run" "exit $rc: $(why ck3)"
+else bad "solo --checkpoint" "exit: $(why ckref)"; fi
+
 # 6. --delay: stage k computes at the weights of Dk updates earlier.  gpt-tiny on fortunes, 4 stages, 150 updates
 # of 8 x 64 tokens: with the default correction (predict+ramp) delays 3,2,1,0 end within 2% of no delay (measured
 # +0.0%), without correction more than 2% above it (measured +13%); the ramp has let the full delay in by the end.
@@ -131,6 +153,11 @@ expect2 "solo --model nope" solo --model nope
 expect2 "solo --data text:/nonexistent" solo --data text:/nonexistent --steps 1
 expect2 "solo --data fmnist:<empty dir>" solo --model mlp-fmnist --data "fmnist:$T/empty" --steps 1
 expect2 "sample truncated model file" sample --model-file "$T/trunc.bin"
+expect2 "sample --length 4294967297" -m "--length" sample --model-file "$T/m.bin" --length 4294967297
+expect2 "sample --length 5x" -m "--length" sample --model-file "$T/m.bin" --length 5x
+expect2 "sample --temperature ''" -m "--temperature" sample --model-file "$T/m.bin" --temperature ""
+expect2 "sample --seed -3" -m "--seed" sample --model-file "$T/m.bin" --seed -3
+[ -f "$T/m.bin" ] && expect2 "solo --resume with another --ctx" -m "--resume" solo --resume "$T/m.bin" --ctx 32 --steps 21
 expect2 "solo --stages past the one bound" solo --model mlp-fmnist --layers 128 --dim 8 --data synthetic --stages 129 --steps 1
 expect2 "node --stage past the one bound" node --stage 128
 expect2 "solo --delay with too few values" solo --stages 4 --delay 3,2,1 --steps 1

@@ -79,6 +79,16 @@ done
 if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q -- "--stage" "$T/e"; then ok "bad --stage: one line, exit 2"
 else bad "bad --stage" "exit $rc: $(cat "$T/e")"; fi
 
+# --checkpoint that names a file, not a folder: refused at start, not a run whose every checkpoint fails
+touch "$T/ckfile"
+"$BRIGADE" node --listen 127.0.0.1:0 --checkpoint "$T/ckfile" --stages 1 --steps 2 --threads 1 >"$T/e" 2>&1; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q -- "--checkpoint $T/ckfile: " "$T/e"; then ok "--checkpoint FILE: one line, exit 2"
+else bad "--checkpoint FILE" "exit $rc: $(tail -n 2 "$T/e" | tr '\n' ' ')"; fi
+# solo --save into a folder that is not there: refused before training, not after it
+"$BRIGADE" solo --steps 3 --save "$T/none/m.bin" >"$T/e" 2>&1; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q -- "--save $T/none/m.bin: " "$T/e"; then ok "solo --save into no folder: one line before training, exit 2"
+else bad "solo --save into no folder" "exit $rc: $(tr '\n' ' ' <"$T/e")"; fi
+
 # the status page and brigade status against a single-stage node
 P=$(free_port); H=$(free_port)
 "$BRIGADE" node --listen 127.0.0.1:$P --http $H --model gpt-tiny --data synthetic --stages 1 --steps 100000 \
