@@ -375,14 +375,14 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
             s_point_weights(s, step, first, m);
             data_next_train(s->data, &s->batch, 0, 1, &cursor);
             s_load_batch(s, &s->batch);
-            if (s_forward(s) < 0 || s_backward(s, scale) < 0) { *why = "non-finite values at a stage cut (training diverged)"; return 3; }
+            if (s_forward(s) < 0 || s_backward(s, scale) < 0) { *why = "non-finite values at a stage cut (training diverged)"; return 1; }
             loss_sum += s->acts[s->K - 1]->loss;
             *tokens += per_mb;
         }
         s_point_weights(s, step, first, 0);   /* dc: the weights of the most delayed microbatch */
         s_step(s);
         double loss = loss_sum / o->micro, el = metrics_now() - t0;
-        if (!isfinite(loss)) { *why = "loss is not finite (training diverged; lower --lr)"; return 3; }
+        if (!isfinite(loss)) { *why = "loss is not finite (training diverged; lower --lr)"; return 1; }
         int64_t v = s->st[0]->version;
         metrics_event(s->metrics, "update", "\"version\":%lld,\"tokens\":%lld,\"loss\":%.6f,\"lr\":%.6g,"
                       "\"bytes_sent\":0,\"bytes_sent_raw\":0,\"bytes_recv\":0,\"stash\":1,\"inflight\":0,\"delay\":%g",
@@ -476,7 +476,7 @@ int cmd_solo(int argc, char **argv)
     const char *why = "ok";
     int status = s_train(s, first, &tokens, &why);
     double wall = metrics_now() - t0;
-    if (status == 0 && s->o.save[0] && s_save(s, err, sizeof err) < 0) { status = 2; why = err; }
+    if (status == 0 && s->o.save[0] && s_save(s, err, sizeof err) < 0) { status = 1; why = err; }
     int64_t v = s->st[0]->version;
     metrics_event(s->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%lld,\"wall_s\":%.3f,\"lost_microbatches\":0,\"why\":%s",
                   status ? "error" : "ok", (long long)v, (long long)tokens, wall, status ? why : "completed");
@@ -484,5 +484,7 @@ int cmd_solo(int argc, char **argv)
             wall > 0 ? tokens / wall : 0.0);
     s_destroy(s);
     free(s);
-    return status ? cli_fail(why) : 0;
+    if (!status) return 0;
+    fprintf(stderr, "brigade solo: %s\n", why);   /* an error during the run: exit 1, as a node's (2: bad command line) */
+    return 1;
 }
