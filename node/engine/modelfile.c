@@ -76,7 +76,24 @@ int modelfile_check_writable(const char *path, char *err, size_t errlen)
     return fd < 0 ? -1 : 0;
 }
 
-/* Writes header h (hlen bytes), then the arrays, then the CRC, atomically. */
+/* Flushes the folder holding path to disk (best effort), so that a rename
+ * into it survives a crash of the machine, not only of the process. */
+static void s_sync_folder(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    char *dir = malloc(n + 2);
+    if (!dir) return;
+    if (!slash) strcpy(dir, ".");
+    else if (n == 0) strcpy(dir, "/");
+    else { memcpy(dir, path, n); dir[n] = '\0'; }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) { (void)fsync(fd); close(fd); }
+    free(dir);
+}
+
+/* Writes header h (hlen bytes), then the arrays, then the CRC, atomically:
+ * a temporary file, synced, renamed over path, and the folder synced. */
 static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
                    char *err, size_t errlen)
 {
@@ -103,6 +120,7 @@ static int s_write(const char *path, const uint8_t *h, size_t hlen, const float 
         return -1;
     }
     free(tmp);
+    s_sync_folder(path);
     return 0;
 }
 
