@@ -140,14 +140,22 @@ static int s_parse(sim_opts_t *so, int argc, char **argv, char **rest, int *nres
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        const sim_arg_t *d = strncmp(a, "--", 2) == 0 ? s_find(a + 2) : NULL;
+        const char *eq = strchr(a, '=');   /* --name=value, as the run options take it */
+        const sim_arg_t *d = NULL;
+        char name[32];
+        size_t n = eq ? (size_t)(eq - a) - 2 : strlen(a) - 2;
+        if (strncmp(a, "--", 2) == 0 && n < sizeof name) {
+            memcpy(name, a + 2, n);
+            name[n] = '\0';
+            d = s_find(name);
+        }
         if (!d) {
             rest[(*nrest)++] = argv[i];
-            if (strncmp(a, "--", 2) == 0 && !strchr(a, '=') && i + 1 < argc) rest[(*nrest)++] = argv[++i];
+            if (strncmp(a, "--", 2) == 0 && !eq && i + 1 < argc) rest[(*nrest)++] = argv[++i];
             continue;
         }
-        if (i + 1 >= argc) { snprintf(err, errlen, "--%s needs a value (%s)", d->name, d->arg); return -1; }
-        if (s_set(so, d, argv[++i], err, errlen) < 0) return -1;
+        if (!eq && i + 1 >= argc) { snprintf(err, errlen, "--%s needs a value (%s)", d->name, d->arg); return -1; }
+        if (s_set(so, d, eq ? eq + 1 : argv[++i], err, errlen) < 0) return -1;
     }
     return 0;
 }

@@ -150,3 +150,10 @@ else echo "FAIL - plan: a folder: exit $rc: $(head -n 2 "$T/pd.err" | tr '\n' ' 
 "$BRIGADE" sim --nodes 4 --stages 2 --latency-ms 9:3 >/dev/null 2>"$T/opt.err"; rc=$?
 if [ $rc = 2 ] && [ "$(wc -l <"$T/opt.err")" = 1 ] && grep -q 'latency-ms 9:3' "$T/opt.err"; then echo "ok - bad range: $(cat "$T/opt.err")"
 else echo "FAIL - bad range: exit $rc: $(cat "$T/opt.err")"; fi
+# the simulation's own options take --name=value as the run options do (it was 'unknown option')
+"$BRIGADE" sim --nodes=3 --stages=3 --steps=10 --latency-ms=5:9 >"$T/eq.out" 2>"$T/eq.err"; rc=$?
+if [ $rc = 0 ] && grep -q '^sim: 3 nodes, completed' "$T/eq.out" && grep -q 'latency 5..9 ms' "$T/eq.err"; then echo "ok - --name=value for sim's options"
+else echo "FAIL - --name=value: exit $rc: $(head -n 2 "$T/eq.err" | tr '\n' ' ') $(tail -n 1 "$T/eq.out")"; fi
+"$BRIGADE" sim --nodes= --stages 2 >/dev/null 2>"$T/eq2.err"; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/eq2.err")" = 1 ]; then echo "ok - --nodes= (empty): $(cat "$T/eq2.err")"
+else echo "FAIL - --nodes= (empty): exit $rc: $(cat "$T/eq2.err")"; fi
