@@ -257,6 +257,7 @@ static void test_hostile_clients(void)
     const char post[] = "POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
     resp_t r = request(port, post, sizeof post - 1);
     CHECKF(r.status == 405, "POST: status %d", r.status);
+    CHECKF(r.raw && strstr(r.raw, "\r\nAllow: GET, HEAD\r\n") != NULL, "405 without an Allow header");
     resp_free(&r);
 
     unsigned char garbage[600];

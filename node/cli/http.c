@@ -143,8 +143,10 @@ static void s_respond(http_server_t *self, int fd, const http_reply_t *r, int he
                      "Content-Length: %zu\r\n"
                      "Cache-Control: no-store\r\n"
                      "X-Content-Type-Options: nosniff\r\n"
+                     "%s"
                      "Connection: close\r\n\r\n",
-                     r->status, s_reason(r->status), r->content_type, r->len);
+                     r->status, s_reason(r->status), r->content_type, r->len,
+                     r->status == 405 ? "Allow: GET, HEAD\r\n" : "");   /* a 405 must name the methods served */
     assert(n > 0 && (size_t)n < sizeof head);
     double deadline = s_mono_ms() + HTTP_WRITE_TIMEOUT_MS;
     if (s_send_all(self, fd, head, (size_t)n, deadline) != 0) return;
