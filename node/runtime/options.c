@@ -448,6 +448,15 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_u8(w, (uint8_t)o->optim.kind);
 }
 
+/* 1 when every byte of s is printable ASCII: names from the network that a
+ * node prints (model, data, codecs) must not carry terminal control bytes. */
+static int s_plain(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) return 0;
+    return 1;
+}
+
 int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
 {
     rbuf_t *r = rbuf;
@@ -477,7 +486,10 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     n.max_delay = rbuf_get_u8(r);
     n.optim.kind = rbuf_get_u8(r);
     n.ndelay = 0;
-    if (rbuf_error(r) || n.closed > 1) { snprintf(err, errlen, "run config: truncated or malformed"); return -1; }
+    if (rbuf_error(r) || n.closed > 1 || !s_plain(c->name) || !s_plain(n.data) || !s_plain(n.codec) || !s_plain(n.grad_codec)) {
+        snprintf(err, errlen, "run config: truncated or malformed");
+        return -1;
+    }
     snprintf(n.model, sizeof n.model, "%s", c->name);
     char why[256];
     if (opts_check_run(&n, why, sizeof why) < 0) {
