@@ -860,6 +860,7 @@ static void test_opts_run_out_of_range(void)
     c = base; c.grad_codec[0] = 0; CHECK(s_decode_of(&c) == -1);
     c = base; snprintf(c.cfg.name, sizeof c.cfg.name, "gpt\x1b[2J"); CHECK(s_decode_of(&c) == -1);   /* printed by joiners */
     c = base; snprintf(c.data, sizeof c.data, "text:/a\rb");         CHECK(s_decode_of(&c) == -1);
+    c = base; snprintf(c.data, sizeof c.data, "text:/home/jos\xc3\xa9/fortunes"); CHECK(s_decode_of(&c) == 0);   /* UTF-8 */
     c = base; c.stages = c.cfg.L + 1;       CHECK(s_decode_of(&c) == -1);   /* more stages than layers */
     c = base; c.stages = 100000;            CHECK(s_decode_of(&c) == -1);
     c = base; c.stages = 0;                 CHECK(s_decode_of(&c) == -1);

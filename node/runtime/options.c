@@ -448,12 +448,13 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_u8(w, (uint8_t)o->optim.kind);
 }
 
-/* 1 when every byte of s is printable ASCII: names from the network that a
- * node prints (model, data, codecs) must not carry terminal control bytes. */
+/* 1 when s has no control bytes (below 0x20, or DEL; UTF-8 passes, as a
+ * data path may be): names from the network that a node prints (model,
+ * data, codecs) must not drive the terminal. */
 static int s_plain(const char *s)
 {
     for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) return 0;
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s == 0x7f) return 0;
     return 1;
 }
 
