@@ -129,6 +129,17 @@ static int s_write(const char *path, const uint8_t *h, size_t hlen, const float 
 static float *s_read_body(FILE *fp, const char *path, const uint8_t *h, size_t hlen, size_t nfloats,
                           char *err, size_t errlen)
 {
+    /* the header's count against the file's size first: a damaged count is
+     * a one-line error, not an allocation of whatever it says */
+    struct stat sb;
+    long at = ftell(fp);
+    if (fstat(fileno(fp), &sb) == 0 && S_ISREG(sb.st_mode) && at >= 0) {
+        uint64_t left = (uint64_t)sb.st_size - (uint64_t)at;
+        if (nfloats > (left < 4 ? 0 : (left - 4) / sizeof(float))) {
+            snprintf(err, errlen, "%s: truncated (expected %zu values)", path, nfloats);
+            return NULL;
+        }
+    }
     float *x = malloc(nfloats ? nfloats * sizeof(float) : 1);
     if (!x) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
     uint8_t tail[4];
