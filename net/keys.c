@@ -1,11 +1,11 @@
 /* keys.c: keypairs on disk, node ids, HOST:PORT/KEY addresses. */
 #include "net/keys.h"
+#include "net/wire.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,19 +16,10 @@
 static const char s_z85_chars[] =
     "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static int s_sodium(char *err, size_t errlen)
+int keys_sodium(char *err, size_t errlen)
 {
     if (sodium_init() < 0) {
-        s_err(err, errlen, "libsodium could not be initialised");
+        net_errf(err, errlen, "libsodium could not be initialised");
         return -1;
     }
     return 0;
@@ -51,7 +42,7 @@ int key_from_z85(uint8_t pub[32], const char *z85)
 int keypair_generate(keypair_t *kp, char *err, size_t errlen)
 {
     memset(kp, 0, sizeof *kp);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     crypto_box_keypair(kp->pub, kp->sec);
     key_to_z85(kp->pub_z85, kp->pub);
     key_to_z85(kp->sec_z85, kp->sec);
@@ -61,7 +52,7 @@ int keypair_generate(keypair_t *kp, char *err, size_t errlen)
 int keypair_from_seed(keypair_t *kp, const uint8_t seed[32], char *err, size_t errlen)
 {
     memset(kp, 0, sizeof *kp);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     crypto_box_seed_keypair(kp->pub, kp->sec, seed);
     key_to_z85(kp->pub_z85, kp->pub);
     key_to_z85(kp->sec_z85, kp->sec);
@@ -77,9 +68,9 @@ int keyfile_write(const char *path, const char *text, unsigned mode, int excl,
     int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC) | O_CLOEXEC, (mode_t)mode);
     if (fd < 0) {
         if (errno == EEXIST)
-            s_err(err, errlen, "%s already exists; refusing to overwrite a key", path);
+            net_errf(err, errlen, "%s already exists; refusing to overwrite a key", path);
         else
-            s_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
+            net_errf(err, errlen, "cannot create %s: %s", path, strerror(errno));
         return -1;
     }
     size_t n = strlen(text), off = 0;
@@ -87,14 +78,14 @@ int keyfile_write(const char *path, const char *text, unsigned mode, int excl,
         ssize_t k = write(fd, text + off, n - off);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
-            s_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+            net_errf(err, errlen, "cannot write %s: %s", path, strerror(errno));
             close(fd);
             return -1;
         }
         off += (size_t)k;
     }
     if (close(fd) != 0) {
-        s_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        net_errf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         return -1;
     }
     return 0;
@@ -103,13 +94,13 @@ int keyfile_write(const char *path, const char *text, unsigned mode, int excl,
 int keypair_save(const keypair_t *kp, const char *dir, char *err, size_t errlen)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        s_err(err, errlen, "cannot create directory %s: %s", dir, strerror(errno));
+        net_errf(err, errlen, "cannot create directory %s: %s", dir, strerror(errno));
         return -1;
     }
     char path[4096];
     char line[KEY_Z85_LEN + 2];
     if (snprintf(path, sizeof path, "%s/node.key", dir) >= (int)sizeof path) {
-        s_err(err, errlen, "%s: path too long", dir);
+        net_errf(err, errlen, "%s: path too long", dir);
         return -1;
     }
     snprintf(line, sizeof line, "%s\n", kp->sec_z85);
@@ -126,20 +117,20 @@ int keyfile_read(const char *path, char *out, size_t outlen, int secret, char *e
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) {
-            s_err(err, errlen, "%s: no such file (make one with: brigade keygen --out DIR)", path);
+            net_errf(err, errlen, "%s: no such file (make one with: brigade keygen --out DIR)", path);
             return 1;
         }
-        s_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        net_errf(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        s_err(err, errlen, "%s: not a regular file", path);
+        net_errf(err, errlen, "%s: not a regular file", path);
         close(fd);
         return -1;
     }
     if (secret && (st.st_mode & 077)) {
-        s_err(err, errlen, "%s: permissions %04o are too open for a secret key; run: chmod 600 %s",
+        net_errf(err, errlen, "%s: permissions %04o are too open for a secret key; run: chmod 600 %s",
               path, (unsigned)(st.st_mode & 0777), path);
         close(fd);
         return -1;
@@ -148,7 +139,7 @@ int keyfile_read(const char *path, char *out, size_t outlen, int secret, char *e
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n < 0) {
-        s_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        net_errf(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     buf[n] = '\0';
@@ -157,7 +148,7 @@ int keyfile_read(const char *path, char *out, size_t outlen, int secret, char *e
     if (ok) memcpy(out, buf, (size_t)n + 1);
     sodium_memzero(buf, sizeof buf);
     if (!ok) {
-        s_err(err, errlen, "%s: too long for a key file", path);
+        net_errf(err, errlen, "%s: too long for a key file", path);
         return -1;
     }
     return 0;
@@ -170,7 +161,7 @@ static int s_read_key_file(const char *path, char out[KEY_Z85_LEN + 1], int chec
     char text[KEY_Z85_LEN + 2];
     int rc = keyfile_read(path, text, sizeof text, check_mode, err, errlen);
     if (rc == 0 && strlen(text) != KEY_Z85_LEN) {
-        s_err(err, errlen, "%s: does not hold a 40-character Z85 key", path);
+        net_errf(err, errlen, "%s: does not hold a 40-character Z85 key", path);
         rc = -1;
     }
     if (rc == 0) memcpy(out, text, KEY_Z85_LEN + 1);
@@ -181,10 +172,10 @@ static int s_read_key_file(const char *path, char out[KEY_Z85_LEN + 1], int chec
 int keypair_load(keypair_t *kp, const char *dir, char *err, size_t errlen)
 {
     memset(kp, 0, sizeof *kp);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     char path[4096];
     if (snprintf(path, sizeof path, "%s/node.key", dir) >= (int)sizeof path) {
-        s_err(err, errlen, "%s: path too long", dir);
+        net_errf(err, errlen, "%s: path too long", dir);
         return -1;
     }
     if (s_read_key_file(path, kp->sec_z85, 1, err, errlen) != 0) {
@@ -192,12 +183,12 @@ int keypair_load(keypair_t *kp, const char *dir, char *err, size_t errlen)
         return -1;
     }
     if (key_from_z85(kp->sec, kp->sec_z85) != 0) {
-        s_err(err, errlen, "%s: does not hold a 40-character Z85 key", path);
+        net_errf(err, errlen, "%s: does not hold a 40-character Z85 key", path);
         keypair_wipe(kp);
         return -1;
     }
     if (crypto_scalarmult_base(kp->pub, kp->sec) != 0) {
-        s_err(err, errlen, "%s: not a usable Curve25519 secret key", path);
+        net_errf(err, errlen, "%s: not a usable Curve25519 secret key", path);
         keypair_wipe(kp);
         return -1;
     }
@@ -209,7 +200,7 @@ int keypair_load(keypair_t *kp, const char *dir, char *err, size_t errlen)
     if (rc == 1) return 0;   /* the public file is optional: derived above */
     if (rc < 0) { keypair_wipe(kp); return -1; }
     if (strcmp(pubtext, kp->pub_z85) != 0) {
-        s_err(err, errlen, "%s does not match the public key of %s/node.key", path, dir);
+        net_errf(err, errlen, "%s does not match the public key of %s/node.key", path, dir);
         keypair_wipe(kp);
         return -1;
     }
@@ -241,35 +232,35 @@ static int s_parse_hostport(const char *s, char *host, size_t hostlen, int *port
                             int allow_port0, const char **rest, char *err, size_t errlen)
 {
     const char *p = s, *h0, *h1;
-    if (!*s) { s_err(err, errlen, "empty address (expected HOST:PORT)"); return -1; }
+    if (!*s) { net_errf(err, errlen, "empty address (expected HOST:PORT)"); return -1; }
     if (*p == '[') {
         h0 = ++p;
         while (*p && *p != ']') {
-            if (!s_host6_char((unsigned char)*p)) { s_err(err, errlen, "%s: bad IPv6 host", s); return -1; }
+            if (!s_host6_char((unsigned char)*p)) { net_errf(err, errlen, "%s: bad IPv6 host", s); return -1; }
             p++;
         }
-        if (*p != ']') { s_err(err, errlen, "%s: missing ] after IPv6 host", s); return -1; }
+        if (*p != ']') { net_errf(err, errlen, "%s: missing ] after IPv6 host", s); return -1; }
         h1 = p++;
     } else {
         h0 = p;
         if (*p == '*') p++;
         else while (*p && *p != ':' && *p != '/') {
-            if (!s_host_char((unsigned char)*p)) { s_err(err, errlen, "%s: bad character in host", s); return -1; }
+            if (!s_host_char((unsigned char)*p)) { net_errf(err, errlen, "%s: bad character in host", s); return -1; }
             p++;
         }
         h1 = p;
     }
-    if (h1 == h0) { s_err(err, errlen, "%s: missing host (expected HOST:PORT)", s); return -1; }
-    if ((size_t)(h1 - h0) >= hostlen) { s_err(err, errlen, "%s: host too long", s); return -1; }
-    if (*p != ':') { s_err(err, errlen, "%s: missing :PORT (expected HOST:PORT)", s); return -1; }
+    if (h1 == h0) { net_errf(err, errlen, "%s: missing host (expected HOST:PORT)", s); return -1; }
+    if ((size_t)(h1 - h0) >= hostlen) { net_errf(err, errlen, "%s: host too long", s); return -1; }
+    if (*p != ':') { net_errf(err, errlen, "%s: missing :PORT (expected HOST:PORT)", s); return -1; }
     p++;
-    if (!isdigit((unsigned char)*p)) { s_err(err, errlen, "%s: port is not a number", s); return -1; }
+    if (!isdigit((unsigned char)*p)) { net_errf(err, errlen, "%s: port is not a number", s); return -1; }
     long v = 0;
     while (isdigit((unsigned char)*p)) {
         if (v < 100000) v = v * 10 + (*p - '0');
         p++;
     }
-    if (v > 65535 || (v == 0 && !allow_port0)) { s_err(err, errlen, "%s: port out of range", s); return -1; }
+    if (v > 65535 || (v == 0 && !allow_port0)) { net_errf(err, errlen, "%s: port out of range", s); return -1; }
     memcpy(host, h0, (size_t)(h1 - h0));
     host[h1 - h0] = '\0';
     *port = (int)v;
@@ -283,7 +274,7 @@ int hostport_parse(const char *s, char *host, size_t hostlen, int *port,
     const char *rest;
     if (s_parse_hostport(s, host, hostlen, port, allow_port0, &rest, err, errlen)) return -1;
     if (*rest) {
-        s_err(err, errlen, "%s: unexpected text after the port (expected HOST:PORT)", s);
+        net_errf(err, errlen, "%s: unexpected text after the port (expected HOST:PORT)", s);
         return -1;
     }
     return 0;
@@ -295,12 +286,12 @@ int addr_parse(const char *s, char *host, size_t hostlen, int *port,
     const char *rest;
     if (s_parse_hostport(s, host, hostlen, port, 0, &rest, err, errlen)) return -1;
     if (*rest == '\0') {
-        s_err(err, errlen, "%s: missing /KEY part (expected HOST:PORT/KEY)", s);
+        net_errf(err, errlen, "%s: missing /KEY part (expected HOST:PORT/KEY)", s);
         return -1;
     }
-    if (*rest != '/') { s_err(err, errlen, "%s: port is not a number", s); return -1; }
+    if (*rest != '/') { net_errf(err, errlen, "%s: port is not a number", s); return -1; }
     if (key_from_z85(pubkey, rest + 1) != 0) {
-        s_err(err, errlen, "%s: key is not 40 Z85 characters", s);
+        net_errf(err, errlen, "%s: key is not 40 Z85 characters", s);
         return -1;
     }
     return 0;

@@ -23,6 +23,10 @@ typedef struct {
     char sec_z85[KEY_Z85_LEN + 1];  /* sec in Z85, NUL-terminated */
 } keypair_t;
 
+/* Initialises libsodium (any number of times, from any thread).  0, or -1
+ * with a reason in err. */
+int keys_sodium(char *err, size_t errlen);
+
 /* Makes a fresh random keypair.  Returns 0, or -1 with a reason in err
  * (libsodium could not initialise). */
 int keypair_generate(keypair_t *kp, char *err, size_t errlen);

@@ -5,11 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void s_err(char *err, size_t errlen, const char *why)
-{
-    if (err && errlen) snprintf(err, errlen, "%s", why);
-}
-
 int relay_key(uint8_t key[32], const uint8_t pub[32], const uint8_t sec[32])
 {
     if (sodium_init() < 0) return -1;
@@ -59,22 +54,22 @@ int relay_parse(relay_msg_t *out, const uint8_t *plain, size_t len, char *err, s
     out->seq = rbuf_get_u64(&r);
     uint8_t hdr[WIRE_HDR_LEN];
     rbuf_get_raw(&r, hdr, WIRE_HDR_LEN);
-    if (rbuf_error(&r)) { s_err(err, errlen, "relayed message truncated"); return -1; }
-    if (version != RELAY_VERSION) { s_err(err, errlen, "relayed message of another version"); return -1; }
-    if (nf > TRANSPORT_MAX_FRAMES) { s_err(err, errlen, "relayed message with too many frames"); return -1; }
+    if (rbuf_error(&r)) { net_errf(err, errlen, "relayed message truncated"); return -1; }
+    if (version != RELAY_VERSION) { net_errf(err, errlen, "relayed message of another version"); return -1; }
+    if (nf > TRANSPORT_MAX_FRAMES) { net_errf(err, errlen, "relayed message with too many frames"); return -1; }
     char herr[96];
     if (wire_hdr_decode(&out->hdr, hdr, WIRE_HDR_LEN, herr, sizeof herr) < 0) {
-        s_err(err, errlen, "relayed message with a bad header");
+        net_errf(err, errlen, "relayed message with a bad header");
         return -1;
     }
     for (int i = 0; i < nf; i++) {
         size_t n = 0;
         const uint8_t *p = rbuf_get_bytes(&r, len, &n);
-        if (!p) { s_err(err, errlen, "relayed frame truncated"); return -1; }
+        if (!p) { net_errf(err, errlen, "relayed frame truncated"); return -1; }
         out->frame[i] = p;
         out->len[i] = n;
     }
-    if (rbuf_remaining(&r) != 0) { s_err(err, errlen, "bytes after the relayed frames"); return -1; }
+    if (rbuf_remaining(&r) != 0) { net_errf(err, errlen, "bytes after the relayed frames"); return -1; }
     out->nframes = nf;
     return 0;
 }
@@ -83,10 +78,10 @@ int relay_open(relay_msg_t *out, uint8_t *plain, const uint8_t *in, size_t len, 
                char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (len < RELAY_NONCE + RELAY_TAG + RELAY_PLAIN_FIXED) { s_err(err, errlen, "relayed envelope too short"); return -1; }
+    if (len < RELAY_NONCE + RELAY_TAG + RELAY_PLAIN_FIXED) { net_errf(err, errlen, "relayed envelope too short"); return -1; }
     size_t plen = len - RELAY_NONCE - RELAY_TAG;
     if (crypto_box_open_easy_afternm(plain, in + RELAY_NONCE, len - RELAY_NONCE, in, key) != 0) {
-        s_err(err, errlen, "relayed envelope does not open (altered, or not sealed for us by its sender)");
+        net_errf(err, errlen, "relayed envelope does not open (altered, or not sealed for us by its sender)");
         return -1;
     }
     return relay_parse(out, plain, plen, err, errlen);

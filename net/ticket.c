@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,45 +14,12 @@
 #define S_ANNOUNCE_SIGNED 184  /* announcement bytes covered by the signature */
 #define S_PATH_MAX 4096
 
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static int s_sodium(char *err, size_t errlen)
-{
-    if (sodium_init() < 0) {
-        s_err(err, errlen, "libsodium could not be initialised");
-        return -1;
-    }
-    return 0;
-}
-
-static void s_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void s_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void s_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint16_t s_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t s_rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static uint64_t s_rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 /* ---- files ---- */
 
 static int s_path(char *out, const char *dir, const char *name, char *err, size_t errlen)
 {
     if (snprintf(out, S_PATH_MAX, "%s/%s", dir, name) >= S_PATH_MAX) {
-        s_err(err, errlen, "%s: path too long", dir);
+        net_errf(err, errlen, "%s: path too long", dir);
         return -1;
     }
     return 0;
@@ -71,7 +37,7 @@ static int s_read_hex32(const char *path, uint8_t out[32], int secret, char *err
     sodium_memzero(text, sizeof text);
     if (!ok) {
         sodium_memzero(out, 32);
-        s_err(err, errlen, "%s: does not hold a 64-digit hex key", path);
+        net_errf(err, errlen, "%s: does not hold a 64-digit hex key", path);
         return -1;
     }
     return 0;
@@ -82,9 +48,9 @@ static int s_read_hex32(const char *path, uint8_t out[32], int secret, char *err
 int owner_keys_generate(owner_keys_t *k, char *err, size_t errlen)
 {
     memset(k, 0, sizeof *k);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     if (crypto_sign_keypair(k->pub, k->sec) != 0) {
-        s_err(err, errlen, "cannot make a signing keypair");
+        net_errf(err, errlen, "cannot make a signing keypair");
         return -1;
     }
     return 0;
@@ -99,9 +65,9 @@ void owner_pub_to_hex(char out[OWNER_PUB_HEX_LEN + 1], const uint8_t pub[32])
 
 int owner_keys_save(const owner_keys_t *k, const char *dir, char *err, size_t errlen)
 {
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        s_err(err, errlen, "cannot create directory %s: %s", dir, strerror(errno));
+        net_errf(err, errlen, "cannot create directory %s: %s", dir, strerror(errno));
         return -1;
     }
     char path[S_PATH_MAX], line[2 * 32 + 2];
@@ -120,7 +86,7 @@ int owner_keys_save(const owner_keys_t *k, const char *dir, char *err, size_t er
 int owner_keys_load(owner_keys_t *k, const char *dir, char *err, size_t errlen)
 {
     memset(k, 0, sizeof *k);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     char path[S_PATH_MAX];
     uint8_t seed[32];
     if (s_path(path, dir, "owner.sign", err, errlen)) return -1;
@@ -128,7 +94,7 @@ int owner_keys_load(owner_keys_t *k, const char *dir, char *err, size_t errlen)
     int rc = crypto_sign_seed_keypair(k->pub, k->sec, seed);
     sodium_memzero(seed, sizeof seed);
     if (rc != 0) {
-        s_err(err, errlen, "%s: not a usable signing key", path);
+        net_errf(err, errlen, "%s: not a usable signing key", path);
         owner_keys_wipe(k);
         return -1;
     }
@@ -138,7 +104,7 @@ int owner_keys_load(owner_keys_t *k, const char *dir, char *err, size_t errlen)
     if (rc == 1) return 0;   /* optional: derived above */
     if (rc < 0) { owner_keys_wipe(k); return -1; }
     if (sodium_memcmp(pub, k->pub, 32) != 0) {
-        s_err(err, errlen, "%s does not match the public key of %s/owner.sign", path, dir);
+        net_errf(err, errlen, "%s does not match the public key of %s/owner.sign", path, dir);
         owner_keys_wipe(k);
         return -1;
     }
@@ -157,7 +123,7 @@ int owner_keys_ensure(const char *dir, char *err, size_t errlen)
         return rc < 0 ? -1 : 0;
     }
     if (errno != ENOENT) {
-        s_err(err, errlen, "cannot look at %s: %s", path, strerror(errno));
+        net_errf(err, errlen, "cannot look at %s: %s", path, strerror(errno));
         return -1;
     }
     if (owner_keys_generate(&k, err, errlen) < 0) return -1;
@@ -168,7 +134,7 @@ int owner_keys_ensure(const char *dir, char *err, size_t errlen)
 
 int owner_pub_parse(uint8_t pub[32], const char *text, char *err, size_t errlen)
 {
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     size_t n = strlen(text), bin_len = 0;
     if (n == OWNER_PUB_HEX_LEN
         && sodium_hex2bin(pub, 32, text, n, NULL, &bin_len, NULL) == 0 && bin_len == 32)
@@ -176,7 +142,7 @@ int owner_pub_parse(uint8_t pub[32], const char *text, char *err, size_t errlen)
     struct stat st;
     char path[S_PATH_MAX];
     if (stat(text, &st) != 0) {
-        s_err(err, errlen, "%s: neither 64 hex digits nor an owner.pub file or key directory", text);
+        net_errf(err, errlen, "%s: neither 64 hex digits nor an owner.pub file or key directory", text);
         return -1;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -192,11 +158,11 @@ int owner_pub_parse(uint8_t pub[32], const char *text, char *err, size_t errlen)
 void ticket_encode(uint8_t out[TICKET_LEN], const ticket_t *t)
 {
     memset(out, 0, TICKET_LEN);
-    s_le32(out, TICKET_MAGIC);
+    le_put32(out, TICKET_MAGIC);
     out[4] = t->version;
     memcpy(out + 8, t->owner, 32);
     memcpy(out + 40, t->peer, 32);
-    s_le64(out + 72, t->expires);
+    le_put64(out + 72, t->expires);
     memcpy(out + 80, t->sig, 64);
 }
 
@@ -204,19 +170,19 @@ int ticket_decode(ticket_t *t, const uint8_t *buf, size_t len, char *err, size_t
 {
     memset(t, 0, sizeof *t);
     if (len != TICKET_LEN) {
-        s_err(err, errlen, "not a ticket: %zu bytes, expected %d", len, TICKET_LEN);
+        net_errf(err, errlen, "not a ticket: %zu bytes, expected %d", len, TICKET_LEN);
         return -1;
     }
-    if (s_rd32(buf) != TICKET_MAGIC) { s_err(err, errlen, "not a ticket: bad magic"); return -1; }
+    if (le_get32(buf) != TICKET_MAGIC) { net_errf(err, errlen, "not a ticket: bad magic"); return -1; }
     if (buf[4] != TICKET_VERSION) {
-        s_err(err, errlen, "ticket version %u not supported (expected %d)", (unsigned)buf[4], TICKET_VERSION);
+        net_errf(err, errlen, "ticket version %u not supported (expected %d)", (unsigned)buf[4], TICKET_VERSION);
         return -1;
     }
-    if (buf[5] | buf[6] | buf[7]) { s_err(err, errlen, "not a ticket: reserved bytes set"); return -1; }
+    if (buf[5] | buf[6] | buf[7]) { net_errf(err, errlen, "not a ticket: reserved bytes set"); return -1; }
     t->version = buf[4];
     memcpy(t->owner, buf + 8, 32);
     memcpy(t->peer, buf + 40, 32);
-    t->expires = s_rd64(buf + 72);
+    t->expires = le_get64(buf + 72);
     memcpy(t->sig, buf + 80, 64);
     return 0;
 }
@@ -225,7 +191,7 @@ int ticket_issue(ticket_t *t, const owner_keys_t *owner, const uint8_t peer_pub[
                  uint64_t expires, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     t->version = TICKET_VERSION;
     memcpy(t->owner, owner->pub, 32);
     memcpy(t->peer, peer_pub, 32);
@@ -233,7 +199,7 @@ int ticket_issue(ticket_t *t, const owner_keys_t *owner, const uint8_t peer_pub[
     uint8_t buf[TICKET_LEN];
     ticket_encode(buf, t);
     if (crypto_sign_detached(t->sig, NULL, buf, S_TICKET_SIGNED, owner->sec) != 0) {
-        s_err(err, errlen, "cannot sign the ticket");
+        net_errf(err, errlen, "cannot sign the ticket");
         return -1;
     }
     return 0;
@@ -250,12 +216,12 @@ void ticket_encode_text(char out[TICKET_TEXT_LEN + 1], const ticket_t *t)
 int ticket_decode_text(ticket_t *t, const char *text, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     while (isspace((unsigned char)*text)) text++;
     size_t n = strlen(text);
     while (n > 0 && isspace((unsigned char)text[n - 1])) n--;
     if (n != TICKET_TEXT_LEN) {
-        s_err(err, errlen, "not a ticket: %zu characters, expected %d", n, TICKET_TEXT_LEN);
+        net_errf(err, errlen, "not a ticket: %zu characters, expected %d", n, TICKET_TEXT_LEN);
         return -1;
     }
     /* check the alphabet first: libsodium 1.0.18 maps some bytes >= 0x80 to
@@ -263,7 +229,7 @@ int ticket_decode_text(ticket_t *t, const char *text, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)text[i];
         if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) && c != '-' && c != '_') {
-            s_err(err, errlen, "not a ticket: not URL-safe base64");
+            net_errf(err, errlen, "not a ticket: not URL-safe base64");
             return -1;
         }
     }
@@ -273,7 +239,7 @@ int ticket_decode_text(ticket_t *t, const char *text, char *err, size_t errlen)
     if (sodium_base642bin(buf, sizeof buf, text, n, NULL, &bin_len, &end,
                           sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0
         || bin_len != TICKET_LEN || end != text + n) {
-        s_err(err, errlen, "not a ticket: not URL-safe base64");
+        net_errf(err, errlen, "not a ticket: not URL-safe base64");
         return -1;
     }
     return ticket_decode(t, buf, bin_len, err, errlen);
@@ -282,24 +248,24 @@ int ticket_decode_text(ticket_t *t, const char *text, char *err, size_t errlen)
 int ticket_verify(const ticket_t *t, const uint8_t owner_pub[32], const uint8_t peer_pub[32],
                   uint64_t now, char *err, size_t errlen)
 {
-    if (s_sodium(err, errlen)) return -1;
-    if (t->version != TICKET_VERSION) { s_err(err, errlen, "ticket version not supported"); return -1; }
+    if (keys_sodium(err, errlen)) return -1;
+    if (t->version != TICKET_VERSION) { net_errf(err, errlen, "ticket version not supported"); return -1; }
     if (sodium_memcmp(t->owner, owner_pub, 32) != 0) {
-        s_err(err, errlen, "ticket from another owner");
+        net_errf(err, errlen, "ticket from another owner");
         return -1;
     }
     uint8_t buf[TICKET_LEN];
     ticket_encode(buf, t);
     if (crypto_sign_verify_detached(t->sig, buf, S_TICKET_SIGNED, owner_pub) != 0) {
-        s_err(err, errlen, "bad ticket signature");
+        net_errf(err, errlen, "bad ticket signature");
         return -1;
     }
     if (sodium_memcmp(t->peer, peer_pub, 32) != 0) {
-        s_err(err, errlen, "ticket for another peer key");
+        net_errf(err, errlen, "ticket for another peer key");
         return -1;
     }
     if (t->expires != 0 && now >= t->expires) {
-        s_err(err, errlen, "ticket expired");
+        net_errf(err, errlen, "ticket expired");
         return -1;
     }
     return 0;
@@ -319,12 +285,12 @@ static void s_clamp(uint8_t k[32], const uint8_t sec[32])
 void announce_encode(uint8_t out[ANNOUNCE_LEN], const announce_t *a)
 {
     memset(out, 0, ANNOUNCE_LEN);
-    s_le32(out, ANNOUNCE_MAGIC);
+    le_put32(out, ANNOUNCE_MAGIC);
     out[4] = ANNOUNCE_VERSION;
     out[5] = a->flags;
-    s_le16(out + 6, (uint16_t)a->stage);
-    s_le64(out + 8, a->id);
-    s_le64(out + 16, a->seq);
+    le_put16(out + 6, (uint16_t)a->stage);
+    le_put64(out + 8, a->id);
+    le_put64(out + 16, a->seq);
     memcpy(out + 24, a->pubkey, 32);
     memcpy(out + 56, a->sign_pub, 32);
     size_t n = strnlen(a->addr, PEER_ADDR_MAX - 1);
@@ -384,14 +350,14 @@ int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
                   const keypair_t *kp, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     if (memcmp(self->pubkey, kp->pub, 32) != 0 || self->id != node_id_from_pubkey(kp->pub)) {
-        s_err(err, errlen, "announcement: the record is not this node's");
+        net_errf(err, errlen, "announcement: the record is not this node's");
         return -1;
     }
     size_t n = strnlen(self->addr, PEER_ADDR_MAX);
-    if (n == 0 || n >= PEER_ADDR_MAX) { s_err(err, errlen, "announcement: bad address"); return -1; }
-    if (self->stage < -1) { s_err(err, errlen, "announcement: bad stage"); return -1; }
+    if (n == 0 || n >= PEER_ADDR_MAX) { net_errf(err, errlen, "announcement: bad address"); return -1; }
+    if (self->stage < -1) { net_errf(err, errlen, "announcement: bad stage"); return -1; }
     a->stage = self->stage;
     a->flags = (uint8_t)(self->flags & PEER_FLAGS_KNOWN);
     a->id = self->id;
@@ -407,7 +373,7 @@ int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
     }
     sodium_memzero(k, sizeof k);
     if (rc != 0) {
-        s_err(err, errlen, "announcement: cannot sign with this node key");
+        net_errf(err, errlen, "announcement: cannot sign with this node key");
         memset(a, 0, sizeof *a);
         return -1;
     }
@@ -418,12 +384,12 @@ int announce_sign(announce_t *a, const peer_info_t *self, uint64_t seq,
  * cryptography).  NULL, or the reason it is malformed. */
 static const char *s_announce_parse(announce_t *a, const uint8_t *buf)
 {
-    if (s_rd32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || (buf[5] & ~PEER_FLAGS_KNOWN) != 0)
+    if (le_get32(buf) != ANNOUNCE_MAGIC || buf[4] != ANNOUNCE_VERSION || (buf[5] & ~PEER_FLAGS_KNOWN) != 0)
         return "bad magic or version";
-    a->stage = (int16_t)s_rd16(buf + 6);
+    a->stage = (int16_t)le_get16(buf + 6);
     a->flags = buf[5];
-    a->id = s_rd64(buf + 8);
-    a->seq = s_rd64(buf + 16);
+    a->id = le_get64(buf + 8);
+    a->seq = le_get64(buf + 16);
     memcpy(a->pubkey, buf + 24, 32);
     memcpy(a->sign_pub, buf + 56, 32);
     memcpy(a->sig, buf + 184, 64);
@@ -453,15 +419,15 @@ static const char *s_announce_crypto(const announce_t *a, const uint8_t *buf)
 static int s_announce_read(announce_t *a, const uint8_t *buf, size_t len, int crypto, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     if (len != ANNOUNCE_LEN) {
-        s_err(err, errlen, "announcement of %zu bytes, expected %d", len, ANNOUNCE_LEN);
+        net_errf(err, errlen, "announcement of %zu bytes, expected %d", len, ANNOUNCE_LEN);
         return -1;
     }
     const char *why = s_announce_parse(a, buf);
     if (!why && crypto) why = s_announce_crypto(a, buf);
     if (why) {
-        s_err(err, errlen, "announcement: %s", why);
+        net_errf(err, errlen, "announcement: %s", why);
         memset(a, 0, sizeof *a);
         return -1;
     }
@@ -480,7 +446,7 @@ int announce_decode(announce_t *a, const uint8_t *buf, size_t len, char *err, si
 
 uint64_t announce_seq_of(const uint8_t *buf)
 {
-    return s_rd64(buf + 16);
+    return le_get64(buf + 16);
 }
 
 int announce_matches(const announce_t *a, const peer_info_t *p)
@@ -496,33 +462,33 @@ int announce_matches(const announce_t *a, const peer_info_t *p)
 int done_sign(uint8_t out[DONE_LEN], uint64_t run, uint64_t completed, const keypair_t *kp, char *err, size_t errlen)
 {
     memset(out, 0, DONE_LEN);
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     uint8_t k[32];
-    s_le32(out, DONE_MAGIC);
-    s_le64(out + 4, run);
-    s_le64(out + 12, completed);
-    s_le64(out + 20, node_id_from_pubkey(kp->pub));
+    le_put32(out, DONE_MAGIC);
+    le_put64(out + 4, run);
+    le_put64(out + 12, completed);
+    le_put64(out + 20, node_id_from_pubkey(kp->pub));
     memcpy(out + 28, kp->pub, 32);
     int rc = s_edwards_key(k, out + 60, kp);
     if (rc == 0) rc = s_sign_scalar(out + 92, out, S_DONE_SIGNED, k, out + 60);
     sodium_memzero(k, sizeof k);
-    if (rc != 0) { s_err(err, errlen, "completion: cannot sign with this node key"); memset(out, 0, DONE_LEN); return -1; }
+    if (rc != 0) { net_errf(err, errlen, "completion: cannot sign with this node key"); memset(out, 0, DONE_LEN); return -1; }
     return 0;
 }
 
 int done_verify(const uint8_t *buf, size_t len, uint64_t run, uint64_t *signer, char *err, size_t errlen)
 {
-    if (s_sodium(err, errlen)) return -1;
+    if (keys_sodium(err, errlen)) return -1;
     const char *why = NULL;
     uint8_t curve[32];
     if (len != DONE_LEN) why = "wrong length";
-    else if (s_rd32(buf) != DONE_MAGIC) why = "bad magic";
-    else if (s_rd64(buf + 4) != run) why = "another run";
-    else if (s_rd64(buf + 20) != node_id_from_pubkey(buf + 28)) why = "id does not match its key";
+    else if (le_get32(buf) != DONE_MAGIC) why = "bad magic";
+    else if (le_get64(buf + 4) != run) why = "another run";
+    else if (le_get64(buf + 20) != node_id_from_pubkey(buf + 28)) why = "id does not match its key";
     else if (crypto_sign_ed25519_pk_to_curve25519(curve, buf + 60) != 0 || sodium_memcmp(curve, buf + 28, 32) != 0)
         why = "signing key is not the node key";
     else if (crypto_sign_verify_detached(buf + 92, buf, S_DONE_SIGNED, buf + 60) != 0) why = "bad signature";
-    if (why) { s_err(err, errlen, "completion proof: %s", why); return -1; }
-    *signer = s_rd64(buf + 20);
+    if (why) { net_errf(err, errlen, "completion proof: %s", why); return -1; }
+    *signer = le_get64(buf + 20);
     return 0;
 }

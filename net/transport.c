@@ -6,7 +6,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,15 +81,6 @@ struct transport_t {
     int retry_soon;           /* a due message met a full queue */
     transport_stats_t st;     /* counters */
 };
-
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int64_t s_now_us(void)
 {
@@ -188,14 +178,14 @@ static int s_open_listener(transport_t *self, char *err, size_t errlen)
     char ep[400];
     int zero = 0, one = 1, ipv6 = strchr(o->listen_host, ':') != NULL;
     self->ctx = zmq_ctx_new();
-    if (!self->ctx) { s_err(err, errlen, "cannot create a ZeroMQ context: %s", zmq_strerror(errno)); return -1; }
+    if (!self->ctx) { net_errf(err, errlen, "cannot create a ZeroMQ context: %s", zmq_strerror(errno)); return -1; }
     zmq_ctx_set(self->ctx, ZMQ_IO_THREADS, 1);
 
     /* the ZAP handler first, so no client can be handled without it */
     self->zap = zmq_socket(self->ctx, ZMQ_REP);
     if (!self->zap || zmq_setsockopt(self->zap, ZMQ_LINGER, &zero, sizeof zero) ||
         zmq_bind(self->zap, ZAP_ENDPOINT)) {
-        s_err(err, errlen, "cannot start the ZAP handler: %s", zmq_strerror(errno));
+        net_errf(err, errlen, "cannot start the ZAP handler: %s", zmq_strerror(errno));
         return -1;
     }
 
@@ -205,7 +195,7 @@ static int s_open_listener(transport_t *self, char *err, size_t errlen)
         zmq_setsockopt(self->router, ZMQ_CURVE_SERVER, &one, sizeof one) ||
         zmq_setsockopt(self->router, ZMQ_CURVE_SECRETKEY, self->keys.sec, 32) ||
         zmq_setsockopt(self->router, ZMQ_ZAP_DOMAIN, "brigade", 7)) {
-        s_err(err, errlen, "cannot set up the listening socket: %s", zmq_strerror(errno));
+        net_errf(err, errlen, "cannot set up the listening socket: %s", zmq_strerror(errno));
         return -1;
     }
     int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
@@ -213,14 +203,14 @@ static int s_open_listener(transport_t *self, char *err, size_t errlen)
     if (zmq_socket_monitor(self->router, MON_ENDPOINT, events) != 0 || !self->mon ||
         zmq_setsockopt(self->mon, ZMQ_LINGER, &zero, sizeof zero) ||
         zmq_connect(self->mon, MON_ENDPOINT) != 0) {
-        s_err(err, errlen, "cannot monitor the listening socket: %s", zmq_strerror(errno));
+        net_errf(err, errlen, "cannot monitor the listening socket: %s", zmq_strerror(errno));
         return -1;
     }
     s_endpoint(ep, sizeof ep, o->listen_host, o->listen_port);
     if (zmq_bind(self->router, ep) != 0) {
         char hp[300];
         hostport_format(hp, sizeof hp, o->listen_host, o->listen_port);
-        s_err(err, errlen, "cannot listen on %s: %s", hp, zmq_strerror(errno));
+        net_errf(err, errlen, "cannot listen on %s: %s", hp, zmq_strerror(errno));
         return -1;
     }
     char last[400];
@@ -239,11 +229,11 @@ transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errle
 {
     assert(opts && opts->keys);
     if (!zmq_has("curve")) {
-        s_err(err, errlen, "this libzmq was built without CURVE security");
+        net_errf(err, errlen, "this libzmq was built without CURVE security");
         return NULL;
     }
     transport_t *self = calloc(1, sizeof *self);
-    if (!self) { s_err(err, errlen, "out of memory"); return NULL; }
+    if (!self) { net_errf(err, errlen, "out of memory"); return NULL; }
     self->wakefd = -1;
     self->o = *opts;
     transport_opts_t *o = &self->o;
@@ -253,7 +243,7 @@ transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errle
     self->down = linkemu_queue(o->emu_downlink_mbit);
     self->flow = calloc(2, sizeof *self->flow);            /* the replies and the acknowledgements */
     self->flow_left = calloc(2, sizeof *self->flow_left);
-    if (!self->flow || !self->flow_left) { s_err(err, errlen, "out of memory"); goto fail; }
+    if (!self->flow || !self->flow_left) { net_errf(err, errlen, "out of memory"); goto fail; }
     self->rng = o->emu_seed ^ 0x5DEECE66Dull;
     self->keys = *opts->keys;
     self->id = node_id_from_pubkey(self->keys.pub);
@@ -263,7 +253,7 @@ transport_t *transport_new(const transport_opts_t *opts, char *err, size_t errle
     self->reply.sock = self->router;
 
     self->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (self->wakefd < 0) { s_err(err, errlen, "eventfd: %s", strerror(errno)); goto fail; }
+    if (self->wakefd < 0) { net_errf(err, errlen, "eventfd: %s", strerror(errno)); goto fail; }
     return self;
 fail:
     transport_destroy(&self);
@@ -352,9 +342,9 @@ static int s_claim_link(transport_t *self)
 int transport_connect(transport_t *self, const char *host, int port,
                       const uint8_t server_pub[32], char *err, size_t errlen)
 {
-    if (port <= 0 || port > 65535) { s_err(err, errlen, "%s:%d: port out of range", host, port); return -1; }
+    if (port <= 0 || port > 65535) { net_errf(err, errlen, "%s:%d: port out of range", host, port); return -1; }
     int link = s_claim_link(self);   /* stays closed (reusable) if anything below fails */
-    if (link < 0) { s_err(err, errlen, "out of memory"); return -1; }
+    if (link < 0) { net_errf(err, errlen, "out of memory"); return -1; }
     int ipv6 = strchr(host, ':') != NULL;
     int rmax = self->o.reconnect_ivl_ms * 20;
     void *sock = zmq_socket(self->ctx, ZMQ_DEALER);
@@ -364,14 +354,14 @@ int transport_connect(transport_t *self, const char *host, int port,
         zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server_pub, 32) ||
         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, self->keys.pub, 32) ||
         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, self->keys.sec, 32)) {
-        s_err(err, errlen, "cannot set up a link socket: %s", zmq_strerror(errno));
+        net_errf(err, errlen, "cannot set up a link socket: %s", zmq_strerror(errno));
         if (sock) zmq_close(sock);
         return -1;
     }
     char ep[400];
     s_endpoint(ep, sizeof ep, host, port);
     if (zmq_connect(sock, ep) != 0) {
-        s_err(err, errlen, "cannot connect to %s: %s", ep + 6, zmq_strerror(errno));
+        net_errf(err, errlen, "cannot connect to %s: %s", ep + 6, zmq_strerror(errno));
         zmq_close(sock);
         return -1;
     }

@@ -9,30 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
+void net_errf(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-}
-
-static void s_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void s_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void s_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint16_t s_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t s_rd32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t s_rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
 }
 
 void wire_hdr_init(wire_hdr_t *h, wire_type_t type)
@@ -46,45 +29,45 @@ void wire_hdr_init(wire_hdr_t *h, wire_type_t type)
 
 void wire_hdr_encode(uint8_t *out, const wire_hdr_t *h)
 {
-    s_le32(out + 0, h->magic);
-    s_le16(out + 4, h->version);
-    s_le16(out + 6, h->type);
-    s_le64(out + 8, h->run);
-    s_le64(out + 16, h->sender);
-    s_le64(out + 24, h->mb);
-    s_le16(out + 32, h->stage);
-    s_le32(out + 34, h->wversion);
-    s_le32(out + 38, h->flags);
+    le_put32(out + 0, h->magic);
+    le_put16(out + 4, h->version);
+    le_put16(out + 6, h->type);
+    le_put64(out + 8, h->run);
+    le_put64(out + 16, h->sender);
+    le_put64(out + 24, h->mb);
+    le_put16(out + 32, h->stage);
+    le_put32(out + 34, h->wversion);
+    le_put32(out + 38, h->flags);
 }
 
 int wire_hdr_decode(wire_hdr_t *h, const uint8_t *buf, size_t len,
                     char *err, size_t errlen)
 {
     if (len != WIRE_HDR_LEN) {
-        s_err(err, errlen, "header is %zu bytes, expected %d", len, WIRE_HDR_LEN);
+        net_errf(err, errlen, "header is %zu bytes, expected %d", len, WIRE_HDR_LEN);
         return -1;
     }
-    h->magic = s_rd32(buf + 0);
+    h->magic = le_get32(buf + 0);
     if (h->magic != WIRE_MAGIC) {
-        s_err(err, errlen, "bad magic 0x%08x", (unsigned)h->magic);
+        net_errf(err, errlen, "bad magic 0x%08x", (unsigned)h->magic);
         return -1;
     }
-    h->version = s_rd16(buf + 4);
+    h->version = le_get16(buf + 4);
     if (h->version != WIRE_VERSION) {
-        s_err(err, errlen, "protocol version %u, expected %d", (unsigned)h->version, WIRE_VERSION);
+        net_errf(err, errlen, "protocol version %u, expected %d", (unsigned)h->version, WIRE_VERSION);
         return -1;
     }
-    h->type = s_rd16(buf + 6);
+    h->type = le_get16(buf + 6);
     if (h->type == 0 || h->type >= WIRE_TYPE_END) {
-        s_err(err, errlen, "unknown message type %u", (unsigned)h->type);
+        net_errf(err, errlen, "unknown message type %u", (unsigned)h->type);
         return -1;
     }
-    h->run = s_rd64(buf + 8);
-    h->sender = s_rd64(buf + 16);
-    h->mb = s_rd64(buf + 24);
-    h->stage = s_rd16(buf + 32);
-    h->wversion = s_rd32(buf + 34);
-    h->flags = s_rd32(buf + 38);
+    h->run = le_get64(buf + 8);
+    h->sender = le_get64(buf + 16);
+    h->mb = le_get64(buf + 24);
+    h->stage = le_get16(buf + 32);
+    h->wversion = le_get32(buf + 34);
+    h->flags = le_get32(buf + 38);
     return 0;
 }
 
@@ -159,9 +142,9 @@ static uint8_t *s_reserve(wbuf_t *w, size_t n)
 }
 
 void wbuf_put_u8(wbuf_t *w, uint8_t v) { uint8_t *p = s_reserve(w, 1); if (p) p[0] = v; }
-void wbuf_put_u16(wbuf_t *w, uint16_t v) { uint8_t *p = s_reserve(w, 2); if (p) s_le16(p, v); }
-void wbuf_put_u32(wbuf_t *w, uint32_t v) { uint8_t *p = s_reserve(w, 4); if (p) s_le32(p, v); }
-void wbuf_put_u64(wbuf_t *w, uint64_t v) { uint8_t *p = s_reserve(w, 8); if (p) s_le64(p, v); }
+void wbuf_put_u16(wbuf_t *w, uint16_t v) { uint8_t *p = s_reserve(w, 2); if (p) le_put16(p, v); }
+void wbuf_put_u32(wbuf_t *w, uint32_t v) { uint8_t *p = s_reserve(w, 4); if (p) le_put32(p, v); }
+void wbuf_put_u64(wbuf_t *w, uint64_t v) { uint8_t *p = s_reserve(w, 8); if (p) le_put64(p, v); }
 
 void wbuf_put_f32(wbuf_t *w, float v)
 {
@@ -218,9 +201,9 @@ static const uint8_t *s_take(rbuf_t *r, size_t n)
 }
 
 uint8_t rbuf_get_u8(rbuf_t *r) { const uint8_t *p = s_take(r, 1); return p ? p[0] : 0; }
-uint16_t rbuf_get_u16(rbuf_t *r) { const uint8_t *p = s_take(r, 2); return p ? s_rd16(p) : 0; }
-uint32_t rbuf_get_u32(rbuf_t *r) { const uint8_t *p = s_take(r, 4); return p ? s_rd32(p) : 0; }
-uint64_t rbuf_get_u64(rbuf_t *r) { const uint8_t *p = s_take(r, 8); return p ? s_rd64(p) : 0; }
+uint16_t rbuf_get_u16(rbuf_t *r) { const uint8_t *p = s_take(r, 2); return p ? le_get16(p) : 0; }
+uint32_t rbuf_get_u32(rbuf_t *r) { const uint8_t *p = s_take(r, 4); return p ? le_get32(p) : 0; }
+uint64_t rbuf_get_u64(rbuf_t *r) { const uint8_t *p = s_take(r, 8); return p ? le_get64(p) : 0; }
 
 float rbuf_get_f32(rbuf_t *r)
 {
@@ -301,9 +284,9 @@ int peers_decode(rbuf_t *r, peer_info_t *out, int max, int *n,
 {
     *n = 0;
     uint32_t count = rbuf_get_u32(r);
-    if (rbuf_error(r)) { s_err(err, errlen, "peer table truncated"); return -1; }
+    if (rbuf_error(r)) { net_errf(err, errlen, "peer table truncated"); return -1; }
     if (max < 0 || count > (uint32_t)max) {
-        s_err(err, errlen, "peer table has %u records, at most %d allowed", (unsigned)count, max);
+        net_errf(err, errlen, "peer table has %u records, at most %d allowed", (unsigned)count, max);
         return -1;
     }
     for (uint32_t i = 0; i < count; i++) {
@@ -318,7 +301,7 @@ int peers_decode(rbuf_t *r, peer_info_t *out, int max, int *n,
         p->seen_ms = rbuf_get_u64(r);
         p->flags = 0;
         if (rbuf_error(r)) {
-            s_err(err, errlen, "peer record %u truncated or address too long", (unsigned)i);
+            net_errf(err, errlen, "peer record %u truncated or address too long", (unsigned)i);
             return -1;
         }
         const char *why = NULL;
@@ -328,7 +311,7 @@ int peers_decode(rbuf_t *r, peer_info_t *out, int max, int *n,
         else if (!isfinite(p->rtt_ms) || p->rtt_ms < 0) why = "bad rtt";
         else if (p->id != node_id_from_pubkey(p->pubkey)) why = "id does not match its key";
         if (why) {
-            s_err(err, errlen, "peer record %u: %s", (unsigned)i, why);
+            net_errf(err, errlen, "peer record %u: %s", (unsigned)i, why);
             return -1;
         }
     }

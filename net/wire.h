@@ -77,6 +77,22 @@ int wire_hdr_decode(wire_hdr_t *h, const uint8_t *buf, size_t len,
 /* "JOIN", "ACT", ... ; "?" for an unknown type. */
 const char *wire_type_name(int type);
 
+/* Little-endian fixed-width fields at p (the byte order of every format
+ * of net/): le_put* write 2, 4 or 8 bytes, le_get* read them. */
+static inline void le_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void le_put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline void le_put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline uint16_t le_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t le_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t le_get64(const uint8_t *p) { return (uint64_t)le_get32(p) | ((uint64_t)le_get32(p + 4) << 32); }
+
+/* Formats a one-line reason into err (errlen bytes, cut to fit); does
+ * nothing when err is NULL or errlen is 0.  The one error writer of net/. */
+void net_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ---- bounded writer ------------------------------------------------------
  * Grows a heap buffer up to max bytes, or fills a caller's fixed buffer.
  * Writing past the limit sets a sticky error and writes nothing more: check
