@@ -9,18 +9,20 @@ T=$(mktemp -d /tmp/brigade-schedule.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 SIM="--nodes 4 --stages 4 --steps 60 --micro 2 --latency-ms 20:50 --seed 4"
 
-# delays NAME FILE: "max_delay_max max_stash mismatches warnings micro_needed" over FILE's events
+# delays FILE: "max_delay_max max_stash mismatches warnings micro_needed updates" over FILE's events
+# (updates: the update events read; with none the maxima are 0 and prove nothing)
 delays() {
     python3 - "$1" <<'PY'
 import json, sys
-dmax = smax = mism = warn = need = 0
+dmax = smax = mism = warn = need = nup = 0
 for line in open(sys.argv[1]):
     e = json.loads(line)
     if e["event"] == "update":
+        nup += 1
         dmax = max(dmax, e.get("delay_max", 99)); smax = max(smax, e["stash"]); mism = max(mism, e.get("stash_mismatch", 99))
     elif e["event"] == "warning" and e.get("what") == "window":
         warn += 1; need = e["micro_needed"]
-print(dmax, smax, mism, warn, need)
+print(dmax, smax, mism, warn, need, nup)
 PY
 }
 
@@ -28,8 +30,8 @@ PY
 for D in 0 1 2; do
     "$BRIGADE" sim $SIM --max-delay "$D" --staleness none --metrics "$T/d$D.jsonl" >"$T/d$D.out" 2>&1; rc=$?
     set -- $(delays "$T/d$D.jsonl")
-    if [ $rc = 0 ] && [ "$1" = "$D" ]; then echo "ok - max-delay $D: largest delay seen $1 update(s), $(tail -n 1 "$T/d$D.out" | sed 's/^sim: //')"
-    else echo "FAIL - max-delay $D: exit $rc, largest delay seen '$1' (want exactly $D): $(tail -n 1 "$T/d$D.out")"; fi
+    if [ $rc = 0 ] && [ "$1" = "$D" ] && [ "${6:-0}" -ge 60 ]; then echo "ok - max-delay $D: largest delay seen $1 update(s) over $6 update events, $(tail -n 1 "$T/d$D.out" | sed 's/^sim: //')"
+    else echo "FAIL - max-delay $D: exit $rc, largest delay seen '$1' (want exactly $D) over '$6' update events (want >= 60): $(tail -n 1 "$T/d$D.out")"; fi
 done
 
 # 2. --staleness ramp lets the delay in: none over the first 3 x warmup (10) updates, all of it by the end
@@ -58,8 +60,8 @@ else echo "FAIL - ramp by microbatches: exit $rc, stage 0's mean delay over upda
 # 3. 2bw: at most two versions, every backward on its forward's weights
 "$BRIGADE" sim $SIM --stash 2bw --metrics "$T/2bw.jsonl" >"$T/2bw.out" 2>&1; rc=$?
 set -- $(delays "$T/2bw.jsonl")
-if [ $rc = 0 ] && [ "$2" -le 2 ] && [ "$3" = 0 ]; then echo "ok - 2bw: at most $2 weight versions, $3 backwards on other weights"
-else echo "FAIL - 2bw: exit $rc, versions held up to '$2', backwards on weights their forward did not use '$3'"; fi
+if [ $rc = 0 ] && [ "${6:-0}" -ge 60 ] && [ "$2" -le 2 ] && [ "$3" = 0 ]; then echo "ok - 2bw: at most $2 weight versions, $3 backwards on other weights ($6 update events)"
+else echo "FAIL - 2bw: exit $rc, versions held up to '$2', backwards on weights their forward did not use '$3', over '$6' update events (want >= 60)"; fi
 
 # 4. the node names the micro the round trip needs
 set -- $(delays "$T/d1.jsonl")
@@ -69,5 +71,5 @@ else echo "FAIL - window warning: $4 warnings, micro_needed '$5' (want a warning
 # 5. gpipe never runs a stale backward
 "$BRIGADE" sim $SIM --schedule gpipe --metrics "$T/gp.jsonl" >"$T/gp.out" 2>&1; rc=$?
 set -- $(delays "$T/gp.jsonl")
-if [ $rc = 0 ] && [ "$1" = 0 ]; then echo "ok - gpipe: largest delay 0"
-else echo "FAIL - gpipe: exit $rc, largest delay '$1'"; fi
+if [ $rc = 0 ] && [ "$1" = 0 ] && [ "${6:-0}" -ge 60 ]; then echo "ok - gpipe: largest delay 0 over $6 update events"
+else echo "FAIL - gpipe: exit $rc, largest delay '$1' over '$6' update events (want >= 60)"; fi
