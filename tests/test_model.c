@@ -145,6 +145,9 @@ static void test_mlp_gradients_fd(void)
     c.D = 12; c.C = 10; c.L = 2;
     s_check_fd(&c, 1, 4, 1e-3f, 0.05);
     s_check_fd(&c, 3, 4, 1e-3f, 0.05);
+    c.V = 40;   /* more classes than inputs and width: the output gradient is the widest */
+    s_check_fd(&c, 1, 4, 1e-3f, 0.05);
+    s_check_fd(&c, 2, 4, 1e-3f, 0.05);
 }
 
 /* K-stage training equals 1-stage training update by update. */

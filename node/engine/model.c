@@ -397,7 +397,9 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     if (!g) return NULL;
     const model_config_t *c = &s->cfg;
     size_t N = (size_t)B * T, C = (size_t)c->C;
-    size_t wide = c->kind == MODEL_MLP && (size_t)c->D > C ? (size_t)c->D : C;
+    /* dres and dtmp hold the gradient of a unit's output or input: (N,C), and
+     * the mlp's last output (B,V) (its first input gets none) */
+    size_t wide = c->kind == MODEL_MLP && (size_t)c->V > C ? (size_t)c->V : C;
     g->workers = s_workers(s);
     g->attstride = c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0;
     size_t sz[8] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, N * c->V, N * C,
