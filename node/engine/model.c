@@ -83,6 +83,20 @@ data_kind_t model_data_kind(const model_config_t *cfg)
     return cfg->kind == MODEL_GPT ? DATA_TOKENS : DATA_IMAGES;
 }
 
+int model_check_data(const model_config_t *cfg, const data_t *d, const char *spec, char *err, size_t errlen)
+{
+    if (data_kind(d) != model_data_kind(cfg)) {
+        snprintf(err, errlen, "--data %s: not the kind of data %s reads", spec, cfg->name);
+        return -1;
+    }
+    if (cfg->kind == MODEL_MLP && (cfg->D != data_dim(d) || cfg->V < data_classes(d))) {
+        snprintf(err, errlen, "--data %s: samples of %d inputs in %d classes, but the model reads %d inputs into %d classes",
+                 spec, data_dim(d), data_classes(d), cfg->D, cfg->V);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the split ----
  * gpt: unit 0 embedding, units 1..L blocks, unit L+1 head.  The L blocks are
  * dealt out as evenly as possible, earlier stages taking the remainder; the
