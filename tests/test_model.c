@@ -900,6 +900,14 @@ static void test_bigbuf(void)
         for (size_t j = 0; j < n; j++) p[j] = (float)j;
         bigbuf_free(p);
     }
+    /* sizes no memory holds are refused, also where rounding up to whole
+     * huge pages would wrap around */
+    size_t huge[] = {SIZE_MAX / sizeof(float), SIZE_MAX / sizeof(float) - 1000, SIZE_MAX / sizeof(float) + 1, SIZE_MAX};
+    for (int i = 0; i < 4; i++) {
+        float *p = bigbuf_new(huge[i]);
+        CHECKF(p == NULL, "bigbuf_new(%zu) gave a buffer", huge[i]);
+        bigbuf_free(p);
+    }
     bigbuf_free(NULL);
 }
 
