@@ -145,6 +145,9 @@ static void test_mlp_gradients_fd(void)
     c.D = 12; c.C = 10; c.L = 2;
     s_check_fd(&c, 1, 4, 1e-3f, 0.05);
     s_check_fd(&c, 3, 4, 1e-3f, 0.05);
+    c.V = 40;   /* more classes than inputs and width: the output gradient is the widest */
+    s_check_fd(&c, 1, 4, 1e-3f, 0.05);
+    s_check_fd(&c, 2, 4, 1e-3f, 0.05);
 }
 
 /* K-stage training equals 1-stage training update by update. */
@@ -895,6 +898,14 @@ static void test_bigbuf(void)
         if (n * sizeof(float) >= ((size_t)2 << 20))
             CHECKF((uintptr_t)p % ((size_t)2 << 20) == 0, "%zu floats at %p", n, (void *)p);
         for (size_t j = 0; j < n; j++) p[j] = (float)j;
+        bigbuf_free(p);
+    }
+    /* sizes no memory holds are refused, also where rounding up to whole
+     * huge pages would wrap around */
+    size_t huge[] = {SIZE_MAX / sizeof(float), SIZE_MAX / sizeof(float) - 1000, SIZE_MAX / sizeof(float) + 1, SIZE_MAX};
+    for (int i = 0; i < 4; i++) {
+        float *p = bigbuf_new(huge[i]);
+        CHECKF(p == NULL, "bigbuf_new(%zu) gave a buffer", huge[i]);
         bigbuf_free(p);
     }
     bigbuf_free(NULL);

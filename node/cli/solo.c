@@ -319,7 +319,7 @@ static int s_make_buffers(solo_t *s, char *err, size_t errlen)
 {
     const opts_t *o = &s->o;
     s->data = data_open(o->data, model_data_kind(&o->cfg), o->cfg.maxT, o->seed, err, errlen);
-    if (!s->data) return -1;
+    if (!s->data || model_check_data(&o->cfg, s->data, o->data, err, errlen) < 0) return -1;
     int T = o->cfg.kind == MODEL_GPT ? o->cfg.maxT : 1;
     if (data_batch_alloc(s->data, &s->batch, o->batch) < 0) { snprintf(err, errlen, "out of memory for a batch"); return -1; }
     for (int k = 0; k < s->K; k++) {

@@ -83,6 +83,20 @@ data_kind_t model_data_kind(const model_config_t *cfg)
     return cfg->kind == MODEL_GPT ? DATA_TOKENS : DATA_IMAGES;
 }
 
+int model_check_data(const model_config_t *cfg, const data_t *d, const char *spec, char *err, size_t errlen)
+{
+    if (data_kind(d) != model_data_kind(cfg)) {
+        snprintf(err, errlen, "--data %s: not the kind of data %s reads", spec, cfg->name);
+        return -1;
+    }
+    if (cfg->kind == MODEL_MLP && (cfg->D != data_dim(d) || cfg->V < data_classes(d))) {
+        snprintf(err, errlen, "--data %s: samples of %d inputs in %d classes, but the model reads %d inputs into %d classes",
+                 spec, data_dim(d), data_classes(d), cfg->D, cfg->V);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the split ----
  * gpt: unit 0 embedding, units 1..L blocks, unit L+1 head.  The L blocks are
  * dealt out as evenly as possible, earlier stages taking the remainder; the
@@ -397,7 +411,9 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     if (!g) return NULL;
     const model_config_t *c = &s->cfg;
     size_t N = (size_t)B * T, C = (size_t)c->C;
-    size_t wide = c->kind == MODEL_MLP && (size_t)c->D > C ? (size_t)c->D : C;
+    /* dres and dtmp hold the gradient of a unit's output or input: (N,C), and
+     * the mlp's last output (B,V) (its first input gets none) */
+    size_t wide = c->kind == MODEL_MLP && (size_t)c->V > C ? (size_t)c->V : C;
     g->workers = s_workers(s);
     g->attstride = c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0;
     size_t sz[8] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, N * c->V, N * C,

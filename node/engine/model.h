@@ -43,6 +43,12 @@ int model_check(const model_config_t *cfg, char *err, size_t errlen);
 int model_num_units(const model_config_t *cfg);
 /* The data kind the model consumes. */
 data_kind_t model_data_kind(const model_config_t *cfg);
+/* Checks that the opened data set d fits cfg: an mlp reads data_dim(d)
+ * inputs per sample and needs a class for each of data_classes(d) labels
+ * (a gpt reads bytes, which model_check fixes).  The sizes of a model file
+ * or a run config are otherwise only checked against their limits.  Returns
+ * 0, or -1 with a reason naming spec (--data's value) in err. */
+int model_check_data(const model_config_t *cfg, const data_t *d, const char *spec, char *err, size_t errlen);
 
 /* One tensor of a stage's parameter buffer. */
 typedef struct {

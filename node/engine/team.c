@@ -58,7 +58,9 @@ static void s_work(team_t *t, uint32_t g, int worker)
     for (;;) {
         uint64_t c = atomic_load_explicit(&t->claim, memory_order_acquire);
         if (s_gen(c) != g) return;
-        int n = atomic_load_explicit(&t->ntasks, memory_order_relaxed);
+        /* acquire: a count of a newer loop comes with that loop's closing of
+         * generation g (team_run), so the claim below then fails */
+        int n = atomic_load_explicit(&t->ntasks, memory_order_acquire);
         if ((int)(uint32_t)c >= n) return;
         if (!atomic_compare_exchange_weak_explicit(&t->claim, &c, c + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
@@ -172,7 +174,8 @@ void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
     atomic_store(&t->claim, (last & 0xffffffff00000000ULL) | S_CLOSED);
     atomic_store_explicit(&t->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&t->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&t->ntasks, ntasks, memory_order_relaxed);
+    /* release: a helper that reads this count also sees the generation closed */
+    atomic_store_explicit(&t->ntasks, ntasks, memory_order_release);
     atomic_store_explicit(&t->done, 0, memory_order_relaxed);
     atomic_store(&t->claim, (uint64_t)g << 32);
     if (atomic_load(&t->sleepers) > 0) {

@@ -447,6 +447,7 @@ static int s_node_prepare(snode_t *n, char *err, size_t errlen)
     cc.start = compute_choose_start(cc.view, stage, -1, n->joiner, &cc.donor, &use_ck);
     if (stage == 0 && s->so.real) {
         cc.data = data_open(n->o.data, model_data_kind(&n->o.cfg), n->o.cfg.maxT, n->o.seed, err, errlen);
+        if (cc.data && model_check_data(&n->o.cfg, cc.data, n->o.data, err, errlen) < 0) data_close(&cc.data);
         if (!cc.data) { stage_state_destroy(&cc.st); free(cc.view); return -1; }
     }
     cc.o = &n->o;

@@ -158,6 +158,23 @@ expect2 "sample --length 5x" -m "--length" sample --model-file "$T/m.bin" --leng
 expect2 "sample --temperature ''" -m "--temperature" sample --model-file "$T/m.bin" --temperature ""
 expect2 "sample --seed -3" -m "--seed" sample --model-file "$T/m.bin" --seed -3
 [ -f "$T/m.bin" ] && expect2 "solo --resume with another --ctx" -m "--resume" solo --resume "$T/m.bin" --ctx 32 --steps 21
+# mlpfile PATH CLASSES INPUTS: a model file of a 1-hidden-layer mlp of width 8
+# (sizes a swarm's run config can carry too), which no option can make
+mlpfile() {
+    python3 -c '
+import struct, sys, zlib
+V, D, C, L = int(sys.argv[2]), int(sys.argv[3]), 8, 1
+n = D * C + C + (L - 1) * (C * C + C) + C * V + V
+h = b"BRGDMODL" + struct.pack("<I7i", 1, 2, V, 1, C, L, 0, D) + b"mlp-fmnist".ljust(24, b"\0") + struct.pack("<qQ", 0, n)
+body = struct.pack("<%df" % n, *[0.01 * (i % 7 - 3) for i in range(n)])
+open(sys.argv[1], "wb").write(h + body + struct.pack("<I", zlib.crc32(h + body)))' "$@"
+}
+mlpfile "$T/d16.bin" 10 16 && expect2 "solo --resume of an mlp reading 16 inputs from images of 784" -m "--data synthetic" \
+    solo --resume "$T/d16.bin" --data synthetic --steps 1
+mlpfile "$T/d2000.bin" 10 2000 && expect2 "solo --resume of an mlp reading 2000 inputs from images of 784" -m "--data synthetic" \
+    solo --resume "$T/d2000.bin" --data synthetic --steps 1
+mlpfile "$T/v2.bin" 2 784 && expect2 "solo --resume of an mlp with 2 classes for 10 labels" -m "--data synthetic" \
+    solo --resume "$T/v2.bin" --data synthetic --steps 1
 expect2 "solo --stages past the one bound" solo --model mlp-fmnist --layers 128 --dim 8 --data synthetic --stages 129 --steps 1
 expect2 "node --stage past the one bound" node --stage 128
 expect2 "solo --delay with too few values" solo --stages 4 --delay 3,2,1 --steps 1
