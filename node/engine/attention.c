@@ -412,8 +412,9 @@ S_AVX512 static void s_fast_forward_head(float *restrict out, float *restrict at
     float *a = att + (size_t)bh * T * T;
     float *kt = scratch, *rows = kt + (size_t)hs * TP;
     s_pack_t(kt, TP, k, C3, T, hs);
-    /* the next head's q, k, v, read cold otherwise, come in while this one computes */
-    const int nb = (bh + 1) / NH, nh = (bh + 1) % NH;
+    /* the next head's q, k, v, read cold otherwise, come in while this one computes
+     * (the last head points at itself: no address past the arrays is formed) */
+    const int bn = next ? bh + 1 : bh, nb = bn / NH, nh = bn % NH;
     const float *nq = qkv + (size_t)nb * T * C3 + (size_t)nh * hs;
     const float *npf[3] = {nq, nq + C, nq + 2 * C};
     for (int r0 = 0; r0 < T; r0 += 4) {
@@ -441,11 +442,12 @@ S_AVX512 static void s_fast_backward_head(float *restrict dqkv, float *restrict 
     const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
     float *vt = scratch, *ds = vt + (size_t)hs * TP;
     s_pack_t(vt, TP, v, C3, T, hs);
-    /* the next head's q, k, v and dout, read cold otherwise, come in while this one computes */
-    const int nb = (bh + 1) / NH, nh = (bh + 1) % NH;
+    /* the next head's q, k, v and dout, read cold otherwise, come in while this one computes
+     * (the last head points at itself: no address past the arrays is formed) */
+    const int bn = next ? bh + 1 : bh, nb = bn / NH, nh = bn % NH;
     const float *nq = qkv + (size_t)nb * T * C3 + (size_t)nh * hs;
     const float *npf[3] = {nq, nq + C, nq + 2 * C}, *ndo[1] = {dout + (size_t)nb * T * C + (size_t)nh * hs};
-    const float *nat[1] = {a + (size_t)T * T}, *ndq[3] = {dq + (nq - q), dk + (nq - q), dv + (nq - q)};
+    const float *nat[1] = {a + (size_t)(bn - bh) * T * T}, *ndq[3] = {dq + (nq - q), dk + (nq - q), dv + (nq - q)};
     /* ds = scale * softmax'(datt), datt = dout v^T, by blocks of 4 rows */
     for (int r0 = 0; r0 < T; r0 += 4) {
         int R = T - r0 < 4 ? T - r0 : 4, jn = s_round16(r0 + R);
