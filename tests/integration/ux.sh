@@ -143,24 +143,29 @@ print(ends[-1]["status"] + ": " + ends[-1]["why"] if len(ends)==1 else "%d end e
 fi
 PID=""
 # every failure after the metrics file is open still ends with an end event naming the reason
+# (endcheck NAME REASON ARGS...: REASON, a grep pattern, must be in the event's why)
 endcheck() {
-    name=$1; shift
+    name=$1; want=$2; shift 2
     rm -f "$T/f.jsonl"
     "$BRIGADE" node --metrics "$T/f.jsonl" "$@" >"$T/f.out" 2>&1; rc=$?
     why=$(python3 -c 'import json,sys
 ev=[json.loads(l) for l in open(sys.argv[1])]
 ends=[e for e in ev if e["event"]=="end"]
 print(ends[-1]["status"] + ": " + ends[-1]["why"] if len(ends)==1 else "%d end events" % len(ends))' "$T/f.jsonl" 2>&1)
-    case "$why" in error:*) [ $rc != 0 ] && ok "$name: exit $rc, end event ($why)" || bad "$name" "exit 0";;
-                   *) bad "$name" "exit $rc, $why: $(tail -n 1 "$T/f.out")";; esac
+    case "$why" in
+        error:*) if [ $rc = 0 ]; then bad "$name" "exit 0"
+                 elif echo "$why" | grep -q -- "$want"; then ok "$name: exit $rc, end event ($why)"
+                 else bad "$name" "exit $rc, end event ($why) does not say '$want'"; fi;;
+        *) bad "$name" "exit $rc, $why: $(tail -n 1 "$T/f.out")";;
+    esac
 }
 mkdir -p "$T/ro" && touch "$T/ro/stage.ckpt"
-endcheck "unreadable checkpoint" --listen 127.0.0.1:0 --checkpoint "$T/ro" --stages 2 --steps 5
-endcheck "silent bootstrap" --listen 127.0.0.1:0 --join "127.0.0.1:9/$(printf 'A%.0s' $(seq 40))" --stages 2
+endcheck "unreadable checkpoint" "stage.ckpt" --listen 127.0.0.1:0 --checkpoint "$T/ro" --stages 2 --steps 5
+endcheck "silent bootstrap" "127.0.0.1:9" --listen 127.0.0.1:0 --join "127.0.0.1:9/$(printf 'A%.0s' $(seq 40))" --stages 2
 python3 -c 'import socket,time,sys; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(20)' >"$T/busy" &
 BUSY=$!
 for _ in $(seq 50); do [ -s "$T/busy" ] && break; sleep 0.1; done
-endcheck "port in use" --listen "127.0.0.1:$(cat "$T/busy")" --stages 2
+endcheck "port in use" "already in use" --listen "127.0.0.1:$(cat "$T/busy")" --stages 2
 kill "$BUSY" 2>/dev/null
 
 # make demo (short): it follows the last stage, so every progress line it
