@@ -263,13 +263,8 @@ static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
 {
     opts_t *o = &x->o;
     if (!o->checkpoint[0]) return 0;
-    if (mkdir(o->checkpoint, 0755) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, strerror(errno));
-        return -1;
-    }
-    snprintf(x->ckpt_path, sizeof x->ckpt_path, "%s/stage.ckpt", o->checkpoint);
     char why[400];
-    if (modelfile_check_writable(x->ckpt_path, why, sizeof why) < 0) {   /* a file named DIR, a read-only folder */
+    if (checkpoint_dir(o->checkpoint, x->ckpt_path, sizeof x->ckpt_path, why, sizeof why) < 0) {
         snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, why);
         return -1;
     }

@@ -18,7 +18,6 @@
 #include "compress/codec.h"
 #include "compress/cpu.h"
 #include <cblas.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,12 +254,7 @@ static int s_checkpoint_resume(solo_t *s, int64_t *first, char *err, size_t errl
     const opts_t *o = &s->o;
     if (!o->checkpoint[0]) return 0;
     char why[400];
-    if (mkdir(o->checkpoint, 0755) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, strerror(errno));
-        return -1;
-    }
-    snprintf(s->ckpt, sizeof s->ckpt, "%s/stage.ckpt", o->checkpoint);
-    if (modelfile_check_writable(s->ckpt, why, sizeof why) < 0) {
+    if (checkpoint_dir(o->checkpoint, s->ckpt, sizeof s->ckpt, why, sizeof why) < 0) {
         snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, why);
         return -1;
     }

@@ -58,6 +58,17 @@ static int s_get_cfg(const uint8_t **p, model_config_t *cfg)
     return 0;
 }
 
+/* The temporary file an atomic write of path goes to first (malloc'd), or
+ * NULL with a reason. */
+static char *s_tmp_path(const char *path, char *err, size_t errlen)
+{
+    size_t plen = strlen(path) + 32;
+    char *tmp = malloc(plen);
+    if (!tmp) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
+    snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
+    return tmp;
+}
+
 int modelfile_check_writable(const char *path, char *err, size_t errlen)
 {
     struct stat sb;
@@ -65,10 +76,8 @@ int modelfile_check_writable(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: is a folder", path);
         return -1;
     }
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
-    snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
+    char *tmp = s_tmp_path(path, err, errlen);
+    if (!tmp) return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     else { close(fd); unlink(tmp); }
@@ -101,10 +110,8 @@ static int s_write(const char *path, const uint8_t *h, size_t hlen, const float 
     for (int i = 0; i < narr; i++) crc = crc32_z(crc, (const Bytef *)arr[i], n * sizeof(float));
     uint8_t tail[4];
     s_put32(tail, (uint32_t)crc);
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
-    snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
+    char *tmp = s_tmp_path(path, err, errlen);
+    if (!tmp) return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); free(tmp); return -1; }
     FILE *fp = fdopen(fd, "wb");
@@ -274,4 +281,14 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
     }
     fclose(fp);
     return x;
+}
+
+int checkpoint_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        return -1;
+    }
+    snprintf(path, pathlen, "%s/stage.ckpt", dir);
+    return modelfile_check_writable(path, err, errlen);   /* a file named dir, a read-only folder */
 }

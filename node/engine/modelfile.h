@@ -59,4 +59,8 @@ int checkpoint_save(const char *path, const checkpoint_info_t *info, const float
 /* Reads a stage checkpoint: fills info and returns a malloc'd array of 3n
  * floats (params, m, v) with n in *n.  NULL with a reason. */
 float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, char *err, size_t errlen);
+/* A checkpoint folder (--checkpoint dir): makes dir if it is missing, puts
+ * dir/stage.ckpt in path (pathlen bytes) and checks that a checkpoint can be
+ * written there.  0, or -1 with a reason (without dir's name) in err. */
+int checkpoint_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen);
 #endif
