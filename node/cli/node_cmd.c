@@ -273,7 +273,7 @@ static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
     size_t np;
     x->ck_state = checkpoint_load(x->ckpt_path, &x->ck, &np, err, errlen);
     if (!x->ck_state) return -1;
-    if (o->stage < 0) o->stage = x->ck.stage;
+    if (o->stage < 0) { o->stage = x->ck.stage; o->stage_run = x->ck.run; }
     if (!o->join[0]) {
         uint64_t run = opts_run_id(o);
         int stage = o->stage < 0 ? 0 : o->stage;

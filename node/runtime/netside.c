@@ -322,12 +322,16 @@ static int s_has_ticket(const netside_t *ns)
     return ns->c.ticket != NULL;
 }
 
-/* The JOIN body: our address, the stage we want, our ticket (closed swarm). */
-static void s_put_join(const netside_t *ns, wbuf_t *w, int want)
+/* The JOIN body: our address, the stage we want, our ticket (closed swarm),
+ * and, when the wanted stage is that of a checkpoint rather than --stage,
+ * that checkpoint's run id (u64, hint_run != 0): another run's stage is no
+ * claim on this one. */
+static void s_put_join(const netside_t *ns, wbuf_t *w, int want, uint64_t hint_run)
 {
     wbuf_put_str(w, ns->c.adv);
     wbuf_put_u32(w, (uint32_t)(int32_t)want);
     wbuf_put_bytes(w, ns->c.ticket, s_has_ticket(ns) ? TICKET_LEN : 0);
+    if (hint_run && want >= 0) wbuf_put_u64(w, hint_run);
 }
 
 /* Every message leaves here, and is counted here: raw is its size with
@@ -360,7 +364,7 @@ static void s_introduce(netside_t *ns, int link)
 {
     wbuf_t w;
     wbuf_init(&w, 1024);
-    s_put_join(ns, &w, ns->me.stage);
+    s_put_join(ns, &w, ns->me.stage, 0);
     wire_hdr_t h;
     s_hdr(ns, &h, WIRE_JOIN);
     h.flags = JOIN_FLAG_INTRO | (ns->outward ? JOIN_FLAG_OUTWARD : 0);
@@ -900,12 +904,14 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     int32_t want = (int32_t)rbuf_get_u32(&r);
     size_t tlen = 0;
     const uint8_t *tbytes = rbuf_get_bytes(&r, TICKET_LEN, &tlen);
+    int other_run = rbuf_remaining(&r) >= 8 && rbuf_get_u64(&r) != ns->run;   /* want: another run's checkpoint's stage */
     /* the address goes into every table this node sends: one that peers_decode
      * refuses (the wildcard "*", say) would get the whole table refused */
     if (rbuf_error(&r) || !peer_addr_valid(adv) || want < -1) {
         s_drop(ns, "malformed JOIN", m->sender);
         return;
     }
+    if (other_run && !intro) want = -1;
     char why[240];
     if (want >= ns->nstages) {   /* the joiner cannot know the run's stages before it is welcomed */
         snprintf(why, sizeof why, "--stage %d: the run has %d stage%s (0 to %d)", (int)want, ns->nstages,
@@ -965,7 +971,7 @@ static void s_join_send(netside_t *ns)
 {
     wbuf_t w;
     wbuf_init(&w, 1024);
-    s_put_join(ns, &w, ns->join_want);
+    s_put_join(ns, &w, ns->join_want, ns->c.o->stage_run);
     wire_hdr_t h;
     wire_hdr_init(&h, WIRE_JOIN);
     h.flags = ns->c.no_listen ? JOIN_FLAG_OUTWARD : 0;
@@ -1745,7 +1751,7 @@ static int s_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const voi
         p->relay_intro_next = now + (p->seq_in ? RELAY_INTRO_S : 1.0);
         wbuf_t w;
         wbuf_init(&w, 1024);
-        s_put_join(ns, &w, ns->me.stage);
+        s_put_join(ns, &w, ns->me.stage, 0);
         wire_hdr_t ih;
         s_hdr(ns, &ih, WIRE_JOIN);
         ih.flags = JOIN_FLAG_INTRO | JOIN_FLAG_OUTWARD;

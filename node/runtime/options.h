@@ -37,6 +37,7 @@ typedef struct {
     /* node */
     char listen[256], join[512], advertise[256], keys[OPT_PATH];
     int stage;                   /* -1: auto */
+    uint64_t stage_run;          /* stage came from a checkpoint of this run (a joiner's hint), 0: from --stage */
     int no_listen;               /* --no-listen: reachable only over the links this node opens */
     char relay[8];               /* --relay on|off ("": on) */
     double relay_mbit;           /* --relay-mbit: cap on relayed traffic, Mbit/s (> 0) */

@@ -120,5 +120,26 @@ if [ "$re0" = 0 ] && [ "$re1" = 0 ] && [ -n "$run5" ] && [ "$run5" != "$run6" ] 
 else
     echo "FAIL - another run's checkpoint: exits $re0 $re1, runs '$run5' '$run6', folder: $(ls "$T/ck2" 2>&1 | tr '\n' ' ') $(tail -n 1 "$T/e1.err")"
 fi
+# a joiner with --stage auto whose folder holds stage 0 of another run takes
+# the stage this run lacks, not stage 0 again (which left stage 1 unserved)
+mkdir -p "$T/ck3" && cp "$T/ck0/stage.ckpt" "$T/ck3/stage.ckpt"
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 10 --seed 7 --threads 1 \
+    --metrics "$T/f0.jsonl" 2>"$T/f0.err" &
+F0=$!; PIDS="$F0"
+for _ in $(seq 150); do A=$(ev "$T/f0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --threads 1 --checkpoint "$T/ck3" \
+    --metrics "$T/f1.jsonl" 2>"$T/f1.err" &
+F1=$!; PIDS="$F0 $F1"
+end=$(( $(date +%s) + 60 ))
+for p in $F0 $F1; do
+    while kill -0 "$p" 2>/dev/null; do [ "$(date +%s)" -ge "$end" ] && break; sleep 0.3; done
+done
+kill -9 $F0 $F1 2>/dev/null; wait $F0; rf0=$?; wait $F1; rf1=$?; PIDS=""
+st=$(ev "$T/f1.jsonl" start stage | head -n 1)
+if [ "$rf0" = 0 ] && [ "$rf1" = 0 ] && [ "$st" = 1 ]; then
+    echo "ok - a joiner with another run's stage-0 checkpoint serves the stage the run lacks (stage $st)"
+else
+    echo "FAIL - another run's checkpoint and --stage auto: exits $rf0 $rf1, stage '$st': $(tail -n 1 "$T/f1.err")"
+fi
 hx_jsonl
 exit 0
