@@ -37,6 +37,7 @@
 #include "net/ticket.h"
 #include "net/wire.h"
 #include "node/engine/model.h"
+#include "node/runtime/mail.h"
 #include "node/runtime/netside.h"
 #include "node/runtime/options.h"
 #include "tests/check.h"
@@ -828,6 +829,93 @@ static void t_backup_other_snapshot_counted(void)
     s_tnode_free(&a);
 }
 
+/* The stage a WELCOME that boot sent last names (-1: none sent). */
+static int s_welcome_stage(const tnode_t *boot)
+{
+    if (boot->box.keep_n[WIRE_WELCOME] != 3 || boot->box.keep_len[WIRE_WELCOME][1] < 4) return -1;
+    rbuf_t r;
+    rbuf_init(&r, boot->box.keep[WIRE_WELCOME][1], boot->box.keep_len[WIRE_WELCOME][1]);
+    return (int)rbuf_get_u32(&r);
+}
+
+/* A JOIN from kp wanting stage want as the stage of a checkpoint of run ck_run. */
+static void s_send_join_ck(netside_t *ns, const keypair_t *kp, const char *adv, int want, uint64_t ck_run)
+{
+    wbuf_t w;
+    wbuf_init(&w, 256);
+    wbuf_put_str(&w, adv);
+    wbuf_put_u32(&w, (uint32_t)(int32_t)want);
+    wbuf_put_bytes(&w, NULL, 0);
+    wbuf_put_u64(&w, ck_run);
+    const void *f[1] = { w.data };
+    size_t l[1] = { w.len };
+    s_deliver(ns, kp, WIRE_JOIN, -1, 0, 0, f, l, 1);
+    wbuf_free(&w);
+}
+
+/* A joiner's wanted stage that comes from a checkpoint binds only in the
+ * checkpoint's run: from another run's, the joiner gets the least served
+ * stage (stage 0 again would leave the others unserved). */
+static void t_join_checkpoint_of_other_run(void)
+{
+    tnode_t boot;
+    keypair_t a, b;
+    char err[300];
+    if (s_tnode(&boot, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&a, err, sizeof err) == 0);
+    CHECK(keypair_generate(&b, err, sizeof err) == 0);
+    uint64_t run = netside_run(boot.ns);
+    s_send_join_ck(boot.ns, &a, "127.0.0.1:7001", 0, run ^ 0x5a5a);
+    CHECKF(s_welcome_stage(&boot) == 1, "another run's stage 0: welcomed to stage %d, want 1", s_welcome_stage(&boot));
+    s_send_join_ck(boot.ns, &b, "127.0.0.1:7002", 0, run);
+    CHECKF(s_welcome_stage(&boot) == 0, "this run's stage 0: welcomed to stage %d, want 0", s_welcome_stage(&boot));
+    s_tnode_free(&boot);
+}
+
+/* Tensors that reach a node after its compute side ended (its peers have
+ * not heard yet) are not bad messages: no drop, no strike. */
+static void t_tensor_after_leave_not_dropped(void)
+{
+    tnode_t a;
+    keypair_t up;
+    char err[300];
+    if (s_tnode(&a, 1, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&up, err, sizeof err) == 0);
+    stage_t st;
+    CHECK(stage_init(&st, &a.o.cfg, 1, a.o.stages, err, sizeof err) == 0);
+    self_info_t si;
+    memset(&si, 0, sizeof si);
+    si.stage = 1;
+    si.in_n = stage_in_size(&st, a.o.batch, a.o.cfg.maxT);
+    si.out_n = stage_out_size(&st, a.o.batch, a.o.cfg.maxT);
+    si.nparams = st.nparams;
+    netside_set_self(a.ns, &si);
+    s_send_join(a.ns, &up, "127.0.0.1:7001", 0, 1);   /* a stage-0 peer introduces itself */
+    uint8_t cnt[8], targets[4096];
+    wbuf_t w;
+    wbuf_init_fixed(&w, cnt, sizeof cnt);
+    wbuf_put_u64(&w, si.in_n);
+    size_t ntarg = (size_t)a.o.batch * (size_t)a.o.cfg.maxT;
+    CHECK(ntarg <= sizeof targets);
+    memset(targets, 0, sizeof targets);
+    const void *f[2] = { cnt, targets };
+    size_t l[2] = { sizeof cnt, ntarg };
+    uint64_t d0 = s_drops(&a);
+    s_deliver(a.ns, &up, WIRE_ACT, 1, 0, 7, f, l, 2);
+    CHECKF(s_drops(&a) == d0, "an ACT while running was dropped");
+    mail_t *leave = mail_new(MAIL_LEAVE);
+    CHECK(leave != NULL);
+    if (leave) {
+        leave->self.stage = 1;
+        leave->self.done = 1;
+        netside_on_mail(a.ns, leave);
+    }
+    s_deliver(a.ns, &up, WIRE_ACT, 1, 0, 8, f, l, 2);
+    CHECKF(s_drops(&a) == d0, "an ACT after the compute side ended counted as %llu drops",
+           (unsigned long long)(s_drops(&a) - d0));
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -836,6 +924,8 @@ int main(int argc, char **argv)
         RUN(t_backup_serving_limited);
         RUN(t_backup_other_snapshot_counted);
         RUN(t_join_answers_from_bootstrap_only);
+        RUN(t_join_checkpoint_of_other_run);
+        RUN(t_tensor_after_leave_not_dropped);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -1151,6 +1151,7 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
     int type = m->hdr.type, want_stage;
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (!p) { s_drop(ns, "tensor from an unknown peer", m->sender); return; }
+    if (ns->left) return;   /* this node's compute side has ended; its peers have not all heard yet */
     if (ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { s_discard(ns); return; }  /* in flight across a move */
     size_t expect = s_expect(ns, type, &want_stage);
     if (p->info.stage != want_stage) { s_drop(ns, "tensor from a peer of the wrong stage", m->sender); return; }
