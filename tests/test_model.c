@@ -419,6 +419,39 @@ static void test_optim_as_documented(void)
     CHECK(g1 == 0.0f);
 }
 
+/* A NaN or Inf in any unit's gradient shows in the returned norm (a node
+ * tells a diverged update by it), in the step and in the reference alike,
+ * whichever unit holds it. */
+static void test_optim_step_nonfinite_norm(void)
+{
+    model_config_t c = s_small_gpt();
+    char err[128];
+    stage_t s;
+    CHECKF(stage_init(&s, &c, 0, 1, err, sizeof err) == 0, "%s", err);
+    optim_config_t o;
+    optim_defaults(&o);
+    const float bad[2] = {NAN, INFINITY};
+    for (int b = 0; b < 2; b++) {
+        for (int k = 0; k < s.ntensors; k += s.ntensors - 1) {   /* the first unit's tensor and the last's */
+            opt_bufs_t x = s_opt_bufs(&s, 3, 0.02f);
+            rng_t r;
+            rng_seed(&r, 5, 0);
+            for (size_t i = 0; i < x.n; i++) x.g[i] = rng_normal(&r) * 0.02f;
+            float *g2 = malloc(sizeof(float) * x.n);
+            CHECK(g2 != NULL);
+            if (!g2) { free(x.p); return; }
+            x.g[s.tensors[k].offset + s.tensors[k].size / 2] = bad[b];
+            memcpy(g2, x.g, sizeof(float) * x.n);
+            float ref = optim_clip(&s, g2, o.clip);
+            float norm = optim_step(&s, &o, NULL, 0, x.p, x.g, x.m, x.v);
+            CHECKF(isnan(norm) || (b == 1 && isinf(norm)), "tensor %d holds %g: optim_step's norm %g", k, bad[b], norm);
+            CHECKF(!isfinite(ref), "tensor %d holds %g: optim_clip's norm %g", k, bad[b], ref);
+            free(g2);
+            free(x.p);
+        }
+    }
+}
+
 static void test_optim_step_matches_reference(void)
 {
     model_config_t c = s_small_gpt();
@@ -923,6 +956,7 @@ int main(void)
     RUN(test_loss_not_capped);
     RUN(test_optim_as_documented);
     RUN(test_optim_step_matches_reference);
+    RUN(test_optim_step_nonfinite_norm);
     RUN(test_optim_step_muon);
     RUN(test_optim_step_adjust);
     RUN(test_optim_step_every_level);

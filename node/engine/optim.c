@@ -120,7 +120,7 @@ float optim_clip(const stage_t *s, float *grads, float clip)
                 ss += (double)g[i] * g[i];
         }
         float norm = (float)sqrt(ss);
-        if (norm > worst) worst = norm;
+        if (!(norm <= worst) && !isnan(worst)) worst = norm;   /* a NaN norm stays the answer */
         if (clip > 0.0f && norm > clip) {
             float f = clip / norm;
             for (int j = k; j < k1; j++) {
@@ -360,7 +360,7 @@ float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t
         int unit = s->tensors[k0].unit, k1 = k0;
         while (k1 < s->ntensors && s->tensors[k1].unit == unit) k1++;
         float norm = s_unit_step(team, u, adj, k0, k1);
-        if (norm > worst) worst = norm;
+        if (!(norm <= worst) && !isnan(worst)) worst = norm;   /* a NaN norm stays the answer */
         k0 = k1;
     }
     team_stop(&team);

@@ -69,7 +69,8 @@ float optim_lr(const optim_config_t *o, int t);
  * update index t (0-based), unit by unit: adj->grad_fn (if any), the unit's
  * gradient L2 norm, clipping to o->clip, AdamW and Muon (o->kind) with
  * learning rate optim_lr(o, t) * adj->lr_scale, and the unit's gradients set
- * to 0.  adj may be NULL.  Returns the largest unit norm before clipping.
+ * to 0.  adj may be NULL.  Returns the largest unit norm before clipping
+ * (NaN when a unit's norm is NaN: the caller can tell a diverged update).
  * Uses up to s->threads threads of its own, joined before it returns (one
  * Muon matrix per thread, each with single-threaded BLAS); the result does
  * not depend on the thread count.  Muon's scratch is allocated per update;

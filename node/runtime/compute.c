@@ -630,6 +630,7 @@ static void s_after_backward(compute_t *c)
     if (stash_before_update(&c->stash, c->version, s_version_weights(c)) < 0) { s_fail(c, "out of memory for the weight stash"); return; }
     if (c->st) {
         s_step(c);
+        if (!isfinite(c->st->last_norm)) { s_fail(c, "a non-finite gradient (training diverged; lower --lr)"); return; }
         c->version = c->st->version;
     } else {
         c->version++;
