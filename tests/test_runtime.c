@@ -689,6 +689,9 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--lr nan", "lr"));
     CHECK(s_refused(OPTS_NODE, "--codec int3", "unknown codec"));
     CHECK(s_refused(OPTS_NODE, "--grad-codec zstd", "unknown codec"));
+    /* a stage cut over FRAME_MAX_VALUES (2^16 x 64 x 128 = 2^29) could never be sent */
+    CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --stages 2 --batch 65536", "between stages 0 and 1"));
+    CHECK(s_refused(OPTS_SOLO, "--model gpt-tiny --stages 2 --batch 65536 --codec int8", "more than a frame carries"));
     CHECK(s_refused(OPTS_NODE, "--stage middle", "want auto"));
     CHECK(s_refused(OPTS_NODE, "--stage -1", "--stage"));
     CHECK(s_refused(OPTS_NODE, "--schedule sync", "async or gpipe"));

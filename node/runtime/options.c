@@ -340,6 +340,17 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
         snprintf(err, errlen, "--grad-codec %s: unknown codec (fp32, fp16, bf16, int8, int4)", o->grad_codec);
         return -1;
     }
+    /* every cut between stages crosses as one tensor frame, which holds at
+     * most FRAME_MAX_VALUES values (a bigger one could never be sent) */
+    for (int k = 0; k + 1 < o->stages; k++) {
+        if (stage_init(&probe, c, k, o->stages, err, errlen) < 0) return -1;
+        size_t n = stage_out_size(&probe, o->batch, c->maxT);
+        if (n > FRAME_MAX_VALUES) {
+            snprintf(err, errlen, "--batch %d: the tensor between stages %d and %d holds %zu values, more than a "
+                     "frame carries (%u); lower --batch, --ctx or --dim", o->batch, k, k + 1, n, FRAME_MAX_VALUES);
+            return -1;
+        }
+    }
     if (o->stash == STASH_2BW && o->max_delay > 1) {
         snprintf(err, errlen, "--max-delay %d: --stash 2bw keeps two weight versions, so a delay of at most 1", o->max_delay);
         return -1;
