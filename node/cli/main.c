@@ -60,6 +60,11 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            printf("usage: brigade version\n"
+                   "  prints this build's release, the wire protocol it speaks and the kernels it runs here\n");
+            return 0;
+        }
         if (argc > 2) {
             fprintf(stderr, "brigade: version takes no options, not '%s'\n", argv[2]);
             return 2;
