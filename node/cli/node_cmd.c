@@ -385,7 +385,7 @@ static void s_end(node_cmd_t *x, int status, const char *why)
                   (unsigned long long)r.bytes_sent_state, (unsigned long long)r.drops, (unsigned long long)r.relay_bytes,
                   (unsigned long long)r.relay_msgs, (unsigned long long)r.relay_refused, metrics_cpu_process(),
                   r.cpu_compute_s, r.cpu_io_s, status ? why : "completed");
-    if (x->node && r.c.tokens + r.c.version > 0)
+    if (x->node && (r.c.tokens + r.c.version > 0 || status > 128))   /* a signal's reason even before any work */
         fprintf(stderr, "brigade node %s: %s after %.1f s, %lld updates\n", node_idshort(x->node), status ? why : "run complete",
                 wall, (long long)r.c.version);
 }

@@ -149,6 +149,14 @@ print(ends[-1]["status"] + ": " + ends[-1]["why"] if len(ends)==1 else "%d end e
     else bad "SIGTERM" "exit $rc, end '$end', checkpoint $(ls "$T/ck" 2>&1 | tr '\n' ' '), stderr: $(tail -n 1 "$T/n.err")"; fi
 fi
 PID=""
+# stopped by a signal before any update (waiting for a peer of stage 1): still a line on stderr that says why
+"$BRIGADE" node --listen 127.0.0.1:0 --stages 2 --threads 1 --metrics "$T/w.jsonl" >"$T/w.out" 2>"$T/w.err" &
+W=$!
+for _ in $(seq 100); do grep -q '^join with' "$T/w.err" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5   # its handlers are set just after it prints its address
+kill -TERM "$W"; wait "$W"; rc=$?
+[ "$rc" = 143 ] && grep -q "interrupted by SIGTERM" "$T/w.err" && ok "SIGTERM before any update: exit 143 with the reason on stderr" \
+    || bad "SIGTERM before any update" "exit $rc: $(tail -n 1 "$T/w.err")"
 # every failure after the metrics file is open still ends with an end event naming the reason
 # (endcheck NAME REASON ARGS...: REASON, a grep pattern, must be in the event's why)
 endcheck() {
