@@ -32,8 +32,10 @@ install -d "$ROOT/DEBIAN" "$ROOT/usr/bin" "$ROOT/usr/share/man/man1" "$ROOT/lib/
 install -m 0755 "$BIN" "$ROOT/usr/bin/brigade"
 if command -v strip >/dev/null 2>&1; then strip --strip-unneeded "$ROOT/usr/bin/brigade"; fi
 
-# the man page, its OPTIONS from the binary's own help
-"$BIN" node --help | awk '
+# the man page, its OPTIONS from the binary's own help: node's, then solo's
+# own (those node does not take), marked so
+{ "$BIN" node --help; echo "@SOLO@"; "$BIN" solo --help; } | awk '
+    /^@SOLO@$/ { solo = 1; next }
     /^  --/ {
         line = substr($0, 3)
         i = index(line, "  ")
@@ -41,6 +43,9 @@ if command -v strip >/dev/null 2>&1; then strip --strip-unneeded "$ROOT/usr/bin/
         desc = i ? substr(line, i) : ""
         sub(/^ +/, "", desc)
         n = split(opt, part, " ")
+        if (part[1] in seen) next
+        seen[part[1]] = 1
+        if (solo) desc = desc " (solo only)"
         name = part[1]; gsub(/-/, "\\-", name)
         gsub(/\\/, "\\e", desc)
         sub(/^[.'"'"']/, "\\\\\\&&", desc)

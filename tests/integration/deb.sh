@@ -90,20 +90,21 @@ grep -q 'adduser --system --group .*brigade' "$T/root/DEBIAN/postinst" && grep -
     ok "deb-scripts (postinst makes the brigade system user and its identity)" ||
     bad deb-scripts "postinst makes no brigade system user"
 
-# the man page renders without warnings and names every option of the binary
+# the man page renders without warnings and names every option of node and solo
 if command -v groff >/dev/null 2>&1; then
     gunzip -c "$T/root/usr/share/man/man1/brigade.1.gz" >"$T/brigade.1"
     warn=$(groff -man -ww -z "$T/brigade.1" 2>&1)
     groff -man -Tascii "$T/brigade.1" 2>/dev/null | col -b >"$T/man.txt" 2>/dev/null ||
         groff -man -Tascii -P-cbou "$T/brigade.1" >"$T/man.txt" 2>/dev/null
     absent=""; nopt=0
-    for o in $("$BRIGADE" node --help | awk '/^  --/ { print $1 }'); do
+    for o in $({ "$BRIGADE" node --help; "$BRIGADE" solo --help; } | awk '/^  --/ { print $1 }' | sort -u); do
         nopt=$((nopt + 1))
-        grep -q -- "$o" "$T/man.txt" || absent="$absent $o"
+        # the whole name: --save is not --save-every
+        grep -qE -- "(^|[^a-z-])$o([^a-z-]|\$)" "$T/man.txt" || absent="$absent $o"
     done
-    # no option read from node --help is no check
-    [ "$nopt" = 0 ] && absent=" (node --help printed no option on stdout)"
-    [ -z "$warn$absent" ] && ok "deb-manpage (renders; all $nopt options of node --help in it)" ||
+    # no option read from --help is no check
+    [ "$nopt" = 0 ] && absent=" (node and solo --help printed no option on stdout)"
+    [ -z "$warn$absent" ] && ok "deb-manpage (renders; all $nopt options of node and solo --help in it)" ||
         bad deb-manpage "${warn:+groff: $warn }${absent:+options missing:$absent}"
 else
     echo "skip - deb-manpage: groff not found"
