@@ -610,8 +610,9 @@ static void s_node_start(snode_t *n)
     nc.vcache = s->vcache;
     n->net = netside_new(&nc, err, sizeof err);
     if (!n->net) { s_violation(s, "node %d: %s", n->idx, err); n->alive = 0; return; }
-    metrics_event(n->metrics, "start", "\"role\":\"sim\",\"model\":%s,\"join_addr\":%s,\"incarnation\":%d",
-                  n->o.cfg.name, n->addr, n->inc);
+    /* every node of a sim runs node 0's config, so the run id is known before a joiner's WELCOME */
+    metrics_event(n->metrics, "start", "\"role\":\"sim\",\"run\":\"%016llx\",\"model\":%s,\"join_addr\":%s,\"incarnation\":%d",
+                  (unsigned long long)opts_run_id(&s->so.o), n->o.cfg.name, n->addr, n->inc);
     if (n->joiner) {
         if (netside_join(n->net, n->o.join, -1, err, sizeof err) < 0) s_violation(s, "node %d join: %s", n->idx, err);
     } else if (s_node_prepare(n, err, sizeof err) < 0) {

@@ -43,6 +43,15 @@ else
     echo "FAIL - real compute: exit $rc, loss '$l', evaluations '$ev' (want 50, 100, 150, falling): $(tail -n 2 "$T/learn.out" | tr '\n' ' ')"
 fi
 
+# 3a. every node's start event names the run (README, "Metrics": role sim, run, model, join_addr)
+st=$(python3 -c "import json, re, sys
+st = [e for e in map(json.loads, open(sys.argv[1])) if e.get('event') == 'start']
+runs = set(e.get('run') for e in st)
+ok = len(st) == 4 and all(e.get('role') == 'sim' and e.get('model') == 'gpt-tiny' and e.get('join_addr') for e in st) \\
+    and len(runs) == 1 and re.match('^[0-9a-f]{16}$', str(next(iter(runs))))
+print(('ok %d start events of run %s' if ok else 'bad %d start events, runs %s') % (len(st), ','.join(map(str, runs))))" "$T/learn.jsonl" 2>&1)
+case "$st" in ok*) echo "ok - sim start events: ${st#ok }";; *) echo "FAIL - sim start events: $st";; esac
+
 # 3b. the final evaluation: modelled compute has none, so --eval-every changes nothing there (same
 #     trace); with real compute, a data stage killed between the last stage's last update and its
 #     own leaves the last stage waiting only until it is seen gone, and the run still completes
