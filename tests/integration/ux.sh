@@ -70,6 +70,13 @@ PY
 )
 [ -z "$d" ] && ok "README's option table matches solo and node --help" || bad "README option table" "$d"
 
+# README names every option of brigade sim's own (the run options are the table above)
+absent=""
+for o in $("$BRIGADE" sim --help | sed -n '/^simulation options:/,/^$/p' | awk '/^  --/ { print $1 }'); do
+    grep -qE -- "(^|[^a-z-])$o([^a-z-]|\$)" "$(dirname "$0")/../../README.md" || absent="$absent $o"
+done
+[ -z "$absent" ] && ok "README names every simulation option of sim --help" || bad "README sim options" "missing:$absent"
+
 # README states the optimizer exactly (test_model checks the same facts against the code)
 R="$(dirname "$0")/../../README.md"
 opt=$(sed -n '/^### The optimizer/,/^### /p' "$R")
