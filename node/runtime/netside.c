@@ -655,6 +655,10 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
             continue;   /* a third party's word alone is not enough */
         } else {
             s_add_peer(ns, rec, why);
+            /* as fresh as the sender's word of it, not as this moment: a peer that died a while ago
+             * would otherwise look alive here for a whole silence allowance, and draw work */
+            peer_t *q = peers_find(&ns->peers, rec->id);
+            if (q) q->last_heard = s_now(ns) - (double)rec->seen_ms * 1e-3;
         }
         p = peers_find(&ns->peers, rec->id);
         if (p && valid && a.seq >= p->announce_seq) {
