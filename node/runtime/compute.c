@@ -47,7 +47,9 @@ typedef struct {
     uint64_t cursor;      /* data stage: the data position, to re-issue it */
     int tries;            /* data stage: times issued */
     int attempt;          /* the issue attempt this record carries (flags bits 8..15) */
-    uint8_t *held;        /* the targets of an output waiting for a route (owned), else NULL */
+    uint8_t *targets;     /* the targets its output carries (owned; NULL until it first goes out or waits),
+                             kept to send it again when its next-stage peer is gone */
+    int held;             /* its output waits for a route */
 } mbrec_t;
 
 /* A FIFO of mail waiting for compute, bounded. */
@@ -371,8 +373,9 @@ static mbrec_t *s_rec_find(compute_t *c, uint64_t mb)
 
 static void s_rec_free(compute_t *c, mbrec_t *r)
 {
-    free(r->held);
-    r->held = NULL;
+    free(r->targets);
+    r->targets = NULL;
+    r->held = 0;
     if (r->slot >= 0) c->slot_used[r->slot] = 0;
     stash_unref(&c->stash, r->version, c->version);
     r->used = 0;
@@ -686,20 +689,20 @@ static uint64_t s_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, 
     return to;
 }
 
-/* Sends record r's output on and remembers where it went.  With no peer
- * of the next stage routable, the output is held (with its targets) and
- * goes out when one is: -1. */
+/* Sends record r's output on (its targets kept in the record) and remembers
+ * where it went: 0.  With no peer of the next stage routable (but avoid),
+ * the output is held and goes out when one is: -1; -2 when there is no
+ * memory to keep its targets. */
 static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t avoid)
 {
-    uint64_t to = s_send_out(c, r->slot, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT, targets, avoid);
-    if (!to) {
-        r->to = 0;
-        if (!r->held && (r->held = malloc(c->targets_n))) memcpy(r->held, targets, c->targets_n);
-        return r->held ? -1 : -2;
+    if (!r->targets) {
+        if (!(r->targets = malloc(c->targets_n))) return -2;
+        memcpy(r->targets, targets, c->targets_n);
     }
-    free(r->held);
-    r->held = NULL;
+    uint64_t to = s_send_out(c, r->slot, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT, r->targets, avoid);
     r->to = to;
+    r->held = !to;
+    if (!to) return -1;
     router_sent(&c->router, to);
     return 0;
 }
@@ -879,7 +882,7 @@ static void s_send_held(compute_t *c)
         if (!r->used) continue;
         left--;
         if (!r->held) continue;
-        if (s_send_act(c, r, r->held, 0) < 0) return;
+        if (s_send_act(c, r, r->targets, 0) < 0) return;
         r->t = s_now(c);
     }
 }
@@ -1194,7 +1197,7 @@ static void s_stage_teardown(compute_t *c)
     for (int i = 0; i < REC_MAX; i++)
         if (c->rec[i].used) {
             s_peer_returned(c, c->rec[i].to, 0, 0);
-            free(c->rec[i].held);   /* an output waiting for a route owns its targets */
+            free(c->rec[i].targets);   /* a record owns its targets */
         }
     memset(c->rec, 0, sizeof c->rec);
     c->inflight = 0;
@@ -1285,6 +1288,20 @@ static void s_timeouts(compute_t *c)
                 } else if (s_issue(c, r) < 0) {
                     continue;   /* no slot: it is tried again later; the records after it may still be given up */
                 }
+            }
+        } else if (gone && r->targets && !c->closing) {
+            /* its output went to a peer now gone: to another peer of that stage (held when there is
+             * none), so the microbatch goes on at once instead of after the data stage's deadline */
+            uint64_t was = r->to;
+            s_peer_returned(c, was, 0, 0);
+            int rc = s_send_act(c, r, r->targets, was);
+            if (rc == 0) {
+                r->t = now;   /* the new peer's turnaround counts from here */
+                c->retries++;
+                metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"its next-stage peer is gone: sent to another\"",
+                              (unsigned long long)r->mb);
+            } else if (rc == -2) {
+                s_rec_free(c, r);
             }
         } else if (gone || now - r->t > STALE_S) {
             s_peer_returned(c, r->to, 0, 0);

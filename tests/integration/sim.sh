@@ -83,6 +83,20 @@ else
     echo "FAIL - time-bounded run with churn: exit $rc: $(grep -E 'violation|sim: [0-9]' "$T/churn.out" | tr '\n' ' ')"
 fi
 
+# 4b. churn does not starve the swarm: 40 nodes of gpt-small on slow, uneven links with 10 departures
+#     (and as many arrivals) per node-hour still complete a good share of what they complete without churn
+#     (with peers learnt at their gossip's age and work re-sent past a departed peer, 1612 of 3563; a
+#     joiner that took every peer of its WELCOME for alive sent work into departed ones: 157)
+CH="--nodes 40 --stages 4 --model gpt-small --sim-seconds 300 --latency-ms 20:150 --bandwidth-mbit 10:100 --speed 1:8 --seed 1"
+"$BRIGADE" sim $CH --churn 10 >"$T/ch10.out" 2>&1; rc10=$?
+"$BRIGADE" sim $CH >"$T/ch0.out" 2>&1; rc0=$?
+c10=$(sed -n 's/.*, completed \([0-9]*\),.*/\1/p' "$T/ch10.out"); c0=$(sed -n 's/.*, completed \([0-9]*\),.*/\1/p' "$T/ch0.out")
+if [ $rc10 = 0 ] && [ $rc0 = 0 ] && [ -n "$c10" ] && [ -n "$c0" ] && [ "$c0" -gt 0 ] && [ $((c10 * 5)) -ge "$c0" ]; then
+    echo "ok - churn does not starve the swarm: $c10 microbatches with churn, $c0 without"
+else
+    echo "FAIL - churn starves the swarm: '$c10' microbatches with churn, '$c0' without (want at least a fifth); exits $rc10 $rc0"
+fi
+
 # 5. the window's cap is one of memory: microbatches of 1 sequence may go past 8 x stages (32) of them
 #    where 50 ms links ask for more, within the 64 a node has room for; microbatches of 8 stay within 32
 win() {
