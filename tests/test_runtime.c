@@ -409,6 +409,32 @@ static void test_router_explores(void)
     free(v);
 }
 
+/* A peer not measured yet is priced at about the measured peers' mean
+ * turnaround, not as nearly free: it gets its share of the work before its
+ * first answer, not all of it (a departed peer not yet known to be gone
+ * answers never, and drew every microbatch until found out). */
+static void test_router_unknown_priced(void)
+{
+    peer_view_t *v = peer_view_new(3);
+    v->p[0] = (view_peer_t){ .id = 2, .stage = 1, .rtt_ms = 1 };
+    v->p[1] = (view_peer_t){ .id = 3, .stage = 1, .rtt_ms = 1 };
+    v->p[2] = (view_peer_t){ .id = 4, .stage = 1, .rtt_ms = 1 };
+    router_t rt;
+    router_init(&rt);
+    s_route_set(&rt, 2, 0, 0.5);   /* two measured peers, idle; 3 never tried */
+    s_route_set(&rt, 4, 0, 0.5);
+    int to3 = 0;
+    for (int i = 0; i < 9; i++) {   /* nothing comes back meanwhile */
+        uint64_t p = s_pick(&rt, v, 1, 0);
+        router_sent(&rt, p);
+        to3 += p == 3;
+    }
+    CHECKF(to3 >= 1 && to3 <= 6, "the unmeasured peer got %d of 9 microbatches", to3);   /* its hoped-for share, not all */
+    CHECK(s_pick(&rt, v, 1, 0) != 0);
+    router_fini(&rt);
+    free(v);
+}
+
 /* A time the peer held a microbatch across a silence of its own (a pause)
  * counts only while none is known: a first measure, or once forgotten. */
 static void test_router_silent(void)
@@ -1430,6 +1456,7 @@ int main(void)
     RUN(test_peers_pick_stage);
     RUN(test_router_pick);
     RUN(test_router_explores);
+    RUN(test_router_unknown_priced);
     RUN(test_router_silent);
     RUN(test_router_reach);
     RUN(test_peers_completed);

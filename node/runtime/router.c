@@ -35,28 +35,56 @@ route_t *router_get(router_t *rt, uint64_t peer, int make)
     return r;
 }
 
-/* The expected completion time of a microbatch sent to p (route r, NULL: none yet). */
-static double s_cost(const router_t *rt, const view_peer_t *p, const route_t *r)
+#define ROUTER_HOPE 0.5   /* an unmeasured peer is hoped twice as fast as the measured mean: tried early, without drawing all the work */
+
+/* 1 when route r's turnaround is a measure to go by. */
+static int s_known(const router_t *rt, const route_t *r)
+{
+    return r && r->turnaround > 0 && !r->stale && rt->sends - r->last_sent <= ROUTER_FORGET_SENDS;
+}
+
+/* The expected completion time of a microbatch sent to p (route r, NULL:
+ * none yet).  A peer without a measured turnaround is expected to turn work
+ * around in ROUTER_HOPE x `prior` (the mean of the candidates' measured
+ * ones), or, while none is measured, in 0.05 s per microbatch outstanding
+ * with it. */
+static double s_cost(const router_t *rt, const view_peer_t *p, const route_t *r, double prior)
 {
     int out = r ? r->outstanding : 0;
-    int known = r && r->turnaround > 0 && !r->stale && rt->sends - r->last_sent <= ROUTER_FORGET_SENDS;
-    double cost = (known ? (out + 1) * r->turnaround : out * 0.05) + p->rtt_ms * 1e-3;
+    double turn = s_known(rt, r) ? r->turnaround : ROUTER_HOPE * prior;
+    double cost = (turn > 0 ? (out + 1) * turn : out * 0.05) + p->rtt_ms * 1e-3;
     if (p->reach > 0) cost += 0.5 * p->rtt_ms * 1e-3 + 0.002;   /* relayed: its extra hop */
     if (p->health == PEER_SLOW) cost = cost * 4 + 1.0;
     return cost;
 }
 
-/* The cheapest of ix[0..n) by s_cost, their routes from rix (router_index)
- * or, with rix NULL, looked up. */
+/* Route i of ix[0..n): from rix (router_index) or, with rix NULL, looked up; NULL none. */
+static const route_t *s_route(const router_t *rt, const peer_view_t *v, const int *ix, const int *rix, int i)
+{
+    int at = rix ? rix[i] : idmap_get(&rt->ix, v->p[ix[i]].id);
+    return at >= 0 ? &rt->r[at] : NULL;
+}
+
+/* The cheapest of ix[0..n) by s_cost.  A peer not measured yet is priced
+ * at the candidates' mean measured turnaround, not as free: priced at
+ * nearly nothing, every new peer (and a departed one not yet known to be
+ * gone, whose turnaround is never measured) drew the work of all the others
+ * until its own came back. */
 static uint64_t s_pick(const router_t *rt, const peer_view_t *v, const int *ix, const int *rix, int n, uint64_t avoid)
 {
+    double sum = 0;
+    int known = 0;
+    for (int i = 0; v && i < n; i++) {
+        const route_t *r = s_route(rt, v, ix, rix, i);
+        if (v->p[ix[i]].health != PEER_GONE && s_known(rt, r)) { sum += r->turnaround; known++; }
+    }
+    double prior = known ? sum / known : 0;
     uint64_t best = 0;
     double best_cost = 0;
     for (int i = 0; v && i < n; i++) {
         const view_peer_t *p = &v->p[ix[i]];
         if (p->id == avoid || p->health == PEER_GONE || p->reach < 0) continue;   /* no way to it yet */
-        int at = rix ? rix[i] : idmap_get(&rt->ix, p->id);
-        double cost = s_cost(rt, p, at >= 0 ? &rt->r[at] : NULL);
+        double cost = s_cost(rt, p, s_route(rt, v, ix, rix, i), prior);
         if (!best || cost < best_cost) { best = p->id; best_cost = cost; }
     }
     return best;

@@ -34,10 +34,12 @@ void router_fini(router_t *rt);
 route_t *router_get(router_t *rt, uint64_t peer, int make);
 /* Among the peers ix[0..n) of snapshot v (the peers of one stage), the live
  * one with the lowest expected completion time: (outstanding + 1) x
- * turnaround + RTT; while the turnaround is unknown (a new peer, or one
- * not chosen for ROUTER_FORGET_SENDS sends), outstanding x 0.05 s + RTT, so
- * an idle unknown peer is tried before a known one; a slow peer costs
- * 4 x + 1 s.
+ * turnaround + RTT; while a peer's turnaround is unknown (a new peer, or one
+ * not chosen for ROUTER_FORGET_SENDS sends), 0.5 x the mean of the live
+ * candidates' measured turnarounds stands for it (an idle unknown peer is
+ * tried before an idle known one slower than half the mean, and its share
+ * grows with its first answers), or, when none is measured, outstanding x
+ * 0.05 s; a slow peer costs 4 x + 1 s.
  * Never `avoid` (0: none), nor a peer we have no link to yet (reach < 0:
  * reachable only outward, asked for a link); a relayed peer (reach 1)
  * costs its extra hop, half its round trip + 2 ms more.  0 when there is none. */
