@@ -516,6 +516,7 @@ static int s_setup(rogue_t *r, const char *target, char *err, size_t errlen)
 
 typedef struct {
     int nconn;                  /* links opened */
+    int ndisc;                  /* links closed */
     int sent[B_TYPES];          /* messages sent, by type */
     int last_type;              /* of the last message sent */
     uint8_t *keep[B_TYPES][3];  /* the frames of the last message of each type */
@@ -533,7 +534,7 @@ static int s_box_connect(void *a, const char *addr, const uint8_t pub[32], char 
     return ((box_t *)a)->nconn++;
 }
 
-static void s_box_disconnect(void *a, int link) { (void)a; (void)link; }
+static void s_box_disconnect(void *a, int link) { (void)link; ((box_t *)a)->ndisc++; }
 
 static int s_box_send(void *a, int link, const transport_msg_t *to, const wire_hdr_t *h,
                       const void *const *f, const size_t *l, int nf, uint64_t virt)
@@ -916,6 +917,38 @@ static void t_tensor_after_leave_not_dropped(void)
     s_tnode_free(&a);
 }
 
+/* Peers that come and go, each with a fresh identity: once they have been
+ * gone long enough, no link to any of them stays open (each was a socket
+ * and a file descriptor reconnecting to a dead address, one per peer ever
+ * seen, until the process ran out of descriptors) and none is pinged. */
+static void t_links_of_long_gone_peers_closed(void)
+{
+    tnode_t a;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    enum { GONERS = 40 };
+    for (int i = 0; i < GONERS; i++) {
+        keypair_t kp;
+        char adv[32];
+        CHECK(keypair_generate(&kp, err, sizeof err) == 0);
+        snprintf(adv, sizeof adv, "127.0.0.1:%d", 8000 + i);
+        s_send_join(a.ns, &kp, adv, 1 + i % 3, 1);   /* an introduction, then silence */
+        netside_tick(a.ns);
+        a.clock += 0.25;
+    }
+    int pings = 0;
+    for (int s = 0; s < 2000; s++) {   /* 1000 s of silence */
+        if (s == 1800) pings = a.box.sent[WIRE_PING];
+        netside_tick(a.ns);
+        a.clock += 0.5;
+    }
+    CHECKF(a.box.nconn >= GONERS, "%d links opened to %d peers", a.box.nconn, GONERS);
+    CHECKF(a.box.nconn - a.box.ndisc == 0, "%d links still open to peers gone for 15 minutes (%d opened)",
+           a.box.nconn - a.box.ndisc, a.box.nconn);
+    CHECKF(a.box.sent[WIRE_PING] == pings, "%d pings to peers gone for 15 minutes", a.box.sent[WIRE_PING] - pings);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -926,6 +959,7 @@ int main(int argc, char **argv)
         RUN(t_join_answers_from_bootstrap_only);
         RUN(t_join_checkpoint_of_other_run);
         RUN(t_tensor_after_leave_not_dropped);
+        RUN(t_links_of_long_gone_peers_closed);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -30,7 +30,9 @@
 #define LINGER_RECENT_S 30.0    /* (peers heard from this recently: a partition may hide them) */
 #define LINGER_EVERY_S 1.0      /* and tells the silent ones again this often */
 #define GONE_PROBE_S 5.0        /* peers taken for gone are pinged again this often (a partition heals), */
-#define GONE_PROBES 4           /* this many at a time */
+#define GONE_PROBES 4           /* this many at a time, */
+#define GONE_FORGET_S 600.0     /* until it has been silent this long: then its link is closed (a node cut off this long
+                                   gives up, compute.c ALONE_S); its own word or a third party's brings it back */
 #define VIEW_EVERY_S 0.2        /* the compute side's snapshot is refreshed at most this often */
 #define GONE_MIN_S 3.0
 #define DROP_LOG_FIRST 50
@@ -2098,14 +2100,25 @@ static void s_broadcast(netside_t *ns, int type)
 }
 
 /* Pings a few peers taken for gone: after a partition heals, either side's
- * PING brings the other back (a message from a gone peer revives it). */
+ * PING brings the other back (a message from a gone peer revives it).  A
+ * peer gone for GONE_FORGET_S is pinged no more and its link is closed. */
 static void s_probe_gone(netside_t *ns)
 {
     double now = s_now(ns);
     int sent = 0, gone = ns->peers.n - ns->nlive - (ns->peers.selfix >= 0);
+    for (int i = 0; gone > 0 && i < ns->peers.n; i++) {
+        /* a link per peer ever seen was a socket and a file descriptor each, reconnecting to a dead address */
+        peer_t *p = &ns->peers.p[i];
+        if (p->health != PEER_GONE || p->link < 0 || p->info.id == ns->id || now - p->last_heard <= GONE_FORGET_S) continue;
+        ns->c.port.disconnect(ns->c.port.arg, p->link);
+        p->link = -1;
+        p->adopted = 0;
+        peers_touch(&ns->peers, p);
+    }
     for (int k = 0; gone > 0 && k < ns->peers.n && sent < GONE_PROBES; k++) {
         peer_t *p = &ns->peers.p[(ns->probe_at + k) % ns->peers.n];
-        if (p->info.id == ns->id || p->health != PEER_GONE || p->banned_until > now) continue;
+        if (p->info.id == ns->id || p->health != PEER_GONE || p->banned_until > now || now - p->last_heard > GONE_FORGET_S)
+            continue;
         wire_hdr_t h;
         s_hdr(ns, &h, WIRE_PING);
         h.mb = (uint64_t)(now * 1e6);
