@@ -73,6 +73,7 @@ struct compute {
     float dummy;                  /* modelled: the "weights" the stash tracks */
     data_t *data;
     int phase;                    /* PH_* */
+    int fetching;                 /* a fetch is under way: st is not the stage's state yet (never saved) */
     int fetch_from;               /* moving: the stage left (-1 at start) */
     int fetch_kind;               /* START_DOWNLOAD or START_BACKUP */
     uint64_t fetch_donor;         /* the peer asked (0: backup holders) */
@@ -1142,6 +1143,7 @@ static void s_fetch(compute_t *c, uint64_t donor)
     m->hdr.mb = (uint64_t)((donor ? FETCH_DOWNLOAD_S : FETCH_BACKUP_S) * 1000);
     c->fetch_kind = donor ? START_DOWNLOAD : START_BACKUP;
     c->phase = PH_FETCH;
+    c->fetching = 1;
     s_out(c, m);
 }
 
@@ -1245,6 +1247,7 @@ static void s_on_state(compute_t *c, mail_t *m)
         s_say(c, line);
     }
     c->phase = PH_RUN;
+    c->fetching = 0;
     s_send_self(c, MAIL_SELF);
 }
 
@@ -1579,7 +1582,7 @@ void compute_result(const compute_t *c, compute_result_t *out)
 
 int compute_save_checkpoint(compute_t *c, char *err, size_t errlen)
 {
-    if (!c->st || !c->c.ckpt_path || !c->c.ckpt_path[0]) return 0;
+    if (!c->st || !c->c.ckpt_path || !c->c.ckpt_path[0] || c->fetching) return 0;
     checkpoint_info_t info = {0};
     info.cfg = c->o->cfg;
     info.run = c->c.run;

@@ -125,7 +125,10 @@ typedef struct {
     int saved;               /* 1: the checkpoint file holds this stage at this version (written here) */
 } compute_result_t;
 void compute_result(const compute_t *self, compute_result_t *out);
-/* Writes this stage's checkpoint now (after the compute side ended, too). */
+/* Writes this stage's checkpoint now (after the compute side ended, too);
+ * nothing while the stage's state is still being fetched (a download, a
+ * backup, a move): the weights held then are initial ones, and the file may
+ * hold a good earlier state.  0, or -1 with a reason. */
 int compute_save_checkpoint(compute_t *self, char *err, size_t errlen);
 /* The stage's parameters and version (NULL when modelled). */
 const stage_state_t *compute_state(const compute_t *self);

@@ -141,5 +141,36 @@ if [ "$rf0" = 0 ] && [ "$rf1" = 0 ] && [ "$st" = 1 ]; then
 else
     echo "FAIL - another run's checkpoint and --stage auto: exits $rf0 $rf1, stage '$st': $(tail -n 1 "$T/f1.err")"
 fi
+# a node stopped while it downloads its stage's state leaves its checkpoint
+# as it was: the weights it held then were initial ones (saved, they replaced
+# a good earlier state of the stage with version 0)
+RUN7="--model gpt-tiny --data synthetic --stages 2 --steps 100000 --seed 8 --threads 1"
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) $RUN7 --metrics "$T/g0.jsonl" 2>"$T/g0.err" &
+G0=$!; PIDS="$G0"
+for _ in $(seq 150); do A=$(ev "$T/g0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --metrics "$T/g1.jsonl" 2>"$T/g1.err" &
+G1=$!; PIDS="$G0 $G1"
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --checkpoint "$T/ck4" \
+    --metrics "$T/g2.jsonl" 2>"$T/g2.err" &
+G2=$!; PIDS="$G0 $G1 $G2"
+for _ in $(seq 300); do [ "$(ev "$T/g2.jsonl" update version | tail -n 1)" -ge 5 ] 2>/dev/null && break; sleep 0.1; done
+kill -TERM $G2; wait $G2; rg2=$?
+v2=$(ev "$T/g2.jsonl" end updates | tail -n 1)
+cp "$T/ck4/stage.ckpt" "$T/ck4.before" 2>/dev/null
+for _ in $(seq 300); do [ "$(ev "$T/g1.jsonl" update version | tail -n 1)" -gt $((${v2:-0} + 10)) ] 2>/dev/null && break; sleep 0.1; done
+# again, with a downlink slow enough that the download takes about 20 s
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --checkpoint "$T/ck4" \
+    --emu-downlink-mbit 2 --metrics "$T/g3.jsonl" 2>"$T/g3.err" &
+G3=$!; PIDS="$G0 $G1 $G3"
+for _ in $(seq 150); do grep -q "downloading stage 1" "$T/g3.err" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+kill -TERM $G3; wait $G3; rg3=$?
+kill -9 $G0 $G1; wait $G0 $G1 2>/dev/null; PIDS=""
+res=$(ev "$T/g3.jsonl" resume version | head -n 1)
+if [ "$rg2" = 143 ] && [ "$rg3" = 143 ] && [ -z "$res" ] && [ -s "$T/ck4.before" ] && cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt"; then
+    echo "ok - a node stopped during its download keeps its earlier checkpoint (version $v2)"
+else
+    echo "FAIL - checkpoint during a download: exits $rg2 $rg3, resumed at '$res', the file $(cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt" && echo kept || echo replaced) (it held version $v2)"
+fi
 hx_jsonl
 exit 0
