@@ -35,7 +35,7 @@ struct node {
     netside_t *net;            /* driven by the I/O thread */
     compute_t *comp;           /* driven by the caller's thread */
     queue_t to_net, to_comp;   /* the two mailboxes */
-    atomic_int interrupt;      /* node_interrupt was called */
+    atomic_int interrupt;      /* node_interrupt calls so far */
     atomic_int io_stop;        /* the I/O thread must end */
     atomic_int net_done;       /* the network side has said what it must at the end (set by the I/O thread) */
     atomic_uint_fast64_t mail_drops;  /* tensor mail refused because the compute side's mailbox was full */
@@ -287,9 +287,12 @@ int node_run(node_t *n)
         s_post_net(n, leave);
     }
     /* let the I/O thread say what must be said (after a completed run: until
-     * every peer heard, at most the network side's linger), then stop it */
+     * every peer heard, at most the network side's linger), then stop it; a
+     * signal meanwhile cuts the wait short (it was 15 s of Ctrl-C unheard) */
     double until = metrics_now() + 20.0;
-    while (metrics_now() < until && (queue_len(&n->to_net) > 0 || !atomic_load(&n->net_done))) {
+    int asked = atomic_load(&n->interrupt);
+    while (metrics_now() < until && (queue_len(&n->to_net) > 0 || !atomic_load(&n->net_done))
+           && atomic_load(&n->interrupt) == asked) {
         struct timespec ts = { 0, 10 * 1000000L };
         nanosleep(&ts, NULL);
     }
@@ -309,7 +312,7 @@ int node_run(node_t *n)
 
 void node_interrupt(node_t *n)
 {
-    atomic_store(&n->interrupt, 1);
+    atomic_fetch_add(&n->interrupt, 1);
 }
 
 void node_result(const node_t *n, node_result_t *out)

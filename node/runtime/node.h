@@ -68,7 +68,8 @@ int node_prepare(node_t *self, const checkpoint_info_t *ck, const float *ck_stat
 /* Runs until the run ends, fails or node_interrupt was called.  Returns the
  * exit status (0 completed). */
 int node_run(node_t *self);
-/* Asks a running node to stop (async-signal-safe). */
+/* Asks a running node to stop (async-signal-safe); after a completed run,
+ * it ends the wait for every peer to hear of it. */
 void node_interrupt(node_t *self);
 
 /* The outcome and counters, for the `end` event. */

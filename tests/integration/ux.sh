@@ -6,7 +6,7 @@
 BRIGADE=${BRIGADE:-build/brigade}
 T=$(mktemp -d /tmp/brigade-ux.XXXXXX)
 PID=""
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$T"; }
+cleanup() { [ -n "$PID" ] && kill -9 $PID 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 . "$(dirname "$0")/hx.inc"
@@ -164,6 +164,35 @@ sleep 0.5   # its handlers are set just after it prints its address
 kill -TERM "$W"; wait "$W"; rc=$?
 [ "$rc" = 143 ] && grep -q "interrupted by SIGTERM" "$T/w.err" && ok "SIGTERM before any update: exit 143 with the reason on stderr" \
     || bad "SIGTERM before any update" "exit $rc: $(tail -n 1 "$T/w.err")"
+# Ctrl-C after the run completed, while the node waits for a paused peer to
+# hear of it (at most 15 s): it leaves at once, exit 0 (the run is complete)
+ev() { python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    e=json.loads(l)
+    if e.get("event")==sys.argv[2] and e.get(sys.argv[3]) is not None: print(e[sys.argv[3]])' "$1" "$2" "$3" 2>/dev/null; }
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 2 --steps 200 --threads 1 --metrics "$T/l0.jsonl" 2>"$T/l0.err" &
+L0=$!
+for _ in $(seq 150); do A=$(ev "$T/l0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --metrics "$T/l1.jsonl" 2>"$T/l1.err" &
+L1=$!
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --metrics "$T/l2.jsonl" 2>"$T/l2.err" &
+L2=$!
+PID="$L0 $L1 $L2"
+for _ in $(seq 1200); do [ "$(ev "$T/l0.jsonl" update version | tail -n 1)" -ge 190 ] 2>/dev/null && break; sleep 0.05; done
+kill -STOP $L2
+for _ in $(seq 600); do [ "$(ev "$T/l0.jsonl" update version | tail -n 1)" -ge 200 ] 2>/dev/null && break; sleep 0.05; done
+sleep 1
+kill -INT $L0
+for _ in $(seq 50); do kill -0 $L0 2>/dev/null || break; sleep 0.1; done
+if kill -0 $L0 2>/dev/null; then kill -9 $L0; wait $L0; bad "Ctrl-C while lingering" "still running 5 s after SIGINT"
+else
+    wait $L0; rc=$?
+    st=$(ev "$T/l0.jsonl" end status | tail -n 1)
+    [ "$rc" = 0 ] && [ "$st" = ok ] && ok "Ctrl-C while a complete node waits for its peers to hear: it leaves at once, exit 0" \
+        || bad "Ctrl-C while lingering" "exit $rc, end '$st': $(tail -n 1 "$T/l0.err")"
+fi
+kill -CONT $L2; kill -9 $L1 $L2 2>/dev/null; wait $L1 $L2 2>/dev/null
+PID=""
 # every failure after the metrics file is open still ends with an end event naming the reason
 # (endcheck NAME REASON ARGS...: REASON, a grep pattern, must be in the event's why)
 endcheck() {
