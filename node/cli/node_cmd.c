@@ -416,6 +416,9 @@ int cmd_node(int argc, char **argv)
     if (r < 0 || opts_resolve(o, err, sizeof err) < 0) { free(x); return cli_fail(err); }
     int status = 2;
     x->t0 = metrics_now();
+    /* output whose reader went (`| head`, a closed pipe) is lost, not the run: without this the
+     * next progress line killed the node, with no checkpoint, goodbye or end event */
+    signal(SIGPIPE, SIG_IGN);
     if (s_setup(x, argc, argv, err, sizeof err) == 0) {
         char idshort[9];
         node_id_short(node_id_from_pubkey(x->keys.pub), idshort);

@@ -193,6 +193,26 @@ else
 fi
 kill -CONT $L2; kill -9 $L1 $L2 2>/dev/null; wait $L1 $L2 2>/dev/null
 PID=""
+# a node whose output's reader went (`| head`) trains on; SIGTERM stops it as usual
+mkfifo "$T/fifo"
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 1 --steps 100000 --threads 1 --metrics "$T/p.jsonl" \
+    --checkpoint "$T/pck" 2>"$T/fifo" &
+P1=$!; PID="$P1"
+head -n 1 "$T/fifo" >/dev/null
+sleep 6   # a progress line comes every 5 s: it meets the closed pipe
+if kill -0 $P1 2>/dev/null; then
+    kill -TERM $P1
+    for _ in $(seq 100); do kill -0 $P1 2>/dev/null || break; sleep 0.1; done
+    wait $P1; rc=$?
+    st=$(ev "$T/p.jsonl" end status | tail -n 1)
+    [ "$rc" = 143 ] && [ "$st" = interrupted ] && [ -s "$T/pck/stage.ckpt" ] \
+        && ok "a node whose stderr pipe closed trains on; SIGTERM then stops it: exit 143, end event, checkpoint" \
+        || bad "closed output" "exit $rc after SIGTERM, end '$st', checkpoint: $(ls "$T/pck" 2>&1)"
+else
+    wait $P1; rc=$?
+    bad "closed output" "the node died (exit $rc) when the reader of its stderr went: no end event ($(ev "$T/p.jsonl" end status)), checkpoint: $(ls "$T/pck" 2>&1)"
+fi
+PID=""
 # every failure after the metrics file is open still ends with an end event naming the reason
 # (endcheck NAME REASON ARGS...: REASON, a grep pattern, must be in the event's why)
 endcheck() {
