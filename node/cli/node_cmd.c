@@ -434,6 +434,7 @@ int cmd_node(int argc, char **argv)
         atomic_store(&s_running, (uintptr_t)x->node);
         signal(SIGINT, s_on_signal);
         signal(SIGTERM, s_on_signal);
+        signal(SIGHUP, s_on_signal);   /* its terminal closed (an ssh session dropped): stopped as by SIGTERM */
         status = node_run(x->node);
         progress_done(&x->view.prog);
         node_result_t res;
@@ -441,7 +442,7 @@ int cmd_node(int argc, char **argv)
         snprintf(err, sizeof err, "%s", res.c.why);
         int sig = atomic_load(&s_stopped_by);
         if (res.c.done == 2 && status == 0) {   /* stopped early on purpose: 128 + the signal, as a shell says */
-            snprintf(err, sizeof err, "interrupted by %s", sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM");
+            snprintf(err, sizeof err, "interrupted by %s", sig == SIGINT ? "SIGINT (Ctrl-C)" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
             status = 128 + (sig ? sig : SIGTERM);
         }
         s_end(x, status, err);

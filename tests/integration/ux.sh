@@ -213,6 +213,19 @@ else
     bad "closed output" "the node died (exit $rc) when the reader of its stderr went: no end event ($(ev "$T/p.jsonl" end status)), checkpoint: $(ls "$T/pck" 2>&1)"
 fi
 PID=""
+# its terminal closed (SIGHUP): stopped as by SIGTERM, exit 129, end event, checkpoint
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 1 --steps 100000 --threads 1 --metrics "$T/hup.jsonl" \
+    --checkpoint "$T/hck" 2>"$T/hup.err" &
+P1=$!; PID="$P1"
+for _ in $(seq 150); do [ -n "$(ev "$T/hup.jsonl" update version)" ] && break; sleep 0.1; done
+kill -HUP $P1
+for _ in $(seq 100); do kill -0 $P1 2>/dev/null || break; sleep 0.1; done
+wait $P1; rc=$?
+why=$(ev "$T/hup.jsonl" end why | tail -n 1)
+[ "$rc" = 129 ] && [ "$why" = "interrupted by SIGHUP" ] && [ -s "$T/hck/stage.ckpt" ] \
+    && ok "SIGHUP (its terminal closed) stops a node as SIGTERM does: exit 129, end event, checkpoint" \
+    || bad "SIGHUP" "exit $rc, end '$why', checkpoint: $(ls "$T/hck" 2>&1)"
+PID=""
 # every failure after the metrics file is open still ends with an end event naming the reason
 # (endcheck NAME REASON ARGS...: REASON, a grep pattern, must be in the event's why)
 endcheck() {
