@@ -196,10 +196,15 @@ static atomic_int s_stopped_by;      /* the signal that stopped it, 0 none */
 
 static void s_on_signal(int sig)
 {
-    node_t *n = (node_t *)atomic_load(&s_running);
-    if (!n) return;
     atomic_store(&s_stopped_by, sig);
-    node_interrupt(n);
+    node_t *n = (node_t *)atomic_load(&s_running);
+    if (n) node_interrupt(n);
+}
+
+/* "interrupted by SIGINT (Ctrl-C)" (or SIGTERM, SIGHUP) into err. */
+static void s_interrupted(int sig, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "interrupted by %s", sig == SIGINT ? "SIGINT (Ctrl-C)" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
 }
 
 /* Parses and checks the command line, loads keys and tickets.  0, or -1 with a reason. */
@@ -333,6 +338,10 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
         if (!x->view.http) return -1;
     }
     x->node = node_new(&nc, err, errlen);
+    if (x->node) {
+        atomic_store(&s_running, (uintptr_t)x->node);   /* a signal from now on stops it (while it joins too) */
+        if (atomic_load(&s_stopped_by)) node_interrupt(x->node);
+    }
     if (!x->node || node_join(x->node, err, errlen) < 0) return -1;
     if (x->ck_state && x->ck.run != node_run_id(x->node) && s_keep_other_run(x, err, errlen) < 0) return -1;
     const opts_t *run = node_opts(x->node);
@@ -429,12 +438,11 @@ int cmd_node(int argc, char **argv)
         free(x);
         return cli_fail(err);
     }
-    /* from here on every path ends with the `end` event */
+    /* from here on every path ends with the `end` event (a signal while joining too) */
+    signal(SIGINT, s_on_signal);
+    signal(SIGTERM, s_on_signal);
+    signal(SIGHUP, s_on_signal);   /* its terminal closed (an ssh session dropped): stopped as by SIGTERM */
     if (s_checkpoint(x, err, sizeof err) == 0 && s_start(x, err, sizeof err) == 0) {
-        atomic_store(&s_running, (uintptr_t)x->node);
-        signal(SIGINT, s_on_signal);
-        signal(SIGTERM, s_on_signal);
-        signal(SIGHUP, s_on_signal);   /* its terminal closed (an ssh session dropped): stopped as by SIGTERM */
         status = node_run(x->node);
         progress_done(&x->view.prog);
         node_result_t res;
@@ -442,11 +450,17 @@ int cmd_node(int argc, char **argv)
         snprintf(err, sizeof err, "%s", res.c.why);
         int sig = atomic_load(&s_stopped_by);
         if (res.c.done == 2 && status == 0) {   /* stopped early on purpose: 128 + the signal, as a shell says */
-            snprintf(err, sizeof err, "interrupted by %s", sig == SIGINT ? "SIGINT (Ctrl-C)" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+            s_interrupted(sig, err, sizeof err);
             status = 128 + (sig ? sig : SIGTERM);
         }
         s_end(x, status, err);
         if (status && status < 128) fprintf(stderr, "brigade node: %s\n", err);
+    } else if (atomic_load(&s_stopped_by)) {   /* stopped while starting (joining) */
+        int sig = atomic_load(&s_stopped_by);
+        s_interrupted(sig, err, sizeof err);
+        status = 128 + sig;
+        s_end(x, status, err);
+        fprintf(stderr, "brigade node: %s while starting\n", err);
     } else {
         s_end(x, status, err);
         fprintf(stderr, "brigade: %s\n", err);

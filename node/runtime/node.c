@@ -340,7 +340,10 @@ int node_join(node_t *n, char *err, size_t errlen)
     if (!n->o.join[0]) return 0;
     if (netside_join(n->net, n->o.join, n->o.stage, err, errlen) < 0) return -1;
     int r;
-    while ((r = netside_join_state(n->net, err, errlen)) == 0) s_net_round(n, 100);
+    while ((r = netside_join_state(n->net, err, errlen)) == 0) {
+        if (atomic_load(&n->interrupt)) { snprintf(err, errlen, "interrupted while joining"); return -1; }
+        s_net_round(n, 100);
+    }
     if (r < 0) return -1;
     if (netside_stage(n->net) == 0) {
         /* the data path comes from whoever started the run: a joiner reads files only when it names them itself */

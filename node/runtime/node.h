@@ -53,8 +53,8 @@ int node_outward(const node_t *self);
 /* The stage served (before node_run, or after it). */
 int node_stage(const node_t *self);
 
-/* Joins the swarm of o->join (blocking until the WELCOME, a refusal or 15 s
- * of silence).  A joiner given stage 0 reads only data it named itself
+/* Joins the swarm of o->join (blocking until the WELCOME, a refusal, 15 s
+ * of silence or node_interrupt).  A joiner given stage 0 reads only data it named itself
  * (cfg.local_data) or data that needs no file.  0, or -1 with a one-line reason. */
 int node_join(node_t *self, char *err, size_t errlen);
 

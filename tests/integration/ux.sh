@@ -226,6 +226,21 @@ why=$(ev "$T/hup.jsonl" end why | tail -n 1)
     && ok "SIGHUP (its terminal closed) stops a node as SIGTERM does: exit 129, end event, checkpoint" \
     || bad "SIGHUP" "exit $rc, end '$why', checkpoint: $(ls "$T/hck" 2>&1)"
 PID=""
+# SIGTERM while it waits for its bootstrap's WELCOME: exit 143 with an end event, at once
+"$BRIGADE" node --listen 127.0.0.1:0 --join "127.0.0.1:9/$(printf 'A%.0s' $(seq 40))" --threads 1 \
+    --metrics "$T/jn.jsonl" 2>"$T/jn.err" &
+P1=$!; PID="$P1"
+sleep 2
+kill -TERM $P1
+for _ in $(seq 30); do kill -0 $P1 2>/dev/null || break; sleep 0.1; done
+if kill -0 $P1 2>/dev/null; then kill -9 $P1; wait $P1; bad "SIGTERM while joining" "still running 3 s after SIGTERM"
+else
+    wait $P1; rc=$?
+    why=$(ev "$T/jn.jsonl" end why | tail -n 1)
+    [ "$rc" = 143 ] && [ "$why" = "interrupted by SIGTERM" ] && ok "SIGTERM while joining: exit 143, end event '$why'" \
+        || bad "SIGTERM while joining" "exit $rc, end event '$why': $(tail -n 1 "$T/jn.err")"
+fi
+PID=""
 # every failure after the metrics file is open still ends with an end event naming the reason
 # (endcheck NAME REASON ARGS...: REASON, a grep pattern, must be in the event's why)
 endcheck() {
