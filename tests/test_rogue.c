@@ -949,6 +949,57 @@ static void t_links_of_long_gone_peers_closed(void)
     s_tnode_free(&a);
 }
 
+/* A MAIL_SEND of an int8 GRAD of x[n] to peer, with error feedback, as the compute side sends it. */
+static void s_send_grad(netside_t *ns, uint64_t peer, const float *x, size_t n)
+{
+    mail_t *m = mail_new(MAIL_SEND);
+    if (!m || !(m->x = malloc(sizeof(float) * n))) { mail_free(m); return; }
+    memcpy(m->x, x, sizeof(float) * n);
+    wire_hdr_init(&m->hdr, WIRE_GRAD);
+    m->hdr.stage = 0;
+    m->peer = peer;
+    m->n = n;
+    m->codec = codec_from_name("int8");
+    m->feedback = 1;
+    netside_on_mail(ns, m);
+}
+
+/* Upstream peers come and go, each with a fresh identity: a gradient stream
+ * to a peer met after the first 64 still carries its quantization error
+ * forward (the 64 first streams were held for good: every later peer got
+ * int8 gradients without error feedback). */
+static void t_feedback_streams_of_gone_peers_reused(void)
+{
+    tnode_t a;
+    char err[300];
+    if (s_tnode(&a, 1, 0, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    enum { UPSTREAM = 70, N = 512 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = (float)sin(0.37 * i) * (1.0f + (float)(i % 7));
+    uint64_t last = 0;
+    for (int k = 0; k < UPSTREAM; k++) {
+        keypair_t kp;
+        char adv[32];
+        CHECK(keypair_generate(&kp, err, sizeof err) == 0);
+        snprintf(adv, sizeof adv, "127.0.0.1:%d", 8000 + k);
+        s_send_join(a.ns, &kp, adv, 0, 1);   /* a stage-0 peer introduces itself */
+        last = node_id_from_pubkey(kp.pub);
+        s_send_grad(a.ns, last, x, N);
+        a.clock += 0.1;
+    }
+    /* the same gradient again to the last one: with its error carried forward, it is encoded differently */
+    CHECK(a.box.keep_n[WIRE_GRAD] >= 1);
+    size_t len1 = a.box.keep_len[WIRE_GRAD][0];
+    uint8_t *f1 = malloc(len1 ? len1 : 1);
+    if (f1 && a.box.keep_n[WIRE_GRAD] >= 1) memcpy(f1, a.box.keep[WIRE_GRAD][0], len1);
+    s_send_grad(a.ns, last, x, N);
+    CHECKF(a.box.sent[WIRE_GRAD] == UPSTREAM + 1, "%d GRADs sent", a.box.sent[WIRE_GRAD]);
+    CHECKF(f1 && (a.box.keep_len[WIRE_GRAD][0] != len1 || memcmp(f1, a.box.keep[WIRE_GRAD][0], len1) != 0),
+           "the %dth upstream peer's gradients are encoded without error feedback", UPSTREAM);
+    free(f1);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -960,6 +1011,7 @@ int main(int argc, char **argv)
         RUN(t_join_checkpoint_of_other_run);
         RUN(t_tensor_after_leave_not_dropped);
         RUN(t_links_of_long_gone_peers_closed);
+        RUN(t_feedback_streams_of_gone_peers_reused);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

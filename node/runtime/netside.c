@@ -91,6 +91,7 @@ typedef struct {
     uint64_t peer;
     size_t n;
     float *residual;
+    double used;            /* clock time of its last gradient */
 } feedback_t;
 
 typedef enum { JOIN_NONE = 0, JOIN_WAITING, JOIN_DONE, JOIN_FAILED } join_state_t;
@@ -1207,15 +1208,27 @@ static void s_on_tensor(netside_t *ns, const transport_msg_t *m)
     s_post(ns, mail);
 }
 
-/* The residual of the gradient stream to peer (n floats), made on first use; NULL when none is free. */
+/* The residual of the gradient stream to peer (n floats), made on first use
+ * (all streams taken: in place of the one unused longest, a peer gone
+ * most likely; the 64 first upstream peers of a churning swarm held them
+ * all for good and every later one went without error feedback); NULL when
+ * out of memory. */
 static float *s_residual(netside_t *ns, uint64_t peer, size_t n)
 {
-    for (int i = 0; i < ns->nfb; i++)
-        if (ns->fb[i].peer == peer) return ns->fb[i].n == n ? ns->fb[i].residual : NULL;
-    if (ns->nfb == FEEDBACK_STREAMS) return NULL;
+    double now = s_now(ns);
+    int old = 0;
+    for (int i = 0; i < ns->nfb; i++) {
+        if (ns->fb[i].peer == peer) {
+            ns->fb[i].used = now;
+            return ns->fb[i].n == n ? ns->fb[i].residual : NULL;
+        }
+        if (ns->fb[i].used < ns->fb[old].used) old = i;
+    }
     float *r = calloc(n, sizeof(float));
     if (!r) return NULL;
-    ns->fb[ns->nfb++] = (feedback_t){ .peer = peer, .n = n, .residual = r };
+    if (ns->nfb == FEEDBACK_STREAMS) free(ns->fb[old].residual);
+    else old = ns->nfb++;
+    ns->fb[old] = (feedback_t){ .peer = peer, .n = n, .residual = r, .used = now };
     return r;
 }
 
@@ -2101,7 +2114,8 @@ static void s_broadcast(netside_t *ns, int type)
 
 /* Pings a few peers taken for gone: after a partition heals, either side's
  * PING brings the other back (a message from a gone peer revives it).  A
- * peer gone for GONE_FORGET_S is pinged no more and its link is closed. */
+ * peer gone for GONE_FORGET_S is pinged no more, its link is closed and
+ * the residual of our gradient stream to it is freed. */
 static void s_probe_gone(netside_t *ns)
 {
     double now = s_now(ns);
@@ -2114,6 +2128,13 @@ static void s_probe_gone(netside_t *ns)
         p->link = -1;
         p->adopted = 0;
         peers_touch(&ns->peers, p);
+    }
+    for (int i = 0; i < ns->nfb; i++) {   /* and the residuals of gradient streams to them */
+        peer_t *p = peers_find(&ns->peers, ns->fb[i].peer);
+        if (p && (p->health != PEER_GONE || now - p->last_heard <= GONE_FORGET_S)) continue;
+        free(ns->fb[i].residual);
+        ns->fb[i] = ns->fb[--ns->nfb];   /* the last one takes its place, and is looked at next */
+        i--;
     }
     for (int k = 0; gone > 0 && k < ns->peers.n && sent < GONE_PROBES; k++) {
         peer_t *p = &ns->peers.p[(ns->probe_at + k) % ns->peers.n];
