@@ -178,10 +178,16 @@ L1=$!
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --metrics "$T/l2.jsonl" 2>"$T/l2.err" &
 L2=$!
 PID="$L0 $L1 $L2"
-for _ in $(seq 1200); do [ "$(ev "$T/l0.jsonl" update version | tail -n 1)" -ge 190 ] 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 600); do [ "$(ev "$T/l0.jsonl" update version | tail -n 1)" -ge 100 ] 2>/dev/null && break; sleep 0.1; done
 kill -STOP $L2
-for _ in $(seq 600); do [ "$(ev "$T/l0.jsonl" update version | tail -n 1)" -ge 200 ] 2>/dev/null && break; sleep 0.05; done
-sleep 1
+# complete: its updates have stopped (for 3 s, well within the wait of 15 s)
+last=""; same=0
+for _ in $(seq 240); do
+    v=$(ev "$T/l0.jsonl" update version | tail -n 1)
+    if [ "$v" = "$last" ]; then same=$((same + 1)); else same=0; last=$v; fi
+    [ "$same" -ge 6 ] && [ "${v:-0}" -ge 150 ] && break
+    sleep 0.5
+done
 kill -INT $L0
 for _ in $(seq 50); do kill -0 $L0 2>/dev/null || break; sleep 0.1; done
 if kill -0 $L0 2>/dev/null; then kill -9 $L0; wait $L0; bad "Ctrl-C while lingering" "still running 5 s after SIGINT"
