@@ -997,6 +997,16 @@ static void t_feedback_streams_of_gone_peers_reused(void)
     CHECKF(f1 && (a.box.keep_len[WIRE_GRAD][0] != len1 || memcmp(f1, a.box.keep[WIRE_GRAD][0], len1) != 0),
            "the %dth upstream peer's gradients are encoded without error feedback", UPSTREAM);
     free(f1);
+    for (int t = 0; t < 2000; t++) {   /* 1000 s: every stream's peer is long gone, its residual freed */
+        netside_tick(a.ns);
+        a.clock += 0.5;
+    }
+    keypair_t kp;
+    CHECK(keypair_generate(&kp, err, sizeof err) == 0);
+    s_send_join(a.ns, &kp, "127.0.0.1:9000", 0, 1);
+    s_send_grad(a.ns, node_id_from_pubkey(kp.pub), x, N);
+    s_send_grad(a.ns, node_id_from_pubkey(kp.pub), x, N);
+    CHECKF(a.box.sent[WIRE_GRAD] == UPSTREAM + 3, "%d GRADs sent", a.box.sent[WIRE_GRAD]);
     s_tnode_free(&a);
 }
 
