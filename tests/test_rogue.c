@@ -638,18 +638,25 @@ static void s_deliver(netside_t *ns, const keypair_t *kp, int type, int stage, u
     netside_on_msg(ns, &m, 0);
 }
 
-/* A JOIN (an introduction when intro) from kp advertising adv, wanting stage want. */
-static void s_send_join(netside_t *ns, const keypair_t *kp, const char *adv, int want, int intro)
+/* A JOIN (an introduction when intro) from kp advertising adv, wanting stage
+ * want; ck_run != 0: want is the stage of a checkpoint of that run. */
+static void s_send_join_as(netside_t *ns, const keypair_t *kp, const char *adv, int want, int intro, uint64_t ck_run)
 {
     wbuf_t w;
     wbuf_init(&w, 256);
     wbuf_put_str(&w, adv);
     wbuf_put_u32(&w, (uint32_t)(int32_t)want);
     wbuf_put_bytes(&w, NULL, 0);
+    if (ck_run) wbuf_put_u64(&w, ck_run);
     const void *f[1] = { w.data };
     size_t l[1] = { w.len };
     s_deliver(ns, kp, WIRE_JOIN, -1, intro ? JOIN_FLAG_INTRO : 0, 0, f, l, 1);
     wbuf_free(&w);
+}
+
+static void s_send_join(netside_t *ns, const keypair_t *kp, const char *adv, int want, int intro)
+{
+    s_send_join_as(ns, kp, adv, want, intro, 0);
 }
 
 static uint64_t s_drops(const tnode_t *n) { return atomic_load(&netside_counters(n->ns)->drops); }
@@ -839,21 +846,6 @@ static int s_welcome_stage(const tnode_t *boot)
     return (int)rbuf_get_u32(&r);
 }
 
-/* A JOIN from kp wanting stage want as the stage of a checkpoint of run ck_run. */
-static void s_send_join_ck(netside_t *ns, const keypair_t *kp, const char *adv, int want, uint64_t ck_run)
-{
-    wbuf_t w;
-    wbuf_init(&w, 256);
-    wbuf_put_str(&w, adv);
-    wbuf_put_u32(&w, (uint32_t)(int32_t)want);
-    wbuf_put_bytes(&w, NULL, 0);
-    wbuf_put_u64(&w, ck_run);
-    const void *f[1] = { w.data };
-    size_t l[1] = { w.len };
-    s_deliver(ns, kp, WIRE_JOIN, -1, 0, 0, f, l, 1);
-    wbuf_free(&w);
-}
-
 /* A joiner's wanted stage that comes from a checkpoint binds only in the
  * checkpoint's run: from another run's, the joiner gets the least served
  * stage (stage 0 again would leave the others unserved). */
@@ -866,9 +858,9 @@ static void t_join_checkpoint_of_other_run(void)
     CHECK(keypair_generate(&a, err, sizeof err) == 0);
     CHECK(keypair_generate(&b, err, sizeof err) == 0);
     uint64_t run = netside_run(boot.ns);
-    s_send_join_ck(boot.ns, &a, "127.0.0.1:7001", 0, run ^ 0x5a5a);
+    s_send_join_as(boot.ns, &a, "127.0.0.1:7001", 0, 0, run ^ 0x5a5a);
     CHECKF(s_welcome_stage(&boot) == 1, "another run's stage 0: welcomed to stage %d, want 1", s_welcome_stage(&boot));
-    s_send_join_ck(boot.ns, &b, "127.0.0.1:7002", 0, run);
+    s_send_join_as(boot.ns, &b, "127.0.0.1:7002", 0, 0, run);
     CHECKF(s_welcome_stage(&boot) == 0, "this run's stage 0: welcomed to stage %d, want 0", s_welcome_stage(&boot));
     s_tnode_free(&boot);
 }

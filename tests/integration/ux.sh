@@ -12,6 +12,12 @@ trap 'exit 1' INT TERM HUP
 . "$(dirname "$0")/hx.inc"
 ok() { echo "ok - $1"; }
 bad() { echo "FAIL - $1: $2"; }
+# gone PID TENTHS: 0 when PID exits within TENTHS x 0.1 s (the caller waits for its status); else it is killed, 1
+gone() {
+    for _ in $(seq "$2"); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+    kill -0 "$1" 2>/dev/null || return 0
+    kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; return 1
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # help: every command and option a volunteer needs is there
@@ -133,8 +139,7 @@ curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$H/nope" | grep -q 404 
 # a joiner asking for a stage the run does not have is told so by the bootstrap (not left waiting)
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 3 --threads 1 >"$T/j.out" 2>"$T/j.err" &
 J=$!
-for _ in $(seq 100); do kill -0 "$J" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$J" 2>/dev/null; then kill -9 "$J"; bad "joiner's --stage" "still waiting after 10 s: $(tail -n 1 "$T/j.err")"
+if ! gone "$J" 100; then bad "joiner's --stage" "still waiting after 10 s: $(tail -n 1 "$T/j.err")"
 else
     wait "$J"; rc=$?
     [ "$rc" = 2 ] && grep -q "refused by the swarm: --stage 3: the run has 1 stage (0 to 0)" "$T/j.err" \
@@ -189,8 +194,7 @@ for _ in $(seq 240); do
     sleep 0.5
 done
 kill -INT $L0
-for _ in $(seq 50); do kill -0 $L0 2>/dev/null || break; sleep 0.1; done
-if kill -0 $L0 2>/dev/null; then kill -9 $L0; wait $L0; bad "Ctrl-C while lingering" "still running 5 s after SIGINT"
+if ! gone $L0 50; then bad "Ctrl-C while lingering" "still running 5 s after SIGINT"
 else
     wait $L0; rc=$?
     st=$(ev "$T/l0.jsonl" end status | tail -n 1)
@@ -208,7 +212,7 @@ head -n 1 "$T/fifo" >/dev/null
 sleep 6   # a progress line comes every 5 s: it meets the closed pipe
 if kill -0 $P1 2>/dev/null; then
     kill -TERM $P1
-    for _ in $(seq 100); do kill -0 $P1 2>/dev/null || break; sleep 0.1; done
+    gone $P1 100
     wait $P1; rc=$?
     st=$(ev "$T/p.jsonl" end status | tail -n 1)
     [ "$rc" = 143 ] && [ "$st" = interrupted ] && [ -s "$T/pck/stage.ckpt" ] \
@@ -225,7 +229,7 @@ PID=""
 P1=$!; PID="$P1"
 for _ in $(seq 150); do [ -n "$(ev "$T/hup.jsonl" update version)" ] && break; sleep 0.1; done
 kill -HUP $P1
-for _ in $(seq 100); do kill -0 $P1 2>/dev/null || break; sleep 0.1; done
+gone $P1 100
 wait $P1; rc=$?
 why=$(ev "$T/hup.jsonl" end why | tail -n 1)
 [ "$rc" = 129 ] && [ "$why" = "interrupted by SIGHUP" ] && [ -s "$T/hck/stage.ckpt" ] \
@@ -238,8 +242,7 @@ PID=""
 P1=$!; PID="$P1"
 sleep 2
 kill -TERM $P1
-for _ in $(seq 30); do kill -0 $P1 2>/dev/null || break; sleep 0.1; done
-if kill -0 $P1 2>/dev/null; then kill -9 $P1; wait $P1; bad "SIGTERM while joining" "still running 3 s after SIGTERM"
+if ! gone $P1 30; then bad "SIGTERM while joining" "still running 3 s after SIGTERM"
 else
     wait $P1; rc=$?
     why=$(ev "$T/jn.jsonl" end why | tail -n 1)
