@@ -811,9 +811,13 @@ static void t_join_answers_from_bootstrap_only(void)
     CHECKF(strstr(err, "go away") != NULL, "err: %s", err);
     s_deliver(j.ns, &boot.kp, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
     CHECKF(netside_join_state(j.ns, err, sizeof err) == -1, "a WELCOME after the join failed was taken");
-    /* the bootstrap's WELCOME to j2 is taken */
+    /* the bootstrap's WELCOME to j2 is taken; a second one (the answer to a JOIN sent again) is no strike */
     s_deliver(j2.ns, &boot.kp, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
     CHECKF(netside_join_state(j2.ns, err, sizeof err) == 1, "the bootstrap's WELCOME: %s", err);
+    s_deliver(j2.ns, &boot.kp, WIRE_WELCOME, -1, 0, 0, wf, wl, 3);
+    const peer_t *bp = peers_find((peers_t *)netside_peers(j2.ns), node_id_from_pubkey(boot.kp.pub));
+    CHECK(bp != NULL);
+    if (bp) CHECKF(bp->strikes == 0, "a second WELCOME from the bootstrap: %d strikes against it", bp->strikes);
     s_tnode_free(&j2);
     s_tnode_free(&j);
     s_tnode_free(&boot);

@@ -2028,6 +2028,11 @@ static void s_dispatch(netside_t *ns, const transport_msg_t *m)
     case WIRE_DONE: s_on_done(ns, m); break;
     case WIRE_DIAL: s_on_dial(ns, m); break;
     case WIRE_RELAY: s_on_relay(ns, m); break;
+    case WIRE_WELCOME:
+        /* the answer to a JOIN sent again before the first answer came: nothing wrong with its sender */
+        if (m->sender == ns->join_id) { s_discard(ns); break; }
+        s_drop(ns, "unexpected message type", m->sender);
+        break;
     default:
         s_drop(ns, "unexpected message type", m->sender);
     }
