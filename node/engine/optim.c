@@ -107,6 +107,13 @@ float optim_lr(const optim_config_t *o, int t)
 /* ---------------------------------------------------------------------------
  * Reference. */
 
+/* The larger of two unit norms, NaN when either is: a NaN never compares
+ * larger, and a diverged update must show in the returned norm. */
+static float s_worse(float worst, float norm)
+{
+    return isnan(worst) || norm <= worst ? worst : norm;
+}
+
 float optim_clip(const stage_t *s, float *grads, float clip)
 {
     float worst = 0.0f;
@@ -120,7 +127,7 @@ float optim_clip(const stage_t *s, float *grads, float clip)
                 ss += (double)g[i] * g[i];
         }
         float norm = (float)sqrt(ss);
-        if (!(norm <= worst) && !isnan(worst)) worst = norm;   /* a NaN norm stays the answer */
+        worst = s_worse(worst, norm);
         if (clip > 0.0f && norm > clip) {
             float f = clip / norm;
             for (int j = k; j < k1; j++) {
@@ -360,7 +367,7 @@ float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t
         int unit = s->tensors[k0].unit, k1 = k0;
         while (k1 < s->ntensors && s->tensors[k1].unit == unit) k1++;
         float norm = s_unit_step(team, u, adj, k0, k1);
-        if (!(norm <= worst) && !isnan(worst)) worst = norm;   /* a NaN norm stays the answer */
+        worst = s_worse(worst, norm);
         k0 = k1;
     }
     team_stop(&team);

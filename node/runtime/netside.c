@@ -445,7 +445,7 @@ static int s_live_ids(const netside_t *ns, uint64_t *ids)
     return k;
 }
 
-static void s_add_peer(netside_t *ns, const peer_info_t *info, const char *why);
+static void s_add_peer(netside_t *ns, const peer_info_t *info, double heard, const char *why);
 
 /* Signs this node's own announcement again when its address or stage
  * changed since the last one (the seq is the wall clock in ms, so it only
@@ -644,7 +644,7 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
             valid = s_announce_ok(ns, &a, blob, len, err, sizeof err) && announce_matches(&a, rec);
         if (rec->id == sender) {
             if (memcmp(rec->pubkey, sender_pub, 32) != 0) continue;
-            s_add_peer(ns, rec, why);
+            s_add_peer(ns, rec, s_now(ns), why);
         } else if (p) {
             if (s_fresh(ns, p, rec->seen_ms)) {
                 /* the sender heard from it more lately than we did: its rate and version are newer hints */
@@ -657,11 +657,9 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
         } else if (!valid) {
             continue;   /* a third party's word alone is not enough */
         } else {
-            s_add_peer(ns, rec, why);
             /* as fresh as the sender's word of it, not as this moment: a peer that died a while ago
              * would otherwise look alive here for a whole silence allowance, and draw work */
-            peer_t *q = peers_find(&ns->peers, rec->id);
-            if (q) q->last_heard = s_now(ns) - (double)rec->seen_ms * 1e-3;
+            s_add_peer(ns, rec, s_now(ns) - (double)rec->seen_ms * 1e-3, why);
         }
         p = peers_find(&ns->peers, rec->id);
         if (p && valid && a.seq >= p->announce_seq) {
@@ -728,10 +726,11 @@ static void s_heard(netside_t *ns, uint64_t id)
     if (p->health == PEER_GONE) s_revive(ns, p, "heard again");
 }
 
-static void s_add_peer(netside_t *ns, const peer_info_t *info, const char *why)
+/* Learns or updates a peer; a new one was last heard from at clock time heard. */
+static void s_add_peer(netside_t *ns, const peer_info_t *info, double heard, const char *why)
 {
     if (info->id == ns->id) return;
-    int r = peers_upsert(&ns->peers, info, s_now(ns));
+    int r = peers_upsert(&ns->peers, info, heard);
     ns->view_dirty = 1;
     if (r == 1) {
         s_live_change(ns, ns->peers.n - 1, 1);   /* a new record (the last) is alive */
@@ -791,7 +790,7 @@ static void s_on_intro(netside_t *ns, const transport_msg_t *m, const char *adv,
     memcpy(info.addr, adv, sizeof info.addr);
     memcpy(info.pubkey, m->sender_pub, 32);
     info.stage = (int16_t)want;
-    s_add_peer(ns, &info, "introduction");
+    s_add_peer(ns, &info, s_now(ns), "introduction");
     s_heard(ns, m->sender);
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (!p) return;
@@ -944,7 +943,7 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     snprintf(info.addr, sizeof info.addr, "%s", adv);
     memcpy(info.pubkey, m->sender_pub, 32);
     info.stage = (int16_t)stage;
-    s_add_peer(ns, &info, "join");
+    s_add_peer(ns, &info, s_now(ns), "join");
     /* a re-join after a restart: mark it alive, and reconnect to its (possibly new) address */
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (p) {

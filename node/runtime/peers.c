@@ -62,7 +62,7 @@ peer_t *peers_find(peers_t *t, uint64_t id)
     return i >= 0 ? &t->p[i] : NULL;
 }
 
-int peers_upsert(peers_t *t, const peer_info_t *info, double now)
+int peers_upsert(peers_t *t, const peer_info_t *info, double heard)
 {
     peer_t *p = peers_find(t, info->id);
     if (!p) {
@@ -72,7 +72,7 @@ int peers_upsert(peers_t *t, const peer_info_t *info, double now)
         memset(p, 0, sizeof *p);
         p->info = *info;
         p->link = -1;
-        p->last_heard = now;
+        p->last_heard = heard;
         p->last_loss = NAN;
         if (self) t->selfix = t->n;
         else memset(&t->mirror[s_mirror_pos(t, t->n)], 0, sizeof(view_peer_t));   /* completed 0: the sum holds */

@@ -84,9 +84,9 @@ void peers_fini(peers_t *t);
 peer_t *peers_find(peers_t *t, uint64_t id);
 /* Adds or refreshes a record (address, stage, rate, version from info; our
  * own measurements stay); a record about self is taken only the first time.
- * Returns 1 when the peer is new, 0 when known, -1 when the table is full
- * (or out of memory). */
-int peers_upsert(peers_t *t, const peer_info_t *info, double now);
+ * A new record was last heard from at clock time heard.  Returns 1 when the
+ * peer is new, 0 when known, -1 when the table is full (or out of memory). */
+int peers_upsert(peers_t *t, const peer_info_t *info, double heard);
 /* Keeps blob (ANNOUNCE_LEN bytes) as p's announcement with its seq.  0, or -1 when out of memory (nothing changed). */
 int peers_set_announce(peer_t *p, const uint8_t *blob, uint64_t seq);
 /* Peers (alive, self included) serving each stage, into count[nstages]. */
