@@ -10,11 +10,16 @@
  * to C at the end.  Packing pads the edge panels with zeros and the store
  * masks the columns and skips the rows past the edge, so an edge entry goes
  * through the same operations as any other.  The packed blocks come from one malloc
- * per call (at most 652 KiB, which glibc serves from its heap once the first
+ * per call (at most 596 KiB, which glibc serves from its heap once the first
  * one is freed).  Strided rows are packed 16 x 16 at a time through the
  * registers (s_gemm_t16): packed one element at a time they took a fifth of
  * the kernel's time.  The block sizes were picked on the gpt shapes: 12-row
- * tiles or 128-term blocks ran 5-15% slower. */
+ * tiles or 128-term blocks ran 5-15% slower.  In a training step the
+ * operands come from memory, not cache (each product's inputs were written
+ * by another pass): there the micro-kernel prefetches its tile of C, the
+ * packing reads every source row in order, and blocks of 84 rows rather
+ * than 140 keep the packed A nearer; together 1.18 x the products' speed
+ * with cold operands (tests/bench/RESULTS.md, "Engine"). */
 #include "node/engine/gemm.h"
 #include "compress/cpu.h"
 
@@ -46,7 +51,7 @@ void gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 
 #define S_MR 14            /* rows of a micro-tile */
 #define S_NR 32            /* columns of a micro-tile: two 16-float vectors */
-#define S_MC 140           /* rows of op(A) packed at once (10 panels) */
+#define S_MC 84            /* rows of op(A) packed at once (6 panels) */
 #define S_NC 512           /* columns of op(B) packed at once (16 panels) */
 
 /* A 16 x 16 transpose through the registers: for k in [0, kn) (kn <= 16),
@@ -96,29 +101,34 @@ S_TARGET S_UNCHECKED static void s_gemm_t16(float *dst, size_t ds, int width, co
  * holds term k of vectors p*width .. p*width + width - 1), zeros past vector
  * nv: the rows of op(A) into panels of S_MR, the columns of op(B) into
  * panels of S_NR.  Vectors contiguous in k (sk 1) go through s_gemm_t16,
- * 16 at a time; otherwise each term's row is copied (inlined, so that the
- * copy of a whole row has its constant size). */
+ * 16 at a time.  Vectors side by side (sv 1) go term by term: a term's nv
+ * floats are read once, in order, and spread over the panels (read panel by
+ * panel, in pieces of `width` floats, cold operands made a transposed op(A)
+ * a fifth slower).  Other strides are copied one float at a time. */
 S_TARGET static inline __attribute__((always_inline)) void
 s_gemm_pack(float *restrict dst, int width, const float *restrict x, size_t sv, size_t sk, int nv, int kc)
 {
-    for (int v0 = 0; v0 < nv; v0 += width, dst += (size_t)kc * width) {
-        int n = nv - v0 < width ? nv - v0 : width;
-        const float *src = x + (size_t)v0 * sv;
-        if (sk == 1) {
+    size_t pstride = (size_t)kc * width;   /* floats from one panel to the next */
+    if (sk == 1) {
+        for (int v0 = 0; v0 < nv; v0 += width, dst += pstride) {
+            int n = nv - v0 < width ? nv - v0 : width;
+            const float *src = x + (size_t)v0 * sv;
             for (int k0 = 0; k0 < kc; k0 += 16)
                 for (int h = 0; h < width; h += 16)
                     s_gemm_t16(dst + (size_t)k0 * width + h, (size_t)width, width - h < 16 ? width - h : 16,
                                src + (size_t)h * sv + k0, sv, n - h < 0 ? 0 : n - h > 16 ? 16 : n - h,
                                kc - k0 < 16 ? kc - k0 : 16);
-            continue;
         }
-        float *d = dst;
-        for (int k = 0; k < kc; k++, d += width) {
-            const float *row = src + (size_t)k * sk;
-            if (sv == 1 && n == width) { memcpy(d, row, (size_t)width * sizeof(float)); continue; }
-            for (int v = 0; v < n; v++) d[v] = row[(size_t)v * sv];
-            for (int v = n; v < width; v++) d[v] = 0.0f;
-        }
+        return;
+    }
+    for (int k = 0; k < kc; k++) {
+        const float *row = x + (size_t)k * sk;
+        float *d = dst + (size_t)k * width;
+        int v0 = 0;
+        if (sv == 1)   /* whole panels: constant-size copies (inlined) */
+            for (; v0 + width <= nv; v0 += width, d += pstride) memcpy(d, row + v0, (size_t)width * sizeof(float));
+        for (; v0 < nv; v0 += width, d += pstride)
+            for (int v = 0; v < width; v++) d[v] = v0 + v < nv ? row[(size_t)(v0 + v) * sv] : 0.0f;
     }
 }
 
@@ -137,6 +147,13 @@ S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap,
                                                float *c, size_t ldc, int mr, int nr, float alpha, float beta)
 {
     __m512 c0[S_MR], c1[S_MR];
+    /* in a training step C's tile is rarely in cache: fetch it while the sums run */
+    for (int i = 0; i < mr; i++) {
+        const char *row = (const char *)(c + (size_t)i * ldc);
+        _mm_prefetch(row, _MM_HINT_T0);
+        _mm_prefetch(row + 64, _MM_HINT_T0);
+        _mm_prefetch(row + (size_t)(nr - 1) * sizeof(float), _MM_HINT_T0);
+    }
 #pragma GCC unroll 14
     for (int i = 0; i < S_MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++, ap += S_MR, bp += S_NR) {
