@@ -5,8 +5,8 @@
  * them with target attributes, next to a plain C version, and each call
  * picks one by cpu_level(): compress/quant.c (SSE4.1 quantizers, F16C fp16
  * conversion), node/engine/attention.c (the AVX-512 attention kernels) and
- * node/engine/gemm.c (the AVX-512 matrix product, where OpenBLAS runs a
- * narrower kernel).  Every fast kernel gives the same bits as its plain
+ * node/engine/gemm.c (the AVX-512 matrix product; BRIGADE_GEMM=blas sends
+ * the products to OpenBLAS instead).  Every fast kernel gives the same bits as its plain
  * version, except where its header says otherwise (attention and gemm:
  * fused multiply-adds).
  *

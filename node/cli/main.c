@@ -27,6 +27,8 @@ static void s_usage(FILE *f)
         "\nenvironment:\n"
         "  BRIGADE_CPU=generic|sse4.1|avx2|avx512|native   caps the instruction set of the fast kernels\n"
         "                                         (default native: the best this CPU runs; generic: plain C)\n"
+        "  BRIGADE_GEMM=own|blas                  matrix products: brigade's own AVX-512 kernel (the default\n"
+        "                                         where the CPU has AVX-512) or OpenBLAS's\n"
         "\ntrainer options (solo):\n");
     opts_help(f, OPTS_SOLO);
 }
@@ -54,7 +56,7 @@ int main(int argc, char **argv)
         return 0;
     }
     char err[160];
-    if (cpu_env_check(err, sizeof err) < 0) {
+    if (cpu_env_check(err, sizeof err) < 0 || gemm_env_check(err, sizeof err) < 0) {
         fprintf(stderr, "brigade: %s\n", err);
         return 2;
     }

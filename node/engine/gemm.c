@@ -25,9 +25,9 @@
 
 #include <cblas.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 void gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc)
@@ -217,22 +217,27 @@ S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K,
     return 0;
 }
 
-/* 1 when OpenBLAS runs one of its AVX-512 kernels: then it is about as fast
- * as the one here (tests/bench/RESULTS.md, "Engine"), and it stays in use. */
-static int s_blas_is_wide(void)
-{
-    static const char *const wide[] = { "skylakex", "cooperlake", "sapphirerapids" };
-    const char *core = openblas_get_corename();
-    for (size_t i = 0; core && i < sizeof wide / sizeof wide[0]; i++)
-        if (strncasecmp(core, wide[i], strlen(wide[i])) == 0) return 1;
-    return 0;
-}
 #endif
+
+/* 1 when BRIGADE_GEMM asks for OpenBLAS */
+static int s_env_blas(void)
+{
+    const char *e = getenv("BRIGADE_GEMM");
+    return e && !strcmp(e, "blas");
+}
+
+int gemm_env_check(char *err, int errlen)
+{
+    const char *e = getenv("BRIGADE_GEMM");
+    if (!e || !*e || !strcmp(e, "own") || !strcmp(e, "blas")) return 0;
+    snprintf(err, (size_t)errlen, "BRIGADE_GEMM=%s: must be own or blas", e);
+    return -1;
+}
 
 int gemm_fast(void)
 {
 #ifdef S_FAST
-    return cpu_level() >= CPU_AVX512 && !s_blas_is_wide();
+    return cpu_level() >= CPU_AVX512 && !s_env_blas();
 #else
     return 0;
 #endif

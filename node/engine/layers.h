@@ -9,7 +9,7 @@
  *   - kernels are pure: no allocation, no I/O; scratch is passed in (the
  *     matrix products' packing space excepted, as in any BLAS: gemm.h);
  *   - every matrix product goes through gemm() (gemm.h: OpenBLAS, or the
- *     engine's own AVX-512 kernel where OpenBLAS's is narrower; attention,
+ *     engine's own AVX-512 kernel where the CPU has AVX-512; attention,
  *     in attention.h, has its own small-product kernels).
  */
 #ifndef BRIGADE_LAYERS_H

@@ -194,8 +194,7 @@ static double s_step_flops(const model_config_t *c, int B)
 
 /* ---------------------------------------------------------------------------
  * Matrix product peak: cblas_sgemm's, and that of the engine's own kernel
- * (node/engine/gemm.h), which gemm() runs where OpenBLAS's kernel is
- * narrower than the CPU. */
+ * (node/engine/gemm.h), which gemm() runs on an AVX-512 CPU. */
 
 typedef struct {
     int M, N, K;        /* C (M,N) = A (M,K) @ B^T, B stored (N,K) as linear_forward does */

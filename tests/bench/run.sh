@@ -286,8 +286,8 @@ tattn=$(kv "$WORK/torch.set.out" torch attention model=gpt-small threads=1)
     echo "triangle, so it executes fewer); biases, layernorm, GELU, softmax, embedding and AdamW"
     echo "are not counted.  The peak is the best matrix product of the shapes below at the same"
     echo "thread count: cblas_sgemm's, or T x the one-thread rate of brigade's own AVX-512 kernel"
-    echo "(node/engine/gemm.h) where that is higher; gemm() runs the own kernel where OpenBLAS's"
-    echo "kernel is not an AVX-512 one (here: as set)."
+    echo "(node/engine/gemm.h) where that is higher; gemm() runs the own kernel on an AVX-512"
+    echo "CPU, cblas_sgemm elsewhere."
     for pass in set unset; do
         echo
         echo "### Profile of a step now, environment $pass"

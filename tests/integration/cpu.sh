@@ -12,14 +12,14 @@ B="timeout 120 $BRIGADE"
 ok() { echo "ok - $1"; }
 bad() { echo "FAIL - $1: $2"; }
 # run NAME LEVEL ARGS...: brigade solo ARGS under BRIGADE_CPU=LEVEL ("" = unset),
-# and OPENBLAS_CORETYPE=$CORE when CORE is set
+# OPENBLAS_CORETYPE=$CORE when CORE is set and BRIGADE_GEMM=$GEMM when GEMM is
 run() {
     name=$1 level=$2; shift 2
     rm -f "$T/$name.jsonl"
     if [ -n "$level" ]; then
-        env ${CORE:+OPENBLAS_CORETYPE=$CORE} BRIGADE_CPU=$level $B solo "$@" --threads 1 --metrics "$T/$name.jsonl" >"$T/$name.out" 2>&1
+        env ${CORE:+OPENBLAS_CORETYPE=$CORE} ${GEMM:+BRIGADE_GEMM=$GEMM} BRIGADE_CPU=$level $B solo "$@" --threads 1 --metrics "$T/$name.jsonl" >"$T/$name.out" 2>&1
     else
-        env -u BRIGADE_CPU ${CORE:+OPENBLAS_CORETYPE=$CORE} $B solo "$@" --threads 1 --metrics "$T/$name.jsonl" >"$T/$name.out" 2>&1
+        env -u BRIGADE_CPU ${CORE:+OPENBLAS_CORETYPE=$CORE} ${GEMM:+BRIGADE_GEMM=$GEMM} $B solo "$@" --threads 1 --metrics "$T/$name.jsonl" >"$T/$name.out" 2>&1
     fi
 }
 # trace NAME: the start event's cpu, then every update's loss and every
@@ -59,6 +59,13 @@ if [ $rc = 2 ] && [ "$(wc -l <"$T/badenv.out")" = 1 ] && grep -q 'BRIGADE_CPU=av
 else
     bad bad-level "exit $rc: $(head -n 2 "$T/badenv.out" | tr '\n' ' ')"
 fi
+BRIGADE_GEMM=mkl $B solo --steps 1 >"$T/badgemm.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/badgemm.out")" = 1 ] && grep -q 'BRIGADE_GEMM=mkl' "$T/badgemm.out"; then
+    ok "bad-gemm (exit 2: $(cat "$T/badgemm.out"))"
+else
+    bad bad-gemm "exit $rc: $(head -n 2 "$T/badgemm.out" | tr '\n' ' ')"
+fi
 
 # gemm NAME: the start event's gemm (own or blas)
 gemm() { sed -n 's/.*"event":"start".*"gemm":"\([a-z]*\)".*/\1/p' "$T/$1.jsonl"; }
@@ -66,14 +73,15 @@ gemm() { sed -n 's/.*"event":"start".*"gemm":"\([a-z]*\)".*/\1/p' "$T/$1.jsonl";
 # Head size 24: attention takes its reference path at every level, so every
 # other kernel (quantizers, fp16 frames, gelu, AdamW) decides: the fast paths
 # off must give the same losses bit for bit, int8 and fp16 frames at the cut.
-# The matrix products must then come from OpenBLAS at every level: on an
-# AVX-512 CPU its AVX-512 kernel is asked for (OPENBLAS_CORETYPE=SkylakeX),
-# as brigade's own product runs only where OpenBLAS's kernel is narrower.
+# The matrix products must then come from OpenBLAS at every level
+# (BRIGADE_GEMM=blas; on an AVX-512 CPU its AVX-512 kernel is asked for,
+# OPENBLAS_CORETYPE=SkylakeX).
 ARGS="--model gpt-tiny --dim 96 --heads 4 --stages 2 --codec int8 --grad-codec fp16 --steps 8 --eval-every 4 --seed 3"
 [ "$HW" = avx512 ] && CORE=SkylakeX
+GEMM=blas
 run ref24 generic $ARGS
 run hw24 "" $ARGS
-CORE=
+CORE= GEMM=
 trace ref24 | grep -v '^cpu' >"$T/ref24.t"
 trace hw24 | grep -v '^cpu' >"$T/hw24.t"
 if [ "$(trace ref24 | sed -n 1p)" != "cpu generic" ]; then
@@ -86,14 +94,12 @@ else
     bad generic-same-losses "generic vs $HW: $(diff "$T/ref24.t" "$T/hw24.t" | head -n 4 | tr '\n' ' ')"
 fi
 
-# The own matrix product (AVX-512, OpenBLAS asked for its AVX2 kernel):
-# fused multiply-adds and another order of the sums (test_gemm bounds a
-# product at 1e-6 of its terms' magnitude); over 8 updates the losses stay
-# within 1e-3 relative of OpenBLAS's.
+# The own matrix product (AVX-512, the default there): fused multiply-adds
+# and another order of the sums (test_gemm bounds a product at 1e-6 of its
+# terms' magnitude); over 8 updates the losses stay within 1e-3 relative of
+# OpenBLAS's.
 if [ "$HW" = avx512 ]; then
-    CORE=Haswell
     run own24 "" $ARGS
-    CORE=
     trace own24 | grep -v '^cpu' >"$T/own24.t"
     w=$(worst "$T/ref24.t" "$T/own24.t")
     if [ "$(gemm own24)" = own ] && [ "$(gemm hw24)" = blas ] &&
