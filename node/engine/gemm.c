@@ -179,12 +179,14 @@ S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap,
 /* The own product on an AVX-512 CPU (gemm_own's contract, the CPU taken as
  * checked). */
 S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
+                                  int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                                  gemm_epi_fn epi, void *ctx)
 {
     if (M <= 0 || N <= 0) return 0;
     if (K <= 0) {   /* C = beta C */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta != 0.0f ? beta * C[(size_t)i * ldc + j] : 0.0f;
+        if (epi) epi(ctx, C, ldc, M, N, 0, 0);
         return 0;
     }
     int nc_max = N < S_NC ? N : S_NC, kc_max = K < GEMM_KC ? K : GEMM_KC;
@@ -210,6 +212,8 @@ S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K,
                         s_gemm_kernel(kc, apk + (size_t)ir * kc, bpk + (size_t)jr * kc,
                                       C + (size_t)(i0 + ir) * ldc + j0 + jr, (size_t)ldc,
                                       mc - ir < S_MR ? mc - ir : S_MR, nc - jr < S_NR ? nc - jr : S_NR, alpha, bt);
+                if (epi && p0 + kc == K)   /* the block is whole, and in cache */
+                    epi(ctx, C + (size_t)i0 * ldc + j0, ldc, mc, nc, i0, j0);
             }
         }
     }
@@ -248,7 +252,7 @@ int gemm_own(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
 {
 #ifdef S_FAST
     if (cpu_level() < CPU_AVX512) return -1;
-    return s_gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return s_gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 #else
     (void)trans_a; (void)trans_b; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda;
     (void)B; (void)ldb; (void)beta; (void)C; (void)ldc;
@@ -261,11 +265,20 @@ const char *gemm_name(void)
     return gemm_fast() ? "own" : "blas";
 }
 
+void gemm_epi(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc, gemm_epi_fn epi, void *ctx)
+{
+#ifdef S_FAST
+    if (gemm_fast() &&
+        s_gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi, ctx) == 0)
+        return;
+#endif
+    gemm_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (epi && M > 0 && N > 0) epi(ctx, C, ldc, M, N, 0, 0);
+}
+
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc)
 {
-#ifdef S_FAST
-    if (gemm_fast() && s_gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0) return;
-#endif
-    gemm_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_epi(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }

@@ -30,6 +30,20 @@
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
 
+/* What gemm_epi() does to each finished block of C: rows [i0, i0 + rows)
+ * and columns [j0, j0 + cols) of C, whose entry (i0 + r, j0 + c) is at
+ * c[r*ldc + c] and holds its final sum.  Each entry of C is in exactly one
+ * block; the blocks come in no promised order. */
+typedef void (*gemm_epi_fn)(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0);
+
+/* gemm(), then epi(ctx, ...) on every block of C: the own kernel calls it
+ * on each block of rows and columns as soon as the block's sums are done,
+ * while it is still in cache (an element-wise pass there costs no trip to
+ * memory); cblas_sgemm's path calls it once on the whole of C.  An
+ * element-wise epi gives the same result either way.  epi NULL: gemm(). */
+void gemm_epi(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc, gemm_epi_fn epi, void *ctx);
+
 /* 1 when gemm() runs its own kernel here (the CPU has AVX-512), 0 when it
  * calls cblas_sgemm.  Fixed for a process: BRIGADE_CPU=avx2 (or lower) or
  * BRIGADE_GEMM=blas forces cblas_sgemm. */

@@ -43,25 +43,38 @@ static inline float s_gelu_grad(float x) {
 /* ---------------------------------------------------------------------------
  * Linear. */
 
+/* What the linear forwards do to each finished block of their product
+ * (gemm_epi), with the block's rows and columns of every operand. */
+typedef struct {
+    const float *bias;   /* (OC) */
+    const float *res;    /* (N,OC), rows OC apart: s_epi_bias_residual */
+    float *out;          /* (N,OC): s_epi_bias_gelu's gelu */
+} s_epi_t;
+
+static void s_epi_bias(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0) {
+    const float *bias = ((const s_epi_t *)ctx)->bias + j0;
+    (void)i0;
+    for (int r = 0; r < rows; r++) {
+        float *o = c + (size_t)r * ldc;
+        for (int j = 0; j < cols; j++) o[j] = o[j] + bias[j];
+    }
+}
+
+/* out (N,OC) = inp (N,C) @ weight^T (OC,C), then epi on its blocks; C == 0:
+ * out = 0, then epi on all of it. */
+static void s_linear_epi(float *restrict out, const float *restrict inp, const float *restrict weight,
+                         int N, int C, int OC, gemm_epi_fn epi, s_epi_t *ctx) {
+    assert(N >= 0 && C >= 0 && OC >= 0);
+    if (N == 0 || OC == 0) return;
+    gemm_epi(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, epi, ctx);
+}
+
 /* out (N,OC) = inp (N,C) @ weight^T (OC,C) + bias (OC). */
 void linear_forward(float *restrict out, const float *restrict inp,
                     const float *restrict weight, const float *restrict bias,
                     int N, int C, int OC) {
-    assert(N >= 0 && C >= 0 && OC >= 0);
-    if (N == 0 || OC == 0) return;
-    if (C == 0) {
-        for (int n = 0; n < N; n++) {
-            if (bias) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
-            else memset(out + (size_t)n * OC, 0, (size_t)OC * sizeof(float));
-        }
-        return;
-    }
-    float beta = 0.0f;
-    if (bias) {
-        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
-        beta = 1.0f;
-    }
-    gemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+    s_epi_t e = {.bias = bias};
+    s_linear_epi(out, inp, weight, N, C, OC, bias ? s_epi_bias : NULL, &e);
 }
 
 /* dinp (N,C) (+)= dout (N,OC) @ weight (OC,C). */
@@ -338,9 +351,9 @@ void gelu_backward_grad(float *restrict d, const float *restrict grad, int N) {
 }
 
 S_BODY void s_bias_gelu_forward_grad(float *restrict out, float *restrict xg, const float *restrict bias,
-                                     int N, int OC) {
+                                     int N, int OC, size_t ld) {
     for (int n = 0; n < N; n++) {
-        float *o = out + (size_t)n * OC, *g = xg + (size_t)n * OC;
+        float *o = out + (size_t)n * ld, *g = xg + (size_t)n * ld;
         int i = 0;
         for (; i + S_WIDE <= OC; i += S_WIDE)
             for (int j = 0; j < S_WIDE; j++) s_gelu_both(g[i + j] + bias[i + j], &o[i + j], &g[i + j]);
@@ -348,18 +361,21 @@ S_BODY void s_bias_gelu_forward_grad(float *restrict out, float *restrict xg, co
     }
 }
 
-S_COPIES(s_bias_gelu_forward_grad, (float *restrict out, float *restrict xg, const float *restrict bias, int N, int OC),
-         (out, xg, bias, N, OC))
+S_COPIES(s_bias_gelu_forward_grad,
+         (float *restrict out, float *restrict xg, const float *restrict bias, int N, int OC, size_t ld),
+         (out, xg, bias, N, OC, ld))
 
 void bias_gelu_forward_grad(float *restrict out, float *restrict xg, const float *restrict bias, int N, int OC) {
-    S_CALL_BEST(s_bias_gelu_forward_grad, (out, xg, bias, N, OC));
+    S_CALL_BEST(s_bias_gelu_forward_grad, (out, xg, bias, N, OC, (size_t)OC));
 }
 
-/* out may be a or b: each block of S_LANES is read whole before it is written. */
-void bias_residual_forward(float *out, const float *a, const float *restrict bias, const float *b, int N, int OC) {
+/* bias_residual_forward on rows ld floats apart.  out may be a or b: each
+ * block of S_LANES is read whole before it is written. */
+static void s_bias_residual(float *out, const float *a, const float *restrict bias, const float *b, int N, int OC,
+                            size_t ld) {
     for (int n = 0; n < N; n++) {
-        const float *x = a + (size_t)n * OC, *y = b + (size_t)n * OC;
-        float *o = out + (size_t)n * OC;
+        const float *x = a + (size_t)n * ld, *y = b + (size_t)n * ld;
+        float *o = out + (size_t)n * ld;
         int i = 0;
         for (; i + S_LANES <= OC; i += S_LANES) {
             float t[S_LANES];
@@ -368,6 +384,34 @@ void bias_residual_forward(float *out, const float *a, const float *restrict bia
         }
         for (; i < OC; i++) o[i] = (x[i] + bias[i]) + y[i];
     }
+}
+
+void bias_residual_forward(float *out, const float *a, const float *restrict bias, const float *b, int N, int OC) {
+    s_bias_residual(out, a, bias, b, N, OC, (size_t)OC);
+}
+
+/* The linear forwards whose element-wise pass runs on each block of the
+ * product as it is finished (s_linear_epi). */
+static void s_epi_bias_residual(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0) {
+    const s_epi_t *e = ctx;
+    s_bias_residual(c, c, e->bias + j0, e->res + (size_t)i0 * ldc + j0, rows, cols, (size_t)ldc);
+}
+
+static void s_epi_bias_gelu(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0) {
+    const s_epi_t *e = ctx;
+    S_CALL_BEST(s_bias_gelu_forward_grad, (e->out + (size_t)i0 * ldc + j0, c, e->bias + j0, rows, cols, (size_t)ldc));
+}
+
+void linear_bias_residual_forward(float *out, const float *inp, const float *weight, const float *bias,
+                                  const float *res, int N, int C, int OC) {
+    s_epi_t e = {.bias = bias, .res = res};
+    s_linear_epi(out, inp, weight, N, C, OC, s_epi_bias_residual, &e);
+}
+
+void linear_bias_gelu_forward_grad(float *out, float *xg, const float *inp, const float *weight,
+                                   const float *bias, int N, int C, int OC) {
+    s_epi_t e = {.bias = bias, .out = out};
+    s_linear_epi(xg, inp, weight, N, C, OC, s_epi_bias_gelu, &e);
 }
 
 S_BODY void s_gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad,

@@ -76,6 +76,14 @@ void gelu_backward_grad(float *d, const float *grad, int N);
  *     sums of d, row by row in order. */
 void bias_gelu_forward_grad(float *out, float *xg, const float *bias, int N, int OC);
 void bias_residual_forward(float *out, const float *a, const float *bias, const float *b, int N, int OC);
+/* linear_forward without a bias, then bias_residual_forward(out, out, bias,
+ * res) / bias_gelu_forward_grad(out, xg, bias) on the product (written to
+ * xg), with the same bits: the element-wise pass runs on each block of the
+ * product as soon as its sums are done, while it is in cache (gemm_epi). */
+void linear_bias_residual_forward(float *out, const float *inp, const float *weight, const float *bias,
+                                  const float *res, int N, int C, int OC);
+void linear_bias_gelu_forward_grad(float *out, float *xg, const float *inp, const float *weight,
+                                   const float *bias, int N, int C, int OC);
 void gelu_backward_grad_bias(float *d, float *dbias, const float *grad, int N, int OC);
 
 /* out (N) = max(inp, 0). */

@@ -460,14 +460,12 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
         split_layernorm_forward(tm, scr, b.ln1m, b.ln1r, x, w[BLK_LN1W], w[BLK_LN1B], N, C);
         split_linear_forward(tm, b.qkv, scr, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
         split_attention_forward(tm, b.atty, b.att, scr, attention_scratch_floats(T, C, NH), b.qkv, B, T, C, NH);
-        /* the biases of proj, fc and fcp are added in the pass after the product */
-        split_linear_forward(tm, b.res2, b.atty, w[BLK_PROJW], NULL, N, C, C);
-        split_bias_residual_forward(tm, b.res2, b.res2, w[BLK_PROJB], x, N, C);
+        /* the biases of proj, fc and fcp are added in the pass on the product's blocks */
+        split_linear_bias_residual_forward(tm, b.res2, b.atty, w[BLK_PROJW], w[BLK_PROJB], x, N, C, C);
         split_layernorm_forward(tm, scr, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
-        split_linear_forward(tm, b.fch, scr, w[BLK_FCW], NULL, N, C, 4 * C);
-        split_bias_gelu_forward_grad(tm, b.fchg, b.fch, w[BLK_FCB], N, 4 * C);   /* fch now holds gelu' */
-        split_linear_forward(tm, b.res3, b.fchg, w[BLK_FCPW], NULL, N, 4 * C, C);
-        split_bias_residual_forward(tm, b.res3, b.res3, w[BLK_FCPB], b.res2, N, C);
+        /* fch holds gelu' */
+        split_linear_bias_gelu_forward_grad(tm, b.fchg, b.fch, scr, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
+        split_linear_bias_residual_forward(tm, b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], b.res2, N, 4 * C, C);
         x = b.res3;
     }
     if (s->last) {

@@ -32,10 +32,21 @@ static int s_parts(const team_t *team, int n, int min_per_part)
  * Linear. */
 
 typedef struct {
-    float *out, *dinp, *dweight, *dbias;
-    const float *inp, *weight, *bias, *dout;
+    float *out, *dinp, *dweight, *dbias, *xg;
+    const float *inp, *weight, *bias, *dout, *res;
     int N, C, OC, parts, accumulate;
 } s_linear_t;
+
+/* Rows [a, b) of a linear forward: with xg, linear_bias_gelu_forward_grad;
+ * with res, linear_bias_residual_forward; else linear_forward. */
+static void s_linear_fwd_rows(const s_linear_t *x, int a, int b)
+{
+    size_t o = (size_t)a * x->OC;
+    const float *inp = x->inp + (size_t)a * x->C;
+    if (x->xg) linear_bias_gelu_forward_grad(x->out + o, x->xg + o, inp, x->weight, x->bias, b - a, x->C, x->OC);
+    else if (x->res) linear_bias_residual_forward(x->out + o, inp, x->weight, x->bias, x->res + o, b - a, x->C, x->OC);
+    else linear_forward(x->out + o, inp, x->weight, x->bias, b - a, x->C, x->OC);
+}
 
 static void s_linear_fwd_task(void *arg, int i, int worker)
 {
@@ -43,16 +54,35 @@ static void s_linear_fwd_task(void *arg, int i, int worker)
     int a, b;
     (void)worker;
     s_part(x->N, x->parts, i, 16, &a, &b);
-    linear_forward(x->out + (size_t)a * x->OC, x->inp + (size_t)a * x->C, x->weight, x->bias, b - a, x->C, x->OC);
+    s_linear_fwd_rows(x, a, b);
+}
+
+static void s_linear_fwd(team_t *team, s_linear_t *x)
+{
+    if (!team) { s_linear_fwd_rows(x, 0, x->N); return; }
+    x->parts = team_size(team);
+    team_run(team, x->parts, s_linear_fwd_task, x);
 }
 
 void split_linear_forward(team_t *team, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int C, int OC)
 {
-    if (!team) { linear_forward(out, inp, weight, bias, N, C, OC); return; }
-    s_linear_t x = {.out = out, .inp = inp, .weight = weight, .bias = bias, .N = N, .C = C, .OC = OC,
-                    .parts = team_size(team)};
-    team_run(team, x.parts, s_linear_fwd_task, &x);
+    s_linear_t x = {.out = out, .inp = inp, .weight = weight, .bias = bias, .N = N, .C = C, .OC = OC};
+    s_linear_fwd(team, &x);
+}
+
+void split_linear_bias_residual_forward(team_t *team, float *out, const float *inp, const float *weight,
+                                        const float *bias, const float *res, int N, int C, int OC)
+{
+    s_linear_t x = {.out = out, .inp = inp, .weight = weight, .bias = bias, .res = res, .N = N, .C = C, .OC = OC};
+    s_linear_fwd(team, &x);
+}
+
+void split_linear_bias_gelu_forward_grad(team_t *team, float *out, float *xg, const float *inp,
+                                         const float *weight, const float *bias, int N, int C, int OC)
+{
+    s_linear_t x = {.out = out, .xg = xg, .inp = inp, .weight = weight, .bias = bias, .N = N, .C = C, .OC = OC};
+    s_linear_fwd(team, &x);
 }
 
 /* Tasks [0, parts) compute rows of dinp (when there is one), the next parts
@@ -250,40 +280,6 @@ void split_residual_forward(team_t *team, float *out, const float *a, const floa
 }
 
 /* Element-wise with a bias per row: rows; the bias gradient by row blocks. */
-
-typedef struct {
-    float *out, *xg;
-    const float *a, *b, *bias, *grad;
-    int N, OC, parts, kind;   /* 0 bias gelu forward, 1 bias residual */
-} s_bias_t;
-
-static void s_bias_task(void *arg, int i, int worker)
-{
-    const s_bias_t *x = arg;
-    int a, b;
-    (void)worker;
-    s_part(x->N, x->parts, i, 1, &a, &b);
-    size_t o = (size_t)a * x->OC;
-    if (x->kind == 0) bias_gelu_forward_grad(x->out + o, x->xg + o, x->bias, b - a, x->OC);
-    else bias_residual_forward(x->out + o, x->a + o, x->bias, x->b + o, b - a, x->OC);
-}
-
-void split_bias_gelu_forward_grad(team_t *team, float *out, float *xg, const float *bias, int N, int OC)
-{
-    if (!team) { bias_gelu_forward_grad(out, xg, bias, N, OC); return; }
-    s_bias_t x = {.out = out, .xg = xg, .bias = bias, .N = N, .OC = OC, .kind = 0,
-                  .parts = s_parts(team, N, 4096 / (OC > 0 ? OC : 1) + 1)};
-    team_run(team, x.parts, s_bias_task, &x);
-}
-
-void split_bias_residual_forward(team_t *team, float *out, const float *a, const float *bias, const float *b,
-                                 int N, int OC)
-{
-    if (!team) { bias_residual_forward(out, a, bias, b, N, OC); return; }
-    s_bias_t x = {.out = out, .a = a, .bias = bias, .b = b, .N = N, .OC = OC, .kind = 1,
-                  .parts = s_parts(team, N, 4096 / (OC > 0 ? OC : 1) + 1)};
-    team_run(team, x.parts, s_bias_task, &x);
-}
 
 typedef struct {
     float *d;

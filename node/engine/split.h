@@ -39,6 +39,10 @@ static inline size_t split_part_floats(int N, int width)
 
 void split_linear_forward(team_t *team, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int C, int OC);
+void split_linear_bias_residual_forward(team_t *team, float *out, const float *inp, const float *weight,
+                                        const float *bias, const float *res, int N, int C, int OC);
+void split_linear_bias_gelu_forward_grad(team_t *team, float *out, float *xg, const float *inp,
+                                         const float *weight, const float *bias, int N, int C, int OC);
 /* dinp (may be NULL) written (accumulate 0) or added to; dweight, dbias added to
  * (dweight NULL: the input gradient only). */
 void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
@@ -55,9 +59,6 @@ void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *
 void split_gelu_forward_grad(team_t *team, float *out, float *xg, int N);
 void split_gelu_backward_grad(team_t *team, float *d, const float *grad, int N);
 void split_residual_forward(team_t *team, float *out, const float *a, const float *b, int N);
-void split_bias_gelu_forward_grad(team_t *team, float *out, float *xg, const float *bias, int N, int OC);
-void split_bias_residual_forward(team_t *team, float *out, const float *a, const float *bias, const float *b,
-                                 int N, int OC);
 /* gelu_backward_grad_bias, dbias by row blocks through part
  * (split_part_floats(N, OC)). */
 void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, float *part, const float *grad,
