@@ -688,6 +688,39 @@ static void test_bias_passes(void) {
     free(inp); free(w); free(bias); free(res); free(want); free(got);
 }
 
+/* The linear forwards that run their element-wise pass on each finished
+ * block of the product give the bits of the product followed by the whole
+ * pass, with the own kernel (shapes of several blocks of rows, columns and
+ * terms, so that a pass run on a block before its last terms shows) and
+ * with cblas_sgemm (BRIGADE_GEMM=blas: the pass after the whole product). */
+static void test_linear_fused_forwards(void) {
+    const int shapes[][3] = {{5, 7, 9}, {200, 300, 600}, {90, 256, 1024}};
+    for (int blas = 0; blas < 2; blas++) {
+        if (blas) setenv("BRIGADE_GEMM", "blas", 1);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            int N = shapes[si][0], C = shapes[si][1], OC = shapes[si][2], n = N * OC;
+            s_rng = 970 + si;
+            float *inp = s_rand(N * C, 1.0f), *w = s_rand(OC * C, 0.2f), *bias = s_rand(OC, 1.0f);
+            float *res = s_rand(n, 1.0f), *want = s_zeros(n), *got = s_zeros(n), *gw = s_zeros(n), *g = s_zeros(n);
+            linear_forward(gw, inp, w, NULL, N, C, OC);
+            for (int i = 0; i < n; i++) want[i] = gw[i] + bias[i % OC];
+            linear_forward(got, inp, w, bias, N, C, OC);
+            CHECKF(memcmp(got, want, (size_t)n * sizeof(float)) == 0, "%dx%dx%d %s: linear_forward's bias", N, C,
+                   OC, blas ? "blas" : "gemm()");
+            bias_residual_forward(want, gw, bias, res, N, OC);
+            linear_bias_residual_forward(got, inp, w, bias, res, N, C, OC);
+            CHECKF(memcmp(got, want, (size_t)n * sizeof(float)) == 0, "%dx%dx%d %s: linear_bias_residual_forward",
+                   N, C, OC, blas ? "blas" : "gemm()");
+            bias_gelu_forward_grad(want, gw, bias, N, OC);
+            linear_bias_gelu_forward_grad(got, g, inp, w, bias, N, C, OC);
+            CHECKF(memcmp(got, want, (size_t)n * sizeof(float)) == 0 && memcmp(g, gw, (size_t)n * sizeof(float)) == 0,
+                   "%dx%dx%d %s: linear_bias_gelu_forward_grad", N, C, OC, blas ? "blas" : "gemm()");
+            free(inp); free(w); free(bias); free(res); free(want); free(got); free(gw); free(g);
+        }
+    }
+    unsetenv("BRIGADE_GEMM");
+}
+
 static void test_relu_forward_exact(void) {
     float x[11] = {-3, -0.5f, -0.0f, 0, 1e-30f, 0.25f, 7, -1e30f, 1e30f, -1e-30f, 2};
     float y[11];
@@ -1138,6 +1171,7 @@ int main(void) {
     RUN(test_gelu_backward);
     RUN(test_gelu_grad_pair);
     RUN(test_bias_passes);
+    RUN(test_linear_fused_forwards);
     RUN(test_relu_forward_exact);
     RUN(test_relu_backward);
     RUN(test_residual_backward);
