@@ -2,6 +2,7 @@
  * the accumulate (+=) semantics of every backward, forward passes against
  * plain double-precision references, and the causality of attention. */
 #include "node/engine/attention.h"
+#include "node/engine/gemm.h"
 #include "node/engine/layers.h"
 #include "node/engine/split.h"
 #include "node/engine/team.h"
@@ -409,7 +410,7 @@ static void test_layernorm_forward_ref(void) {
 }
 
 /* The split kernels that sum parameter gradients by row blocks
- * (split_layernorm_backward, split_gelu_backward_grad_bias): the same bits
+ * (split_layernorm_backward, split_bias_backward): the same bits
  * alone and with teams of 2 and 3 threads, close to the serial kernels that
  * add row by row, the row-wise outputs bit for bit equal to theirs. */
 static void test_split_row_blocks(void) {
@@ -436,26 +437,64 @@ static void test_split_row_blocks(void) {
                    "N=%d C=%d threads %d: layernorm dweight/dbias differ from one thread's", N, C, t);
             for (int i = 0; i < 2 * C; i++) CHECK_NEAR(g[t][i], g[0][i], 1e-4 * (1.0 + fabs(g[0][i])));
         }
-        /* gelu's backward with the fc bias: d *= grad, dbias += column sums */
-        float *grad = s_rand(n, 1.0f), *gpart = s_zeros(split_part_floats(N, C));
-        float *d[4], *db[4];
+        /* the column sums of a bias gradient (split_bias_backward) */
+        float *bpart = s_zeros(split_part_floats(N, C)), *db[4];
         for (int t = 0; t < 4; t++) {
-            d[t] = s_zeros(n);
             db[t] = s_zeros(C);
-            memcpy(d[t], dout, (size_t)n * sizeof(float));
             memcpy(db[t], g0, (size_t)C * sizeof(float));
-            if (t == 0) { gelu_backward_grad_bias(d[t], db[t], grad, N, C); continue; }
+            if (t == 0) { bias_backward(db[t], dout, N, C); continue; }
             team_t *team = team_start(t);
-            split_gelu_backward_grad_bias(team, d[t], db[t], gpart, grad, N, C);
+            split_bias_backward(team, db[t], bpart, dout, N, C);
             team_stop(&team);
-            CHECKF(memcmp(d[t], d[0], (size_t)n * sizeof(float)) == 0, "N=%d C=%d threads %d: gelu d", N, C, t);
             CHECKF(t == 1 || memcmp(db[t], db[1], (size_t)C * sizeof(float)) == 0,
                    "N=%d C=%d threads %d: the bias gradient differs from one thread's", N, C, t);
             for (int i = 0; i < C; i++) CHECK_NEAR(db[t][i], db[0][i], 1e-4 * (1.0 + fabs(db[0][i])));
         }
-        for (int t = 0; t < 4; t++) { free(dx[t]); free(g[t]); free(d[t]); free(db[t]); }
+        for (int t = 0; t < 4; t++) { free(dx[t]); free(g[t]); free(db[t]); }
+        free(bpart);
         free(inp); free(w); free(b); free(dout); free(out); free(mean); free(rstd);
-        free(dx0); free(g0); free(part); free(grad); free(gpart);
+        free(dx0); free(g0); free(part);
+    }
+}
+
+/* A linear backward whose input gradient is multiplied by gelu' on each
+ * block of the product (split_linear_backward_times) gives the bits of the
+ * product followed by gelu_backward_grad, alone and split among 1-3
+ * threads (bit for bit where gemm() runs the own kernel, which promises
+ * the same bits for any split; close with cblas_sgemm), and the weight and
+ * bias gradients of split_linear_backward.  Shapes of several blocks of
+ * rows and columns. */
+static void test_linear_backward_times(void) {
+    const int shapes[][3] = {{5, 7, 9}, {150, 600, 300}, {64, 1024, 256}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1], OC = shapes[si][2], n = N * C;
+        s_rng = 1450 + si;
+        float *inp = s_rand(n, 1.0f), *w = s_rand(OC * C, 0.2f), *dout = s_rand(N * OC, 1.0f);
+        float *grad = s_rand(n, 1.0f), *dw0 = s_rand(OC * C, 1.0f), *db0 = s_rand(OC, 1.0f);
+        float *want = s_zeros(n), *dw_want = s_zeros(OC * C), *db_want = s_zeros(OC);
+        linear_backward_input(want, dout, w, N, C, OC, 0);
+        gelu_backward_grad(want, grad, n);
+        memcpy(dw_want, dw0, (size_t)OC * C * sizeof(float));
+        memcpy(db_want, db0, (size_t)OC * sizeof(float));
+        split_linear_backward(NULL, NULL, dw_want, db_want, dout, inp, w, N, C, OC, 0);
+        float *d = s_zeros(n), *dw = s_zeros(OC * C), *db = s_zeros(OC);
+        for (int t = 0; t < 4; t++) {   /* 0: no team; 1, 2, 3: a team of that many threads */
+            memcpy(dw, dw0, (size_t)OC * C * sizeof(float));
+            memcpy(db, db0, (size_t)OC * sizeof(float));
+            team_t *team = t ? team_start(t) : NULL;
+            split_linear_backward_times(team, d, dw, db, dout, inp, w, grad, N, C, OC);
+            team_stop(&team);
+            int exact = t == 0 || gemm_fast();
+            double worst = 0;
+            for (int i = 0; i < n; i++) worst = fmax(worst, fabs((double)d[i] - want[i]) / (1.0 + fabs(want[i])));
+            CHECKF(exact ? memcmp(d, want, (size_t)n * sizeof(float)) == 0 : worst < 1e-5,
+                   "%dx%dx%d threads %d: dinp (worst %g)", N, C, OC, t, worst);
+            CHECKF(!exact || (memcmp(dw, dw_want, (size_t)OC * C * sizeof(float)) == 0 &&
+                              memcmp(db, db_want, (size_t)OC * sizeof(float)) == 0),
+                   "%dx%dx%d threads %d: dweight or dbias", N, C, OC, t);
+        }
+        free(inp); free(w); free(dout); free(grad); free(dw0); free(db0); free(want); free(dw_want);
+        free(db_want); free(d); free(dw); free(db);
     }
 }
 
@@ -614,9 +653,8 @@ static void test_gelu_grad_pair(void) {
 
 /* The bias folded into the pass after the product gives the bits of the
  * plain passes it replaces: adding the bias, then gelu_forward_grad or a
- * residual add; gelu_backward_grad, then the bias gradient's column sums row
- * by row (linear_backward_params with only a bias), on any column range; at
- * every instruction level this CPU runs.  And a product without a bias
+ * residual add, on any column range; bias_backward the bias gradient of
+ * linear_backward_params; at every instruction level this CPU runs.  And a product without a bias
  * followed by the residual add with it matches linear_forward with the bias
  * (OpenBLAS adds C to the product once: measured equal here; allowed a
  * rounding). */
@@ -625,7 +663,7 @@ static void test_bias_passes(void) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int N = shapes[si][0], OC = shapes[si][1], n = N * OC;
         s_rng = 900 + si;
-        float *acc = s_rand(n, 6.0f), *bias = s_rand(OC, 2.0f), *res = s_rand(n, 1.0f), *d = s_rand(n, 1.0f);
+        float *acc = s_rand(n, 6.0f), *bias = s_rand(OC, 2.0f), *res = s_rand(n, 1.0f);
         float *x = s_zeros(n), *y_want = s_zeros(n), *g_want = s_zeros(n), *r_want = s_zeros(n);
         float *y = s_zeros(n), *g = s_zeros(n), *r = s_zeros(n);
         for (int i = 0; i < n; i++) {
@@ -642,6 +680,19 @@ static void test_bias_passes(void) {
                    "N=%d OC=%d level %s: bias_gelu_forward_grad", N, OC, cpu_level_name((cpu_level_t)l));
         }
         unsetenv("BRIGADE_CPU");
+        /* the bias gradient's column sums: linear_backward_params's, with only a bias */
+        float no_weight[1] = {0}, *db_want = s_rand(OC, 1.0f), *db = s_zeros(OC), *db0 = s_zeros(OC);
+        memcpy(db0, db_want, (size_t)OC * sizeof(float));
+        linear_backward_params(no_weight, db_want, acc, NULL, N, 0, OC, 0, OC);
+        for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
+            setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
+            memcpy(db, db0, (size_t)OC * sizeof(float));
+            bias_backward(db, acc, N, OC);
+            CHECKF(memcmp(db, db_want, (size_t)OC * sizeof(float)) == 0, "N=%d OC=%d level %s: bias_backward", N,
+                   OC, cpu_level_name((cpu_level_t)l));
+        }
+        unsetenv("BRIGADE_CPU");
+        free(db_want); free(db); free(db0);
         bias_residual_forward(r, acc, bias, res, N, OC);
         CHECK(memcmp(r, r_want, (size_t)n * sizeof(float)) == 0);
         memcpy(r, acc, (size_t)n * sizeof(float));
@@ -650,26 +701,7 @@ static void test_bias_passes(void) {
         memcpy(r, res, (size_t)n * sizeof(float));
         bias_residual_forward(r, acc, bias, r, N, OC);           /* in place on b */
         CHECK(memcmp(r, r_want, (size_t)n * sizeof(float)) == 0);
-        /* backward: d *= gelu', dbias += column sums */
-        float *d_want = s_zeros(n), *db_want = s_rand(OC, 1.0f), *db = s_zeros(OC);
-        memcpy(db, db_want, (size_t)OC * sizeof(float));
-        memcpy(d_want, d, (size_t)n * sizeof(float));
-        gelu_backward_grad(d_want, g_want, n);
-        float no_weight[1] = {0}, *d0 = s_zeros(n), *db0 = s_zeros(OC);
-        memcpy(d0, d, (size_t)n * sizeof(float));
-        memcpy(db0, db, (size_t)OC * sizeof(float));
-        linear_backward_params(no_weight, db_want, d_want, NULL, N, 0, OC, 0, OC);   /* the bias sums alone */
-        for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
-            setenv("BRIGADE_CPU", cpu_level_name((cpu_level_t)l), 1);
-            memcpy(d, d0, (size_t)n * sizeof(float));
-            memcpy(db, db0, (size_t)OC * sizeof(float));
-            gelu_backward_grad_bias(d, db, g_want, N, OC);
-            CHECKF(memcmp(d, d_want, (size_t)n * sizeof(float)) == 0 && memcmp(db, db_want, (size_t)OC * sizeof(float)) == 0,
-                   "N=%d OC=%d level %s: gelu_backward_grad_bias", N, OC, cpu_level_name((cpu_level_t)l));
-        }
-        unsetenv("BRIGADE_CPU");
-        free(d_want); free(db_want); free(db); free(d0); free(db0);
-        free(acc); free(bias); free(res); free(d); free(x); free(y_want); free(g_want); free(r_want);
+        free(acc); free(bias); free(res); free(x); free(y_want); free(g_want); free(r_want);
         free(y); free(g); free(r);
     }
     /* the product: bias in the sgemm vs added after it */
@@ -1166,6 +1198,7 @@ int main(void) {
     RUN(test_layernorm_forward_ref);
     RUN(test_layernorm_backward);
     RUN(test_split_row_blocks);
+    RUN(test_linear_backward_times);
     RUN(test_layernorm_every_level);
     RUN(test_gelu_forward_ref);
     RUN(test_gelu_backward);

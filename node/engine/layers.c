@@ -51,14 +51,7 @@ typedef struct {
     float *out;          /* (N,OC): s_epi_bias_gelu's gelu */
 } s_epi_t;
 
-static void s_epi_bias(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0) {
-    const float *bias = ((const s_epi_t *)ctx)->bias + j0;
-    (void)i0;
-    for (int r = 0; r < rows; r++) {
-        float *o = c + (size_t)r * ldc;
-        for (int j = 0; j < cols; j++) o[j] = o[j] + bias[j];
-    }
-}
+static void s_epi_bias(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0);
 
 /* out (N,OC) = inp (N,C) @ weight^T (OC,C), then epi on its blocks; C == 0:
  * out = 0, then epi on all of it. */
@@ -87,6 +80,16 @@ void linear_backward_input(float *restrict dinp, const float *restrict dout,
         return;
     }
     gemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, accumulate ? 1.0f : 0.0f, dinp, C);
+}
+
+static void s_epi_times_grad(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0);
+
+/* dinp (N,C) = (dout (N,OC) @ weight (OC,C)) * grad (N,C), element by element. */
+void linear_backward_input_times(float *restrict dinp, const float *restrict dout, const float *restrict weight,
+                                 const float *restrict grad, int N, int C, int OC) {
+    assert(N >= 0 && C >= 0 && OC >= 0);
+    if (N == 0 || C == 0) return;
+    gemm_epi(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C, s_epi_times_grad, (void *)grad);
 }
 
 /* dweight rows [oc0, oc1) += dout[:, oc0:oc1]^T @ inp; dbias [oc0, oc1) +=
@@ -369,13 +372,11 @@ void bias_gelu_forward_grad(float *restrict out, float *restrict xg, const float
     S_CALL_BEST(s_bias_gelu_forward_grad, (out, xg, bias, N, OC, (size_t)OC));
 }
 
-/* bias_residual_forward on rows ld floats apart.  out may be a or b: each
- * block of S_LANES is read whole before it is written. */
-static void s_bias_residual(float *out, const float *a, const float *restrict bias, const float *b, int N, int OC,
-                            size_t ld) {
+/* out may be a or b: each block of S_LANES is read whole before it is written. */
+void bias_residual_forward(float *out, const float *a, const float *restrict bias, const float *b, int N, int OC) {
     for (int n = 0; n < N; n++) {
-        const float *x = a + (size_t)n * ld, *y = b + (size_t)n * ld;
-        float *o = out + (size_t)n * ld;
+        const float *x = a + (size_t)n * OC, *y = b + (size_t)n * OC;
+        float *o = out + (size_t)n * OC;
         int i = 0;
         for (; i + S_LANES <= OC; i += S_LANES) {
             float t[S_LANES];
@@ -386,15 +387,63 @@ static void s_bias_residual(float *out, const float *a, const float *restrict bi
     }
 }
 
-void bias_residual_forward(float *out, const float *a, const float *restrict bias, const float *b, int N, int OC) {
-    s_bias_residual(out, a, bias, b, N, OC, (size_t)OC);
+/* The element-wise passes on a block of a product (gemm_epi): rows floats
+ * apart by ld, cols wide, operands laid out as the product.  The same
+ * operations as bias_residual_forward and gelu_backward_grad. */
+S_BODY void s_rows_bias(float *restrict c, size_t ld, const float *restrict bias, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        float *o = c + (size_t)r * ld;
+        int i = 0;
+        for (; i + S_WIDE <= cols; i += S_WIDE)
+            for (int j = 0; j < S_WIDE; j++) o[i + j] = o[i + j] + bias[i + j];
+        for (; i < cols; i++) o[i] = o[i] + bias[i];
+    }
 }
 
-/* The linear forwards whose element-wise pass runs on each block of the
- * product as it is finished (s_linear_epi). */
+S_BODY void s_rows_bias_res(float *restrict c, size_t ld, const float *restrict bias, const float *restrict res,
+                            int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        float *o = c + (size_t)r * ld;
+        const float *y = res + (size_t)r * ld;
+        int i = 0;
+        for (; i + S_WIDE <= cols; i += S_WIDE)
+            for (int j = 0; j < S_WIDE; j++) o[i + j] = (o[i + j] + bias[i + j]) + y[i + j];
+        for (; i < cols; i++) o[i] = (o[i] + bias[i]) + y[i];
+    }
+}
+
+S_BODY void s_rows_times(float *restrict c, size_t ld, const float *restrict g, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        float *o = c + (size_t)r * ld;
+        const float *x = g + (size_t)r * ld;
+        int i = 0;
+        for (; i + S_WIDE <= cols; i += S_WIDE)
+            for (int j = 0; j < S_WIDE; j++) o[i + j] *= x[i + j];
+        for (; i < cols; i++) o[i] *= x[i];
+    }
+}
+
+S_COPIES(s_rows_bias, (float *restrict c, size_t ld, const float *restrict bias, int rows, int cols),
+         (c, ld, bias, rows, cols))
+S_COPIES(s_rows_bias_res,
+         (float *restrict c, size_t ld, const float *restrict bias, const float *restrict res, int rows, int cols),
+         (c, ld, bias, res, rows, cols))
+S_COPIES(s_rows_times, (float *restrict c, size_t ld, const float *restrict g, int rows, int cols),
+         (c, ld, g, rows, cols))
+
+static void s_epi_bias(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0) {
+    (void)i0;
+    S_CALL_BEST(s_rows_bias, (c, (size_t)ldc, ((const s_epi_t *)ctx)->bias + j0, rows, cols));
+}
+
 static void s_epi_bias_residual(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0) {
     const s_epi_t *e = ctx;
-    s_bias_residual(c, c, e->bias + j0, e->res + (size_t)i0 * ldc + j0, rows, cols, (size_t)ldc);
+    S_CALL_BEST(s_rows_bias_res, (c, (size_t)ldc, e->bias + j0, e->res + (size_t)i0 * ldc + j0, rows, cols));
+}
+
+/* c (a block of dinp) *= the same block of grad (ctx) */
+static void s_epi_times_grad(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0) {
+    S_CALL_BEST(s_rows_times, (c, (size_t)ldc, (const float *)ctx + (size_t)i0 * ldc + j0, rows, cols));
 }
 
 static void s_epi_bias_gelu(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0) {
@@ -414,29 +463,20 @@ void linear_bias_gelu_forward_grad(float *out, float *xg, const float *inp, cons
     s_linear_epi(xg, inp, weight, N, C, OC, s_epi_bias_gelu, &e);
 }
 
-S_BODY void s_gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad,
-                                      int N, int OC) {
+S_BODY void s_bias_backward(float *restrict dbias, const float *restrict d, int N, int OC) {
     for (int n = 0; n < N; n++) {
-        float *x = d + (size_t)n * OC;
-        const float *g = grad + (size_t)n * OC;
+        const float *x = d + (size_t)n * OC;
         int i = 0;
         for (; i + S_WIDE <= OC; i += S_WIDE)
-            for (int j = 0; j < S_WIDE; j++) {
-                x[i + j] *= g[i + j];
-                dbias[i + j] += x[i + j];
-            }
-        for (; i < OC; i++) {
-            x[i] *= g[i];
-            dbias[i] += x[i];
-        }
+            for (int j = 0; j < S_WIDE; j++) dbias[i + j] += x[i + j];
+        for (; i < OC; i++) dbias[i] += x[i];
     }
 }
 
-S_COPIES(s_gelu_backward_grad_bias, (float *restrict d, float *restrict dbias, const float *restrict grad, int N,
-                                     int OC), (d, dbias, grad, N, OC))
+S_COPIES(s_bias_backward, (float *restrict dbias, const float *restrict d, int N, int OC), (dbias, d, N, OC))
 
-void gelu_backward_grad_bias(float *restrict d, float *restrict dbias, const float *restrict grad, int N, int OC) {
-    S_CALL_BEST(s_gelu_backward_grad_bias, (d, dbias, grad, N, OC));
+void bias_backward(float *restrict dbias, const float *restrict d, int N, int OC) {
+    S_CALL_BEST(s_bias_backward, (dbias, d, N, OC));
 }
 
 S_BODY void s_gelu_backward(float *restrict dinp, const float *restrict inp,

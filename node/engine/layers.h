@@ -30,6 +30,11 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
  * (dbias may be NULL). */
 void linear_backward_input(float *dinp, const float *dout, const float *weight, int N, int C, int OC,
                            int accumulate);
+/* dinp (N,C) = (dout @ weight) * grad (N,C) element by element, the bits of
+ * linear_backward_input (accumulate 0) then gelu_backward_grad(dinp, grad):
+ * the product runs on each block of the product while it is in cache. */
+void linear_backward_input_times(float *dinp, const float *dout, const float *weight, const float *grad,
+                                 int N, int C, int OC);
 void linear_backward_params(float *dweight, float *dbias, const float *dout, const float *inp,
                             int N, int C, int OC, int oc0, int oc1);
 
@@ -67,15 +72,15 @@ void gelu_backward_grad(float *d, const float *grad, int N);
 
 /* A linear layer's bias folded into the element-wise pass after it (the
  * product then runs without one): the same bits as adding the bias first
- * (linear_forward with the bias; linear_backward_params's dbias).
+ * (linear_forward with the bias).
  *   bias_gelu_forward_grad: x = xg (N,OC) + bias (OC) per row, then as
  *     gelu_forward_grad: out = gelu(x), xg = gelu'(x).
  *   bias_residual_forward: out (N,OC) = (a + bias per row) + b; out may be
- *     a or b.
- *   gelu_backward_grad_bias: d (N,OC) *= grad, then dbias += the column
- *     sums of d, row by row in order. */
+ *     a or b. */
 void bias_gelu_forward_grad(float *out, float *xg, const float *bias, int N, int OC);
 void bias_residual_forward(float *out, const float *a, const float *bias, const float *b, int N, int OC);
+/* dbias (OC) += the column sums of d (N,OC), row by row in order. */
+void bias_backward(float *dbias, const float *d, int N, int OC);
 /* linear_forward without a bias, then bias_residual_forward(out, out, bias,
  * res) / bias_gelu_forward_grad(out, xg, bias) on the product (written to
  * xg), with the same bits: the element-wise pass runs on each block of the
@@ -84,7 +89,6 @@ void linear_bias_residual_forward(float *out, const float *inp, const float *wei
                                   const float *res, int N, int C, int OC);
 void linear_bias_gelu_forward_grad(float *out, float *xg, const float *inp, const float *weight,
                                    const float *bias, int N, int C, int OC);
-void gelu_backward_grad_bias(float *d, float *dbias, const float *grad, int N, int OC);
 
 /* out (N) = max(inp, 0). */
 void relu_forward(float *out, const float *inp, int N);

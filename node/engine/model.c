@@ -519,9 +519,10 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
          * The temporaries dfchg, dtmp, dqkv are written, not cleared and added to.
          * The layernorm outputs are recomputed into g->re, and the weight
          * gradients that read them run first, while re is in cache. */
-        split_linear_backward(tm, g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], N, 4 * C, C, 0);
-        /* dfchg becomes d fch, and its column sums go to the fc bias */
-        split_gelu_backward_grad_bias(tm, g->dfchg, dw[BLK_FCB], g->part, b.fch, N, 4 * C);
+        /* dfchg = d fchg times gelu' (in fch): d fch, whose column sums go to the fc bias */
+        split_linear_backward_times(tm, g->dfchg, dw[BLK_FCPW], dw[BLK_FCPB], g->dres, b.fchg, w[BLK_FCPW], b.fch,
+                                    N, 4 * C, C);
+        split_bias_backward(tm, dw[BLK_FCB], g->part, g->dfchg, N, 4 * C);
         split_layernorm_apply(tm, g->re, b.res2, b.ln2m, b.ln2r, w[BLK_LN2W], w[BLK_LN2B], N, C);
         split_linear_backward(tm, NULL, dw[BLK_FCW], NULL, g->dfchg, g->re, w[BLK_FCW], N, C, 4 * C, 0);
         split_linear_backward(tm, g->dtmp, NULL, NULL, g->dfchg, NULL, w[BLK_FCW], N, C, 4 * C, 0);

@@ -33,7 +33,7 @@ static int s_parts(const team_t *team, int n, int min_per_part)
 
 typedef struct {
     float *out, *dinp, *dweight, *dbias, *xg;
-    const float *inp, *weight, *bias, *dout, *res;
+    const float *inp, *weight, *bias, *dout, *res, *grad;
     int N, C, OC, parts, accumulate;
 } s_linear_t;
 
@@ -85,6 +85,15 @@ void split_linear_bias_gelu_forward_grad(team_t *team, float *out, float *xg, co
     s_linear_fwd(team, &x);
 }
 
+/* Rows [a, b) of dinp: times grad when there is one */
+static void s_linear_bwd_rows(const s_linear_t *x, int a, int b)
+{
+    size_t o = (size_t)a * x->C;
+    const float *dout = x->dout + (size_t)a * x->OC;
+    if (x->grad) linear_backward_input_times(x->dinp + o, dout, x->weight, x->grad + o, b - a, x->C, x->OC);
+    else linear_backward_input(x->dinp + o, dout, x->weight, b - a, x->C, x->OC, x->accumulate);
+}
+
 /* Tasks [0, parts) compute rows of dinp (when there is one), the next parts
  * output-channel ranges of dweight and dbias (when there is one). */
 static void s_linear_bwd_task(void *arg, int i, int worker)
@@ -94,8 +103,7 @@ static void s_linear_bwd_task(void *arg, int i, int worker)
     (void)worker;
     if (x->dinp && i < x->parts) {
         s_part(x->N, x->parts, i, 16, &a, &b);
-        linear_backward_input(x->dinp + (size_t)a * x->C, x->dout + (size_t)a * x->OC, x->weight,
-                              b - a, x->C, x->OC, x->accumulate);
+        s_linear_bwd_rows(x, a, b);
         return;
     }
     if (x->dinp) i -= x->parts;
@@ -103,18 +111,31 @@ static void s_linear_bwd_task(void *arg, int i, int worker)
     linear_backward_params(x->dweight, x->dbias, x->dout, x->inp, x->N, x->C, x->OC, a, b);
 }
 
+static void s_linear_bwd(team_t *team, s_linear_t *x)
+{
+    if (!team) {
+        if (x->dinp) s_linear_bwd_rows(x, 0, x->N);
+        if (x->dweight) linear_backward_params(x->dweight, x->dbias, x->dout, x->inp, x->N, x->C, x->OC, 0, x->OC);
+        return;
+    }
+    x->parts = team_size(team);
+    team_run(team, ((x->dinp ? 1 : 0) + (x->dweight ? 1 : 0)) * x->parts, s_linear_bwd_task, x);
+}
+
 void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, int N, int C, int OC, int accumulate)
 {
-    if (!team) {
-        if (dinp) linear_backward_input(dinp, dout, weight, N, C, OC, accumulate);
-        if (dweight) linear_backward_params(dweight, dbias, dout, inp, N, C, OC, 0, OC);
-        return;
-    }
     s_linear_t x = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
-                    .weight = weight, .N = N, .C = C, .OC = OC, .parts = team_size(team),
-                    .accumulate = accumulate};
-    team_run(team, ((dinp ? 1 : 0) + (dweight ? 1 : 0)) * x.parts, s_linear_bwd_task, &x);
+                    .weight = weight, .N = N, .C = C, .OC = OC, .accumulate = accumulate};
+    s_linear_bwd(team, &x);
+}
+
+void split_linear_backward_times(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, const float *grad, int N, int C, int OC)
+{
+    s_linear_t x = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp,
+                    .weight = weight, .grad = grad, .N = N, .C = C, .OC = OC};
+    s_linear_bwd(team, &x);
 }
 
 /* ---------------------------------------------------------------------------
@@ -281,26 +302,18 @@ void split_residual_forward(team_t *team, float *out, const float *a, const floa
 
 /* Element-wise with a bias per row: rows; the bias gradient by row blocks. */
 
-typedef struct {
-    float *d;
-    const float *grad;
-    int OC;
-} s_gelu_bwd_t;
-
-/* Rows [n0, n1) of gelu's backward: d *= grad, the bias terms into part. */
-static void s_gelu_bwd_block(const void *ctx, float *part, int n0, int n1)
+/* Rows [n0, n1) of a bias gradient: their column sums into part. */
+static void s_bias_bwd_block(const void *ctx, float *part, int n0, int n1)
 {
-    const s_gelu_bwd_t *x = ctx;
-    size_t o = (size_t)n0 * x->OC;
-    gelu_backward_grad_bias(x->d + o, part, x->grad + o, n1 - n0, x->OC);
+    const s_linear_t *x = ctx;
+    bias_backward(part, x->dout + (size_t)n0 * x->OC, n1 - n0, x->OC);
 }
 
-void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, float *part, const float *grad,
-                                   int N, int OC)
+void split_bias_backward(team_t *team, float *dbias, float *part, const float *d, int N, int OC)
 {
     if (N <= 0) return;
-    s_gelu_bwd_t x = {.d = d, .grad = grad, .OC = OC};
-    int nb = s_rows_run(team, s_gelu_bwd_block, &x, part, N, OC);
+    s_linear_t x = {.dout = d, .OC = OC};
+    int nb = s_rows_run(team, s_bias_bwd_block, &x, part, N, OC);
     s_add_blocks(dbias, part, nb, (size_t)OC, OC);
 }
 

@@ -47,6 +47,10 @@ void split_linear_bias_gelu_forward_grad(team_t *team, float *out, float *xg, co
  * (dweight NULL: the input gradient only). */
 void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, int N, int C, int OC, int accumulate);
+/* split_linear_backward with dinp written (not added to) as
+ * linear_backward_input_times: multiplied by grad element by element. */
+void split_linear_backward_times(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, const float *grad, int N, int C, int OC);
 void split_layernorm_forward(team_t *team, float *out, float *mean, float *rstd, const float *inp,
                              const float *weight, const float *bias, int N, int C);
 void split_layernorm_apply(team_t *team, float *out, const float *inp, const float *mean, const float *rstd,
@@ -59,10 +63,9 @@ void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *
 void split_gelu_forward_grad(team_t *team, float *out, float *xg, int N);
 void split_gelu_backward_grad(team_t *team, float *d, const float *grad, int N);
 void split_residual_forward(team_t *team, float *out, const float *a, const float *b, int N);
-/* gelu_backward_grad_bias, dbias by row blocks through part
+/* dbias (OC) += the column sums of d (N,OC), by row blocks through part
  * (split_part_floats(N, OC)). */
-void split_gelu_backward_grad_bias(team_t *team, float *d, float *dbias, float *part, const float *grad,
-                                   int N, int OC);
+void split_bias_backward(team_t *team, float *dbias, float *part, const float *d, int N, int OC);
 void split_attention_forward(team_t *team, float *out, float *att, float *scratch, size_t stride,
                              const float *qkv, int B, int T, int C, int NH);
 void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t stride, const float *dout,
