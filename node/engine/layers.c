@@ -51,6 +51,7 @@ typedef struct {
     float *out;          /* (N,OC): s_epi_bias_gelu's gelu */
 } s_epi_t;
 
+/* the passes on a product's blocks are defined with the element-wise layers below */
 static void s_epi_bias(void *ctx, float *c, int ldc, int rows, int cols, int i0, int j0);
 
 /* out (N,OC) = inp (N,C) @ weight^T (OC,C), then epi on its blocks; C == 0:
@@ -387,9 +388,9 @@ void bias_residual_forward(float *out, const float *a, const float *restrict bia
     }
 }
 
-/* The element-wise passes on a block of a product (gemm_epi): rows floats
- * apart by ld, cols wide, operands laid out as the product.  The same
- * operations as bias_residual_forward and gelu_backward_grad. */
+/* The element-wise passes on a block of a product (gemm_epi): rows ld
+ * floats apart, cols wide, the other operands laid out as the product.  The
+ * same operations as bias_residual_forward and gelu_backward_grad. */
 S_BODY void s_rows_bias(float *restrict c, size_t ld, const float *restrict bias, int rows, int cols) {
     for (int r = 0; r < rows; r++) {
         float *o = c + (size_t)r * ld;
