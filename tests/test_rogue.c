@@ -1006,6 +1006,50 @@ static void t_feedback_streams_of_gone_peers_reused(void)
     s_tnode_free(&a);
 }
 
+/* The RTT estimate (ms) of the holder of kp, 0 unknown. */
+static double s_rtt_of(tnode_t *n, const keypair_t *kp)
+{
+    peer_t *p = peers_find((peers_t *)netside_peers(n->ns), node_id_from_pubkey(kp->pub));
+    return p ? p->rtt_ms : -1;
+}
+
+/* A PONG from kp to our PING sent at clock time `sent`, delivered at `now`. */
+static void s_pong_at(tnode_t *n, const keypair_t *kp, double sent, double now)
+{
+    n->clock = now;
+    s_deliver(n->ns, kp, WIRE_PONG, -1, 0, (uint64_t)(sent * 1e6 + 0.5), NULL, NULL, 0);
+}
+
+/* A round trip that spans a peer's silence is not its RTT, not even the
+ * first one: a peer paused right after its introduction answered a PING
+ * of the pause 4 s late, and that first estimate priced it out of the
+ * router's choice for the rest of the run.  A slow link that was never
+ * silent still gets its first estimate, however long. */
+static void t_first_rtt_not_a_pause(void)
+{
+    tnode_t a;
+    keypair_t p, q;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&p, err, sizeof err) == 0);
+    CHECK(keypair_generate(&q, err, sizeof err) == 0);
+    s_send_join(a.ns, &p, "127.0.0.1:7001", 1, 1);   /* introduced at 100 s, then paused */
+    s_pong_at(&a, &p, 100.2, 104.2);                  /* our PING of 100.2 s, answered after the pause */
+    CHECKF(s_rtt_of(&a, &p) == 0, "a round trip across the pause was taken: %.0f ms", s_rtt_of(&a, &p));
+    s_pong_at(&a, &p, 104.3, 104.32);
+    CHECKF(fabs(s_rtt_of(&a, &p) - 20) < 0.01, "RTT %.3f ms, want 20", s_rtt_of(&a, &p));
+    /* q is heard from every 0.4 s over a link with a 2 s round trip: its first estimate is 2 s */
+    a.clock = 110.0;
+    s_send_join(a.ns, &q, "127.0.0.1:7002", 1, 1);
+    for (double t = 110.0; t < 112.05; t += 0.4) {
+        a.clock = t;
+        s_deliver(a.ns, &q, WIRE_PING, -1, 0, 1, NULL, NULL, 0);
+    }
+    s_pong_at(&a, &q, 110.1, 112.1);
+    CHECKF(fabs(s_rtt_of(&a, &q) - 2000) < 0.01, "RTT %.3f ms, want 2000", s_rtt_of(&a, &q));
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -1018,6 +1062,7 @@ int main(int argc, char **argv)
         RUN(t_tensor_after_leave_not_dropped);
         RUN(t_links_of_long_gone_peers_closed);
         RUN(t_feedback_streams_of_gone_peers_reused);
+        RUN(t_first_rtt_not_a_pause);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -383,7 +383,9 @@ static void test_router_pick(void)
 }
 
 /* A new peer is tried while idle; a peer measured slow once is tried again
- * after ROUTER_FORGET_SENDS sends elsewhere, and its new time replaces the old. */
+ * after ROUTER_FORGET_TURNS sends elsewhere per route (two here: a stage of
+ * two peers), and its new time replaces the old.  With many routes the
+ * horizon stays at ROUTER_FORGET_SENDS. */
 static void test_router_explores(void)
 {
     peer_view_t *v = peer_view_new(2);
@@ -396,15 +398,28 @@ static void test_router_explores(void)
     router_sent(&rt, 3);
     router_returned(&rt, 3, 0.5, 0);              /* 3 was slow that once */
     int to3 = 0;
-    for (int i = 0; i < ROUTER_FORGET_SENDS + 2; i++) {
+    for (int i = 0; i < 2 * ROUTER_FORGET_TURNS + 2; i++) {
         uint64_t p = s_pick(&rt, v, 1, 0);
         router_sent(&rt, p);
         router_returned(&rt, p, p == 3 ? 0.01 : 0.02, 0);
         to3 += p == 3;
     }
-    CHECK(to3 == 1);                           /* retried once, after the forgetting horizon */
+    CHECKF(to3 == 1, "the peer measured slow once got %d of %d microbatches", to3, 2 * ROUTER_FORGET_TURNS + 2);
     CHECK(fabs(router_get(&rt, 3, 0)->turnaround - 0.01) < 1e-12);   /* the new time, not blended */
     CHECK(s_pick(&rt, v, 1, 0) == 3);          /* and now it is the fast one */
+    router_fini(&rt);
+    /* ten routes: forgotten after ROUTER_FORGET_SENDS sends elsewhere, not 10 x ROUTER_FORGET_TURNS */
+    router_init(&rt);
+    for (uint64_t id = 2; id < 12; id++) s_route_set(&rt, id, 0, 0.02);
+    router_sent(&rt, 3);
+    router_returned(&rt, 3, 0.5, 0);
+    for (int i = 0; i < ROUTER_FORGET_SENDS; i++) router_sent(&rt, 2);
+    router_sent(&rt, 3);
+    CHECK(!router_get(&rt, 3, 0)->stale);      /* still known */
+    router_returned(&rt, 3, 0.5, 0);
+    for (int i = 0; i < ROUTER_FORGET_SENDS + 1; i++) router_sent(&rt, 2);
+    router_sent(&rt, 3);
+    CHECK(router_get(&rt, 3, 0)->stale);       /* forgotten */
     router_fini(&rt);
     free(v);
 }

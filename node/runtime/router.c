@@ -37,10 +37,18 @@ route_t *router_get(router_t *rt, uint64_t peer, int make)
 
 #define ROUTER_HOPE 0.5   /* an unmeasured peer is hoped twice as fast as the measured mean: tried early, without drawing all the work */
 
+/* Sends elsewhere after which a route's turnaround is forgotten:
+ * ROUTER_FORGET_TURNS per route (peers ever sent to), at most ROUTER_FORGET_SENDS. */
+static uint64_t s_forget_after(const router_t *rt)
+{
+    uint64_t k = (uint64_t)ROUTER_FORGET_TURNS * (uint64_t)rt->n;
+    return k < ROUTER_FORGET_SENDS ? k : ROUTER_FORGET_SENDS;
+}
+
 /* 1 when route r's turnaround is a measure to go by. */
 static int s_known(const router_t *rt, const route_t *r)
 {
-    return r && r->turnaround > 0 && !r->stale && rt->sends - r->last_sent <= ROUTER_FORGET_SENDS;
+    return r && r->turnaround > 0 && !r->stale && rt->sends - r->last_sent <= s_forget_after(rt);
 }
 
 /* The expected completion time of a microbatch sent to p (route r, NULL:
@@ -109,7 +117,7 @@ void router_sent(router_t *rt, uint64_t peer)
 {
     route_t *r = router_get(rt, peer, 1);
     if (!r) return;
-    if (rt->sends - r->last_sent > ROUTER_FORGET_SENDS) r->stale = 1;   /* measured anew */
+    if (rt->sends - r->last_sent > s_forget_after(rt)) r->stale = 1;   /* measured anew */
     r->outstanding++;
     r->last_sent = ++rt->sends;
 }

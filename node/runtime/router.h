@@ -12,14 +12,18 @@ typedef struct {
     uint64_t id;          /* the peer */
     int outstanding;      /* our microbatches it holds */
     double turnaround;    /* EWMA seconds from our ACT to its GRAD, 0 unknown */
-    int stale;            /* forgotten (ROUTER_FORGET_SENDS): the next measure replaces turnaround */
+    int stale;            /* forgotten (ROUTER_FORGET_TURNS): the next measure replaces turnaround */
     uint64_t last_sent;   /* router's send count when we last sent to it */
 } route_t;
 
 /* Sends elsewhere after which a peer's turnaround counts as unknown again,
  * so that it is tried once more (it may have been slow only then), also
- * when work it was sent then was lost with it (a paused peer). */
+ * when work it was sent then was lost with it (a paused peer):
+ * ROUTER_FORGET_TURNS per peer routed to, at most ROUTER_FORGET_SENDS.  A
+ * stage of two peers is not left with one for 64 of our sends because the
+ * other's first answer was slow (a warm-up, a loaded machine). */
 #define ROUTER_FORGET_SENDS 64
+#define ROUTER_FORGET_TURNS 8
 
 typedef struct {
     route_t *r;           /* per peer */
@@ -35,7 +39,8 @@ route_t *router_get(router_t *rt, uint64_t peer, int make);
 /* Among the peers ix[0..n) of snapshot v (the peers of one stage), the live
  * one with the lowest expected completion time: (outstanding + 1) x
  * turnaround + RTT; while a peer's turnaround is unknown (a new peer, or one
- * not chosen for ROUTER_FORGET_SENDS sends), 0.5 x the mean of the live
+ * not chosen for ROUTER_FORGET_TURNS sends per route, at most
+ * ROUTER_FORGET_SENDS), 0.5 x the mean of the live
  * candidates' measured turnarounds stands for it (an idle unknown peer is
  * tried before an idle known one slower than half the mean, and its share
  * grows with its first answers), or, when none is measured, outstanding x
