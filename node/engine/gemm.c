@@ -18,8 +18,9 @@
  * operands come from memory, not cache (each product's inputs were written
  * by another pass): there the micro-kernel prefetches its tile of C, the
  * packing reads every source row in order, and blocks of 84 rows rather
- * than 140 keep the packed A nearer; together 1.18 x the products' speed
- * with cold operands (tests/bench/RESULTS.md, "Engine"). */
+ * than 140 keep the packed A nearer; together 1.13 x the products' speed
+ * with cold operands (tests/bench/RESULTS.md, "The own matrix product with
+ * operands from memory"). */
 #include "node/engine/gemm.h"
 #include "compress/cpu.h"
 

@@ -51,21 +51,19 @@ case "$HW" in
     *) bad cpu-level "the start event has no cpu level: $(tail -n 1 "$T/hw.out")" ;;
 esac
 
-# a bad value: one line naming BRIGADE_CPU, exit 2
-BRIGADE_CPU=avx9 $B solo --steps 1 >"$T/badenv.out" 2>&1
-rc=$?
-if [ $rc = 2 ] && [ "$(wc -l <"$T/badenv.out")" = 1 ] && grep -q 'BRIGADE_CPU=avx9' "$T/badenv.out"; then
-    ok "bad-level (exit 2: $(cat "$T/badenv.out"))"
-else
-    bad bad-level "exit $rc: $(head -n 2 "$T/badenv.out" | tr '\n' ' ')"
-fi
-BRIGADE_GEMM=mkl $B solo --steps 1 >"$T/badgemm.out" 2>&1
-rc=$?
-if [ $rc = 2 ] && [ "$(wc -l <"$T/badgemm.out")" = 1 ] && grep -q 'BRIGADE_GEMM=mkl' "$T/badgemm.out"; then
-    ok "bad-gemm (exit 2: $(cat "$T/badgemm.out"))"
-else
-    bad bad-gemm "exit $rc: $(head -n 2 "$T/badgemm.out" | tr '\n' ' ')"
-fi
+# bad_env NAME VAR=VALUE: a bad value in the environment is one line naming
+# it, exit 2
+bad_env() {
+    env "$2" $B solo --steps 1 >"$T/$1.out" 2>&1
+    rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <"$T/$1.out")" = 1 ] && grep -q "$2" "$T/$1.out"; then
+        ok "$1 (exit 2: $(cat "$T/$1.out"))"
+    else
+        bad "$1" "exit $rc: $(head -n 2 "$T/$1.out" | tr '\n' ' ')"
+    fi
+}
+bad_env bad-level BRIGADE_CPU=avx9
+bad_env bad-gemm BRIGADE_GEMM=mkl
 
 # gemm NAME: the start event's gemm (own or blas)
 gemm() { sed -n 's/.*"event":"start".*"gemm":"\([a-z]*\)".*/\1/p' "$T/$1.jsonl"; }
