@@ -1006,7 +1006,7 @@ static void t_feedback_streams_of_gone_peers_reused(void)
     s_tnode_free(&a);
 }
 
-/* The RTT estimate (ms) of the holder of kp, 0 unknown. */
+/* The RTT estimate (ms) of the holder of kp, 0 unknown, -1 no such peer. */
 static double s_rtt_of(tnode_t *n, const keypair_t *kp)
 {
     peer_t *p = peers_find((peers_t *)netside_peers(n->ns), node_id_from_pubkey(kp->pub));

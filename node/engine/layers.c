@@ -93,6 +93,8 @@ void linear_backward_input_times(float *restrict dinp, const float *restrict dou
     gemm_epi(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C, s_epi_times_grad, (void *)grad);
 }
 
+static void s_column_sums(float *restrict dbias, const float *restrict d, int N, int width, size_t ld);
+
 /* dweight rows [oc0, oc1) += dout[:, oc0:oc1]^T @ inp; dbias [oc0, oc1) +=
  * column sums of dout, row by row in order. */
 void linear_backward_params(float *restrict dweight, float *restrict dbias,
@@ -103,8 +105,7 @@ void linear_backward_params(float *restrict dweight, float *restrict dbias,
     if (N == 0 || m == 0) return;
     if (C > 0)
         gemm(1, 0, m, C, N, 1.0f, dout + oc0, OC, inp, C, 1.0f, dweight + (size_t)oc0 * C, C);
-    if (dbias)
-        for (int n = 0; n < N; n++) s_add(dbias + oc0, dout + (size_t)n * OC + oc0, m);
+    if (dbias) s_column_sums(dbias + oc0, dout + oc0, N, m, (size_t)OC);
 }
 
 /* dinp (N,C) += dout (N,OC) @ weight (OC,C); dweight (OC,C) += dout^T @ inp;
@@ -464,20 +465,27 @@ void linear_bias_gelu_forward_grad(float *out, float *xg, const float *inp, cons
     s_linear_epi(xg, inp, weight, N, C, OC, s_epi_bias_gelu, &e);
 }
 
-S_BODY void s_bias_backward(float *restrict dbias, const float *restrict d, int N, int OC) {
+/* dbias (width) += the column sums of d (N rows ld floats apart), row by
+ * row in order. */
+S_BODY void s_bias_backward(float *restrict dbias, const float *restrict d, int N, int width, size_t ld) {
     for (int n = 0; n < N; n++) {
-        const float *x = d + (size_t)n * OC;
+        const float *x = d + (size_t)n * ld;
         int i = 0;
-        for (; i + S_WIDE <= OC; i += S_WIDE)
+        for (; i + S_WIDE <= width; i += S_WIDE)
             for (int j = 0; j < S_WIDE; j++) dbias[i + j] += x[i + j];
-        for (; i < OC; i++) dbias[i] += x[i];
+        for (; i < width; i++) dbias[i] += x[i];
     }
 }
 
-S_COPIES(s_bias_backward, (float *restrict dbias, const float *restrict d, int N, int OC), (dbias, d, N, OC))
+S_COPIES(s_bias_backward, (float *restrict dbias, const float *restrict d, int N, int width, size_t ld),
+         (dbias, d, N, width, ld))
+
+static void s_column_sums(float *restrict dbias, const float *restrict d, int N, int width, size_t ld) {
+    S_CALL_BEST(s_bias_backward, (dbias, d, N, width, ld));
+}
 
 void bias_backward(float *restrict dbias, const float *restrict d, int N, int OC) {
-    S_CALL_BEST(s_bias_backward, (dbias, d, N, OC));
+    s_column_sums(dbias, d, N, OC, (size_t)OC);
 }
 
 S_BODY void s_gelu_backward(float *restrict dinp, const float *restrict inp,
