@@ -121,6 +121,27 @@ static void test_split_gives_same_bits(void)
     free(A); free(B); free(C1); free(C2); free(C3); free(R);
 }
 
+/* a tile at a product's bottom edge runs a kernel of only the rows it has
+ * (gemm.c): every height from 1 to 2 tiles gives each row the bits it has
+ * in a taller product, on both layouts of op(A) */
+static void test_edge_rows_same_bits(void)
+{
+    enum { MMAX = 28, N = 40, K = 300 };
+    float *A = s_random((size_t)MMAX * K), *B = s_random((size_t)N * K);
+    for (int ta = 0; ta < 2; ta++) {
+        int lda = ta ? MMAX : K;
+        float *full = calloc((size_t)MMAX * N, sizeof(float)), *C = calloc((size_t)MMAX * N, sizeof(float));
+        s_fn(ta, 1, MMAX, N, K, 1.0f, A, lda, B, K, 0.0f, full, N);
+        for (int M = 1; M <= MMAX; M++) {
+            memset(C, 0, (size_t)MMAX * N * sizeof(float));
+            s_fn(ta, 1, M, N, K, 1.0f, A, lda, B, K, 0.0f, C, N);
+            CHECKF(memcmp(C, full, (size_t)M * N * sizeof(float)) == 0, "ta=%d M=%d: rows differ from M=%d's", ta, M, MMAX);
+        }
+        free(full); free(C);
+    }
+    free(A); free(B);
+}
+
 static void s_run_all(void)
 {
     RUN(test_matches_exact_product);
@@ -146,6 +167,7 @@ int main(void)
         s_fn = s_own;
         s_run_all();
         RUN(test_split_gives_same_bits);
+        RUN(test_edge_rows_same_bits);
         RUN(test_empty_sum_scales_c);
     } else {
         printf("# no AVX-512 here: the own kernel is not tested\n");

@@ -7,7 +7,11 @@
  * every pair of panels runs the micro-kernel, which keeps an S_MR x S_NR
  * tile of C in registers (14 rows x 2 AVX-512 vectors: 28 accumulators, 2
  * registers of B, one broadcast of A: 31 of the 32 registers) and adds it
- * to C at the end.  Packing pads the edge panels with zeros and the store
+ * to C at the end; a tile at the bottom edge of fewer rows runs a copy of
+ * the kernel with only that many (rounded up to even): the 2 rows left at
+ * the end of a 1024-row product, or the 4 of a 256-row one, had cost as much
+ * as 14, and the step ran 4% faster without it (gpt-small and gpt-tiny,
+ * tests/bench/ab_engine.sh).  Packing pads the edge panels with zeros and the store
  * masks the columns and skips the rows past the edge, so an edge entry goes
  * through the same operations as any other.  The packed blocks come from one malloc
  * per call (at most 596 KiB, which glibc serves from its heap once the first
@@ -142,10 +146,13 @@ S_TARGET static inline void s_store(float *c, __mmask16 mask, __m512 acc, __m512
     _mm512_mask_storeu_ps(c, mask, r);
 }
 
-/* C rows [0, mr) x columns [0, nr) (mr <= S_MR, nr <= S_NR) = alpha (the
- * panels' product over kc terms) + beta C. */
-S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp,
-                                               float *c, size_t ldc, int mr, int nr, float alpha, float beta)
+/* C rows [0, mr) x columns [0, nr) (mr <= R <= S_MR, nr <= S_NR) = alpha
+ * (the panels' product over kc terms) + beta C, with R rows of accumulators
+ * (a constant in each copy below): an edge tile of a few rows runs a kernel
+ * of a few rows, not all S_MR. */
+S_TARGET S_UNCHECKED static inline __attribute__((always_inline)) void
+s_gemm_tile(int kc, const float *restrict ap, const float *restrict bp, float *c, size_t ldc, int mr, int nr,
+            float alpha, float beta, const int R)
 {
     __m512 c0[S_MR], c1[S_MR];
     /* in a training step C's tile is rarely in cache: fetch it while the sums run */
@@ -156,11 +163,11 @@ S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap,
         _mm_prefetch(row + (size_t)(nr - 1) * sizeof(float), _MM_HINT_T0);
     }
 #pragma GCC unroll 14
-    for (int i = 0; i < S_MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++, ap += S_MR, bp += S_NR) {
         __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
-        for (int i = 0; i < S_MR; i++) {
+        for (int i = 0; i < R; i++) {
             __m512 a = _mm512_set1_ps(ap[i]);
             c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
@@ -170,10 +177,27 @@ S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap,
     __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
     __m512 va = _mm512_set1_ps(alpha);
 #pragma GCC unroll 14
-    for (int i = 0; i < S_MR; i++) {
+    for (int i = 0; i < R; i++) {
         if (i >= mr) break;
         s_store(c + (size_t)i * ldc, m0, c0[i], va, beta);
         if (m1) s_store(c + (size_t)i * ldc + 16, m1, c1[i], va, beta);
+    }
+}
+
+/* The micro-kernel: s_gemm_tile with mr rounded up to even rows (a tile at
+ * the bottom edge of a product runs only the rows it has, within one; each
+ * entry's sums are the same for every R). */
+S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp,
+                                               float *c, size_t ldc, int mr, int nr, float alpha, float beta)
+{
+    switch ((mr + 1) / 2) {
+    case 1: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 2); break;
+    case 2: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 4); break;
+    case 3: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 6); break;
+    case 4: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 8); break;
+    case 5: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 10); break;
+    case 6: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 12); break;
+    default: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, S_MR); break;
     }
 }
 
