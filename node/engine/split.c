@@ -17,7 +17,7 @@ static void s_part(int n, int parts, int i, int align, int *a, int *b)
     *b = (int)(hi > lo ? hi : lo);
 }
 
-/* Parts for element-wise and row-wise loops: one per worker, the rows the
+/* Parts for row-wise loops and heads: one per worker, the rows the
  * products' row parts give the same worker, so that a worker mostly reads
  * rows it wrote (with four parts per worker, for balance, these loops ran
  * about as fast on 2 threads as on 1 on a 2-core virtual machine). */
@@ -254,53 +254,7 @@ void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *
 }
 
 /* ---------------------------------------------------------------------------
- * Element-wise. */
-
-typedef struct {
-    float *out, *xg;
-    const float *a, *b, *grad;
-    int N, parts, kind;   /* 0 gelu forward, 1 gelu backward, 2 residual */
-} s_elt_t;
-
-static void s_elt_task(void *arg, int i, int worker)
-{
-    const s_elt_t *x = arg;
-    int a, b;
-    (void)worker;
-    s_part(x->N, x->parts, i, 64, &a, &b);
-    if (x->kind == 0) gelu_forward_grad(x->out + a, x->xg + a, b - a);
-    else if (x->kind == 1) gelu_backward_grad(x->out + a, x->grad + a, b - a);
-    else residual_forward(x->out + a, x->a + a, x->b + a, b - a);
-}
-
-static void s_elt(team_t *team, s_elt_t *x)
-{
-    x->parts = s_parts(team, x->N, 4096);
-    team_run(team, x->parts, s_elt_task, x);
-}
-
-void split_gelu_forward_grad(team_t *team, float *out, float *xg, int N)
-{
-    if (!team) { gelu_forward_grad(out, xg, N); return; }
-    s_elt_t x = {.out = out, .xg = xg, .N = N, .kind = 0};
-    s_elt(team, &x);
-}
-
-void split_gelu_backward_grad(team_t *team, float *d, const float *grad, int N)
-{
-    if (!team) { gelu_backward_grad(d, grad, N); return; }
-    s_elt_t x = {.out = d, .grad = grad, .N = N, .kind = 1};
-    s_elt(team, &x);
-}
-
-void split_residual_forward(team_t *team, float *out, const float *a, const float *b, int N)
-{
-    if (!team) { residual_forward(out, a, b, N); return; }
-    s_elt_t x = {.out = out, .a = a, .b = b, .N = N, .kind = 2};
-    s_elt(team, &x);
-}
-
-/* Element-wise with a bias per row: rows; the bias gradient by row blocks. */
+ * A bias gradient by row blocks. */
 
 /* Rows [n0, n1) of a bias gradient: their column sums into part. */
 static void s_bias_bwd_block(const void *ctx, float *part, int n0, int n1)

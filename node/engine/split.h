@@ -4,10 +4,9 @@
  * Each function cuts its work along a dimension where every output element
  * is still computed by exactly one kernel call, in the serial kernel's order
  * of operations: rows of a product's output (the input gradient, a forward
- * linear), output channels of a weight gradient, attention heads, ranges of
- * an element-wise layer.  A parameter gradient that sums over rows (a
- * layernorm's weight and bias, the fc bias after GELU) is summed by blocks
- * of SPLIT_ROWS rows: each block from zero, its rows in order, into the
+ * linear), output channels of a weight gradient, attention heads.  A
+ * parameter gradient that sums over rows (a layernorm's weight and bias,
+ * the fc bias after GELU) is summed by blocks of SPLIT_ROWS rows: each block from zero, its rows in order, into the
  * caller's part buffer, then the blocks' sums are added to the gradient in
  * block order; the blocks do not depend on the thread count, so neither do
  * the bits.  So the only difference two thread counts can make is inside
@@ -60,9 +59,6 @@ void split_layernorm_apply(team_t *team, float *out, const float *inp, const flo
 void split_layernorm_backward(team_t *team, float *dinp, float *dweight, float *dbias, float *part,
                               const float *dout, const float *inp, const float *weight, const float *mean,
                               const float *rstd, int N, int C);
-void split_gelu_forward_grad(team_t *team, float *out, float *xg, int N);
-void split_gelu_backward_grad(team_t *team, float *d, const float *grad, int N);
-void split_residual_forward(team_t *team, float *out, const float *a, const float *b, int N);
 /* dbias (OC) += the column sums of d (N,OC), by row blocks through part
  * (split_part_floats(N, OC)). */
 void split_bias_backward(team_t *team, float *dbias, float *part, const float *d, int N, int OC);
