@@ -158,6 +158,7 @@ kill -TERM $G2; wait $G2; rg2=$?
 v2=$(ev "$T/g2.jsonl" end updates | tail -n 1)
 cp "$T/ck4/stage.ckpt" "$T/ck4.before" 2>/dev/null
 for _ in $(seq 300); do [ "$(ev "$T/g1.jsonl" update version | tail -n 1)" -gt $((${v2:-0} + 10)) ] 2>/dev/null && break; sleep 0.1; done
+vg1=$(ev "$T/g1.jsonl" update version | tail -n 1)
 # again, with a downlink slow enough that the download takes about 20 s
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --checkpoint "$T/ck4" \
     --emu-downlink-mbit 2 --metrics "$T/g3.jsonl" 2>"$T/g3.err" &
@@ -170,7 +171,7 @@ res=$(ev "$T/g3.jsonl" resume version | head -n 1)
 if [ "$rg2" = 143 ] && [ "$rg3" = 143 ] && [ -z "$res" ] && [ -s "$T/ck4.before" ] && cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt"; then
     echo "ok - a node stopped during its download keeps its earlier checkpoint (version $v2)"
 else
-    echo "FAIL - checkpoint during a download: exits $rg2 $rg3, resumed at '$res', the file $(cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt" && echo kept || echo replaced) (it held version $v2)"
+    echo "FAIL - checkpoint during a download: exits $rg2 $rg3, resumed at '$res', the file $(cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt" && echo kept || echo replaced) (it held version $v2; the stage's other node was at ${vg1:-?} when it joined; it said: $(grep -E 'resumed|download' "$T/g3.err" | head -n 2 | tr '\n' ' '))"
 fi
 hx_jsonl
 exit 0
