@@ -55,10 +55,13 @@ static void test_delay_budget(void)
     optim_defaults(&o);   /* warmup 10, the rate's floor 0.1 x lr */
     o.total = 410;        /* cosine decay over updates 10..410 */
     CHECK(stale_ramp_updates(&o) == 30);
-    /* no delay before 3 x warmup, then one late microbatch, more as the rate decays */
+    /* no delay before 3 x warmup, then one late microbatch, whole updates more as the rate decays */
     CHECK(stale_budget_micro(&o, STALE_RAMP, 29, 1, 4) == 0);
     CHECK(stale_budget_micro(&o, STALE_RAMP, 30, 1, 4) == 1);
-    CHECK(stale_budget_micro(&o, STALE_RAMP, 210, 1, 4) == 2);    /* half way down the cosine: half of 4 */
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 180, 1, 4) == 1);    /* 38% of the decay done: under half an update */
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 240, 1, 4) == 4);    /* 62%: the whole update */
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 150, 2, 4) == 4);    /* 27% of two updates: one */
+    CHECK(stale_budget_micro(&o, STALE_RAMP, 300, 2, 4) == 8);    /* 82%: both */
     CHECK(stale_budget_micro(&o, STALE_RAMP, 409, 1, 4) == 4);
     CHECK(stale_budget_micro(&o, STALE_RAMP, 5000, 3, 1) == 3);
     int prev = 0, monotone = 1;

@@ -52,7 +52,9 @@ int stale_budget_micro(const optim_config_t *o, int flags, int t, int delay, int
     if (t < stale_ramp_updates(o)) return 0;
     float span = o->lr * (1.0f - o->lr_min_frac);
     float f = span > 0 && t < o->total ? (o->lr - optim_lr(o, t)) / span : 1.0f;
-    int b = (int)lroundf(f * (float)full);
+    /* whole updates: on a link whose round trip is long against a microbatch's compute, late microbatches
+     * short of a whole update each hide one serialization, not the round trip, yet cost loss like any other */
+    int b = (int)lroundf(f * (float)delay) * micro;
     return b < 1 ? 1 : b > full ? full : b;
 }
 

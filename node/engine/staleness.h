@@ -18,8 +18,8 @@
  *   ramp     the delay is let in as the learning rate comes down: none
  *            over the first stale_ramp_updates() (a synchronous pipeline),
  *            then one microbatch of each update runs one update late, and
- *            the share of late microbatches grows with the decay of the
- *            rate until the whole budget is used at its floor.
+ *            whole updates of delay come in as the rate decays, until the
+ *            whole budget is used at its floor.
  *            stale_budget_micro(); the swarm meets it by narrowing its
  *            window (a delayed stage hurts most while the rate is high).
  *   lr       PipeMare-style learning-rate rescheduling: the rate of a stage
@@ -68,10 +68,11 @@ int stale_ramp_updates(const optim_config_t *o);
  * delay is `delay` updates, in microbatches of `micro` per update: how many
  * of the update's microbatches, counted with their extra updates of delay,
  * may be late (delay x micro without STALE_RAMP).  With STALE_RAMP: 0 before
- * stale_ramp_updates(o), then f x delay x micro rounded, at least 1, where f
- * is the share of the cosine decay the rate has done (0 at the peak rate, 1
- * at its floor o->lr_min_frac x o->lr; 1 without a decay).  The swarm's data
- * stage keeps at most micro + budget microbatches in flight. */
+ * stale_ramp_updates(o), then f x delay rounded to whole updates, times
+ * micro, at least 1, where f is the share of the cosine decay the rate has
+ * done (0 at the peak rate, 1 at its floor o->lr_min_frac x o->lr; 1 without
+ * a decay).  The swarm's data stage keeps at most micro + budget
+ * microbatches in flight. */
 int stale_budget_micro(const optim_config_t *o, int flags, int t, int delay, int micro);
 
 /* The delay in updates of microbatch m (0-based) of an update whose budget
