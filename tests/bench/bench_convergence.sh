@@ -96,14 +96,15 @@ for line in sys.stdin:
         toks = last[-1]["tokens"] / t if last and t > 0 else 0
         runs.append((evals, t, toks))
     rows.append((mode, runs))
-base = [r[0][-1][1] for r in rows[0][1] if r[0]]
-target = sum(base) / len(base) if base else None
+base = [r[0][-1][1] if r[0] else None for r in rows[0][1]]   # per seed: the first mode (gpipe) at its end
+known = [b for b in base if b is not None]
+target = sum(known) / len(known) if known else None
 for mode, runs in rows:
     fin = [r[0][-1][1] for r in runs if r[0]]
     v = sum(fin) / len(fin) if fin else float("nan")
     t = sum(r[1] for r in runs) / len(runs)
     k = sum(r[2] for r in runs) / len(runs)
-    reach = [next((tt for tt, vv in r[0] if vv <= target), None) for r in runs] if target else []
+    reach = [next((tt for tt, vv in r[0] if b is not None and vv <= b), None) for r, b in zip(runs, base)]
     reach_s = "/".join("%.0f" % x if x is not None else "not reached" for x in reach)
     pct = "%+.1f%%" % (100 * (v / target - 1)) if target else "-"
     print("| %s | %s | %.4f (%s) [%s] | %.0f | %.0f | %s |" % (sys.argv[1], mode, v, pct, " ".join("%.4f" % x for x in fin), t, k, reach_s))
@@ -187,8 +188,8 @@ if [ "${PART:-swarm}" = swarm ]; then
     echo
     echo "Val loss at the last evaluation (every 50 updates and after the last: update 400, 600, 800),"
     echo "simulated seconds of the run (compute modelled from FLOPs, links emulated), tokens/s of the last"
-    echo "stage; \"reaches\" is the simulated second at which the val loss first reached gpipe's last one, per"
-    echo "seed; /D: --max-delay D (default 2, 1 with 2bw); @N: a run of N updates (its learning-rate schedule spans N)."
+    echo "stage; \"reaches\" is the simulated second at which the val loss first reached the last one of gpipe with the"
+    echo "same seed (400 updates), per seed; /D: --max-delay D (default 2, 1 with 2bw); @N: a run of N updates (its learning-rate schedule spans N)."
     echo
     echo "| links | schedule:staleness[:stash][/D] | val loss (vs gpipe) [seeds] | sim s | tokens/s | reaches gpipe's last |"
     echo "|---|---|---|---|---|---|"
