@@ -6,10 +6,10 @@
  * of operations: rows of a product's output (the input gradient, a forward
  * linear), output channels of a weight gradient, attention heads.  A
  * parameter gradient that sums over rows (a layernorm's weight and bias,
- * the fc bias after GELU) is summed by blocks of SPLIT_ROWS rows: each block from zero, its rows in order, into the
- * caller's part buffer, then the blocks' sums are added to the gradient in
- * block order; the blocks do not depend on the thread count, so neither do
- * the bits.  So the only difference two thread counts can make is inside
+ * the fc bias after GELU) is summed by blocks of SPLIT_ROWS rows: each
+ * block from zero, its rows in order, into the caller's part buffer, then
+ * the blocks' sums are added to the gradient in block order; the blocks do
+ * not depend on the thread count, so neither do the bits.  So the only difference two thread counts can make is inside
  * cblas_sgemm, when a BLAS kernel rounds a product of fewer rows
  * differently.  Workers take row ranges in the order the products give them
  * (one part per worker), so that a worker mostly reads rows it wrote.
