@@ -30,16 +30,21 @@ static void s_help(void)
            "  generates text from a gpt model file (solo --save, or brigade assemble)\n");
 }
 
-int cmd_sample(int argc, char **argv)
+typedef struct {
+    const char *file, *prompt;
+    int length;
+    double temp;
+    unsigned long long seed;
+} sample_opts_t;
+
+/* Parses argv[2..] into *o.  0, 1 after --help, or 2 after a one-line error. */
+static int s_parse(sample_opts_t *o, int argc, char **argv)
 {
-    const char *file = NULL, *prompt = "\n";
-    int length = 200;
-    double temp = 0.8;
-    unsigned long long seed = 1;
+    *o = (sample_opts_t){ .prompt = "\n", .length = 200, .temp = 0.8, .seed = 1 };
+    static const char *const known[] = { "--model-file", "--prompt", "--length", "--temperature", "--seed" };
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { s_help(); return 0; }
-        static const char *const known[] = { "--model-file", "--prompt", "--length", "--temperature", "--seed" };
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { s_help(); return 1; }
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= !strcmp(a, known[k]);
         char e[256];
@@ -47,69 +52,101 @@ int cmd_sample(int argc, char **argv)
         if (i + 1 >= argc) { snprintf(e, sizeof e, "%s: needs a value (see brigade sample --help)", a); return cli_fail(e); }
         const char *v = argv[++i];
         double x = 0;
-        if (!strcmp(a, "--model-file")) file = v;
-        else if (!strcmp(a, "--prompt")) prompt = v;
+        if (!strcmp(a, "--model-file")) o->file = v;
+        else if (!strcmp(a, "--prompt")) o->prompt = v;
         else if (!strcmp(a, "--length")) {
             if (s_number(v, &x) < 0 || x != floor(x) || x < 1 || x > 100000) return cli_fail("--length: want a whole number 1..100000");
-            length = (int)x;
+            o->length = (int)x;
         } else if (!strcmp(a, "--temperature")) {
-            if (s_number(v, &temp) < 0 || temp < 0 || temp > 100) return cli_fail("--temperature: want a number 0..100");
-        } else if (!strcmp(a, "--seed")) {
+            if (s_number(v, &o->temp) < 0 || o->temp < 0 || o->temp > 100) return cli_fail("--temperature: want a number 0..100");
+        } else {   /* --seed */
             char *end = NULL;
             errno = 0;
-            seed = strtoull(v, &end, 10);
+            o->seed = strtoull(v, &end, 10);
             if (!(*v >= '0' && *v <= '9') || *end || errno) return cli_fail("--seed: want a whole number 0..2^64-1");
         }
     }
-    if (!file) return cli_fail("sample: --model-file FILE is required");
-    char err[512];
-    model_config_t cfg;
-    int64_t updates;
-    size_t n;
-    float *params = modelfile_load(file, &cfg, &updates, &n, err, sizeof err);
-    if (!params) return cli_fail(err);
-    if (cfg.kind != MODEL_GPT) { free(params); return cli_fail("sample: the model file holds a classifier, not a gpt"); }
-    stage_t s;
-    if (stage_init(&s, &cfg, 0, 1, err, sizeof err) < 0) { free(params); return cli_fail(err); }
-    int T = cfg.maxT;
-    acts_t *a = acts_new(&s, 1, T);
-    if (!a) { free(params); return cli_fail("out of memory"); }
-    int *ctx = calloc((size_t)T, sizeof(int));
-    int len = 0;
-    for (const unsigned char *p = (const unsigned char *)prompt; *p; p++) {
-        if (len == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); len--; }
-        ctx[len++] = *p;
+    if (!o->file) return cli_fail("sample: --model-file FILE is required");
+    return 0;
+}
+
+/* The next token from V logits: the largest at temperature 0, else drawn
+ * from softmax(logits / temp) with prob (V doubles) as scratch. */
+static int s_pick(const float *lg, int V, double temp, double *prob, rng_t *r)
+{
+    int next = 0;
+    if (temp == 0) {
+        for (int k = 1; k < V; k++) if (lg[k] > lg[next]) next = k;
+        return next;
     }
-    if (len == 0) ctx[len++] = '\n';
+    double mx = lg[0], z = 0;
+    for (int k = 1; k < V; k++) if (lg[k] > mx) mx = lg[k];
+    for (int k = 0; k < V; k++) { prob[k] = exp((lg[k] - mx) / temp); z += prob[k]; }
+    double u = rng_uniform(r) * z, c = 0;
+    for (next = 0; next < V - 1; next++) { c += prob[next]; if (c > u) break; }
+    return next;
+}
+
+/* Appends token tok to the context ctx of *len tokens (at most T: the oldest drops out). */
+static void s_push(int *ctx, int *len, int T, int tok)
+{
+    if (*len == T) {
+        for (int t = 1; t < T; t++) ctx[t - 1] = ctx[t];
+        (*len)--;
+    }
+    ctx[(*len)++] = tok;
+}
+
+/* Writes o->length tokens after the prompt with the model (s, params). 0, or 2 out of memory. */
+static int s_generate(const sample_opts_t *o, const model_config_t *cfg, const stage_t *s, const float *params)
+{
+    int T = cfg->maxT, len = 0;
+    acts_t *a = acts_new(s, 1, T);
+    int *ctx = calloc((size_t)T, sizeof(int));
+    double *prob = malloc(sizeof(double) * (size_t)cfg->V);
+    if (!a || !ctx || !prob) {
+        acts_destroy(&a);
+        free(ctx);
+        free(prob);
+        return cli_fail("out of memory");
+    }
+    for (const unsigned char *p = (const unsigned char *)o->prompt; *p; p++) s_push(ctx, &len, T, *p);
+    if (len == 0) s_push(ctx, &len, T, '\n');
     rng_t r;
-    rng_seed(&r, seed, 0);
-    fputs(prompt, stdout);
-    double *prob = malloc(sizeof(double) * cfg.V);
-    for (int i = 0; i < length; i++) {
+    rng_seed(&r, o->seed, 0);
+    fputs(o->prompt, stdout);
+    for (int i = 0; i < o->length; i++) {
         /* a context of len tokens, run with T positions (the tail is padding the causal mask ignores) */
-        memcpy(a->tokens, ctx, sizeof(int) * len);
+        memcpy(a->tokens, ctx, sizeof(int) * (size_t)len);
         for (int t = len; t < T; t++) a->tokens[t] = 0;
-        memset(a->targets, 0, sizeof(int) * T);
-        stage_forward(&s, params, a);
-        const float *lg = acts_logits(&s, a) + (size_t)(len - 1) * cfg.V;
-        int next = 0;
-        if (temp == 0) {
-            for (int k = 1; k < cfg.V; k++) if (lg[k] > lg[next]) next = k;
-        } else {
-            double mx = lg[0], z = 0;
-            for (int k = 1; k < cfg.V; k++) if (lg[k] > mx) mx = lg[k];
-            for (int k = 0; k < cfg.V; k++) { prob[k] = exp((lg[k] - mx) / temp); z += prob[k]; }
-            double u = rng_uniform(&r) * z, c = 0;
-            for (next = 0; next < cfg.V - 1; next++) { c += prob[next]; if (c > u) break; }
-        }
+        memset(a->targets, 0, sizeof(int) * (size_t)T);
+        stage_forward(s, params, a);
+        int next = s_pick(acts_logits(s, a) + (size_t)(len - 1) * cfg->V, cfg->V, o->temp, prob, &r);
         putchar(next);
-        if (len == T) { memmove(ctx, ctx + 1, sizeof(int) * (T - 1)); len--; }
-        ctx[len++] = next;
+        s_push(ctx, &len, T, next);
     }
     putchar('\n');
     free(prob);
     free(ctx);
     acts_destroy(&a);
-    free(params);
     return 0;
+}
+
+int cmd_sample(int argc, char **argv)
+{
+    sample_opts_t o;
+    int rc = s_parse(&o, argc, argv);
+    if (rc) return rc == 1 ? 0 : rc;
+    char err[512];
+    model_config_t cfg;
+    int64_t updates;
+    size_t n;
+    float *params = modelfile_load(o.file, &cfg, &updates, &n, err, sizeof err);
+    if (!params) return cli_fail(err);
+    stage_t s;
+    if (cfg.kind != MODEL_GPT) rc = cli_fail("sample: the model file holds a classifier, not a gpt");
+    else if (stage_init(&s, &cfg, 0, 1, err, sizeof err) < 0) rc = cli_fail(err);
+    else rc = s_generate(&o, &cfg, &s, params);
+    free(params);
+    return rc;
 }
