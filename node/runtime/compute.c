@@ -1317,14 +1317,14 @@ static void s_timeouts(compute_t *c)
  * enough to cover the pipeline's propagation round trip with compute
  * (Little's law: latency / time per microbatch).  The round trip is the
  * minimum measured, not the smoothed one: queueing the window itself causes
- * must not grow the window.  2 x stages until both are measured. */
+ * must not grow the window.  0 until both are measured. */
 static int s_window_need(compute_t *c)
 {
     int K = c->nstages;
     double mean, rtt;
     s_rtt(c, &mean, &rtt);
     double per_mb = c->fwd_done ? c->busy_s / (double)c->fwd_done : 0;  /* my compute per microbatch */
-    if (rtt <= 0 || per_mb <= 0) return 2 * K;
+    if (rtt <= 0 || per_mb <= 0) return 0;
     /* forward and backward cross K-1 links each way: (K-1) round trips */
     double latency = (K - 1) * rtt * 1e-3;
     return K + (int)ceil(latency / per_mb);
@@ -1338,6 +1338,8 @@ static int s_window_need(compute_t *c)
 static void s_auto_window(compute_t *c)
 {
     int K = c->nstages, w = s_window_need(c), cap = s_window_cap(c);
+    window_set_path(&c->win, w);
+    if (w == 0) w = 2 * K;   /* not measured yet */
     c->window_need = w;
     if (w < 2 * K) w = 2 * K;
     if (w > cap) w = cap;

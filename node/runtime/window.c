@@ -34,6 +34,11 @@ void window_init(window_t *w, int start, int lo, int hi)
     w->cwnd = s_clamp(start, w->lo, w->hi);
 }
 
+void window_set_path(window_t *w, int path)
+{
+    w->path = path > 0 ? path : 0;
+}
+
 double window_base(const window_t *w)
 {
     if (w->min_now <= 0) return w->min_prev;
@@ -72,11 +77,18 @@ static void s_note_min(window_t *w, double now_s, double turn_s)
 /* Once a round (about one unloaded round trip) the window moves on the
  * round's smallest turnaround: a burst's later microbatches wait behind its
  * first by design, only a queue that even the round's best one met is
- * standing.  Up by one, or down by the excess over WINDOW_QUEUE_HI. */
+ * standing.  Below what the path holds, on the best of the last
+ * WINDOW_ROUNDS rounds: a stall of the machine's CPU can hold up a whole
+ * round's returns, a queue the window made would stand through them all.
+ * Up by one, or down by the excess over WINDOW_QUEUE_HI. */
 static void s_end_round(window_t *w, double now_s)
 {
-    double base = window_base(w);
-    w->queued = w->round_n * (1.0 - base / w->round_min);
+    double base = window_base(w), best = w->round_min;
+    for (int i = 0; w->cwnd < w->path && i < WINDOW_ROUNDS - 1; i++)
+        if (w->past_min[i] > 0 && w->past_min[i] < best) best = w->past_min[i];
+    for (int i = WINDOW_ROUNDS - 2; i > 0; i--) w->past_min[i] = w->past_min[i - 1];
+    w->past_min[0] = w->round_min;
+    w->queued = w->round_n * (1.0 - base / best);
     if (w->probe_start == 0) {
         if (w->queued > WINDOW_QUEUE_HI) w->cwnd -= fmax(1.0, w->queued - WINDOW_QUEUE_HI);
         else if (w->queued < WINDOW_QUEUE_LO && w->round_limited) w->cwnd += 1.0;

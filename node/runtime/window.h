@@ -13,9 +13,14 @@
  * and shrinks by the excess while more than WINDOW_QUEUE_HI do, so the
  * slowest link or stage always has work and its queue stays under about one
  * microbatch: more in flight would only lengthen every round trip (and
- * every ping behind it).  Once a period (when its minimum drifted) the
- * window drops to its floor until a microbatch issued then comes back, so
- * that the minimum is measured again without the window's own queue.
+ * every ping behind it).  Below what the caller reckons the path holds
+ * (window_set_path: the round trip over a stage's compute per microbatch)
+ * it judges on the smallest turnaround of the last WINDOW_ROUNDS rounds
+ * instead: a CPU shared with other work now and then holds up every return
+ * for a while, and a queue the window made would outlast that.  Once a
+ * period (when its minimum drifted) the window drops to its floor until a
+ * microbatch issued then comes back, so that the minimum is measured again
+ * without the window's own queue.
  *
  * Pure state: the caller gives the clock.  Not thread-safe (one owner: the
  * compute thread of the data stage). */
@@ -24,6 +29,7 @@
 
 #define WINDOW_QUEUE_LO 0.3   /* microbatches waiting below which the window grows */
 #define WINDOW_QUEUE_HI 1.0   /* above which it shrinks */
+#define WINDOW_ROUNDS 3       /* below the path: rounds whose smallest turnaround a decision takes */
 #define WINDOW_SAME 1.1       /* a period's minimum within 10% of the last probe's needs no new probe */
 
 typedef struct {
@@ -37,6 +43,8 @@ typedef struct {
     double queued;          /* the last round's estimate of microbatches waiting */
     double round_end;       /* when the current round ends (about one unloaded round trip) */
     double round_min;       /* its smallest turnaround (0: none yet) */
+    double past_min[WINDOW_ROUNDS - 1]; /* the smallest turnarounds of the rounds before it (0: none) */
+    int path;               /* microbatches the path holds without queueing, as the caller reckons (0: unknown) */
     int round_n;            /* the most in flight at its gradients */
     int round_limited;      /* the window held issuing back at one of them */
 } window_t;
@@ -50,6 +58,10 @@ void window_init(window_t *w, int start, int lo, int hi);
  * held issuing back (else the window does not grow: a window that is not
  * used says nothing about the path). */
 void window_on_turn(window_t *w, double now_s, double turn_s, int inflight, int limited);
+
+/* The microbatches the path holds in flight without queueing, as the
+ * caller reckons it (0: unknown); see the top of this file. */
+void window_set_path(window_t *w, int path);
 
 /* The smallest recent turnaround in seconds (0: none measured yet). */
 double window_base(const window_t *w);
