@@ -107,6 +107,7 @@ static void test_grows_through_jitter(void)
     window_init(&w, 4, 4, 64);
     window_set_path(&w, 12);   /* as a node reckons it: round trip over compute, more than the link's 6 */
     s_run(&m, &w, 0, 2000);
+    m.turn_sum = 0; m.turns = 0;
     double t0 = m.now, busy0 = m.busy;
     s_run(&m, &w, t0, t0 + 1000);
     double busy = (m.busy - busy0) / (m.now - t0);
