@@ -4,9 +4,8 @@
  * stage) and come back; the window should settle where the bottleneck is
  * always busy and at most about one microbatch waits in front of it. */
 #include "tests/check.h"
+#include "node/engine/rng.h"
 #include "node/runtime/window.h"
-
-#include <stdint.h>
 
 #define RING 256
 
@@ -37,9 +36,7 @@ static void s_issue(model_t *m)
     m->issued[i] = m->now;
     m->back[i] = m->free_at + m->prop / 2;
     if (m->jitter > 0) {   /* a level per interval (a busy CPU stalls every return for a while), from a hash */
-        uint64_t x = (uint64_t)(m->back[i] / (m->prop / 2)) * 0x9E3779B97F4A7C15ull;
-        x ^= x >> 31;
-        x *= 0xBF58476D1CE4E5B9ull;
+        uint64_t x = rng_mix((uint64_t)(m->back[i] / (m->prop / 2)));
         m->back[i] += m->jitter * (double)(x >> 11) / 9007199254740992.0;
     }
 }

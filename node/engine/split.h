@@ -9,10 +9,11 @@
  * the fc bias after GELU) is summed by blocks of SPLIT_ROWS rows: each
  * block from zero, its rows in order, into the caller's part buffer, then
  * the blocks' sums are added to the gradient in block order; the blocks do
- * not depend on the thread count, so neither do the bits.  So the only difference two thread counts can make is inside
- * cblas_sgemm, when a BLAS kernel rounds a product of fewer rows
- * differently.  Workers take row ranges in the order the products give them
- * (one part per worker), so that a worker mostly reads rows it wrote.
+ * not depend on the thread count, so neither do the bits.  So the only
+ * difference two thread counts can make is inside cblas_sgemm, when a BLAS
+ * kernel rounds a product of fewer rows differently.  Workers take row
+ * ranges in the order the products give them (one part per worker), so
+ * that a worker mostly reads rows it wrote.
  *
  * Sizes, shapes and accumulate semantics are those of the kernels they
  * split.  Attention takes per-worker scratch: worker w uses

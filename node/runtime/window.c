@@ -84,8 +84,9 @@ static void s_note_min(window_t *w, double now_s, double turn_s)
 static void s_end_round(window_t *w, double now_s)
 {
     double base = window_base(w), best = w->round_min;
-    for (int i = 0; w->cwnd < w->path && i < WINDOW_ROUNDS - 1; i++)
-        if (w->past_min[i] > 0 && w->past_min[i] < best) best = w->past_min[i];
+    if (w->cwnd < w->path)
+        for (int i = 0; i < WINDOW_ROUNDS - 1; i++)
+            if (w->past_min[i] > 0 && w->past_min[i] < best) best = w->past_min[i];
     for (int i = WINDOW_ROUNDS - 2; i > 0; i--) w->past_min[i] = w->past_min[i - 1];
     w->past_min[0] = w->round_min;
     w->queued = w->round_n * (1.0 - base / best);
