@@ -192,6 +192,9 @@ static void test_split_equals_whole(void)
     c.maxT = 16;
     s_check_split(&c, 3, 2);
     s_check_split(&c, 4, 2);
+    c.split = SPLIT_LATE;
+    s_check_split(&c, 2, 2);
+    s_check_split(&c, 5, 2);
     model_preset(&c, "mlp-fmnist", err, sizeof err);
     c.C = 64;
     s_check_split(&c, 2, 8);
@@ -217,6 +220,42 @@ static void test_split_rule(void)
     CHECK(stage_init(&s, &c, 3, 3, err, sizeof err) < 0);
     CHECK(model_preset(&c, "gpt-huge", err, sizeof err) < 0);
     CHECK(strstr(err, "gpt-huge") != NULL);
+}
+
+/* The late split: stage 0 the embedding alone, the blocks dealt out over the
+ * later stages with the remainder on the last ones; contiguous, covering the
+ * model once, and the same model (the split-equals-whole test runs it too). */
+static void test_split_late(void)
+{
+    model_config_t c;
+    char err[128];
+    model_preset(&c, "gpt-small", err, sizeof err);   /* 8 blocks: units 0..9 */
+    c.split = SPLIT_LATE;
+    int want[4][2] = { { 0, 1 }, { 1, 3 }, { 3, 6 }, { 6, 10 } };
+    for (int k = 0; k < 4; k++) {
+        int u0, u1;
+        stage_units(&c, k, 4, &u0, &u1);
+        CHECKF(u0 == want[k][0] && u1 == want[k][1], "stage %d of 4: units %d..%d", k, u0, u1);
+    }
+    for (int K = 1; K <= c.L + 1; K++) {
+        size_t total = 0;
+        int prev = 0;
+        for (int k = 0; k < K; k++) {
+            stage_t s;
+            CHECKF(stage_init(&s, &c, k, K, err, sizeof err) == 0, "K=%d: %s", K, err);
+            CHECK(s.unit0 == prev && s.unit1 > s.unit0);
+            prev = s.unit1;
+            total += s.nparams;
+        }
+        CHECK(prev == c.L + 2 && total == model_num_params(&c));
+    }
+    stage_t s;
+    CHECK(stage_init(&s, &c, 0, c.L + 2, err, sizeof err) < 0);   /* a block per later stage at most */
+    CHECK(strstr(err, "--stages") != NULL);
+    model_preset(&c, "mlp-fmnist", err, sizeof err);
+    c.split = SPLIT_LATE;
+    CHECK(stage_init(&s, &c, 0, 2, err, sizeof err) < 0);
+    CHECK(strstr(err, "--split late") != NULL);
 }
 
 /* One stage bound: an mlp of 128 hidden layers has 129 units, but no split
@@ -948,6 +987,7 @@ int main(void)
 {
     RUN(test_bigbuf);
     RUN(test_split_rule);
+    RUN(test_split_late);
     RUN(test_stages_max);
     RUN(test_gpt_gradients_fd);
     RUN(test_mlp_gradients_fd);

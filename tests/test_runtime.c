@@ -737,6 +737,9 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--stage -1", "--stage"));
     CHECK(s_refused(OPTS_NODE, "--schedule sync", "async or gpipe"));
     CHECK(s_refused(OPTS_NODE, "--stash half", "full or 2bw"));
+    CHECK(s_refused(OPTS_NODE, "--split lat", "even or late"));
+    CHECK(s_refused(OPTS_NODE, "--model mlp-fmnist --split late", "--split late"));
+    CHECK(s_refused(OPTS_NODE, "--split late --stages 6", "--stages 6"));
     CHECK(s_refused(OPTS_NODE, "--staleness predictive", "--staleness"));
     CHECK(s_refused(OPTS_NODE, "--staleness predict+predict", "--staleness"));
     CHECK(s_refused(OPTS_NODE, "--optim sgd", "muon or adamw"));
@@ -773,7 +776,7 @@ static void test_opts_parse_bad(void)
 /* A creator's options with every run field away from its default. */
 #define S_CREATOR_LINE "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic " \
     "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 " \
-    "--codec int4 --grad-codec bf16 --schedule gpipe --stash 2bw --max-inflight 6 --max-delay 0 --seed 99 " \
+    "--codec int4 --grad-codec bf16 --schedule gpipe --split late --stash 2bw --max-inflight 6 --max-delay 0 --seed 99 " \
     "--eval-every 11 --eval-batches 5 --staleness lr+dc --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
 
 static void s_creator(opts_t *o)
@@ -829,6 +832,7 @@ static void test_opts_run_roundtrip(void)
     CHECK(j.optim.warmup == 7 && j.optim.total == 123);
     CHECK(strcmp(j.codec, "int4") == 0 && strcmp(j.grad_codec, "bf16") == 0);
     CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
+    CHECK(j.split == SPLIT_LATE && j.cfg.split == SPLIT_LATE);
     CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.eval_batches == 5 && j.seed == 99);
     CHECK(j.staleness == (STALE_LR | STALE_DC) && j.max_delay == 0);
     CHECK(j.optim.kind == OPTIM_ADAMW);
@@ -905,7 +909,9 @@ static void test_opts_run_out_of_range(void)
     c = base; snprintf(c.cfg.name, sizeof c.cfg.name, "gpt\x1b[2J"); CHECK(s_decode_of(&c) == -1);   /* printed by joiners */
     c = base; snprintf(c.data, sizeof c.data, "text:/a\rb");         CHECK(s_decode_of(&c) == -1);
     c = base; snprintf(c.data, sizeof c.data, "text:/home/jos\xc3\xa9/fortunes"); CHECK(s_decode_of(&c) == 0);   /* UTF-8 */
-    c = base; c.stages = c.cfg.L + 1;       CHECK(s_decode_of(&c) == -1);   /* more stages than layers */
+    c = base; c.stages = c.cfg.L + 2;       CHECK(s_decode_of(&c) == -1);   /* more stages than layers */
+    c.split = SPLIT_EVEN; c.stages = c.cfg.L + 1; CHECK(s_decode_of(&c) == -1);   /* the late split has one more */
+    c = base; c.split = 2;                  CHECK(s_decode_of(&c) == -1);
     c = base; c.stages = 100000;            CHECK(s_decode_of(&c) == -1);
     c = base; c.stages = 0;                 CHECK(s_decode_of(&c) == -1);
     c = base; c.stages = -2;                CHECK(s_decode_of(&c) == -1);
@@ -925,8 +931,8 @@ static void test_opts_run_out_of_range(void)
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];
     size_t len = s_encode(&base, buf, sizeof buf);
-    CHECK(len > 36);
-    buf[len - 36] = 2;   /* closed: before the owner key, the staleness flags, the delay budget and the optimizer */
+    CHECK(len > 37);
+    buf[len - 37] = 2;   /* closed: before the owner key, the staleness flags, the delay budget, the optimizer, the split */
     rbuf_t r;
     rbuf_init(&r, buf, len);
     opts_t j;
@@ -1047,6 +1053,7 @@ static int s_ckpt_case(ckpt_case_t *k)
     char err[256];
     if (model_preset(&k->info.cfg, "gpt-tiny", err, sizeof err) < 0) return -1;
     k->info.cfg.L = 3;
+    k->info.cfg.split = SPLIT_LATE;
     stage_t s;
     if (stage_init(&s, &k->info.cfg, 1, 3, err, sizeof err) < 0) return -1;
     k->info.run = 0xFEDCBA9876543210ull;
@@ -1092,7 +1099,7 @@ static void test_checkpoint_roundtrip(void)
         CHECK(memcmp(x + n, k.m, n * sizeof(float)) == 0);
         CHECK(memcmp(x + 2 * n, k.v, n * sizeof(float)) == 0);
         CHECK(got.run == k.info.run);
-        CHECK(got.stage == 1 && got.nstages == 3);
+        CHECK(got.stage == 1 && got.nstages == 3 && got.cfg.split == SPLIT_LATE);
         CHECK(got.version == 4242);
         CHECK(got.cursor == k.info.cursor);
         CHECK(got.completed == k.info.completed);
@@ -1248,7 +1255,7 @@ static void test_opts_same_bounds_both_sides(void)
         {"max-inflight", {"-1", "0", "4096", "4097"}},
         {"eval-every",   {"-1", "0", "100000000", "100000001"}},
         {"eval-batches", {"-1", "0", "65535", "65536"}},
-        {"stages",       {"0", "1", "3", "4"}},                 /* the creator's model has 3 blocks */
+        {"stages",       {"0", "1", "4", "5"}},                 /* the creator's 3 blocks, split late */
         {"ctx",          {"1", "2", "4096", "4097"}},
         {"layers",       {NULL, "3", "128", "129"}},            /* 0 means the preset's, on the command line */
         {"dim",          {NULL, "2", NULL, "8194"}},

@@ -206,6 +206,7 @@ static int s_load_resume(opts_t *o, float **out, int64_t *version, char *err, si
     size_t n = 0;
     *out = modelfile_load(o->resume, &rcfg, version, &n, err, errlen);
     if (!*out) return -1;
+    rcfg.split = o->cfg.split;   /* how the stages are cut is this run's choice, not the model file's */
     if (!opts_given(o, "model") && !opts_given(o, "layers") && !opts_given(o, "dim") && !opts_given(o, "heads")
         && !opts_given(o, "ctx"))
         o->cfg = rcfg;

@@ -98,12 +98,31 @@ int model_check_data(const model_config_t *cfg, const data_t *d, const char *spe
 }
 
 /* ---- the split ----
- * gpt: unit 0 embedding, units 1..L blocks, unit L+1 head.  The L blocks are
- * dealt out as evenly as possible, earlier stages taking the remainder; the
- * embedding joins stage 0 and the head the last stage.
- * mlp: the L+1 linear layers are dealt out the same way. */
+ * gpt: unit 0 embedding, units 1..L blocks, unit L+1 head.  SPLIT_EVEN deals
+ * the L blocks out as evenly as possible, earlier stages taking the
+ * remainder; the embedding joins stage 0 and the head the last stage.
+ * SPLIT_LATE (K >= 2) gives stage 0 the embedding alone and deals the blocks
+ * out over stages 1..K-1, later stages taking the remainder: an asynchronous
+ * pipeline delays stage k's weights by about K-1-k shares of stage 0's delay,
+ * and a block hurts more the more it is delayed and the earlier it sits.
+ * mlp: the L+1 linear layers are dealt out evenly (SPLIT_LATE is refused). */
+/* Units of stage `stage` when stage 0 holds the embedding alone. */
+static void s_units_late(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1)
+{
+    if (stage == 0) { *unit0 = 0; *unit1 = 1; return; }
+    int k = nstages - 1, base = cfg->L / k, extra = cfg->L % k, j = stage - 1;
+    int plain = k - extra;   /* stages 1..plain hold base blocks, the rest base + 1 */
+    int start = j * base + (j > plain ? j - plain : 0);
+    *unit0 = 1 + start;
+    *unit1 = stage == nstages - 1 ? cfg->L + 2 : 1 + start + base + (j >= plain ? 1 : 0);
+}
+
 void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1)
 {
+    if (cfg->split == SPLIT_LATE && cfg->kind == MODEL_GPT && nstages > 1) {
+        s_units_late(cfg, stage, nstages, unit0, unit1);
+        return;
+    }
     int n = cfg->kind == MODEL_GPT ? cfg->L : cfg->L + 1;
     int base = n / nstages, extra = n % nstages;
     int start = stage * base + (stage < extra ? stage : extra);
@@ -166,14 +185,24 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
     s->cfg = *cfg;
     if (model_check(cfg, err, errlen) < 0)
         return -1;
-    int maxk = cfg->kind == MODEL_GPT ? cfg->L : cfg->L + 1;
+    int late = cfg->split == SPLIT_LATE;
+    if (late && cfg->kind != MODEL_GPT) {
+        snprintf(err, errlen, "--split late: %s is not a gpt (its layers split evenly only)", cfg->name);
+        return -1;
+    }
+    if (cfg->split != SPLIT_EVEN && !late) {
+        snprintf(err, errlen, "--split: unknown split rule %d", (int)cfg->split);
+        return -1;
+    }
+    int maxk = cfg->kind == MODEL_GPT ? cfg->L + late : cfg->L + 1;
     if (nstages > MODEL_STAGES_MAX) {
         snprintf(err, errlen, "--stages %d: at most %d", nstages, MODEL_STAGES_MAX);
         return -1;
     }
     if (nstages < 1 || nstages > maxk) {
-        snprintf(err, errlen, "--stages %d: %s has %d layers to split, so 1..%d stages",
-                 nstages, cfg->name, maxk, maxk);
+        snprintf(err, errlen, "--stages %d: %s has %d layers to split%s, so 1..%d stages",
+                 nstages, cfg->name, cfg->kind == MODEL_GPT ? cfg->L : maxk,
+                 late ? " after the embedding's stage" : "", maxk);
         return -1;
     }
     if (stage < 0 || stage >= nstages) {

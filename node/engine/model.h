@@ -22,6 +22,8 @@
 #include "node/engine/data.h"
 
 typedef enum { MODEL_GPT = 1, MODEL_MLP = 2 } model_kind_t;
+/* How the blocks are dealt out to the stages (stage_units). */
+typedef enum { SPLIT_EVEN = 0, SPLIT_LATE = 1 } model_split_t;
 
 typedef struct {
     model_kind_t kind;  /* gpt or mlp */
@@ -32,6 +34,7 @@ typedef struct {
     int L;              /* gpt: transformer blocks; mlp: hidden layers */
     int NH;             /* gpt: attention heads; mlp: 0 */
     int D;              /* mlp: input features (784); gpt: 0 */
+    model_split_t split;/* the split rule of a K-stage split (not the model: any split computes the same one) */
 } model_config_t;
 
 /* Fills cfg with a preset: gpt-tiny, gpt-small, gpt-base, mlp-fmnist.

@@ -16,7 +16,7 @@ _Static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
 
 #define CFG_LEN (7 * 4 + 24)
 #define MODEL_HDR_LEN (8 + 4 + CFG_LEN + 8 + 8)
-#define CKPT_HDR_LEN (8 + 4 + CFG_LEN + 8 + 4 + 4 + 8 + 8 + 8 + 8)
+#define CKPT_HDR_LEN (8 + 4 + CFG_LEN + 8 + 4 + 4 + 4 + 8 + 8 + 8 + 8)
 
 size_t model_num_params(const model_config_t *cfg)
 {
@@ -242,6 +242,7 @@ int checkpoint_save(const char *path, const checkpoint_info_t *info, const float
     p = s_put64(p, info->run);
     p = s_put32(p, (uint32_t)info->stage);
     p = s_put32(p, (uint32_t)info->nstages);
+    p = s_put32(p, (uint32_t)info->cfg.split);
     p = s_put64(p, (uint64_t)info->version);
     p = s_put64(p, info->cursor);
     p = s_put64(p, info->completed);
@@ -266,6 +267,7 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
     info->run = s_get64(&p);
     info->stage = (int)s_get32(&p);
     info->nstages = (int)s_get32(&p);
+    info->cfg.split = (model_split_t)s_get32(&p);
     info->version = (int64_t)s_get64(&p);
     info->cursor = s_get64(&p);
     info->completed = s_get64(&p);

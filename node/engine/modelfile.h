@@ -9,7 +9,8 @@
  * A stage checkpoint (`node --checkpoint DIR`, file DIR/stage.ckpt) holds
  * one stage's training state:
  *   magic "BRGDCKPT", u32 format version, the model config as above, u64 run
- *   id, u32 stage, u32 stages, u64 weight version, u64 data cursor, u64
+ *   id, u32 stage, u32 stages, u32 split rule (model.h's model_split_t),
+ *   u64 weight version, u64 data cursor, u64
  *   microbatches completed, u64 parameter count n, then params, m and v (3n
  *   f32), u32 CRC-32.
  * All integers little-endian.  Files are written atomically: a temporary
@@ -22,7 +23,7 @@
 #include "node/engine/model.h"
 
 #define MODELFILE_VERSION 1
-#define CHECKPOINT_VERSION 1
+#define CHECKPOINT_VERSION 2   /* 2: the split rule after the stage count */
 
 /* Writes cfg and params (n floats, the whole model) to path atomically.
  * 0, or -1 with a reason. */
@@ -47,7 +48,7 @@ size_t model_num_params(const model_config_t *cfg);
 typedef struct {
     model_config_t cfg;   /* the model */
     uint64_t run;         /* run id */
-    int stage, nstages;   /* the split */
+    int stage, nstages;   /* the split (its rule: cfg.split) */
     int64_t version;      /* weight version */
     uint64_t cursor;      /* data position (data stage) */
     uint64_t completed;   /* microbatches completed here (last stage) */

@@ -10,7 +10,7 @@
 #include "compress/codec.h"
 #include "node/engine/staleness.h"
 
-typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_OPTIM, T_DELAYS, T_FLAG } opt_type_t;
+typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_OPTIM, T_SPLIT, T_DELAYS, T_FLAG } opt_type_t;
 
 typedef enum { B_NONE, B_CLOSED, B_OPEN_LO } opt_bound_t;  /* no bounds, [lo, hi], (lo, hi] */
 
@@ -58,6 +58,7 @@ static const opt_def_t s_opts[] = {
     { "codec", T_CODEC, O(codec), S(codec), BOTH, "C", "activation codec: fp32 fp16 bf16 int8 int4 (default int8 node, fp32 solo)", RUN_ANY },
     { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)", RUN_ANY },
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
+    { "split", T_SPLIT, O(split), 0, BOTH, "R", "even (default) | late: stage 0 holds the embedding alone, the blocks the later stages, which an async pipeline delays less (better per update on slow links, slower where compute binds)", RUN(SPLIT_EVEN, SPLIT_LATE) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
     { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip and the queues, 1..8 x stages, more for microbatches under 8 sequences, within --max-delay)", RUN(0, 4096) },
     { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 2, 3 with --optim muon, 1 with --stash 2bw)", RUN(0, 64) },
@@ -213,6 +214,11 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
         else if (strcmp(v, "gpipe") == 0) *(int *)p = SCHED_GPIPE;
         else { snprintf(err, errlen, "--schedule %s: want async or gpipe", v); return -1; }
         return 0;
+    case T_SPLIT:
+        if (strcmp(v, "even") == 0) *(int *)p = SPLIT_EVEN;
+        else if (strcmp(v, "late") == 0) *(int *)p = SPLIT_LATE;
+        else { snprintf(err, errlen, "--split %s: want even or late", v); return -1; }
+        return 0;
     case T_STASH:
         if (strcmp(v, "full") == 0) *(int *)p = STASH_FULL;
         else if (strcmp(v, "2bw") == 0) *(int *)p = STASH_2BW;
@@ -294,7 +300,7 @@ static double s_num(const opts_t *o, const opt_def_t *d)
 {
     const void *p = (const char *)o + d->off;
     switch (d->type) {
-    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: case T_OPTIM: case T_FLAG: return *(const int *)p;
+    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: case T_OPTIM: case T_SPLIT: case T_FLAG: return *(const int *)p;
     case T_FLOAT: return *(const float *)p;
     case T_DOUBLE: return *(const double *)p;
     case T_U64: return (double)*(const uint64_t *)p;
@@ -371,6 +377,7 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (opts_given(o, "dim")) o->cfg.C = o->dim;
     if (opts_given(o, "heads")) o->cfg.NH = o->heads;
     if (opts_given(o, "ctx")) o->cfg.maxT = o->ctx;
+    o->cfg.split = (model_split_t)o->split;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
     if (!opts_given(o, "max-delay"))   /* 2bw holds two versions; Muon tolerates more delay (README) */
@@ -409,11 +416,11 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
     stale_name(o->staleness, stale, sizeof stale);
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
-             "optim=%s lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d stash=%d max-inflight=%d max-delay=%d staleness=%s seed=%llu "
+             "optim=%s lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d split=%d stash=%d max-inflight=%d max-delay=%d staleness=%s seed=%llu "
              "eval-every=%d eval-batches=%d closed=%d owner=",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
              o->batch, o->micro, optim_kind_name(o->optim.kind), o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
-             o->grad_codec, o->schedule, o->stash, o->max_inflight, o->max_delay, stale, (unsigned long long)o->seed, o->eval_every,
+             o->grad_codec, o->schedule, o->split, o->stash, o->max_inflight, o->max_delay, stale, (unsigned long long)o->seed, o->eval_every,
              o->eval_batches, o->closed);
     size_t k = strlen(buf);
     for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
@@ -457,6 +464,7 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_u8(w, (uint8_t)o->staleness);
     wbuf_put_u8(w, (uint8_t)o->max_delay);
     wbuf_put_u8(w, (uint8_t)o->optim.kind);
+    wbuf_put_u8(w, (uint8_t)o->split);
 }
 
 /* 1 when s has no control bytes (below 0x20, or DEL; UTF-8 passes, as a
@@ -497,6 +505,8 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     n.staleness = rbuf_get_u8(r);
     n.max_delay = rbuf_get_u8(r);
     n.optim.kind = rbuf_get_u8(r);
+    n.split = rbuf_get_u8(r);
+    c->split = (model_split_t)n.split;
     n.ndelay = 0;
     if (rbuf_error(r) || n.closed > 1 || !s_plain(c->name) || !s_plain(n.data) || !s_plain(n.codec) || !s_plain(n.grad_codec)) {
         snprintf(err, errlen, "run config: truncated or malformed");

@@ -23,6 +23,7 @@ typedef struct {
     optim_config_t optim;
     char codec[8], grad_codec[8];
     int schedule, stash, max_inflight;
+    int split;                   /* --split: SPLIT_EVEN or SPLIT_LATE (node/engine/model.h), copied into cfg */
     int staleness;               /* delay compensation: STALE_* flags (node/engine/staleness.h) */
     int max_delay;               /* weight delay budget in updates (--max-delay; async schedule) */
     int delay[MODEL_STAGES_MAX]; /* solo --delay: weight delay of each stage, in updates */

@@ -53,10 +53,11 @@ s_solo() {
 }
 
 # s_swarm NAME STEPS MICRO MODE SEED LINK: one simulated swarm (4 nodes, 4 stages); MODE is
-# SCHEDULE:STALENESS[:STASH][/DELAY][@STEPS] (DELAY: --max-delay, else the node's default), LINK "LAT_MS BW_MBIT"
-# (0 bandwidth: unlimited)
+# SCHEDULE:STALENESS[:STASH][/DELAY][@STEPS][%SPLIT] (DELAY: --max-delay, else the node's default; SPLIT:
+# --split, default even), LINK "LAT_MS BW_MBIT" (0 bandwidth: unlimited)
 s_swarm() {
-    name=$1 steps=$2 micro=$3 smode=$4 seed=$5 maxd=
+    name=$1 steps=$2 micro=$3 smode=$4 seed=$5 maxd= split=even
+    case $smode in *%*) split=${smode#*%} smode=${smode%\%*} ;; esac
     case $smode in *@*) steps=${smode#*@} smode=${smode%@*} ;; esac
     case $smode in */*) maxd=${smode#*/} smode=${smode%/*} ;; esac
     set -- $6
@@ -64,7 +65,7 @@ s_swarm() {
     stale=${rest%%:*} stash=full
     [ "$rest" != "$stale" ] && stash=${rest#*:}
     nice -n 10 "$BRIGADE" sim --nodes 4 $C --compute real --steps "$steps" --micro "$micro" --schedule "$sched" \
-        --staleness "$stale" --stash "$stash" ${maxd:+--max-delay "$maxd"} --seed "$seed" --eval-every 50 --latency-ms "$1:$1" \
+        --staleness "$stale" --stash "$stash" --split "$split" ${maxd:+--max-delay "$maxd"} --seed "$seed" --eval-every 50 --latency-ms "$1:$1" \
         --bandwidth-mbit "$2:$2" --sim-seconds 100000 --wall-seconds 3000 --metrics "$WORK/$name.jsonl" \
         >"$WORK/$name.out" 2>&1 || echo "bench_convergence: $name failed: $(tail -n 1 "$WORK/$name.out")" >&2
 }
@@ -77,7 +78,7 @@ swarm_row() {
     for mode in "$@"; do
         files=""
         for seed in $SEEDS; do
-            name="s-$steps-$micro-$(echo "$mode $link" | tr ':,+ /' '_.p_d')-$seed"
+            name="s-$steps-$micro-$(echo "$mode $link" | tr ':,+ /%' '_.p_ds')-$seed"
             s_swarm "$name" "$steps" "$micro" "$mode" "$seed" "$link"
             files="$files $WORK/$name.jsonl"
         done
@@ -189,11 +190,13 @@ if [ "${PART:-swarm}" = swarm ]; then
     echo "Val loss at the last evaluation (every 50 updates and after the last: update 400, 600, 800),"
     echo "simulated seconds of the run (compute modelled from FLOPs, links emulated), tokens/s of the last"
     echo "stage; \"reaches\" is the simulated second at which the val loss first reached the last one of gpipe with the"
-    echo "same seed (400 updates), per seed; /D: --max-delay D (default 2, 1 with 2bw); @N: a run of N updates (its learning-rate schedule spans N)."
+    echo "same seed (400 updates), per seed; /D: --max-delay D (default 2, 1 with 2bw); @N: a run of N updates (its learning-rate schedule spans N);"
+    echo "%late: --split late (stage 0 the embedding alone)."
     echo
     echo "| links | schedule:staleness[:stash][/D] | val loss (vs gpipe) [seeds] | sim s | tokens/s | reaches gpipe's last |"
     echo "|---|---|---|---|---|---|"
     SW="gpipe:none async:predict+ramp async:none async:predict async:predict+ramp:2bw async:predict+ramp/1 async:predict+ramp/3 async:predict+ramp@600 gpipe:none@800 async:predict/1@800"
+    SW="$SW gpipe:none%late async:predict+ramp%late async:predict+ramp/3%late async:predict+ramp@600%late async:predict+ramp/3@600%late"
     [ -n "${QUICK:-}" ] && SW="gpipe:none async:predict+ramp"
     # shellcheck disable=SC2086
     swarm_row "1 ms" 400 4 "1 0" $SW
