@@ -967,6 +967,7 @@ static void test_opts_run_id(void)
     DIFF(snprintf(c.grad_codec, sizeof c.grad_codec, "int8"));
     DIFF(c.schedule = SCHED_ASYNC);
     DIFF(c.stash = STASH_FULL);
+    DIFF(c.split = c.cfg.split = SPLIT_EVEN);
     DIFF(c.staleness = STALE_DEFAULT);
     DIFF(c.seed = 100);
     DIFF(c.closed = 0);
@@ -1134,7 +1135,7 @@ static void test_checkpoint_damaged(void)
     CHECK(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
     size = s_file_size(path);
     offs[0] = size - 4 - (long)(k.n * sizeof(float)) - 3;   /* inside m */
-    offs[1] = 8 + 4 + 52 + 8 + 4 + 4 + 8 + 8 + 2;           /* inside `completed` */
+    offs[1] = 8 + 4 + 52 + 8 + 4 + 4 + 4 + 8 + 8 + 2;       /* inside `completed` */
     offs[2] = size - 2;                                     /* the CRC */
     for (int t = 0; t < 3; t++) {
         CHECK(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
