@@ -2,7 +2,7 @@
 # simfuzz.sh FIRST LAST [extra brigade sim options]: runs `brigade sim` on a
 # small swarm with random fault plans (kills later restarted, slowdowns,
 # pauses, partitions later healed, rogues) for every seed in FIRST..LAST, modelled
-# compute, random links and speeds.  Prints one line per failing seed with
+# compute, random links and speeds; every fourth seed with --split late.  Prints one line per failing seed with
 # the command that replays it, then "simfuzz: N seeds, F failed".
 # Exit 0 only when every seed completed its run with every invariant held.
 BRIGADE=${BRIGADE:-build/brigade}
@@ -11,7 +11,8 @@ extra="$*"
 fails=0; n=0
 for seed in $(seq "$first" "$last"); do
   n=$((n + 1))
-  args="--nodes $((6 + seed % 5)) --stages $((2 + seed % 3)) --steps 200 --faults $((2 + seed % 6)) --seed $seed"
+  split=even; [ $((seed % 4)) = 3 ] && split=late
+  args="--nodes $((6 + seed % 5)) --stages $((2 + seed % 3)) --split $split --steps 200 --faults $((2 + seed % 6)) --seed $seed"
   args="$args --latency-ms 5:60 --bandwidth-mbit 10:200 --speed 1:4 --loss 0.002 --sim-seconds 2000 --wall-seconds 60 $extra"
   # shellcheck disable=SC2086
   out=$("$BRIGADE" sim $args 2>&1); rc=$?
