@@ -1,9 +1,8 @@
 /* gen_corpus.c: writes the seed corpora of the fuzz targets header, peers,
  * runcfg and ticket into tests/fuzz/corpus/<name>/ (valid encodings made by
- * the real encoders).  Build and run from the repository root:
- *   cc -std=c11 -D_GNU_SOURCE -I. tests/fuzz/gen_corpus.c node/runtime/options.c \
- *      node/engine/model.c node/engine/layers.c node/engine/optim.c node/engine/data.c node/engine/staleness.c node/engine/attention.c net/keys.c net/wire.c \
- *      net/ticket.c compress/frame.c compress/quant.c -o /tmp/gen_corpus $(pkg-config --cflags --libs libzmq libzstd libsodium openblas zlib) -lm -pthread
+ * the real encoders).  Build and run from the repository root, after make:
+ *   cc -std=c11 -D_GNU_SOURCE -I. tests/fuzz/gen_corpus.c build/libbrigade.a -o /tmp/gen_corpus \
+ *      $(pkg-config --cflags --libs libzmq libzstd libsodium openblas zlib) -lm -pthread
  *   /tmp/gen_corpus */
 #include "net/keys.h"
 #include "net/ticket.h"
@@ -110,6 +109,7 @@ static void s_runcfg(void)
         { "--data", "text:/tmp/some file.txt", "--lr", "0.01", "--seed", "77", "--eval-every", "5", "--eval-batches", "3", NULL },
         { "--staleness", "none", "--micro", "2", NULL },
         { "--staleness", "predict+ramp+lr+dc", "--warmup", "0", NULL },
+        { "--split", "late", "--stages", "5", "--max-delay", "3", NULL },
     };
     for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
         char *argv[20];
