@@ -91,6 +91,7 @@ struct compute {
     double delay_sum;             /* their sum */
     uint64_t stash_mismatch;      /* backwards on weights their forward did not use (2bw after a re-issue) */
     int window_need;              /* data stage: microbatches in flight the round trip asks for */
+    double busiest;               /* the split's largest stage in parameters over this one's (>= 1) */
     int micro_said;               /* the micro last named in a warning (0: none) */
     window_t win;                 /* data stage: the window the queueing along the pipeline allows */
     mbrec_t rec[REC_MAX];
@@ -1172,9 +1173,26 @@ static void s_check_donor(compute_t *c)
     if (!p || p->health == PEER_GONE) s_fetch_elsewhere(c, "the stage's peer asked for its state is gone");
 }
 
+/* The split's largest stage in parameters over this stage's, at least 1: how
+ * much longer than this stage's the busiest stage's compute per microbatch is
+ * reckoned (a stage-0 node holding the embedding alone, --split late, computes
+ * little itself). */
+static double s_busiest(const compute_t *c)
+{
+    size_t most = c->lay.nparams;
+    for (int k = 0; k < c->nstages; k++) {
+        stage_t s;
+        char err[200];
+        if (k != c->stage && stage_init(&s, &c->o->cfg, k, c->nstages, err, sizeof err) == 0 && s.nparams > most)
+            most = s.nparams;
+    }
+    return c->lay.nparams ? (double)most / (double)c->lay.nparams : 1.0;
+}
+
 /* The per-stage objects: made at start and again after a move. */
 static int s_stage_setup(compute_t *c)
 {
+    c->busiest = s_busiest(c);
     c->in_n = stage_in_size(&c->lay, c->B, c->T);
     c->out_n = stage_out_size(&c->lay, c->B, c->T);
     if (!c->c.modelled && !(c->gs = grad_scratch_new(&c->lay, c->B, c->T))) return -1;
@@ -1315,15 +1333,16 @@ static void s_timeouts(compute_t *c)
 
 /* The microbatches in flight that keep every stage busy: one per stage plus
  * enough to cover the pipeline's propagation round trip with compute
- * (Little's law: latency / time per microbatch).  The round trip is the
- * minimum measured, not the smoothed one: queueing the window itself causes
- * must not grow the window.  0 until both are measured. */
+ * (Little's law: latency / time per microbatch of the busiest stage, reckoned
+ * from mine by parameters).  The round trip is the minimum measured, not the
+ * smoothed one: queueing the window itself causes must not grow the window.
+ * 0 until both are measured. */
 static int s_window_need(compute_t *c)
 {
     int K = c->nstages;
     double mean, rtt;
     s_rtt(c, &mean, &rtt);
-    double per_mb = c->fwd_done ? c->busy_s / (double)c->fwd_done : 0;  /* my compute per microbatch */
+    double per_mb = c->fwd_done ? c->busiest * c->busy_s / (double)c->fwd_done : 0;  /* the busiest stage's */
     if (rtt <= 0 || per_mb <= 0) return 0;
     /* forward and backward cross K-1 links each way: (K-1) round trips */
     double latency = (K - 1) * rtt * 1e-3;

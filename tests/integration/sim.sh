@@ -75,6 +75,19 @@ else
     echo "FAIL - final evaluation: modelled traces '$tm' '$te', kill at '$at', exit $rc, evaluations '$evk': $(grep -h 'final evaluation' "$T/fk.out" | head -n 1)"
 fi
 
+# 3c. what the round trip asks for is reckoned from the busiest stage: with --split late the data stage
+#     holds the embedding alone, and its own compute would ask for several times the microbatches
+needed() {
+    "$BRIGADE" sim --nodes 4 --stages 4 --steps 20 --micro 4 --compute real --seed 1 --latency-ms 50:50 --bandwidth-mbit 20:20 \
+        --split "$1" --metrics "$T/need-$1.jsonl" >"$T/need-$1.out" 2>&1
+    python3 -c "import json, sys; print(next((e['micro_needed'] for e in map(json.loads, open(sys.argv[1]))
+        if e.get('event') == 'warning' and e.get('what') == 'window'), 0))" "$T/need-$1.jsonl" 2>/dev/null
+}
+ne=$(needed even); nl=$(needed late)
+if [ "${ne:-0}" -gt 0 ] && [ "${nl:-0}" -gt 0 ] && [ "$nl" -le $((2 * ne)) ]; then
+    echo "ok - micro_needed from the busiest stage: $ne with the even split, $nl with the late one"
+else echo "FAIL - micro_needed with --split late: '$nl' against '$ne' with the even split (want both > 0, late <= 2 x even)"; fi
+
 # 4. a run bounded by simulated time (no --steps) with churn ends cleanly
 "$BRIGADE" sim --nodes 12 --stages 4 --sim-seconds 120 --churn 30 --seed 5 >"$T/churn.out" 2>&1; rc=$?
 if [ $rc = 0 ] && grep -q ' lost 0, duplicated 0' "$T/churn.out"; then
