@@ -220,6 +220,13 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
     return 0;
 }
 
+size_t stage_num_params(const model_config_t *cfg, int stage, int nstages)
+{
+    stage_t s;
+    char err[200];
+    return stage_init(&s, cfg, stage, nstages, err, sizeof err) < 0 ? 0 : s.nparams;
+}
+
 /* Index of tensor i of unit u in s->tensors. */
 static const float *s_tensor(const stage_t *s, const float *base, int u, int i)
 {

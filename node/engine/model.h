@@ -88,6 +88,9 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
                char *err, size_t errlen);
 /* Range of units that stage `stage` of K holds (the split rule). */
 void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1);
+/* Floats of stage `stage`'s parameters in a K-stage split of cfg (0 when
+ * stage_init refuses the split or the stage). */
+size_t stage_num_params(const model_config_t *cfg, int stage, int nstages);
 /* Writes the initial parameters (deterministic in seed; independent of the split). */
 void stage_init_params(const stage_t *s, float *params, uint64_t seed);
 /* Floats in the tensor that crosses into this stage (0 for the first stage)

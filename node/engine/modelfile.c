@@ -20,10 +20,7 @@ _Static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
 
 size_t model_num_params(const model_config_t *cfg)
 {
-    stage_t s;
-    char err[128];
-    if (stage_init(&s, cfg, 0, 1, err, sizeof err) < 0) return 0;
-    return s.nparams;
+    return stage_num_params(cfg, 0, 1);
 }
 
 static uint8_t *s_put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); return p + 4; }

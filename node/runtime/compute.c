@@ -1181,10 +1181,8 @@ static double s_busiest(const compute_t *c)
 {
     size_t most = c->lay.nparams;
     for (int k = 0; k < c->nstages; k++) {
-        stage_t s;
-        char err[200];
-        if (k != c->stage && stage_init(&s, &c->o->cfg, k, c->nstages, err, sizeof err) == 0 && s.nparams > most)
-            most = s.nparams;
+        size_t n = stage_num_params(&c->o->cfg, k, c->nstages);
+        if (n > most) most = n;
     }
     return c->lay.nparams ? (double)most / (double)c->lay.nparams : 1.0;
 }

@@ -1356,14 +1356,6 @@ static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
     return (int)idx;
 }
 
-/* Floats of stage s's parameters (0 when the stage is out of range). */
-static size_t s_stage_params(const netside_t *ns, int s)
-{
-    stage_t st;
-    char err[200];
-    return stage_init(&st, &ns->c.o->cfg, s, ns->nstages, err, sizeof err) < 0 ? 0 : st.nparams;
-}
-
 /* A snapshot (params|m|v as bytes) into a blob for the compute side. */
 static state_blob_t *s_blob(const netside_t *ns, int stage, const uint8_t *buf, size_t total, int64_t version, int backup)
 {
@@ -1424,7 +1416,8 @@ static void s_on_fetch(netside_t *ns, const mail_t *m)
         s_fetch_end(ns, s_blob(ns, stage, b->buf, b->total, b->version, 1));
         return;
     }
-    if (s_rx_begin(&ns->fetch.rx, 3 * s_stage_params(ns, stage) * sizeof(float)) < 0) { s_fetch_end(ns, NULL); return; }
+    size_t bytes = 3 * stage_num_params(&ns->c.o->cfg, stage, ns->nstages) * sizeof(float);
+    if (s_rx_begin(&ns->fetch.rx, bytes) < 0) { s_fetch_end(ns, NULL); return; }
     ns->fetch.rx.donor = m->peer;
     s_fetch_ask(ns);
 }
@@ -1439,7 +1432,7 @@ static void s_on_backup_push(netside_t *ns, const transport_msg_t *m)
     }
     backup_t *b = &ns->backups[s];
     state_rx_t *x = &b->rx;
-    size_t total = 3 * s_stage_params(ns, s) * sizeof(float);
+    size_t total = 3 * stage_num_params(&ns->c.o->cfg, s, ns->nstages) * sizeof(float);
     if ((!x->buf || x->total != total) && s_rx_begin(x, total) < 0) { s_drop(ns, "out of memory", m->sender); return; }
     if (s_state_chunk(ns, x, m) < 0 || !x->complete) return;
     /* keep the complete snapshot; the assembly buffer becomes the held copy */

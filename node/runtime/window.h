@@ -14,8 +14,8 @@
  * slowest link or stage always has work and its queue stays under about one
  * microbatch: more in flight would only lengthen every round trip (and
  * every ping behind it).  Below what the caller reckons the path holds
- * (window_set_path: the round trip over a stage's compute per microbatch)
- * it judges on the smallest turnaround of the last WINDOW_ROUNDS rounds
+ * (window_set_path: the round trip over the busiest stage's compute per
+ * microbatch) it judges on the smallest turnaround of the last WINDOW_ROUNDS rounds
  * instead: a CPU shared with other work now and then holds up every return
  * for a while, and a queue the window made would outlast that.  Once a
  * period (when its minimum drifted) the window drops to its floor until a

@@ -2,8 +2,9 @@
 # simfuzz.sh FIRST LAST [extra brigade sim options]: runs `brigade sim` on a
 # small swarm with random fault plans (kills later restarted, slowdowns,
 # pauses, partitions later healed, rogues) for every seed in FIRST..LAST, modelled
-# compute, random links and speeds; every fourth seed with --split late.  Prints one line per failing seed with
-# the command that replays it, then "simfuzz: N seeds, F failed".
+# compute, random links and speeds; every fourth seed with --split late.  Prints
+# one line per failing seed with the command that replays it, then
+# "simfuzz: N seeds, F failed".
 # Exit 0 only when every seed completed its run with every invariant held.
 BRIGADE=${BRIGADE:-build/brigade}
 first=$1; last=$2; shift 2
