@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sodium.h>
-#include <sys/stat.h>
 
 static void s_node_help(void)
 {
@@ -268,16 +267,9 @@ static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
 {
     opts_t *o = &x->o;
     if (!o->checkpoint[0]) return 0;
-    char why[400];
-    if (checkpoint_dir(o->checkpoint, x->ckpt_path, sizeof x->ckpt_path, why, sizeof why) < 0) {
-        snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, why);
-        return -1;
-    }
-    struct stat sb;
-    if (stat(x->ckpt_path, &sb) < 0) return 0;
     size_t np;
-    x->ck_state = checkpoint_load(x->ckpt_path, &x->ck, &np, err, errlen);
-    if (!x->ck_state) return -1;
+    int found = checkpoint_find(o->checkpoint, x->ckpt_path, sizeof x->ckpt_path, &x->ck, &x->ck_state, &np, err, errlen);
+    if (found <= 0) return found;
     if (o->stage < 0) { o->stage = x->ck.stage; o->stage_run = x->ck.run; }
     if (!o->join[0]) {
         uint64_t run = opts_run_id(o);

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 typedef struct {
     opts_t o;
@@ -254,17 +253,11 @@ static int s_checkpoint_resume(solo_t *s, int64_t *first, char *err, size_t errl
 {
     const opts_t *o = &s->o;
     if (!o->checkpoint[0]) return 0;
-    char why[400];
-    if (checkpoint_dir(o->checkpoint, s->ckpt, sizeof s->ckpt, why, sizeof why) < 0) {
-        snprintf(err, errlen, "--checkpoint %s: %s", o->checkpoint, why);
-        return -1;
-    }
-    struct stat sb;
-    if (stat(s->ckpt, &sb) < 0) return 0;
     checkpoint_info_t ck;
     size_t n = 0;
-    float *x = checkpoint_load(s->ckpt, &ck, &n, err, errlen);
-    if (!x) return -1;
+    float *x;
+    int found = checkpoint_find(o->checkpoint, s->ckpt, sizeof s->ckpt, &ck, &x, &n, err, errlen);
+    if (found <= 0) return found;
     if (ck.run != opts_run_id(o) || n != s_nparams(s)) {
         free(x);
         snprintf(err, errlen, "--checkpoint %s: holds another run; use another folder or the same options", o->checkpoint);

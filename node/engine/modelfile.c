@@ -282,12 +282,25 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
     return x;
 }
 
-int checkpoint_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen)
+int checkpoint_find(const char *dir, char *path, size_t pathlen, checkpoint_info_t *info, float **state, size_t *n,
+                    char *err, size_t errlen)
 {
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "%s", strerror(errno));
+    char why[400];
+    *state = NULL;
+    snprintf(path, pathlen, "%s/stage.ckpt", dir);
+    int bad = mkdir(dir, 0755) < 0 && errno != EEXIST;
+    if (bad) snprintf(why, sizeof why, "%s", strerror(errno));
+    else bad = modelfile_check_writable(path, why, sizeof why) < 0;   /* a file named dir, a read-only folder */
+    if (bad) {
+        snprintf(err, errlen, "--checkpoint %s: %s", dir, why);
         return -1;
     }
-    snprintf(path, pathlen, "%s/stage.ckpt", dir);
-    return modelfile_check_writable(path, err, errlen);   /* a file named dir, a read-only folder */
+    struct stat sb;
+    if (stat(path, &sb) < 0) return 0;
+    if (!(*state = checkpoint_load(path, info, n, err, errlen))) {
+        size_t k = strlen(err);
+        snprintf(err + k, errlen - k, " (move it away or use another --checkpoint folder)");
+        return -1;
+    }
+    return 1;
 }

@@ -61,7 +61,12 @@ int checkpoint_save(const char *path, const checkpoint_info_t *info, const float
  * floats (params, m, v) with n in *n.  NULL with a reason. */
 float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, char *err, size_t errlen);
 /* A checkpoint folder (--checkpoint dir): makes dir if it is missing, puts
- * dir/stage.ckpt in path (pathlen bytes) and checks that a checkpoint can be
- * written there.  0, or -1 with a reason (without dir's name) in err. */
-int checkpoint_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen);
+ * dir/stage.ckpt in path (pathlen bytes), checks that a checkpoint can be
+ * written there and reads the one there, if any (*state as checkpoint_load
+ * returns it, the caller frees it).  1 when one was read, 0 when there is
+ * none yet (*state NULL), -1 with a one-line reason that names the folder or
+ * the file (an unreadable file is left as it is, and the reason says what to
+ * do with it). */
+int checkpoint_find(const char *dir, char *path, size_t pathlen, checkpoint_info_t *info, float **state, size_t *n,
+                    char *err, size_t errlen);
 #endif

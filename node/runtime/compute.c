@@ -527,7 +527,7 @@ static int s_micro_needed(const compute_t *c)
 static int s_late_split_helps(const compute_t *c)
 {
     const model_config_t *m = &c->o->cfg;
-    return m->kind == MODEL_GPT && m->split == SPLIT_EVEN && c->nstages >= 3 && c->nstages <= m->L + 1 &&
+    return m->kind == MODEL_GPT && m->split == SPLIT_EVEN && c->nstages >= 3 &&
            c->window_need >= 2 * (c->o->max_delay + 1) * c->o->micro;
 }
 
