@@ -22,6 +22,14 @@ static int check_case_failed;   /* the running case has failed */
     fprintf(stdout, "  %s:%d: %s=%.9g vs %s=%.9g (tol %g)\n", __FILE__, __LINE__, #a, a_, #b, b_, (double)(tol)); \
     check_case_failed = 1; } } while (0)
 
+/* The larger of worst and e, where a NaN wins and stays: a loop keeping the
+ * worst error with it cannot report 0 for a NaN output (fmax and `e > worst`
+ * both pass over a NaN). */
+static inline double check_worst(double worst, double e)
+{
+    return isnan(worst) || e <= worst ? worst : e;
+}
+
 #define RUN(fn) do { check_case_failed = 0; fn(); fflush(stdout); \
     if (check_case_failed) { check_failed_cases++; printf("FAIL - %s\n", #fn); } \
     else { printf("ok - %s\n", #fn); } \

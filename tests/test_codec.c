@@ -493,8 +493,8 @@ static void test_error_feedback(void)
         }
         double worst = 0, worst0 = 0;
         for (size_t i = 0; i < n; i++) {
-            worst = fmax(worst, fabs(sx[i] - sy[i]));
-            worst0 = fmax(worst0, fabs(sx[i] - sy0[i]));
+            worst = check_worst(worst, fabs(sx[i] - sy[i]));
+            worst0 = check_worst(worst0, fabs(sx[i] - sy0[i]));
             /* the residual is exactly what is still owed */
             CHECK_NEAR(sx[i] - sy[i], r[i], 1e-3);
         }

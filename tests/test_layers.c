@@ -258,8 +258,8 @@ static void test_linear_backward_parts(void) {
         for (int k = 2; k >= 0; k--)
             linear_backward_params(dw, dw + OC * C, dout, inp, N, C, OC, cuts[k], cuts[k + 1]);
         double dd = 0, dwd = 0;
-        for (int i = 0; i < N * C; i++) dd = fmax(dd, fabs(dinp[i] - dinp_ref[i]));
-        for (int i = 0; i < OC * C + OC; i++) dwd = fmax(dwd, fabs(dw[i] - dw_ref[i]));
+        for (int i = 0; i < N * C; i++) dd = check_worst(dd, fabs(dinp[i] - dinp_ref[i]));
+        for (int i = 0; i < OC * C + OC; i++) dwd = check_worst(dwd, fabs(dw[i] - dw_ref[i]));
         CHECKF(dd <= 1e-5 && dwd <= 1e-5, "N=%d C=%d OC=%d: dinp diff %.3g, dweight/dbias diff %.3g", N, C, OC, dd, dwd);
         free(inp); free(w); free(dout); free(g0); free(dinp_ref); free(dinp); free(dw_ref); free(dw);
     }
@@ -486,7 +486,7 @@ static void test_linear_backward_times(void) {
             team_stop(&team);
             int exact = t == 0 || gemm_fast();
             double worst = 0;
-            for (int i = 0; i < n; i++) worst = fmax(worst, fabs((double)d[i] - want[i]) / (1.0 + fabs(want[i])));
+            for (int i = 0; i < n; i++) worst = check_worst(worst, fabs((double)d[i] - want[i]) / (1.0 + fabs(want[i])));
             CHECKF(exact ? memcmp(d, want, (size_t)n * sizeof(float)) == 0 : worst < 1e-5,
                    "%dx%dx%d threads %d: dinp (worst %g)", N, C, OC, t, worst);
             CHECKF(!exact || (memcmp(dw, dw_want, (size_t)OC * C * sizeof(float)) == 0 &&
@@ -714,7 +714,7 @@ static void test_bias_passes(void) {
     linear_forward(got, inp, w, NULL, N, C, OC);
     bias_residual_forward(got, got, bias, res, N, OC);
     double worst = 0.0;
-    for (int i = 0; i < N * OC; i++) worst = fmax(worst, fabs((double)got[i] - want[i]) / fmax(1.0, fabs(want[i])));
+    for (int i = 0; i < N * OC; i++) worst = check_worst(worst, fabs((double)got[i] - want[i]) / fmax(1.0, fabs(want[i])));
     printf("  # product + bias after it vs linear_forward with the bias: worst %.3g\n", worst);
     CHECK(worst <= 1e-6);
     free(inp); free(w); free(bias); free(res); free(want); free(got);
@@ -886,13 +886,13 @@ static void test_attention_forward_ref(void) {
                     const float *arow = att + ((size_t)(b * NH + h) * T + t) * T;
                     for (int j = 0; j <= t; j++) {
                         p[j] /= sum;
-                        worst_att = fmax(worst_att, fabs(arow[j] - p[j]));
+                        worst_att = check_worst(worst_att, fabs(arow[j] - p[j]));
                     }
                     for (int j = t + 1; j < T; j++) upper_ok &= arow[j] == 0.0f;
                     for (int i = 0; i < hs; i++) {
                         double o = 0.0;
                         for (int j = 0; j <= t; j++) o += p[j] * qkv[(size_t)(b * T + j) * 3 * C + 2 * C + h * hs + i];
-                        worst_out = fmax(worst_out, fabs(out[(size_t)(b * T + t) * C + h * hs + i] - o));
+                        worst_out = check_worst(worst_out, fabs(out[(size_t)(b * T + t) * C + h * hs + i] - o));
                     }
                 }
         CHECKF(worst_att <= 1e-6, "B=%d T=%d NH=%d hs=%d: att error %.3g", B, T, NH, hs, worst_att);
@@ -964,11 +964,11 @@ static void test_attention_fast_vs_ref(void) {
         attention_forward(out_f, att_f, scr_f, qkv, B, T, C, NH);
         attention_backward_ref(dq_r, scr_r, dout, qkv, att_r, B, T, C, NH);
         attention_backward(dq_f, scr_f, dout, qkv, att_f, B, T, C, NH);
-        for (int i = 0; i < na; i++) worst_att = fmax(worst_att, fabs(att_f[i] - att_r[i]));
-        for (int i = 0; i < no; i++) worst_out = fmax(worst_out, fabs(out_f[i] - out_r[i]));
+        for (int i = 0; i < na; i++) worst_att = check_worst(worst_att, fabs(att_f[i] - att_r[i]));
+        for (int i = 0; i < no; i++) worst_out = check_worst(worst_out, fabs(out_f[i] - out_r[i]));
         double dw = 0;
-        for (int i = 0; i < nq; i++) dw = fmax(dw, fabs(dq_f[i] - dq_r[i]) / fmax(1.0, fabs(dq_r[i])));
-        worst_d = fmax(worst_d, dw);
+        for (int i = 0; i < nq; i++) dw = check_worst(dw, fabs(dq_f[i] - dq_r[i]) / fmax(1.0, fabs(dq_r[i])));
+        worst_d = check_worst(worst_d, dw);
         int zero_above = 1;
         for (int bh = 0; bh < B * NH; bh++)
             for (int t = 0; t < T; t++)

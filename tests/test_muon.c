@@ -29,7 +29,7 @@ static void test_matches_reference(void)
         muon_orthogonalize(a, scratch, rows, cols);
         CHECK(muon_orthogonalize_ref(b, rows, cols) == 0);
         double worst = 0.0;
-        for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+        for (size_t i = 0; i < n; i++) worst = check_worst(worst, fabs((double)a[i] - b[i]));
         CHECKF(worst < 1e-5, "%d x %d: worst difference %.3g", rows, cols, worst);
         free(a); free(b); free(scratch);
     }
@@ -104,7 +104,7 @@ static void test_tall_is_transposed_wide(void)
     double worst = 0.0;
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++)
-            worst = fmax(worst, fabs((double)xt[(size_t)j * rows + i] - x[(size_t)i * cols + j]));
+            worst = check_worst(worst, fabs((double)xt[(size_t)j * rows + i] - x[(size_t)i * cols + j]));
     CHECKF(worst < 1e-5, "tall against transposed wide: %.3g", worst);
     memset(x, 0, sizeof(float) * rows * cols);
     muon_orthogonalize(x, scratch, rows, cols);

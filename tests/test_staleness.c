@@ -115,7 +115,7 @@ static void test_predict_reference(void)
                 double u = optim_is_muon(&o, pt) ? v[i] : m[i] * c1 / (sqrt(v[i] * c2) + o.eps);
                 double w = p[i] * (pt->decay ? keep : 1.0) - lrs * u;
                 double e = fabs(w - out[i]) / fmax(1e-3, fabs(w));
-                if (e > worst) worst = e;
+                worst = check_worst(worst, e);
             }
         }
     }
@@ -151,7 +151,7 @@ static void test_predict_matches_adamw(void)
     double worst = 0.0, moved = 0.0;
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)q[i] - out[i]);
-        if (e > worst) worst = e;
+        worst = check_worst(worst, e);
         if (fabs((double)q[i] - p[i]) > moved) moved = fabs((double)q[i] - p[i]);
     }
     CHECKF(moved > 1e-3 && worst < 1e-3 * moved, "moved %.3g, prediction off by %.3g", moved, worst);
@@ -185,7 +185,7 @@ static void test_predict_matches_muon(void)
         matrices++;
         for (size_t i = pt->offset; i < pt->offset + pt->size; i++) {
             double e = fabs((double)q[i] - out[i]);
-            if (e > worst) worst = e;
+            worst = check_worst(worst, e);
             if (fabs((double)q[i] - p[i]) > moved) moved = fabs((double)q[i] - p[i]);
         }
     }
@@ -216,7 +216,7 @@ static void test_dc(void)
     for (size_t i = 0; i < n; i++) {
         double want = g0[i] + STALE_DC_LAMBDA * (double)g0[i] * g0[i] / (sqrt(v[i] * c2) + o.eps) * ((double)wl[i] - wu[i]);
         double e = fabs(want - g[i]) / fmax(1e-6, fabs(want));
-        if (e > worst) worst = e;
+        worst = check_worst(worst, e);
     }
     CHECKF(worst < 1e-4, "worst relative error %.3g", worst);
     /* no hook without the flag, without delay, before the first update and when nothing is stale */

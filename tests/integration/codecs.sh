@@ -41,7 +41,8 @@ a, b, lim = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 ok = math.isfinite(a) and math.isfinite(b) and a < 4.0 and b <= a * (1 + lim)
 print(("ok - %s: val_loss %.4f vs fp32 %.4f (%+.2f%%, limit %g%%)" if ok else
        "FAIL - %s: val_loss %.4f vs fp32 %.4f (%+.2f%%, limit %g%%; fp32 must also have learned, < 4.0)")
-      % (sys.argv[4], b, a, 100 * (b / a - 1) if a else 0, 100 * lim))' "$v32" "$2" "$3" "$1"
+      % (sys.argv[4], b, a, 100 * (b / a - 1) if a else 0, 100 * lim))' "$v32" "$2" "$3" "$1" ||
+        echo "FAIL - $1: could not compare val_loss '$2' with fp32's '$v32'"
 }
 check "codec int8/int8 at 4 stage cuts" "$v8" 0.01
 check "codec int4/int8 at 4 stage cuts" "$v4" 0.03

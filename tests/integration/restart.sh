@@ -163,15 +163,16 @@ vg1=$(ev "$T/g1.jsonl" update version | tail -n 1)
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --checkpoint "$T/ck4" \
     --emu-downlink-mbit 2 --metrics "$T/g3.jsonl" 2>"$T/g3.err" &
 G3=$!; PIDS="$G0 $G1 $G3"
-for _ in $(seq 150); do grep -q "downloading stage 1" "$T/g3.err" 2>/dev/null && break; sleep 0.1; done
+dl=no
+for _ in $(seq 150); do grep -q "downloading stage 1" "$T/g3.err" 2>/dev/null && { dl=yes; break; }; sleep 0.1; done
 sleep 1
 kill -TERM $G3; wait $G3; rg3=$?
 kill -9 $G0 $G1; wait $G0 $G1 2>/dev/null; PIDS=""
 res=$(ev "$T/g3.jsonl" resume version | head -n 1)
-if [ "$rg2" = 143 ] && [ "$rg3" = 143 ] && [ -z "$res" ] && [ -s "$T/ck4.before" ] && cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt"; then
+if [ "$dl" = yes ] && [ "$rg2" = 143 ] && [ "$rg3" = 143 ] && [ -z "$res" ] && [ -s "$T/ck4.before" ] && cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt"; then
     echo "ok - a node stopped during its download keeps its earlier checkpoint (version $v2)"
 else
-    echo "FAIL - checkpoint during a download: exits $rg2 $rg3, resumed at '$res', the file $(cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt" && echo kept || echo replaced) (it held version $v2; the stage's other node was at ${vg1:-?} when it joined; it said: $(grep -E 'resumed|download' "$T/g3.err" | head -n 2 | tr '\n' ' '))"
+    echo "FAIL - checkpoint during a download: download begun: $dl, exits $rg2 $rg3, resumed at '$res', the file $(cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt" && echo kept || echo replaced) (it held version $v2; the stage's other node was at ${vg1:-?} when it joined; it said: $(grep -E 'resumed|download' "$T/g3.err" | head -n 2 | tr '\n' ' '))"
 fi
 hx_jsonl
 exit 0

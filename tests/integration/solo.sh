@@ -108,14 +108,16 @@ if $B solo $C --checkpoint "$T/ckref" --metrics "$T/ckref.jsonl" >"$T/ckref.out"
     KP=$!
     for _ in $(seq 600); do grep -q '"version":4,' "$T/ck1.jsonl" 2>/dev/null && break; sleep 0.05; done
     kill -9 $KP 2>/dev/null; wait $KP 2>/dev/null
-    $B solo $C --checkpoint "$T/ck" --metrics "$T/ck2.jsonl" >"$T/ck2.out" 2>&1
+    $B solo $C --checkpoint "$T/ck" --metrics "$T/ck2.jsonl" >"$T/ck2.out" 2>&1; rc2=$?
     r=$(python3 -c '
 import json, sys
 def ups(f): return {e["version"]: e["loss"] for e in map(json.loads, open(f)) if e["event"] == "update"}
 ref, got = ups(sys.argv[1]), ups(sys.argv[2])
-if not got or min(got) < 2: print("resumed at %s, want a checkpoint version" % (min(got) - 1 if got else "none"))
+if sys.argv[3] != "0": print("the resumed run exited %s" % sys.argv[3])
+elif not got or min(got) < 2: print("resumed at %s, want a checkpoint version" % (min(got) - 1 if got else "none"))
+elif sorted(got) != list(range(min(got), 9)): print("updates %s, want %d..8" % (sorted(got), min(got)))
 elif any(ref[v] != got[v] for v in got): print("losses differ: %s vs %s" % (got, ref))
-else: print("ok resumed at update %d, updates %d..8 as in one run" % (min(got) - 1, min(got)))' "$T/ckref.jsonl" "$T/ck2.jsonl" 2>&1)
+else: print("ok resumed at update %d, updates %d..8 as in one run" % (min(got) - 1, min(got)))' "$T/ckref.jsonl" "$T/ck2.jsonl" "$rc2" 2>&1)
     case $r in ok*) ok "solo --checkpoint resumes (${r#ok })" ;; *) bad "solo --checkpoint resumes" "$r: $(why ck2)" ;; esac
     $B solo $C --seed 6 --checkpoint "$T/ck" >"$T/ck3.out" 2>&1; rc=$?
     [ $rc = 2 ] && [ "$(wc -l <"$T/ck3.out")" = 1 ] && grep -q "holds another run" "$T/ck3.out" \
@@ -171,12 +173,13 @@ h = b"BRGDMODL" + struct.pack("<I7i", 1, 2, V, 1, C, L, 0, D) + b"mlp-fmnist".lj
 body = struct.pack("<%df" % n, *[0.01 * (i % 7 - 3) for i in range(n)])
 open(sys.argv[1], "wb").write(h + body + struct.pack("<I", zlib.crc32(h + body)))' "$@"
 }
-mlpfile "$T/d16.bin" 10 16 && expect2 "solo --resume of an mlp reading 16 inputs from images of 784" -m "--data synthetic" \
-    solo --resume "$T/d16.bin" --data synthetic --steps 1
-mlpfile "$T/d2000.bin" 10 2000 && expect2 "solo --resume of an mlp reading 2000 inputs from images of 784" -m "--data synthetic" \
-    solo --resume "$T/d2000.bin" --data synthetic --steps 1
-mlpfile "$T/v2.bin" 2 784 && expect2 "solo --resume of an mlp with 2 classes for 10 labels" -m "--data synthetic" \
-    solo --resume "$T/v2.bin" --data synthetic --steps 1
+mlp_refused() { # FILE V D NAME: solo --resume of that mlp's model file on synthetic data is refused
+    if mlpfile "$1" "$2" "$3"; then expect2 "$4" -m "--data synthetic" solo --resume "$1" --data synthetic --steps 1
+    else bad "$4" "could not write $1"; fi
+}
+mlp_refused "$T/d16.bin" 10 16 "solo --resume of an mlp reading 16 inputs from images of 784"
+mlp_refused "$T/d2000.bin" 10 2000 "solo --resume of an mlp reading 2000 inputs from images of 784"
+mlp_refused "$T/v2.bin" 2 784 "solo --resume of an mlp with 2 classes for 10 labels"
 expect2 "solo --stages past the one bound" solo --model mlp-fmnist --layers 128 --dim 8 --data synthetic --stages 129 --steps 1
 expect2 "node --stage past the one bound" node --stage 128
 expect2 "solo --delay with too few values" solo --stages 4 --delay 3,2,1 --steps 1
