@@ -506,6 +506,13 @@ static void s_choose_weights(compute_t *c)
     c->fwd_for = c->version;
 }
 
+/* Microbatches the full delay budget lets the data stage keep in flight:
+ * (--max-delay + 1) x --micro (s_micro_needed). */
+static int s_budget_holds(const compute_t *c)
+{
+    return (c->o->max_delay + 1) * c->o->micro;
+}
+
 /* The micro an update would need for the window the round trip asks for
  * (window_need) to fit the delay budget: microbatch j's backward at the
  * data stage follows the backwards of the ones in flight before it, so it
@@ -514,7 +521,7 @@ static void s_choose_weights(compute_t *c)
 static int s_micro_needed(const compute_t *c)
 {
     int D = c->o->max_delay;
-    if (c->stage != 0 || c->o->schedule == SCHED_GPIPE || c->window_need <= (D + 1) * c->o->micro) return 0;
+    if (c->stage != 0 || c->o->schedule == SCHED_GPIPE || c->window_need <= s_budget_holds(c)) return 0;
     return (c->window_need + D) / (D + 1);
 }
 
@@ -528,7 +535,7 @@ static int s_late_split_helps(const compute_t *c)
 {
     const model_config_t *m = &c->o->cfg;
     return m->kind == MODEL_GPT && m->split == SPLIT_EVEN && c->nstages >= 3 &&
-           c->window_need >= 2 * (c->o->max_delay + 1) * c->o->micro;
+           c->window_need >= 2 * s_budget_holds(c);
 }
 
 /* A backward of a microbatch whose forward ran at version v starts now. */
@@ -1381,7 +1388,7 @@ static void s_auto_window(compute_t *c)
         char line[384];
         snprintf(line, sizeof line, "the round trip asks for %d microbatches in flight; a delay budget of %d update%s "
                  "holds %d at --micro %d: --micro %d would keep every stage busy%s", c->window_need, c->o->max_delay,
-                 c->o->max_delay == 1 ? "" : "s", (c->o->max_delay + 1) * c->o->micro, c->o->micro, need,
+                 c->o->max_delay == 1 ? "" : "s", s_budget_holds(c), c->o->micro, need,
                  s_late_split_helps(c) ? "; on links this slow a run created with --split late trains faster and "
                                          "better per update" : "");
         metrics_event(c->c.metrics, "warning", "\"what\":\"window\",\"micro_needed\":%d,\"why\":%s", need, line);

@@ -1044,7 +1044,8 @@ static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
     int max;
     peer_info_t *recs = s_recs_for(m->frame[2], m->len[2], &max);
     int k = 0;
-    if (!recs || rbuf_error(&ra) || stage < 0 || stage >= o.stages || shard < 0 || shard > PEERS_CAP  /* one per data-stage peer */
+    if (!recs || rbuf_error(&ra) || stage < 0 || stage >= o.stages
+        || shard < 0 || shard > PEERS_CAP   /* one shard per data-stage peer */
         || peers_decode(&rt, recs, max, &k, e2, sizeof e2) < 0) {
         free(recs);
         s_join_fail(ns, "--join %s: malformed WELCOME%s", "");
