@@ -1050,6 +1050,31 @@ static void t_first_rtt_not_a_pause(void)
     s_tnode_free(&a);
 }
 
+/* STATUS_REQs (`brigade status`; each answer holds the peer table) are
+ * answered at most 10 per second, all keys together; the rest are dropped
+ * and counted, and a peer banned for them is not answered at all. */
+static void t_status_req_rate_limited(void)
+{
+    tnode_t a;
+    keypair_t up, tool;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&up, err, sizeof err) == 0 && keypair_generate(&tool, err, sizeof err) == 0);
+    s_send_join(a.ns, &up, "127.0.0.1:7001", 1, 1);   /* a stage-1 peer: in the table, so it can be banned */
+    uint64_t d0 = s_drops(&a);
+    for (int i = 0; i < 40; i++) s_deliver(a.ns, &up, WIRE_STATUS_REQ, -1, 0, 0, NULL, NULL, 0);
+    int answered = a.box.sent[WIRE_STATUS];
+    uint64_t dropped = s_drops(&a) - d0;
+    CHECKF(answered == 10 && dropped == 30, "40 at once: %d answered, %llu dropped (want 10 and 30)",
+           answered, (unsigned long long)dropped);
+    a.clock += 5.0;   /* the bucket is full again; 20 refused got `up` banned for longer */
+    s_deliver(a.ns, &up, WIRE_STATUS_REQ, -1, 0, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATUS] == answered, "a banned peer's STATUS_REQ was answered");
+    s_deliver(a.ns, &tool, WIRE_STATUS_REQ, -1, 0, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATUS] == answered + 1, "a STATUS_REQ 5 s later was not answered");
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -1063,6 +1088,7 @@ int main(int argc, char **argv)
         RUN(t_links_of_long_gone_peers_closed);
         RUN(t_feedback_streams_of_gone_peers_reused);
         RUN(t_first_rtt_not_a_pause);
+        RUN(t_status_req_rate_limited);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

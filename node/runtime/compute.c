@@ -6,6 +6,7 @@
 #include "node/runtime/compute.h"
 #include "compress/codec.h"
 #include "node/engine/modelfile.h"
+#include "node/runtime/pending.h"
 #include "node/runtime/router.h"
 #include "node/runtime/stash.h"
 #include "node/runtime/window.h"
@@ -18,7 +19,6 @@
 
 #define POOL_MAX 64          /* activation slots (microbatches held at once) */
 #define REC_MAX 256          /* microbatch records */
-#define PENDING_MAX 1024     /* tensors waiting for this node's compute */
 #define AVG_EVERY 20         /* updates between within-stage averaging (weights sent as fp16) */
 #define AVG_PEERS 2          /* to this many live peers of the stage, in turn (bounded: a stage may have hundreds) */
 #define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
@@ -51,12 +51,6 @@ typedef struct {
                              kept to send it again when its next-stage peer is gone */
     int held;             /* its output waits for a route */
 } mbrec_t;
-
-/* A FIFO of mail waiting for compute, bounded. */
-typedef struct {
-    mail_t *m[PENDING_MAX];
-    int head, n;
-} pending_t;
 
 enum { PH_FETCH = 0, PH_RUN, PH_DONE };
 
@@ -177,30 +171,6 @@ void compute_flush(compute_t *c)
         c->c.post(c->c.post_arg, m);
         m = next;
     }
-}
-
-/* ---- pending tensors ---- */
-
-static int s_pending_push(pending_t *p, mail_t *m)
-{
-    if (p->n == PENDING_MAX) return -1;
-    p->m[(p->head + p->n++) % PENDING_MAX] = m;
-    return 0;
-}
-
-static mail_t *s_pending_pop(pending_t *p)
-{
-    if (!p->n) return NULL;
-    mail_t *m = p->m[p->head];
-    p->head = (p->head + 1) % PENDING_MAX;
-    p->n--;
-    return m;
-}
-
-static void s_pending_clear(pending_t *p)
-{
-    mail_t *m;
-    while ((m = s_pending_pop(p))) mail_free(m);
 }
 
 /* A message refused by the compute side: counted, logged. */
@@ -1230,8 +1200,8 @@ static int s_stage_setup(compute_t *c)
 
 static void s_stage_teardown(compute_t *c)
 {
-    s_pending_clear(&c->acts);
-    s_pending_clear(&c->grads);
+    pending_clear(&c->acts);
+    pending_clear(&c->grads);
     for (int i = 0; i < REC_MAX; i++)
         if (c->rec[i].used) {
             s_peer_returned(c, c->rec[i].to, 0, 0);
@@ -1494,7 +1464,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
          * gossip says the run is complete: a peer's flag alone must not stop this stage's training) */
         if (m->hdr.type == WIRE_ACT && (m->hdr.flags & ACT_FLAG_EVAL) && (m->hdr.flags & ACT_FLAG_FINAL) && s_run_complete(c))
             c->closing = 1;
-        if (s_pending_push(m->hdr.type == WIRE_GRAD ? &c->grads : &c->acts, m) == 0) return;  /* kept */
+        if (pending_push(m->hdr.type == WIRE_GRAD ? &c->grads : &c->acts, m) == 0) return;  /* kept */
         s_drop(c, "compute queue full", m->peer);
         break;
     case MAIL_STATE_REQ:
@@ -1565,14 +1535,13 @@ int compute_step(compute_t *c, double *flops)
     int did = 0;
     if (c->phase == PH_RUN) {
         mail_t *m;
-        if ((m = s_pending_pop(&c->grads))) {
+        if ((m = pending_pop(&c->grads))) {
             s_on_grad(c, m);
             mail_free(m);
             did = 1;
-        } else if (c->acts.n > 0) {
-            m = c->acts.m[c->acts.head];
+        } else if ((m = pending_peek(&c->acts))) {
             if (s_on_act(c, m) == 0) {
-                mail_free(s_pending_pop(&c->acts));
+                mail_free(pending_pop(&c->acts));
                 did = 1;
             }
         } else if (s_may_issue(c)) {

@@ -27,6 +27,11 @@ void mail_free_q(queue_item_t *q)
     mail_free((mail_t *)q);
 }
 
+size_t mail_bytes(const mail_t *m)
+{
+    return m->n * sizeof(float) + m->aux_len;
+}
+
 /* Index slots for n entries: a power of two >= 2n. */
 static size_t s_ix_slots(int n)
 {

@@ -106,6 +106,9 @@ mail_t *mail_new(int kind);
 void mail_free(mail_t *m);
 /* mail_free for queue_fini. */
 void mail_free_q(queue_item_t *q);
+/* The memory a mail's tensor stands for: n floats and aux_len bytes (a
+ * modelled tensor, without x, counted as if it were there). */
+size_t mail_bytes(const mail_t *m);
 
 /* A view with room for n peers (n set, entries zeroed, not indexed); NULL when out of memory. */
 peer_view_t *peer_view_new(int n);

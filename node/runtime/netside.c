@@ -13,6 +13,7 @@
 #define JOIN_WAIT_S 15.0        /* a joiner gives up when its bootstrap is silent this long */
 #define JOIN_RESEND_S 3.0       /* and asks again this often */
 #define JOIN_PER_S 20           /* JOINs (not introductions) answered per second, all keys together */
+#define STATUS_PER_S 10         /* STATUS_REQs answered per second, all keys together (each answer holds the table) */
 #define GOSSIP_EVERY_S 1.0
 #define GOSSIP_FANOUT 3         /* PEERS go to this many random live peers each round, */
 #define GOSSIP_RECORDS 24       /* with this many records besides the sender's own: changed ones first */
@@ -115,6 +116,29 @@ typedef struct {
     transport_msg_t to;     /* its JOIN (routing fields only, no frames): the WELCOME answers it */
 } probe_t;
 
+/* A token bucket: `tokens` refill at a rate up to a burst; `last` is when it was last refilled. */
+typedef struct {
+    double tokens, last;
+} bucket_t;
+
+/* A bucket that is full at time now (clamped to its burst on first use). */
+static bucket_t s_bucket_full(double now)
+{
+    return (bucket_t){ 1e300, now };
+}
+
+/* Refills b at `rate` per second up to `burst` and takes `cost` from it.
+ * 1 when it held that much (taken), 0 when not (nothing taken). */
+static int s_bucket_take(bucket_t *b, double now, double rate, double burst, double cost)
+{
+    b->tokens += (now - b->last) * rate;
+    if (b->tokens > burst) b->tokens = burst;
+    b->last = now;
+    if (b->tokens < cost) return 0;
+    b->tokens -= cost;
+    return 1;
+}
+
 struct netside {
     netside_cfg_t c;            /* configuration (o points at the node's options) */
     uint64_t id;                /* node_id_from_pubkey */
@@ -132,7 +156,8 @@ struct netside {
     int nfb;
     fetch_t fetch;              /* a state download for the compute side */
     backup_t *backups;          /* [nstages]: snapshots held for other stages */
-    double join_tokens, join_last;  /* JOIN rate limiter */
+    bucket_t join_bucket;       /* JOINs answered (JOIN_PER_S) */
+    bucket_t status_bucket;     /* STATUS_REQs answered (STATUS_PER_S) */
     /* joining */
     join_state_t join;
     int join_link, join_want;
@@ -168,7 +193,7 @@ struct netside {
     int outward;                /* this node is reachable only over the links it opens */
     int ann_flags;              /* the PEER_FLAG_* our own announcement says */
     int relays;                 /* this node relays for outward-only nodes (reachable, --relay on) */
-    double relay_tokens, relay_last; /* the relay cap's bucket (bytes) */
+    bucket_t relay_bucket;      /* bytes relayed (--relay-mbit) */
     probe_t probe[PROBES_MAX];  /* reachability probes of joiners (bootstrap) */
     int nprobes;                /* of them under way (id set): each tick looks at them only then */
     int dial_at;                /* round-robin position of DIAL relays */
@@ -747,16 +772,10 @@ static void s_add_peer(netside_t *ns, const peer_info_t *info, double heard, con
 
 /* ---- joining (the bootstrap's side) ---- */
 
-/* 1 when another JOIN may be answered now (a token bucket refilled at JOIN_PER_S). */
+/* 1 when another JOIN may be answered now. */
 static int s_join_allowed(netside_t *ns)
 {
-    double now = s_now(ns);
-    ns->join_tokens += (now - ns->join_last) * JOIN_PER_S;
-    if (ns->join_tokens > JOIN_PER_S) ns->join_tokens = JOIN_PER_S;
-    ns->join_last = now;
-    if (ns->join_tokens < 1) return 0;
-    ns->join_tokens -= 1;
-    return 1;
+    return s_bucket_take(&ns->join_bucket, s_now(ns), JOIN_PER_S, JOIN_PER_S, 1);
 }
 
 /* Closed swarm: checks the ticket of a JOIN; 0 admitted, -1 refused (reason in why). */
@@ -1644,6 +1663,10 @@ static void s_put_links(netside_t *ns, wbuf_t *w)
 
 static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
 {
+    if (!s_bucket_take(&ns->status_bucket, s_now(ns), STATUS_PER_S, STATUS_PER_S, 1)) {
+        s_drop(ns, "STATUS_REQ over the rate limit", m->sender);
+        return;
+    }
     if (ns->c.o->closed && !s_admitted(ns, m->sender)) {
         /* `brigade status --keys DIR --ticket T` shows its ticket with the request */
         char why[200];
@@ -1802,14 +1825,9 @@ static int s_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const voi
 static int s_relay_budget(netside_t *ns, size_t bytes)
 {
     double rate = (ns->c.relay_mbit > 0 ? ns->c.relay_mbit : RELAY_MBIT_DEFAULT) * 1e6 / 8;
-    double cap = rate * RELAY_BURST_S, now = s_now(ns);
+    double cap = rate * RELAY_BURST_S;
     if (cap < 2.5 * (1 << 20)) cap = 2.5 * (1 << 20);
-    ns->relay_tokens += (now - ns->relay_last) * rate;
-    if (ns->relay_tokens > cap) ns->relay_tokens = cap;
-    ns->relay_last = now;
-    if (ns->relay_tokens < (double)bytes) return -1;
-    ns->relay_tokens -= (double)bytes;
-    return 0;
+    return s_bucket_take(&ns->relay_bucket, s_now(ns), rate, cap, (double)bytes) ? 0 : -1;
 }
 
 /* At the relay: passes a sealed envelope on to its receiver (which opened
@@ -2002,9 +2020,9 @@ void netside_on_drop(netside_t *ns, const char *why, const uint8_t *pubkey)
 static void s_dispatch(netside_t *ns, const transport_msg_t *m)
 {
     int type = m->hdr.type;
-    if (type == WIRE_STATUS_REQ) { s_on_status_req(ns, m); return; }
     if (type == WIRE_PONG && (m->hdr.flags & PING_FLAG_PROBE)) { s_on_probe_pong(ns, m); return; }
     if (s_banned(ns, m->sender)) { s_discard(ns); return; }  /* not even counted as a strike */
+    if (type == WIRE_STATUS_REQ) { s_on_status_req(ns, m); return; }   /* any run: `brigade status` knows none */
     if (type == WIRE_JOIN) {
         if (m->hdr.run != 0 && m->hdr.run != ns->run) { s_drop(ns, "JOIN for another run", m->sender); return; }
         s_on_join(ns, m);
@@ -2488,14 +2506,13 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->me.loss = NAN;
     ns->outward = cfg->no_listen;
     ns->relays = cfg->relay;
-    ns->relay_tokens = 1e18;   /* clamped to the bucket's size on first use */
-    ns->relay_last = s_now(ns);
+    ns->relay_bucket = s_bucket_full(s_now(ns));
+    ns->status_bucket = s_bucket_full(s_now(ns));
+    ns->join_bucket = s_bucket_full(s_now(ns));
     ns->join_link = -1;
     ns->live_set.ok = 1;
     ns->rumor_set.ok = 1;
-    ns->join_tokens = JOIN_PER_S;
     ns->rng = ns->id ^ 0x9e3779b97f4a7c15ULL;
-    ns->join_last = s_now(ns);
     if (!cfg->o->join[0]) ns->run = opts_run_id(cfg->o);
     ns->dec = codec_ctx_new(1);
     ns->enc = codec_ctx_new(1);

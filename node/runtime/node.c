@@ -4,6 +4,7 @@
 #include "node/runtime/node.h"
 #include "net/transport.h"
 #include "node/runtime/netside.h"
+#include "node/runtime/pending.h"
 #include "node/runtime/queue.h"
 #include <math.h>
 #include <pthread.h>
@@ -14,7 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAILBOX_TENSORS 4096   /* tensor mail waiting for the compute side before more is dropped */
+#define MAILBOX_TENSORS 4096   /* tensor mail waiting for the compute side before more is dropped, */
+#define MAILBOX_BYTES ((size_t)256 << 20)   /* or this much of it (mail_bytes: decoded, not as it came; past
+                                               PENDING_MIN mails, as the compute side's own queues) */
 #define BOARD_EVERY_S 1.0      /* the status board is refreshed this often */
 #define BOARD_MAX 4096         /* rows on it */
 
@@ -39,6 +42,7 @@ struct node {
     atomic_int io_stop;        /* the I/O thread must end */
     atomic_int net_done;       /* the network side has said what it must at the end (set by the I/O thread) */
     atomic_uint_fast64_t mail_drops;  /* tensor mail refused because the compute side's mailbox was full */
+    atomic_size_t mail_bytes;         /* mail_bytes() of the tensor mail in to_comp */
     atomic_uint_fast64_t cpu_compute_us, cpu_io_us;  /* CPU time of each thread, written by it as it ends */
     pthread_mutex_t board_lock;       /* guards the board */
     node_peer_row_t *board;    /* the peer table as last published by the I/O thread */
@@ -105,11 +109,16 @@ static void s_transport_drop(void *arg, const char *why, const uint8_t *pubkey)
 static void s_post_comp(void *arg, mail_t *m)
 {
     node_t *n = arg;
-    if (m->kind == MAIL_TENSOR && queue_len(&n->to_comp) >= MAILBOX_TENSORS) {
-        /* the compute side is far behind: the sender's data stage re-issues this work */
-        atomic_fetch_add(&n->mail_drops, 1);
-        mail_free(m);
-        return;
+    if (m->kind == MAIL_TENSOR) {
+        size_t b = mail_bytes(m);
+        size_t k = queue_len(&n->to_comp);
+        if (k >= MAILBOX_TENSORS || (k >= PENDING_MIN && atomic_load(&n->mail_bytes) + b > MAILBOX_BYTES)) {
+            /* the compute side is far behind: the sender's data stage re-issues this work */
+            atomic_fetch_add(&n->mail_drops, 1);
+            mail_free(m);
+            return;
+        }
+        atomic_fetch_add(&n->mail_bytes, b);
     }
     queue_push(&n->to_comp, &m->q);
 }
@@ -215,7 +224,11 @@ static void *s_io_thread(void *arg)
 static void s_comp_mail(node_t *n)
 {
     queue_item_t *q;
-    while ((q = queue_pop(&n->to_comp, 0))) compute_on_mail(n->comp, (mail_t *)q);
+    while ((q = queue_pop(&n->to_comp, 0))) {
+        mail_t *m = (mail_t *)q;
+        if (m->kind == MAIL_TENSOR) atomic_fetch_sub(&n->mail_bytes, mail_bytes(m));
+        compute_on_mail(n->comp, m);
+    }
 }
 
 /* --emu-slowdown F: compute F times slower than it is (test-only). */
