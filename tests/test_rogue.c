@@ -1075,6 +1075,49 @@ static void t_status_req_rate_limited(void)
     s_tnode_free(&a);
 }
 
+/* A node that has seen PEERS_CAP peers (each restart of an ephemeral
+ * identity is a new one): a newcomer takes the place of a peer gone for
+ * more than 10 minutes, never of one alive or lately gone; with nothing
+ * to forget it stays unknown, as before. */
+static void t_full_table_forgets_long_gone(void)
+{
+    tnode_t a;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    enum { OLD = PEERS_CAP - 1 - 8 };   /* self, these, and 8 that stay alive */
+    keypair_t alive[8], late, later;
+    for (int i = 0; i < OLD; i++) {
+        keypair_t kp;
+        char adv[32];
+        CHECK(keypair_generate(&kp, err, sizeof err) == 0);
+        snprintf(adv, sizeof adv, "127.0.0.%d:%d", 2 + i / 10000, 10000 + i % 10000);
+        s_send_join(a.ns, &kp, adv, 1 + i % 3, 1);   /* an introduction, then silence */
+    }
+    for (int i = 0; i < 8; i++) {
+        char adv[32];
+        CHECK(keypair_generate(&alive[i], err, sizeof err) == 0);
+        snprintf(adv, sizeof adv, "127.0.1.1:%d", 9000 + i);
+        s_send_join(a.ns, &alive[i], adv, 1 + i % 3, 1);
+    }
+    CHECK(keypair_generate(&late, err, sizeof err) == 0 && keypair_generate(&later, err, sizeof err) == 0);
+    s_send_join(a.ns, &late, "127.0.1.2:9100", 1, 1);
+    CHECKF(!s_knows(&a, &late), "a newcomer was taken into a full table of peers heard from just now");
+    /* 85 minutes: the 8 keep talking, the others are silent (in a table this large a silent peer is taken
+     * for gone after about 68 minutes, 4 sweeps of the PINGs to non-partners, then forgotten 10 minutes on) */
+    for (int s = 0; s < 10200; s++) {
+        if (s % 4 == 0)
+            for (int i = 0; i < 8; i++) s_deliver(a.ns, &alive[i], WIRE_PING, -1, 0, (uint64_t)s, NULL, NULL, 0);
+        netside_tick(a.ns);
+        a.clock += 0.5;
+    }
+    s_send_join(a.ns, &later, "127.0.1.2:9101", 2, 1);
+    int alive_known = 0;
+    for (int i = 0; i < 8; i++) alive_known += s_knows(&a, &alive[i]);
+    CHECKF(s_knows(&a, &later), "a newcomer stayed unknown in a table full of peers silent for 85 minutes");
+    CHECKF(alive_known == 8, "%d of the 8 peers alive all along are still known", alive_known);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -1089,6 +1132,7 @@ int main(int argc, char **argv)
         RUN(t_feedback_streams_of_gone_peers_reused);
         RUN(t_first_rtt_not_a_pause);
         RUN(t_status_req_rate_limited);
+        RUN(t_full_table_forgets_long_gone);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

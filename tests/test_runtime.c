@@ -538,6 +538,51 @@ static void test_peers_completed(void)
     peers_fini(&t);
 }
 
+/* A record replaced in place (a full table's forgotten peer): its id is no
+ * longer found, the new one is, in the table and in the next snapshot,
+ * every other record stays where it was, and the work it completed still
+ * counts. */
+static void test_peers_replace(void)
+{
+    peers_t t;
+    peers_init(&t, 1);
+    uint64_t want = 0;
+    for (uint64_t id = 1; id <= 6; id++) {
+        peer_info_t p = s_info(id, 3, 1.0f);
+        peers_upsert(&t, &p, 0);
+        if (id == 1) continue;   /* self: its progress is the node's own, not the table's */
+        peers_find(&t, id)->completed = id * 1000u;
+        peers_touch(&t, peers_find(&t, id));
+        want += id * 1000u;
+    }
+    peer_view_t *v = peers_view(&t);   /* the index over the snapshot exists before the change */
+    CHECK(v && v->completed == want && peer_view_find(v, 4));
+    free(v);
+    int i4 = (int)(peers_find(&t, 4) - t.p), i5 = (int)(peers_find(&t, 5) - t.p);
+    peer_info_t fresh = s_info(77, 2, 3.0f), known = s_info(5, 2, 3.0f), self = s_info(1, 2, 3.0f);
+    CHECK(peers_replace(&t, i4, &known, 9.0) == -1 && peers_replace(&t, t.selfix, &fresh, 9.0) == -1);
+    CHECK(peers_replace(&t, i4, &self, 9.0) == -1 && peers_replace(&t, t.n, &fresh, 9.0) == -1);
+    CHECK(peers_find(&t, 4) == &t.p[i4]);   /* refused: nothing changed */
+    CHECK(peers_replace(&t, i4, &fresh, 9.0) == 0);
+    peer_t *p = peers_find(&t, 77);
+    CHECK(peers_find(&t, 4) == NULL && p == &t.p[i4] && peers_find(&t, 5) == &t.p[i5] && t.n == 6);
+    CHECK(p && p->info.stage == 2 && p->completed == 0 && p->last_heard == 9.0 && p->link == -1 && !p->announce);
+    CHECKF(peers_completed(&t) == want, "progress %llu, want %llu", (unsigned long long)peers_completed(&t),
+           (unsigned long long)want);
+    v = peers_view(&t);
+    CHECK(v && v->n == 5 && v->completed == want);
+    CHECK(v && peer_view_find(v, 4) == NULL && peer_view_find(v, 77) && peer_view_find(v, 77)->stage == 2);
+    CHECK(v && peer_view_find(v, 6) && peer_view_find(v, 6)->completed == 6000u);
+    free(v);
+    /* the new record's own work adds to the sum as any record's does */
+    p->completed = 50;
+    peers_touch(&t, p);
+    v = peers_view(&t);
+    CHECK(v && v->completed == want + 50 && peers_completed(&t) == want + 50);
+    free(v);
+    peers_fini(&t);
+}
+
 /* ---- queue ------------------------------------------------------------- */
 
 typedef struct {
@@ -1541,6 +1586,7 @@ int main(void)
     RUN(test_router_silent);
     RUN(test_router_reach);
     RUN(test_peers_completed);
+    RUN(test_peers_replace);
     RUN(test_queue_fifo);
     RUN(test_pending_bounds);
     RUN(test_queue_timeout_empty);

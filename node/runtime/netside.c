@@ -197,6 +197,7 @@ struct netside {
     probe_t probe[PROBES_MAX];  /* reachability probes of joiners (bootstrap) */
     int nprobes;                /* of them under way (id set): each tick looks at them only then */
     int dial_at;                /* round-robin position of DIAL relays */
+    int full_noted;             /* the peer table was found full with nothing to forget (warned once) */
     net_counters_t ctr;
     vcache_t *vcache;           /* c.vcache, or own_vcache */
     vcache_t *own_vcache;
@@ -753,16 +754,57 @@ static void s_heard(netside_t *ns, uint64_t id)
     if (p->health == PEER_GONE) s_revive(ns, p, "heard again");
 }
 
+/* A full table's record that a new peer may take: the peer silent longest,
+ * taken for gone for more than GONE_FORGET_S (its link closed, pinged no
+ * more, not banned) and held by no index list (rumor, recent).  -1 when
+ * none: the new peer stays unknown.  Peers alive or lately gone keep their
+ * records. */
+static int s_forgettable(netside_t *ns)
+{
+    double now = s_now(ns);
+    int best = -1;
+    for (int i = 0; i < ns->peers.n; i++) {
+        const peer_t *p = &ns->peers.p[i];
+        if (p->info.id == ns->id || p->health != PEER_GONE || p->link >= 0 || now - p->last_heard <= GONE_FORGET_S
+            || p->banned_until > now || p->rumor > 0 || p->recent)
+            continue;
+        if (best < 0 || p->last_heard < ns->peers.p[best].last_heard) best = i;
+    }
+    return best;
+}
+
+/* A new peer in a full table takes the place of a forgettable one (its
+ * index, or -1 when there is none or out of memory). */
+static int s_replace_peer(netside_t *ns, const peer_info_t *info, double heard)
+{
+    int i = s_forgettable(ns);
+    if (i < 0) {
+        if (!ns->full_noted) {
+            ns->full_noted = 1;
+            metrics_event(ns->c.metrics, "warning", "\"what\":\"peer_table_full\",\"why\":%s",
+                          "the peer table is full and none of its peers has been gone 10 minutes: new peers stay unknown");
+        }
+        return -1;
+    }
+    peer_t *old = &ns->peers.p[i];
+    s_set_outward(ns, old, 0);   /* (the count of outward-only records follows) */
+    for (int k = 0; k < PARTNERS_MAX; k++)   /* (a partner silent this long is dropped at the next ping round anyway) */
+        if (ns->partner[k] == old->info.id) ns->partner[k] = 0;
+    return peers_replace(&ns->peers, i, info, heard) == 0 ? i : -1;
+}
+
 /* Learns or updates a peer; a new one was last heard from at clock time heard. */
 static void s_add_peer(netside_t *ns, const peer_info_t *info, double heard, const char *why)
 {
     if (info->id == ns->id) return;
     int r = peers_upsert(&ns->peers, info, heard);
+    int ix = ns->peers.n - 1;   /* where a new record is: the last, */
+    if (r < 0 && ns->peers.n == PEERS_CAP && (ix = s_replace_peer(ns, info, heard)) >= 0) r = 1;   /* or a forgotten one's */
     ns->view_dirty = 1;
     if (r == 1) {
-        s_live_change(ns, ns->peers.n - 1, 1);   /* a new record (the last) is alive */
-        peer_t *p = peers_find(&ns->peers, info->id);
-        if (p) s_rumor(ns, p);
+        s_live_change(ns, ix, 1);   /* a new record is alive */
+        peer_t *p = &ns->peers.p[ix];
+        s_rumor(ns, p);
         char s[9];
         node_id_short(info->id, s);
         metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":%s,\"peer_stage\":%d,\"addr\":%s",

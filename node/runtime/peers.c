@@ -62,6 +62,16 @@ peer_t *peers_find(peers_t *t, uint64_t id)
     return i >= 0 ? &t->p[i] : NULL;
 }
 
+/* Record p as new: info, heard at clock time heard, nothing measured yet. */
+static void s_fresh(peer_t *p, const peer_info_t *info, double heard)
+{
+    memset(p, 0, sizeof *p);
+    p->info = *info;
+    p->link = -1;
+    p->last_heard = heard;
+    p->last_loss = NAN;
+}
+
 int peers_upsert(peers_t *t, const peer_info_t *info, double heard)
 {
     peer_t *p = peers_find(t, info->id);
@@ -69,11 +79,7 @@ int peers_upsert(peers_t *t, const peer_info_t *info, double heard)
         int self = info->id == t->self;
         if (s_grow(t) < 0 || (!self && s_grow_mirror(t) < 0) || idmap_put(&t->index, info->id, t->n) < 0) return -1;
         p = &t->p[t->n];
-        memset(p, 0, sizeof *p);
-        p->info = *info;
-        p->link = -1;
-        p->last_heard = heard;
-        p->last_loss = NAN;
+        s_fresh(p, info, heard);
         if (self) t->selfix = t->n;
         else memset(&t->mirror[s_mirror_pos(t, t->n)], 0, sizeof(view_peer_t));   /* completed 0: the sum holds */
         t->n++;
@@ -88,6 +94,31 @@ int peers_upsert(peers_t *t, const peer_info_t *info, double heard)
         p->info.version = info->version;
         peers_touch(t, p);
     }
+    return 0;
+}
+
+int peers_replace(peers_t *t, int i, const peer_info_t *info, double heard)
+{
+    if (i < 0 || i >= t->n || i == t->selfix || info->id == t->self || peers_find(t, info->id)) return -1;
+    peer_t *p = &t->p[i];
+    view_peer_t *q = &t->mirror[s_mirror_pos(t, i)];
+    /* its microbatches move from the record (and its view entry, if refreshed since) to the retired sum */
+    t->retired_completed += p->completed;
+    t->mirror_completed -= q->completed;
+    q->completed = 0;
+    free(p->announce);
+    s_fresh(p, info, heard);
+    /* the id index is rebuilt without the old id (entries are not removed one by one: as many as before,
+     * in the room it has, so no put fails) and so is the view's index over the mirror, which takes the
+     * ids at each place for fixed */
+    idmap_clear(&t->index);
+    for (int k = 0; k < t->n; k++) (void)idmap_put(&t->index, t->p[k].info.id, k);
+    free(t->mirror_ix);
+    t->mirror_ix = NULL;
+    t->mirror_slots = 0;
+    t->mirror_ixn = 0;
+    p->stale = 0;   /* it may be listed already: listed again, refreshed twice */
+    peers_touch(t, p);
     return 0;
 }
 
@@ -126,7 +157,7 @@ int peers_pick_stage(const peers_t *t, int nstages)
 
 uint64_t peers_completed(const peers_t *t)
 {
-    uint64_t s = 0;
+    uint64_t s = t->retired_completed;
     for (int i = 0; i < t->n; i++) s += t->p[i].completed;
     return s;
 }
@@ -179,7 +210,7 @@ peer_view_t *peers_view(peers_t *t)
     peer_view_t *v = peer_view_alloc(n);
     if (!v) return NULL;
     if (n > 0) memcpy(v->p, t->mirror, sizeof(view_peer_t) * (size_t)n);
-    v->completed = t->mirror_completed;
+    v->completed = t->mirror_completed + t->retired_completed;
     /* the ids at each place never change (records stay, self has none): the index is grown, then copied */
     if (peer_view_index_grow(&t->mirror_ix, &t->mirror_slots, &t->mirror_ixn, t->mirror, n) == 0)
         peer_view_index_copy(v, t->mirror_ix, t->mirror_slots);

@@ -75,6 +75,7 @@ typedef struct {
     int32_t *mirror_ix;     /* the id index over the mirror (peer_view_index_grow) */
     size_t mirror_slots;
     int mirror_ixn;         /* mirror entries in it */
+    uint64_t retired_completed; /* the `completed` of records replaced (peers_replace): the progress sums keep it */
 } peers_t;
 
 /* An empty table of a node whose id is self.  0, or -1 when out of memory. */
@@ -87,6 +88,14 @@ peer_t *peers_find(peers_t *t, uint64_t id);
  * A new record was last heard from at clock time heard.  Returns 1 when the
  * peer is new, 0 when known, -1 when the table is full (or out of memory). */
 int peers_upsert(peers_t *t, const peer_info_t *info, double heard);
+/* Record i (not self's) becomes a new record for info, last heard from at
+ * clock time heard, in the same place: the peer it held is forgotten (its
+ * id no longer found) but the microbatches it completed still count in
+ * peers_completed() and the view's sum.  For a full table: the caller
+ * chooses a record nothing refers to by index any more (no link, no
+ * rumor, not recent, not outward-only).  0; -1 (nothing changed) when i is
+ * out of range or self's, or info is self or already known. */
+int peers_replace(peers_t *t, int i, const peer_info_t *info, double heard);
 /* Keeps blob (ANNOUNCE_LEN bytes) as p's announcement with its seq.  0, or -1 when out of memory (nothing changed). */
 int peers_set_announce(peer_t *p, const uint8_t *blob, uint64_t seq);
 /* Peers (alive, self included) serving each stage, into count[nstages]. */
@@ -94,7 +103,8 @@ void peers_stage_counts(const peers_t *t, int nstages, int *count);
 /* The stage a newcomer should take: the one with the fewest alive peers,
  * ties broken by the lowest summed rate, then the lowest index. */
 int peers_pick_stage(const peers_t *t, int nstages);
-/* Sum of `completed` over every record (self's stays 0: the run's progress is this plus our own). */
+/* Sum of `completed` over every record and the records replaced (self's stays 0: the run's progress is this plus our
+ * own). */
 uint64_t peers_completed(const peers_t *t);
 /* Says that p's fields seen by the compute side (stage, rate, version,
  * health, RTTs, completed, loss, link, outward, via) changed: whoever writes
