@@ -773,8 +773,8 @@ static int s_forgettable(netside_t *ns)
     return best;
 }
 
-/* A new peer in a full table takes the place of a forgettable one (its
- * index, or -1 when there is none or out of memory). */
+/* A new peer in a full table takes the place of a forgettable one: its
+ * index, or -1 when there is none. */
 static int s_replace_peer(netside_t *ns, const peer_info_t *info, double heard)
 {
     int i = s_forgettable(ns);
