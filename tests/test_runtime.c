@@ -638,7 +638,8 @@ static void test_pending_bounds(void)
     pending_t *p = calloc(1, sizeof *p);
     if (!p) { CHECK(0); return; }
     int k = 0;
-    while (k < 100 && pending_push(p, s_tensor_mail((size_t)1 << 20, (uint64_t)k)) == 0) k++;
+    for (mail_t *m; k < 100; k++)
+        if (pending_push(p, m = s_tensor_mail((size_t)1 << 20, (uint64_t)k)) < 0) { mail_free(m); break; }
     CHECK(k == 64);
     mail_t *extra = s_tensor_mail((size_t)1 << 20, 999);
     CHECK(pending_push(p, extra) < 0);
