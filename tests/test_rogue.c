@@ -1076,9 +1076,9 @@ static void t_status_req_rate_limited(void)
 }
 
 /* A node that has seen PEERS_CAP peers (each restart of an ephemeral
- * identity is a new one): a newcomer takes the place of a peer gone for
- * more than 10 minutes, never of one alive or lately gone; with nothing
- * to forget it stays unknown, as before. */
+ * identity is a new one): a newcomer takes the place of a peer taken for
+ * gone and silent for more than 10 minutes, never of one alive or lately
+ * heard from; with nothing to forget it stays unknown, as before. */
 static void t_full_table_forgets_long_gone(void)
 {
     tnode_t a;

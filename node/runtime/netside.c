@@ -755,10 +755,10 @@ static void s_heard(netside_t *ns, uint64_t id)
 }
 
 /* A full table's record that a new peer may take: the peer silent longest,
- * taken for gone for more than GONE_FORGET_S (its link closed, pinged no
- * more, not banned) and held by no index list (rumor, recent).  -1 when
- * none: the new peer stays unknown.  Peers alive or lately gone keep their
- * records. */
+ * taken for gone and silent for more than GONE_FORGET_S (its link closed,
+ * pinged no more, not banned) and held by no index list (rumor, recent).
+ * -1 when none: the new peer stays unknown.  Peers alive or lately heard
+ * from keep their records. */
 static int s_forgettable(netside_t *ns)
 {
     double now = s_now(ns);
@@ -782,7 +782,7 @@ static int s_replace_peer(netside_t *ns, const peer_info_t *info, double heard)
         if (!ns->full_noted) {
             ns->full_noted = 1;
             metrics_event(ns->c.metrics, "warning", "\"what\":\"peer_table_full\",\"why\":%s",
-                          "the peer table is full and none of its peers has been gone 10 minutes: new peers stay unknown");
+                          "the peer table is full and none of its peers is gone and silent for 10 minutes: new peers stay unknown");
         }
         return -1;
     }
