@@ -608,18 +608,23 @@ static mail_t *s_tensor_mail(size_t n, uint64_t mb)
     return m;
 }
 
-/* How many tensors of n floats a fresh queue takes before it refuses one
- * (the refused one freed here), cleared after. */
+/* Pushes tensors of n floats (ids 0, 1, ...) until p refuses one (freed
+ * here); how many it took. */
+static int s_pending_fill(pending_t *p, size_t n)
+{
+    for (int k = 0;; k++) {
+        mail_t *m = s_tensor_mail(n, (uint64_t)k);
+        if (!m || pending_push(p, m) < 0) { mail_free(m); return k; }
+    }
+}
+
+/* How many tensors of n floats a fresh queue takes before it refuses one,
+ * cleared after. */
 static int s_pending_takes(size_t n)
 {
     pending_t *p = calloc(1, sizeof *p);
     if (!p) return -1;
-    int k = 0;
-    for (;;) {
-        mail_t *m = s_tensor_mail(n, (uint64_t)k);
-        if (!m || pending_push(p, m) < 0) { mail_free(m); break; }
-        k++;
-    }
+    int k = s_pending_fill(p, n);
     pending_clear(p);
     int empty = p->n == 0 && p->bytes == 0;
     free(p);
@@ -637,10 +642,7 @@ static void test_pending_bounds(void)
     CHECKF(s_pending_takes((size_t)4 << 20) == PENDING_MIN, "16 MiB tensors: %d taken", s_pending_takes((size_t)4 << 20));
     pending_t *p = calloc(1, sizeof *p);
     if (!p) { CHECK(0); return; }
-    int k = 0;
-    for (mail_t *m; k < 100; k++)
-        if (pending_push(p, m = s_tensor_mail((size_t)1 << 20, (uint64_t)k)) < 0) { mail_free(m); break; }
-    CHECK(k == 64);
+    CHECK(s_pending_fill(p, (size_t)1 << 20) == 64);
     mail_t *extra = s_tensor_mail((size_t)1 << 20, 999);
     CHECK(pending_push(p, extra) < 0);
     mail_t *first = pending_peek(p);

@@ -15,9 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAILBOX_TENSORS 4096   /* tensor mail waiting for the compute side before more is dropped, */
-#define MAILBOX_BYTES ((size_t)256 << 20)   /* or this much of it (mail_bytes: decoded, not as it came; past
-                                               PENDING_MIN mails, as the compute side's own queues) */
+#define MAILBOX_TENSORS 4096   /* tensor mail waiting for the compute side before more is dropped (or
+                                  PENDING_BYTES of it, as in the compute side's own queues: pending.h) */
 #define BOARD_EVERY_S 1.0      /* the status board is refreshed this often */
 #define BOARD_MAX 4096         /* rows on it */
 
@@ -111,8 +110,7 @@ static void s_post_comp(void *arg, mail_t *m)
     node_t *n = arg;
     if (m->kind == MAIL_TENSOR) {
         size_t b = mail_bytes(m);
-        size_t k = queue_len(&n->to_comp);
-        if (k >= MAILBOX_TENSORS || (k >= PENDING_MIN && atomic_load(&n->mail_bytes) + b > MAILBOX_BYTES)) {
+        if (!pending_fits(queue_len(&n->to_comp), atomic_load(&n->mail_bytes), b, MAILBOX_TENSORS)) {
             /* the compute side is far behind: the sender's data stage re-issues this work */
             atomic_fetch_add(&n->mail_drops, 1);
             mail_free(m);

@@ -1,10 +1,15 @@
 /* pending.c: tensors waiting for a node's compute (pending.h). */
 #include "node/runtime/pending.h"
 
+int pending_fits(size_t held, size_t held_bytes, size_t more, size_t max_held)
+{
+    return held < max_held && (held < PENDING_MIN || held_bytes + more <= PENDING_BYTES);
+}
+
 int pending_push(pending_t *p, mail_t *m)
 {
     size_t b = mail_bytes(m);
-    if (p->n == PENDING_MAX || (p->n >= PENDING_MIN && p->bytes + b > PENDING_BYTES)) return -1;
+    if (!pending_fits((size_t)p->n, p->bytes, b, PENDING_MAX)) return -1;
     p->m[(p->head + p->n++) % PENDING_MAX] = m;
     p->bytes += b;
     return 0;

@@ -22,6 +22,12 @@ typedef struct {
     size_t bytes;           /* mail_bytes() of the tensors held */
 } pending_t;
 
+/* The bound of this header for any queue of tensors holding at most
+ * max_held of them: 1 when one of `more` bytes may join `held` tensors of
+ * held_bytes bytes (fewer than max_held, and fewer than PENDING_MIN or
+ * within PENDING_BYTES with it), else 0.  (The node's mailbox uses it too.) */
+int pending_fits(size_t held, size_t held_bytes, size_t more, size_t max_held);
+
 /* Appends m (the queue owns it from then on).  0 kept; -1 full (in
  * tensors or bytes), m still the caller's. */
 int pending_push(pending_t *p, mail_t *m);
