@@ -513,10 +513,12 @@ static int s_setup(rogue_t *r, const char *target, char *err, size_t errlen)
  * records what the netside sends instead of sending it. */
 
 #define B_TYPES 32
+#define B_LINKS 256
 
 typedef struct {
-    int nconn;                  /* links opened */
+    int nconn;                  /* links opened (and adopted) */
     int ndisc;                  /* links closed */
+    uint8_t route[B_LINKS];     /* link i is an adopted connection (transport_adopt) */
     int sent[B_TYPES];          /* messages sent, by type */
     int last_type;              /* of the last message sent */
     uint8_t *keep[B_TYPES][3];  /* the frames of the last message of each type */
@@ -535,6 +537,17 @@ static int s_box_connect(void *a, const char *addr, const uint8_t pub[32], char 
 }
 
 static void s_box_disconnect(void *a, int link) { (void)link; ((box_t *)a)->ndisc++; }
+
+/* As transport_adopt: an adopted link is kept, any other is not one: a new link. */
+static int s_box_adopt(void *a, int link, const transport_msg_t *from)
+{
+    box_t *b = a;
+    (void)from;
+    if (link >= 0 && link < B_LINKS && b->route[link]) return link;
+    if (b->nconn >= B_LINKS) return -1;
+    b->route[b->nconn] = 1;
+    return b->nconn++;
+}
 
 static int s_box_send(void *a, int link, const transport_msg_t *to, const wire_hdr_t *h,
                       const void *const *f, const size_t *l, int nf, uint64_t virt)
@@ -577,8 +590,9 @@ typedef struct {
 
 /* A node serving `stage` of a 4-stage gpt-tiny run (the creator when stage >= 0,
  * a joiner waiting for its WELCOME when stage < 0); modelled: tensors and
- * state are sizes only (no buffers of the stage's size go by). */
-static int s_tnode(tnode_t *n, int stage, int modelled, const char *adv)
+ * state are sizes only (no buffers of the stage's size go by); adopting: its
+ * port adopts the connections outward-only peers open to it (s_box_adopt). */
+static int s_tnode_as(tnode_t *n, int stage, int modelled, const char *adv, int adopting)
 {
     char err[300];
     memset(n, 0, sizeof *n);
@@ -595,7 +609,7 @@ static int s_tnode(tnode_t *n, int stage, int modelled, const char *adv)
     c.keys = &n->kp;
     c.adv = n->adv;
     c.clock = (rt_clock_t){ &n->clock, s_clk, s_wall };
-    c.port = (rt_port_t){ &n->box, s_box_connect, s_box_disconnect, s_box_send, NULL };
+    c.port = (rt_port_t){ &n->box, s_box_connect, s_box_disconnect, s_box_send, adopting ? s_box_adopt : NULL };
     c.post = s_post_none;
     c.modelled = modelled;
     n->ns = netside_new(&c, err, sizeof err);
@@ -607,6 +621,12 @@ static int s_tnode(tnode_t *n, int stage, int modelled, const char *adv)
         netside_set_self(n->ns, &si);
     }
     return 0;
+}
+
+/* The same, on a port that does not adopt the connections peers open to us. */
+static int s_tnode(tnode_t *n, int stage, int modelled, const char *adv)
+{
+    return s_tnode_as(n, stage, modelled, adv, 0);
 }
 
 static void s_tnode_free(tnode_t *n)
@@ -638,9 +658,11 @@ static void s_deliver(netside_t *ns, const keypair_t *kp, int type, int stage, u
     netside_on_msg(ns, &m, 0);
 }
 
-/* A JOIN (an introduction when intro) from kp advertising adv, wanting stage
- * want; ck_run != 0: want is the stage of a checkpoint of that run. */
-static void s_send_join_as(netside_t *ns, const keypair_t *kp, const char *adv, int want, int intro, uint64_t ck_run)
+/* A JOIN with flags (JOIN_FLAG_INTRO: an introduction) from kp advertising
+ * adv, wanting stage want; ck_run != 0: want is the stage of a checkpoint of
+ * that run. */
+static void s_send_join_as(netside_t *ns, const keypair_t *kp, const char *adv, int want, uint32_t flags,
+                           uint64_t ck_run)
 {
     wbuf_t w;
     wbuf_init(&w, 256);
@@ -650,13 +672,13 @@ static void s_send_join_as(netside_t *ns, const keypair_t *kp, const char *adv, 
     if (ck_run) wbuf_put_u64(&w, ck_run);
     const void *f[1] = { w.data };
     size_t l[1] = { w.len };
-    s_deliver(ns, kp, WIRE_JOIN, -1, intro ? JOIN_FLAG_INTRO : 0, 0, f, l, 1);
+    s_deliver(ns, kp, WIRE_JOIN, -1, flags, 0, f, l, 1);
     wbuf_free(&w);
 }
 
 static void s_send_join(netside_t *ns, const keypair_t *kp, const char *adv, int want, int intro)
 {
-    s_send_join_as(ns, kp, adv, want, intro, 0);
+    s_send_join_as(ns, kp, adv, want, intro ? JOIN_FLAG_INTRO : 0, 0);
 }
 
 static uint64_t s_drops(const tnode_t *n) { return atomic_load(&netside_counters(n->ns)->drops); }
@@ -1118,6 +1140,88 @@ static void t_full_table_forgets_long_gone(void)
     s_tnode_free(&a);
 }
 
+/* kp's record with its signed announcement (sequence seq) of addr, as a
+ * PEERS from `from` carries it (from's own record first, on its word). */
+static void s_send_announce(netside_t *ns, const keypair_t *from, const char *from_adv, const keypair_t *kp,
+                            const char *addr, int stage, uint64_t seq)
+{
+    char err[200];
+    peer_info_t recs[2];
+    memset(recs, 0, sizeof recs);
+    const keypair_t *who[2] = { from, kp };
+    const char *adv[2] = { from_adv, addr };
+    for (int i = 0; i < 2; i++) {
+        recs[i].id = node_id_from_pubkey(who[i]->pub);
+        memcpy(recs[i].pubkey, who[i]->pub, 32);
+        snprintf(recs[i].addr, sizeof recs[i].addr, "%s", adv[i]);
+        recs[i].stage = (int16_t)stage;
+    }
+    announce_t a;
+    uint8_t blob[ANNOUNCE_LEN];
+    if (announce_sign(&a, &recs[1], seq, kp, err, sizeof err) != 0) return;
+    announce_encode(blob, &a);
+    wbuf_t w;
+    wbuf_init(&w, 4096);
+    peers_encode(&w, recs, 2);
+    wbuf_put_u32(&w, 2);
+    wbuf_put_bytes(&w, NULL, 0);
+    wbuf_put_bytes(&w, blob, sizeof blob);
+    wbuf_put_u64(&w, 0);   /* completed */
+    wbuf_put_f32(&w, 0);   /* loss */
+    wbuf_put_u8(&w, 0);    /* done */
+    wbuf_put_u32(&w, 0);   /* progress records */
+    const void *f[1] = { w.data };
+    size_t l[1] = { w.len };
+    if (!wbuf_error(&w)) s_deliver(ns, from, WIRE_PEERS, stage, 0, 0, f, l, 1);
+    wbuf_free(&w);
+}
+
+/* An outward-only peer whose adopted link was closed (its announcement
+ * named a new address), which then got a link we opened and said again
+ * that it is outward-only: that link is closed, not kept open beside the
+ * newly adopted one.  Repeated, it used to leave one open link per round
+ * (a socket reconnecting to an address of the peer's choice). */
+static void t_adopted_link_not_leaked(void)
+{
+    tnode_t a;
+    keypair_t ka, kb;
+    char err[300];
+    if (s_tnode_as(&a, 0, 1, "127.0.0.1:7000", 1) < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&ka, err, sizeof err) == 0 && keypair_generate(&kb, err, sizeof err) == 0);
+    s_send_join(a.ns, &kb, "127.0.0.1:7101", 1, 1);
+    s_send_join_as(a.ns, &ka, "127.0.0.1:7200", 1, JOIN_FLAG_INTRO | JOIN_FLAG_OUTWARD, 0);
+    for (int i = 0; i < 20; i++) {
+        char addr[32];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", 8000 + i);
+        s_send_announce(a.ns, &kb, "127.0.0.1:7101", &ka, addr, 1, (uint64_t)i + 1);   /* new address, not outward */
+        s_deliver(a.ns, &ka, WIRE_PING, -1, 0, (uint64_t)i, NULL, NULL, 0);          /* a link we open to it */
+        s_send_join_as(a.ns, &ka, addr, 1, JOIN_FLAG_INTRO | JOIN_FLAG_OUTWARD, 0);  /* outward-only again */
+        a.clock += 0.01;
+    }
+    int open = a.box.nconn - a.box.ndisc;
+    CHECKF(a.box.nconn >= 20 && open <= 2, "%d links open after 20 rounds (%d opened or adopted)", open, a.box.nconn);
+    s_tnode_free(&a);
+}
+
+/* A changed record goes first in the next few gossip rounds; answering
+ * STATUS_REQs (anyone may send 10 a second) spends none of those rounds. */
+static void t_status_keeps_rumors(void)
+{
+    tnode_t a;
+    keypair_t x, tool;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&x, err, sizeof err) == 0 && keypair_generate(&tool, err, sizeof err) == 0);
+    s_send_join(a.ns, &x, "127.0.0.1:7001", 1, 1);
+    peer_t *p = peers_find((peers_t *)netside_peers(a.ns), node_id_from_pubkey(x.pub));
+    int before = p ? p->rumor : -1;
+    for (int i = 0; i < 10; i++) s_deliver(a.ns, &tool, WIRE_STATUS_REQ, -1, 0, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATUS] == 10, "%d of 10 STATUS_REQs answered", a.box.sent[WIRE_STATUS]);
+    CHECKF(p && before > 0 && p->rumor == before, "a new peer's gossip rounds went from %d to %d over 10 STATUS answers",
+           before, p ? p->rumor : -1);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -1133,6 +1237,8 @@ int main(int argc, char **argv)
         RUN(t_first_rtt_not_a_pause);
         RUN(t_status_req_rate_limited);
         RUN(t_full_table_forgets_long_gone);
+        RUN(t_adopted_link_not_leaked);
+        RUN(t_status_keeps_rumors);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -525,7 +525,8 @@ static void s_table_entry(const netside_t *ns, const peer_t *p, double now, peer
  * them (limit 0), or at most `limit`, changed records first, then a
  * round-robin share of the rest (gossip).  The records, then a u32 count
  * and each record's signed announcement (empty when we hold none for it),
- * forwarded as received. */
+ * forwarded as received.  Only gossip (limit > 0) spends a changed record's
+ * rounds: a WELCOME or a STATUS answer goes to a joiner or an outsider. */
 static void s_put_table(netside_t *ns, wbuf_t *w, int limit)
 {
     int cap = (limit > 0 && limit < ns->peers.n ? limit : ns->peers.n) + 1;
@@ -549,7 +550,7 @@ static void s_put_table(netside_t *ns, wbuf_t *w, int limit)
         for (int i = 0; i < n && k < cap; i++) {
             peer_t *p = &ns->peers.p[i];
             if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-            if (p->rumor > 0 && --p->rumor == 0) s_ixset_del(&ns->rumor_set, i);
+            if (limit > 0 && p->rumor > 0 && --p->rumor == 0) s_ixset_del(&ns->rumor_set, i);
             s_table_entry(ns, p, now, &recs[k], &blobs[k]);
             k++;
         }
@@ -613,6 +614,16 @@ static int s_announce_ok(netside_t *ns, announce_t *a, const uint8_t *blob, size
     return 1;
 }
 
+/* Closes the link to p, whichever kind it is (one we opened, or the one it
+ * opened to us and we adopted): the next link to p starts from nothing. */
+static void s_close_link(netside_t *ns, peer_t *p)
+{
+    if (p->link < 0) return;
+    ns->c.port.disconnect(ns->c.port.arg, p->link);
+    p->link = -1;
+    p->adopted = 0;
+}
+
 /* What a peer says of its reachability.  A link we opened to a peer that
  * turns out to be reachable only outward leads nowhere: closed. */
 static void s_set_outward(netside_t *ns, peer_t *p, int outward)
@@ -622,10 +633,7 @@ static void s_set_outward(netside_t *ns, peer_t *p, int outward)
     ns->nout += outward ? 1 : -1;
     ns->view_dirty = 1;
     peers_touch(&ns->peers, p);
-    if (outward && p->link >= 0 && !p->adopted) {
-        ns->c.port.disconnect(ns->c.port.arg, p->link);
-        p->link = -1;
-    }
+    if (outward && !p->adopted) s_close_link(ns, p);
 }
 
 /* A message from an outward-only peer that came in over the connection it
@@ -633,7 +641,7 @@ static void s_set_outward(netside_t *ns, peer_t *p, int outward)
 static void s_adopt(netside_t *ns, peer_t *p, const transport_msg_t *m)
 {
     if (!p || !p->outward || m->link != -1 || !ns->c.port.adopt) return;
-    if (p->link >= 0 && !p->adopted) { ns->c.port.disconnect(ns->c.port.arg, p->link); p->link = -1; }
+    if (!p->adopted) s_close_link(ns, p);
     peers_touch(&ns->peers, p);
     int l = ns->c.port.adopt(ns->c.port.arg, p->link, m);
     if (l < 0) return;
@@ -689,10 +697,7 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
         }
         p = peers_find(&ns->peers, rec->id);
         if (p && valid && a.seq >= p->announce_seq) {
-            if (strcmp(p->info.addr, a.addr) != 0 && p->link >= 0) {
-                ns->c.port.disconnect(ns->c.port.arg, p->link);
-                p->link = -1;
-            }
+            if (strcmp(p->info.addr, a.addr) != 0) s_close_link(ns, p);
             if (p->info.stage != a.stage || strcmp(p->info.addr, a.addr) != 0) { ns->view_dirty = 1; s_rumor(ns, p); }
             memcpy(p->info.addr, a.addr, sizeof p->info.addr);
             p->info.stage = a.stage;
@@ -1011,7 +1016,7 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (p) {
         p->info.stage = (int16_t)stage;
-        if (strcmp(p->info.addr, adv) != 0 && p->link >= 0) { ns->c.port.disconnect(ns->c.port.arg, p->link); p->link = -1; }
+        if (strcmp(p->info.addr, adv) != 0) s_close_link(ns, p);
         peers_touch(&ns->peers, p);
         snprintf(p->info.addr, sizeof p->info.addr, "%s", adv);
         s_set_health(ns, p, PEER_ALIVE);
@@ -2186,9 +2191,7 @@ static void s_probe_gone(netside_t *ns)
         /* a link per peer ever seen was a socket and a file descriptor each, reconnecting to a dead address */
         peer_t *p = &ns->peers.p[i];
         if (p->health != PEER_GONE || p->link < 0 || p->info.id == ns->id || now - p->last_heard <= GONE_FORGET_S) continue;
-        ns->c.port.disconnect(ns->c.port.arg, p->link);
-        p->link = -1;
-        p->adopted = 0;
+        s_close_link(ns, p);
         peers_touch(&ns->peers, p);
     }
     for (int i = 0; i < ns->nfb; i++) {   /* and the residuals of gradient streams to them */
