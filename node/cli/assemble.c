@@ -103,6 +103,11 @@ int cmd_assemble(int argc, char **argv)
     float *state[ASSEMBLE_MAX] = {0};
     size_t np[ASSEMBLE_MAX];
     char err[600], path[4200];
+    if (modelfile_check_model_target(out, err, sizeof err) < 0) {
+        char e2[640];
+        snprintf(e2, sizeof e2, "assemble: --out %s", err);
+        return cli_fail(e2);
+    }
     for (int i = 0; i < nd && !rc; i++) {
         struct stat sb;
         if (stat(dirs[i], &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%s/stage.ckpt", dirs[i]);

@@ -218,6 +218,10 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
     }
     (void)argc; (void)argv;
     if (o->no_listen) {
+        if (opts_given(o, "listen")) {
+            snprintf(err, errlen, "--no-listen: the node listens nowhere; leave out --listen %s", o->listen);
+            return -1;
+        }
         if (!o->join[0]) {
             snprintf(err, errlen, "--no-listen: the node that starts a run must be reachable (use --no-listen with --join)");
             return -1;
@@ -237,6 +241,8 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
     }
     if (o->keys[0] ? keypair_load(&x->keys, o->keys, err, errlen) < 0 : keypair_generate(&x->keys, err, errlen) < 0) return -1;
     if (o->owner[0] && o->join[0]) { snprintf(err, errlen, "--owner starts a closed swarm; a joiner passes --ticket instead"); return -1; }
+    if (o->owner[0] && o->ticket[0]) { snprintf(err, errlen, "--owner admits this node itself; leave out --ticket"); return -1; }
+    if (o->ticket[0] && !o->join[0]) { snprintf(err, errlen, "--ticket admits a joiner: pass it with --join"); return -1; }
     if (o->owner[0]) {
         /* a closed swarm: the run carries the owner's public key; this node admits itself */
         owner_keys_t ok;
@@ -322,7 +328,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     nc.local_data = opts_given(o, "data") ? o->data : NULL;
     nc.metrics = x->metrics;
     nc.obs = (node_observer_t){ .arg = &x->view, .report = s_on_report, .say = s_on_say };
-    if (o->http) {   /* bound before joining: a port in use is a bad option, not a node that joins and leaves */
+    if (opts_given(o, "http")) {   /* bound before joining: a port in use is a bad option, not a node that joins and leaves */
         x->view.snap = malloc(sizeof *x->view.snap);
         x->view.rows = malloc(sizeof(node_peer_row_t) * STATUS_PEERS_MAX);
         if (!x->view.snap || !x->view.rows) { snprintf(err, errlen, "out of memory"); return -1; }
@@ -361,7 +367,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
             run->stages, run->cfg.name, lay.nparams);
     if (!o->keys[0])
         fprintf(stderr, "brigade node: a fresh identity for this run (brigade keygen --out DIR, then --keys DIR, keeps one)\n");
-    fprintf(stderr, "join with: --join %s\n", node_join_addr(x->node));
+    if (!o->no_listen) fprintf(stderr, "join with: --join %s\n", node_join_addr(x->node));
     pthread_mutex_lock(&x->view.lock);
     x->view.stage0 = node_stage(x->node);
     x->view.n = x->node;   /* the page shows it from now on */

@@ -40,6 +40,8 @@ typedef struct {
     int budget[MODEL_STAGES_MAX];         /* --delay: stage k's delay budget this update, in microbatches */
     progress_t prog;                      /* the progress lines */
     char ckpt[OPT_PATH + 16];             /* --checkpoint DIR: DIR/stage.ckpt, or "" */
+    float *resume;                        /* --resume: the model file's parameters until the stages take them */
+    int64_t resume_version;               /* and its updates */
 } solo_t;
 
 static void s_destroy(solo_t *s)
@@ -55,6 +57,8 @@ static void s_destroy(solo_t *s)
     data_batch_free(&s->batch);
     data_close(&s->data);
     metrics_close(&s->metrics);
+    free(s->resume);
+    s->resume = NULL;
 }
 
 /* Copies batch inputs/targets into the first and last stages' activations. */
@@ -196,22 +200,20 @@ static void s_step(solo_t *s)
 /* --resume FILE: the parameters of every stage (all of them, in stage
  * order) and their version into *out / *version (NULL and 0 without it).
  * 0, or -1 with a one-line reason. */
-static int s_load_resume(opts_t *o, float **out, int64_t *version, char *err, size_t errlen)
+/* --resume FILE: its parameters, and o resolved with its model (unless
+ * --model or an override names one, which must then be the file's).  0, or
+ * -1 with a reason. */
+static int s_load_resume(solo_t *s, char *err, size_t errlen)
 {
-    *out = NULL;
-    *version = 0;
-    if (!o->resume[0]) return 0;
+    opts_t *o = &s->o;
     model_config_t rcfg;
     size_t n = 0;
-    *out = modelfile_load(o->resume, &rcfg, version, &n, err, errlen);
-    if (!*out) return -1;
+    s->resume = modelfile_load(o->resume, &rcfg, &s->resume_version, &n, err, errlen);
+    if (!s->resume) return -1;
+    if (!opts_model_given(o)) return opts_resolve_model(o, &rcfg, err, errlen);
+    if (opts_resolve(o, err, errlen) < 0) return -1;
     rcfg.split = o->cfg.split;   /* how the stages are cut is this run's choice, not the model file's */
-    if (!opts_given(o, "model") && !opts_given(o, "layers") && !opts_given(o, "dim") && !opts_given(o, "heads")
-        && !opts_given(o, "ctx"))
-        o->cfg = rcfg;
     if (memcmp(&rcfg, &o->cfg, sizeof rcfg) != 0) {
-        free(*out);
-        *out = NULL;
         snprintf(err, errlen, "--resume: the model file's model differs from --model and its overrides");
         return -1;
     }
@@ -416,7 +418,12 @@ static int s_options(solo_t *s, int argc, char **argv, char *err, size_t errlen)
         opts_help(stdout, OPTS_SOLO);
         return 1;
     }
-    if (r < 0 || opts_resolve(&s->o, err, errlen) < 0) return -1;
+    if (r < 0 || (s->o.resume[0] ? s_load_resume(s, err, errlen) : opts_resolve(&s->o, err, errlen)) < 0) return -1;
+    if (s->resume && s->resume_version >= s->o.steps) {
+        snprintf(err, errlen, "--steps %lld: the model of --resume %s is at update %lld already (--steps counts from "
+                 "the start of the run)", (long long)s->o.steps, s->o.resume, (long long)s->resume_version);
+        return -1;
+    }
     s->K = s->o.stages;
     if (s->o.ndelay && s->o.ndelay != s->K) {
         snprintf(err, errlen, "--delay: %d value%s for %d stage%s (want one per stage)", s->o.ndelay,
@@ -431,15 +438,15 @@ static int s_options(solo_t *s, int argc, char **argv, char *err, size_t errlen)
 /* Everything before the first update.  0, or -1 with a reason. */
 static int s_setup(solo_t *s, int64_t *first, char *err, size_t errlen)
 {
-    float *resume = NULL;
     char why[400];
-    if (s->o.save[0] && modelfile_check_writable(s->o.save, why, sizeof why) < 0) {   /* known now, not after the run */
+    if (s->o.save[0] && modelfile_check_model_target(s->o.save, why, sizeof why) < 0) {   /* known now, not after the run */
         snprintf(err, errlen, "--save %s", why);
         return -1;
     }
-    if (s_load_resume(&s->o, &resume, first, err, errlen) < 0) return -1;
-    int r = s_make_stages(s, resume, *first, err, errlen);
-    free(resume);
+    *first = s->resume ? s->resume_version : 0;
+    int r = s_make_stages(s, s->resume, *first, err, errlen);
+    free(s->resume);
+    s->resume = NULL;
     if (r == 0) r = s_checkpoint_resume(s, first, err, errlen);
     return r < 0 ? -1 : s_make_buffers(s, err, errlen);
 }

@@ -82,6 +82,22 @@ int modelfile_check_writable(const char *path, char *err, size_t errlen)
     return fd < 0 ? -1 : 0;
 }
 
+int modelfile_check_model_target(const char *path, char *err, size_t errlen)
+{
+    if (modelfile_check_writable(path, err, errlen) < 0) return -1;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    char magic[8];
+    size_t n = fread(magic, 1, sizeof magic, fp);
+    fclose(fp);
+    if (n == sizeof magic && memcmp(magic, "BRGDCKPT", sizeof magic) == 0) {
+        snprintf(err, errlen, "%s: holds a checkpoint (a stage's training state), which a model file would replace; "
+                 "choose another name", path);
+        return -1;
+    }
+    return 0;
+}
+
 /* Flushes the folder holding path to disk (best effort), so that a rename
  * into it survives a crash of the machine, not only of the process. */
 static void s_sync_folder(const char *path)

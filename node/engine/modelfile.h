@@ -41,6 +41,10 @@ float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, s
  * takes the temporary file a save writes first (made and removed here).
  * 0, or -1 with a one-line reason naming path. */
 int modelfile_check_writable(const char *path, char *err, size_t errlen);
+/* Whether a model file can be written at path: as modelfile_check_writable,
+ * and path is not a checkpoint (which the model file would replace, losing
+ * the optimizer state it holds).  0, or -1 with a one-line reason. */
+int modelfile_check_model_target(const char *path, char *err, size_t errlen);
 /* Parameters of the whole model (all stages of a 1-stage split). */
 size_t model_num_params(const model_config_t *cfg);
 

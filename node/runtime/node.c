@@ -359,6 +359,12 @@ int node_join(node_t *n, char *err, size_t errlen)
     if (netside_stage(n->net) == 0) {
         /* the data path comes from whoever started the run: a joiner reads files only when it names them itself */
         if (n->local_data[0]) {
+            size_t kr = strcspn(n->o.data, ":"), kl = strcspn(n->local_data, ":");
+            if (kr != kl || strncmp(n->o.data, n->local_data, kr) != 0) {   /* synthetic, text or fmnist */
+                snprintf(err, errlen, "--data %s: this run reads '%s' on its data stage (0); pass your own copy of the same "
+                         "kind of data, or --stage N for another stage", n->local_data, n->o.data);
+                return -1;
+            }
             snprintf(n->o.data, sizeof n->o.data, "%s", n->local_data);
         } else if (strncmp(n->o.data, "synthetic", 9) != 0 && strcmp(n->o.data, "fmnist") != 0) {
             snprintf(err, errlen, "this run reads '%s' on its data stage (0); to serve it, pass --data with your own copy "

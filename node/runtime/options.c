@@ -1,7 +1,9 @@
 /* options.c: the trainer option table (options.h). */
 #include "node/runtime/options.h"
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +85,7 @@ static const opt_def_t s_opts[] = {
     { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)", LOCAL_ANY },
     { "owner", T_STR, O(owner), S(owner), OPTS_NODE, "DIR", "start a closed swarm owned by DIR's owner key (brigade keygen)", LOCAL_ANY },
     { "ticket", T_STR, O(ticket), S(ticket), OPTS_NODE, "T|@FILE", "admission ticket for a closed swarm (brigade ticket)", LOCAL_ANY },
-    { "http", T_INT, O(http), 0, OPTS_NODE, "PORT", "serve a status page on 127.0.0.1:PORT", LOCAL(0, 65535) },
+    { "http", T_INT, O(http), 0, OPTS_NODE, "PORT", "serve a status page on 127.0.0.1:PORT (0: a free port, printed at start)", LOCAL(0, 65535) },
     { "emu-latency-ms", T_DOUBLE, O(emu_latency_ms), 0, OPTS_NODE, "MS", "test: delay outgoing messages", LOCAL(0, 60000) },
     { "emu-jitter-ms", T_DOUBLE, O(emu_jitter_ms), 0, OPTS_NODE, "MS", "test: random extra delay", LOCAL(0, 60000) },
     { "emu-bandwidth-mbit", T_DOUBLE, O(emu_bandwidth_mbit), 0, OPTS_NODE, "MBIT", "test: uplink rate (all outgoing links share it)", LOCAL(0, 1e6) },
@@ -165,7 +167,7 @@ static int s_set_number(void *p, const opt_def_t *d, const char *v, char *err, s
         return 0;
     }
     case T_U64: {
-        if (*v == '-') goto bad;
+        if (*v < '0' || *v > '9') goto bad;   /* strtoull would take " -1" as 2^64 - 1 */
         unsigned long long x = strtoull(v, &end, 10);
         if (end == v || *end || errno) goto bad;
         *(uint64_t *)p = x;
@@ -174,6 +176,10 @@ static int s_set_number(void *p, const opt_def_t *d, const char *v, char *err, s
     case T_FLOAT: case T_DOUBLE: {
         double x = strtod(v, &end);
         if (end == v || *end || errno || x != x) goto bad;
+        if (d->type == T_FLOAT && (fabs(x) > FLT_MAX || (x != 0 && fabs(x) < FLT_MIN))) {
+            snprintf(err, errlen, "--%s %s: out of range", d->name, v);
+            return -1;
+        }
         if (d->type == T_FLOAT) *(float *)p = (float)x;
         else *(double *)p = x;
         return 0;
@@ -198,6 +204,10 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
     case T_INT: case T_U64: case T_FLOAT: case T_DOUBLE:
         return s_set_number(p, d, v, err, errlen);
     case T_STR: case T_CODEC:
+        if (!*v) {   /* an unset shell variable: not the same as leaving the option out */
+            snprintf(err, errlen, "--%s: empty value (leave the option out for its default)", d->name);
+            return -1;
+        }
         if (strlen(v) >= d->size) {
             snprintf(err, errlen, "--%s: value too long (at most %zu characters)", d->name, d->size - 1);
             return -1;
@@ -292,6 +302,10 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
         int k = (int)(d - s_opts);
         o->given[k / 64] |= 1ULL << (k % 64);
     }
+    if (which != OPTS_SOLO && (o->staleness & STALE_DC)) {
+        snprintf(err, errlen, "--staleness dc: solo only (a swarm does not keep the live and the used weights of every microbatch)");
+        return -1;
+    }
     return 0;
 }
 
@@ -368,15 +382,9 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
     return 0;
 }
 
-int opts_resolve(opts_t *o, char *err, size_t errlen)
+/* opts_resolve's work once o->cfg holds the model. */
+static int s_resolve_run(opts_t *o, char *err, size_t errlen)
 {
-    if (model_preset(&o->cfg, o->model, err, errlen) < 0)
-        return -1;
-    /* an override given is taken as it is (model_check refuses --layers 0), never read as "the preset's" */
-    if (opts_given(o, "layers")) o->cfg.L = o->layers;
-    if (opts_given(o, "dim")) o->cfg.C = o->dim;
-    if (opts_given(o, "heads")) o->cfg.NH = o->heads;
-    if (opts_given(o, "ctx")) o->cfg.maxT = o->ctx;
     o->cfg.split = (model_split_t)o->split;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
@@ -390,6 +398,31 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     }
     o->optim.total = o->steps;
     return 0;
+}
+
+int opts_resolve(opts_t *o, char *err, size_t errlen)
+{
+    if (model_preset(&o->cfg, o->model, err, errlen) < 0)
+        return -1;
+    /* an override given is taken as it is (model_check refuses --layers 0), never read as "the preset's" */
+    if (opts_given(o, "layers")) o->cfg.L = o->layers;
+    if (opts_given(o, "dim")) o->cfg.C = o->dim;
+    if (opts_given(o, "heads")) o->cfg.NH = o->heads;
+    if (opts_given(o, "ctx")) o->cfg.maxT = o->ctx;
+    return s_resolve_run(o, err, errlen);
+}
+
+int opts_resolve_model(opts_t *o, const model_config_t *cfg, char *err, size_t errlen)
+{
+    o->cfg = *cfg;
+    snprintf(o->model, sizeof o->model, "%s", cfg->name);
+    return s_resolve_run(o, err, errlen);
+}
+
+int opts_model_given(const opts_t *o)
+{
+    return opts_given(o, "model") || opts_given(o, "layers") || opts_given(o, "dim") || opts_given(o, "heads")
+           || opts_given(o, "ctx");
 }
 
 void opts_help(FILE *f, int which)

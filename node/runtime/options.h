@@ -67,6 +67,12 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
  * bound of the option table, --advertise).  Returns 0, or -1 with a one-line
  * reason naming the option. */
 int opts_resolve(opts_t *o, char *err, size_t errlen);
+/* As opts_resolve, with the model given whole (a model file's) instead of
+ * --model and its overrides; the defaults that follow the model (--batch,
+ * --eval-batches) follow it. */
+int opts_resolve_model(opts_t *o, const model_config_t *cfg, char *err, size_t errlen);
+/* Whether --model or any of its overrides (--layers --dim --heads --ctx) was given. */
+int opts_model_given(const opts_t *o);
 /* The one check of a run config, the same for `brigade solo`, for the node
  * that creates a swarm (both through opts_resolve) and for a joiner on the
  * config it receives (opts_decode_run): the model (model_check), every bound

@@ -177,6 +177,10 @@ mlp_refused() { # FILE V D NAME: solo --resume of that mlp's model file on synth
     if mlpfile "$1" "$2" "$3"; then expect2 "$4" -m "--data synthetic" solo --resume "$1" --data synthetic --steps 1
     else bad "$4" "could not write $1"; fi
 }
+# the defaults that follow the model (--batch: 64 for an mlp) follow the model file's
+if mlpfile "$T/mlp784.bin" 10 784 && timeout 60 $B solo --resume "$T/mlp784.bin" --data synthetic --steps 1 >"$T/mr.out" 2>"$T/mr.err" \
+    && grep -q "mlp-fmnist, .* 1 updates of 1 x 64" "$T/mr.err"; then ok "solo --resume of an mlp: its batch default (64)"
+else bad "solo --resume of an mlp" "$(head -n 2 "$T/mr.err" | tr '\n' '|')"; fi
 mlp_refused "$T/d16.bin" 10 16 "solo --resume of an mlp reading 16 inputs from images of 784"
 mlp_refused "$T/d2000.bin" 10 2000 "solo --resume of an mlp reading 2000 inputs from images of 784"
 mlp_refused "$T/v2.bin" 2 784 "solo --resume of an mlp with 2 classes for 10 labels"
@@ -195,6 +199,24 @@ expect2 "sample --seed without a value" -m "--seed: needs a value" sample --seed
 expect2 "status with an option for the address" -m "the node's address" status --bogus
 expect2 "status --keys without a value" -m "--keys needs a value" status 127.0.0.1:9/AAAA --keys
 expect2 "node --relay-mbit 0" -m "--relay-mbit 0: must be in (0" node --relay-mbit 0
+# an empty value (an unset shell variable) is an error, not the option left out
+expect2 "solo --save ''" -m "--save: empty value" solo --steps 1 --save ""
+expect2 "node --join ''" -m "--join: empty value" node --join ""
+expect2 "node --owner ''" -m "--owner: empty value" node --owner ""
+expect2 "solo --seed ' -1'" -m "--seed  -1: not a valid integer" solo --seed " -1"
+expect2 "solo --lr 1e-46 (below a float)" -m "--lr 1e-46: out of range" solo --lr 1e-46
+expect2 "node --staleness dc" -m "--staleness dc: solo only" node --staleness predict+dc
+expect2 "sim --staleness dc" -m "--staleness dc: solo only" sim --staleness dc
+expect2 "node --ticket without --join" -m "--ticket admits a joiner" node --ticket AAAA
+expect2 "node --no-listen with --listen" -m "leave out --listen" node --no-listen --listen 127.0.0.1:0 --join 127.0.0.1:9/AAAA
+[ -f "$T/m.bin" ] && expect2 "solo --resume past --steps" -m "is at update 20 already" solo --resume "$T/m.bin" --steps 20
+if [ -f "$T/ck/stage.ckpt" ]; then
+    sum=$(cksum <"$T/ck/stage.ckpt")
+    expect2 "solo --save over a checkpoint" -m "holds a checkpoint" solo --steps 1 --save "$T/ck/stage.ckpt"
+    expect2 "assemble --out over a checkpoint" -m "holds a checkpoint" assemble "$T/ck" --out "$T/ck/stage.ckpt"
+    [ "$(cksum <"$T/ck/stage.ckpt")" = "$sum" ] && ok "a checkpoint named as --save or --out is left as it was" \
+        || bad "checkpoint named as --save or --out" "the file changed"
+else bad "solo --save over a checkpoint" "no checkpoint from section 5b"; fi
 
 # 8. The stage bound is one number (MODEL_STAGES_MAX = 128) for solo and swarm:
 #    solo cuts a 100-layer mlp into 100 stages (it stopped at 64 before).
