@@ -806,7 +806,7 @@ static void test_opts_parse_good(void)
     CHECK(rc == 0 && o.ndelay == 4 && o.delay[0] == 3 && o.delay[3] == 0 && o.staleness == 0);
     rc = s_parse(&o, OPTS_SOLO, "--delay 64", err, sizeof err);
     CHECK(rc == 0 && o.ndelay == 1 && o.delay[0] == 64 && o.staleness == STALE_DEFAULT);
-    rc = s_parse(&o, OPTS_NODE, "--staleness lr+predict+dc+ramp", err, sizeof err);
+    rc = s_parse(&o, OPTS_SOLO, "--staleness lr+predict+dc+ramp", err, sizeof err);
     CHECK(rc == 0 && o.staleness == STALE_ALL && o.ndelay == 0);
     rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny", err, sizeof err);
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 2);   /* the default budget */
@@ -852,6 +852,8 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_SOLO, "--optim muon --staleness dc", "--optim adamw"));   /* dc reads AdamW's v */
     CHECK(s_refused(OPTS_SOLO, "--optim muon --staleness predict+dc", "--optim adamw"));
     CHECK(s_refused(OPTS_NODE, "--delay 1,0", "unknown option"));            /* solo only */
+    CHECK(s_refused(OPTS_NODE, "--staleness predict+dc", "solo only"));        /* dc too */
+    CHECK(s_refused(OPTS_SIM, "--staleness dc", "solo only"));
     CHECK(s_refused(OPTS_SOLO, "--delay 3,-1", "--delay"));
     CHECK(s_refused(OPTS_SOLO, "--delay 1.5,0", "--delay"));
     CHECK(s_refused(OPTS_SOLO, "--delay 1,,0", "--delay"));
@@ -883,7 +885,7 @@ static void test_opts_parse_bad(void)
 #define S_CREATOR_LINE "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic " \
     "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 " \
     "--codec int4 --grad-codec bf16 --schedule gpipe --split late --stash 2bw --max-inflight 6 --max-delay 0 --seed 99 " \
-    "--eval-every 11 --eval-batches 5 --staleness lr+dc --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
+    "--eval-every 11 --eval-batches 5 --staleness lr+ramp --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
 
 static void s_creator(opts_t *o)
 {
@@ -940,7 +942,7 @@ static void test_opts_run_roundtrip(void)
     CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
     CHECK(j.split == SPLIT_LATE && j.cfg.split == SPLIT_LATE);
     CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.eval_batches == 5 && j.seed == 99);
-    CHECK(j.staleness == (STALE_LR | STALE_DC) && j.max_delay == 0);
+    CHECK(j.staleness == (STALE_LR | STALE_RAMP) && j.max_delay == 0);
     CHECK(j.optim.kind == OPTIM_ADAMW);
     CHECK(j.closed == 1 && memcmp(j.owner_pub, c.owner_pub, 32) == 0);
     CHECK(opts_run_id(&j) == opts_run_id(&c));
@@ -1032,7 +1034,7 @@ static void test_opts_run_out_of_range(void)
     c = base; c.staleness = STALE_ALL + 1;  CHECK(s_decode_of(&c) == -1);
     c = base; c.staleness = 0;              CHECK(s_decode_of(&c) == 0);
     c = base; c.optim.kind = 2;             CHECK(s_decode_of(&c) == -1);
-    c = base; c.optim.kind = OPTIM_MUON;    CHECK(s_decode_of(&c) == -1);   /* with dc */
+    c = base; c.staleness |= STALE_DC; c.optim.kind = OPTIM_MUON; CHECK(s_decode_of(&c) == -1);   /* dc with muon */
     c.staleness = STALE_LR;                 CHECK(s_decode_of(&c) == 0);
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];

@@ -34,6 +34,9 @@
 #define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 #define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
+#define FINAL_GAP_S 10.0      /* and gives up on the rest of it when none of its batches has come for this long */
+#define REOPEN_S 10.0         /* a data stage whose final evaluation went out at --steps while the swarm's count of
+                                 completed microbatches stays short trains on after this long */
 #define APPLIED_GEN 4096      /* microbatch ids remembered as applied: two generations of this many */
 
 typedef struct {
@@ -83,7 +86,8 @@ struct compute {
     double delay_ewma;            /* measured weight delay in updates (smoothed; -1: none yet) */
     int delay_max, delay_n;       /* largest delay and count of the backwards since the last update */
     double delay_sum;             /* their sum */
-    uint64_t stash_mismatch;      /* backwards on weights their forward did not use (2bw after a re-issue) */
+    uint64_t stash_mismatch;      /* backwards on weights their forward did not use (none: 2bw refuses them) */
+    uint64_t stash_refused;       /* 2bw: backwards refused, their forward's weights folded away */
     int window_need;              /* data stage: microbatches in flight the round trip asks for */
     double busiest;               /* the split's largest stage in parameters over this one's (>= 1) */
     int micro_said;               /* the micro last named in a warning (0: none) */
@@ -118,9 +122,13 @@ struct compute {
     double eval_loss;             /* evaluation round being summed (last stage) */
     int eval_correct, eval_n;
     uint32_t eval_round;
+    int eval_final, eval_nval;    /* the round being summed is the final evaluation; its batches */
+    double eval_last_t;           /* when its last batch came */
     int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
                                      the data stage, seen passing by a middle stage, awaited by the last stage) */
     double final_wait_until;      /* last stage: closing, waiting for the final evaluation until then (0: not) */
+    double final_sent;            /* data stage: when its final evaluation went out (0: not yet, or trained on after it) */
+    int reopened;                 /* data stage: trained on after it; only the swarm's count ends the run now */
     double t0;                    /* when this node started */
     double last_backup;           /* when the last backup snapshot was pushed */
     double last_move;             /* when this node last moved to another stage */
@@ -552,7 +560,7 @@ static void s_emit_update(compute_t *c, double loss)
                   "\"version\":%lld,\"tokens\":%llu,\"loss\":%.9g,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
                   "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu,"
                   "\"delay\":%g,\"delay_max\":%d,\"delay_budget\":%d,\"window\":%d,\"micro_needed\":%d,\"stash_mismatch\":%llu,"
-                  "\"rtt_ms\":%.1f,\"queued\":%.2f",
+                  "\"stash_refused\":%llu,\"rtt_ms\":%.1f,\"queued\":%.2f",
                   (long long)c->version, (unsigned long long)c->tokens,
                   s_last(c) ? loss : NAN,
                   (unsigned long long)sent, (unsigned long long)raw,
@@ -561,7 +569,7 @@ static void s_emit_update(compute_t *c, double loss)
                   (unsigned long long)(atomic_load(&k->drops) + c->drops), (unsigned long long)c->retries,
                   c->delay_n ? c->delay_sum / c->delay_n : NAN, c->delay_max, s_delay_budget(c),
                   c->stage == 0 ? c->max_inflight : 0, s_micro_needed(c), (unsigned long long)c->stash_mismatch,
-                  rtt > 0 ? rtt : NAN, c->stage == 0 && c->auto_window ? c->win.queued : NAN);
+                  (unsigned long long)c->stash_refused, rtt > 0 ? rtt : NAN, c->stage == 0 && c->auto_window ? c->win.queued : NAN);
     if (!c->c.obs.report) return;
     node_report_t r = {0};
     r.stage = c->stage;
@@ -641,7 +649,7 @@ static void s_after_backward(compute_t *c)
     if (s_last(c) && isfinite(loss)) c->last_loss = loss;
     s_send_self(c, MAIL_SELF);
     if (c->stage == 0 && c->o->eval_every > 0) {
-        if (c->version >= c->o->steps) s_issue_final_eval(c);
+        if (c->version >= c->o->steps && !c->reopened) s_issue_final_eval(c);
         else if (c->version % c->o->eval_every == 0) s_issue_eval(c, 0);
     }
     s_maybe_backup(c);
@@ -762,12 +770,42 @@ static int s_final_eval_coming(const compute_t *c)
 }
 
 /* The data stage's last evaluation, at the final version; it starts no
- * training microbatch after it. */
+ * training microbatch after it (unless s_data_stage_end reopens). */
 static void s_issue_final_eval(compute_t *c)
 {
     if (c->closing) return;
     c->closing = 1;
+    c->final_sent = s_now(c);
     s_issue_eval(c, ACT_FLAG_FINAL);
+}
+
+/* The microbatches the swarm still needs by its count (0 when complete). */
+static uint64_t s_run_short(const compute_t *c)
+{
+    uint64_t want = (uint64_t)c->o->steps * (uint64_t)c->o->micro, have = s_progress(c);
+    return have >= want ? 0 : want - have;
+}
+
+/* The end of a run with evaluations, at a data stage: the run is complete by
+ * the swarm's count of microbatches the last stage completed, which this
+ * stage's version can run ahead of (a last-stage node restarted without its
+ * count) or fall behind (microbatches skipped or given up).  So the final
+ * evaluation also goes out once the count is complete, and when it went out
+ * at --steps while the count stays short, training goes on until it is not. */
+static void s_data_stage_end(compute_t *c, double now)
+{
+    if (c->stage != 0 || c->nstages == 1 || c->o->eval_every <= 0) return;
+    if (!c->closing && s_run_complete(c)) {
+        s_issue_final_eval(c);
+    } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && !s_run_complete(c)) {
+        c->closing = 0;
+        c->final_sent = 0;
+        c->reopened = 1;
+        char line[160];
+        snprintf(line, sizeof line, "the final evaluation went out, but the swarm has completed %llu microbatches too few: "
+                 "training on", (unsigned long long)s_run_short(c));
+        s_say(c, line);
+    }
 }
 
 /* The last stage finished a microbatch: count it (for the whole swarm's
@@ -947,6 +985,9 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
     if (s_last(c)) {
         if (c->eval_n > 0 && round != c->eval_round) s_emit_eval(c, c->eval_round);  /* a round with losses */
         c->eval_round = round;
+        c->eval_final = (m->hdr.flags & ACT_FLAG_FINAL) != 0;
+        c->eval_nval = nval;
+        c->eval_last_t = s_now(c);
         if (a) {
             for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
             stage_forward(&c->lay, s_params(c), a);
@@ -1033,6 +1074,15 @@ static int s_on_act(compute_t *c, const mail_t *m)
     return 0;
 }
 
+/* A microbatch applied here no more (applied further on, or refused):
+ * upstream learns the same, and the data stage counts it skipped. */
+static void s_skip(compute_t *c, mbrec_t *r)
+{
+    if (c->stage > 0) s_send_dup(c, r->from, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT);
+    else { c->skipped++; s_trace(c, TRACE_SKIP, r->mb, c->version); }
+    s_rec_free(c, r);
+}
+
 static void s_on_grad(compute_t *c, const mail_t *m)
 {
     mbrec_t *r = s_rec_find(c, m->hdr.mb);
@@ -1045,14 +1095,19 @@ static void s_on_grad(compute_t *c, const mail_t *m)
     double turn = s_now(c) - r->t;
     int held_silent = r->t < m->silent_until;
     s_peer_returned(c, r->to, turn, held_silent);
-    if (m->hdr.flags & GRAD_FLAG_DUP) {
-        /* applied further on already: nothing to apply here; upstream learns the same */
-        if (c->stage > 0) s_send_dup(c, r->from, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT);
-        else { c->skipped++; s_trace(c, TRACE_SKIP, r->mb, c->version); }
-        s_rec_free(c, r);
+    if (m->hdr.flags & GRAD_FLAG_DUP) {   /* applied further on already: nothing to apply here */
+        s_skip(c, r);
         return;
     }
     if (m->n != c->out_n || m->hdr.stage != c->stage) { s_drop(c, "tensor for another stage or size", m->peer); return; }
+    if (c->o->stash == STASH_2BW && !stash_holds(&c->stash, r->version, c->version)) {
+        /* 2bw folded its forward's weights away (a later stage fed by several data-stage nodes, or peers of
+         * different speeds, can see more delay than the budget): a backward on other weights would be wrong,
+         * a third version is what 2bw does not keep */
+        c->stash_refused++;
+        s_skip(c, r);
+        return;
+    }
     if (c->stage == 0 && !(held_silent && c->turn_mean > 0)) {
         c->turn_mean = c->turn_mean > 0 ? 0.9 * c->turn_mean + 0.1 * turn : turn;
         c->turn_dev = 0.9 * c->turn_dev + 0.1 * fabs(turn - c->turn_mean);
@@ -1291,9 +1346,8 @@ static void s_timeouts(compute_t *c)
                 s_peer_returned(c, r->to, 0, 0);
                 s_rec_free(c, r);
             } else if (gone || now - r->t > deadline) {
-                if (c->closing) {   /* a microbatch beyond the complete run's last: not wanted */
-                    s_peer_returned(c, r->to, 0, 0);
-                    s_rec_free(c, r);
+                if (c->closing) {
+                    continue;   /* beyond the run's last, not issued again: in flight until the node ends */
                 } else if (s_issue(c, r) < 0) {
                     continue;   /* no slot: it is tried again later; the records after it may still be given up */
                 }
@@ -1509,8 +1563,19 @@ double compute_tick(compute_t *c)
         s_send_self(c, MAIL_SELF);
         c->next_timeout = now + 0.2;
     }
-    if (c->phase == PH_RUN && c->final_wait_until > 0 && (now >= c->final_wait_until || s_stage_live(c, 0) == 0)) {
-        s_say(c, "the run is complete; its final evaluation did not arrive");
+    if (c->phase == PH_RUN) s_data_stage_end(c, now);
+    int final_part = c->eval_n > 0 && c->eval_final;   /* some of the final evaluation's batches came */
+    if (c->phase == PH_RUN && c->final_wait_until > 0
+        && (now >= c->final_wait_until || s_stage_live(c, 0) == 0 || (final_part && now - c->eval_last_t > FINAL_GAP_S))) {
+        if (final_part) {   /* a batch of it was lost: what came is reported, its count with it */
+            char line[128];
+            snprintf(line, sizeof line, "the run is complete; %d of its final evaluation's %d batches arrived", c->eval_n,
+                     c->eval_nval);
+            s_say(c, line);
+            s_emit_eval(c, c->eval_round);
+        } else {
+            s_say(c, "the run is complete; its final evaluation did not arrive");
+        }
         s_finish(c);
     }
     if (c->phase == PH_RUN && c->final_wait_until == 0 && now >= c->next_move) {
@@ -1525,6 +1590,7 @@ static int s_may_issue(const compute_t *c)
 {
     if (c->stage != 0 || !s_all_stages_served(c)) return 0;
     if (c->closing) return 0;
+    if (c->reopened && (uint64_t)c->inflight >= s_run_short(c)) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
     return c->inflight < c->max_inflight && s_budget_room(c);
 }

@@ -63,6 +63,16 @@ set -- $(delays "$T/2bw.jsonl")
 if [ $rc = 0 ] && [ "${6:-0}" -ge 60 ] && [ "$2" -le 2 ] && [ "$3" = 0 ]; then echo "ok - 2bw: at most $2 weight versions, $3 backwards on other weights ($6 update events)"
 else echo "FAIL - 2bw: exit $rc, versions held up to '$2', backwards on weights their forward did not use '$3', over '$6' update events (want >= 60)"; fi
 
+# 3b. 2bw with three data-stage nodes and peers of different speeds: a later stage sees more delay than the budget,
+#     and refuses a backward whose forward's weights were folded away (it ran 5 on newer weights before)
+"$BRIGADE" sim --nodes 9 --stages 3 --steps 400 --micro 2 --stash 2bw --seed 5 --latency-ms 5:80 --speed 1:4 \
+    --metrics "$T/2bw9.jsonl" >"$T/2bw9.out" 2>&1; rc=$?
+set -- $(delays "$T/2bw9.jsonl")
+refused=$(grep -o '"stash_refused":[0-9]*' "$T/2bw9.jsonl" | cut -d: -f2 | sort -n | tail -n 1)
+if [ $rc = 0 ] && [ "$2" -le 2 ] && [ "$3" = 0 ] && [ "${refused:-0}" -ge 1 ]; then
+    echo "ok - 2bw, 9 nodes: at most $2 weight versions, $3 backwards on other weights, ${refused} refused at one node"
+else echo "FAIL - 2bw, 9 nodes: exit $rc, versions held up to '$2', backwards on other weights '$3' (want 0), refused '${refused}' (want >= 1: the case arose)"; fi
+
 # 4. the node names the micro the round trip needs
 set -- $(delays "$T/d1.jsonl")
 if [ "$4" -ge 1 ] && [ "$5" -gt 2 ]; then echo "ok - window warning: micro $5 would keep every stage busy"

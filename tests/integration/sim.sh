@@ -175,6 +175,25 @@ done
 if [ -z "$fbad" ]; then echo "ok - re-issue with every slot in flight:$fz"
 else echo "FAIL - re-issue with every slot in flight (want completed 6400, exit 0):$fz $(grep -h 'did not complete' "$T"/full*.out | head -n 1)"; fi
 
+# 5d. the end of a run with evaluations follows the swarm's count, not the data stage's version: the last stage
+#     restarted without its count (stage 0 reached --steps with 14 microbatches still to do: it stopped training
+#     and the run hung until the 600 s limit); 1% of messages lost (stage 0 fell behind the count and never sent
+#     its final evaluation, or a lost batch of it left none reported, and the last stage waited 60 s)
+printf '3 kill 2\n4 restart 2\n' >"$T/end.plan"
+"$BRIGADE" sim --nodes 3 --stages 3 --steps 40 --micro 2 --eval-every 10 --seed 7 --plan "$T/end.plan" >"$T/end.out" 2>&1; rc=$?
+if [ $rc = 0 ] && grep -q 'completed 80, lost 0' "$T/end.out"; then echo "ok - a last stage restarted without its count: the run completes ($(tail -n 1 "$T/end.out" | sed 's/^sim: //; s/, trace .*//'))"
+else echo "FAIL - a last stage restarted without its count: exit $rc: $(grep -h 'did not complete\|completed' "$T/end.out" | tail -n 1)"; fi
+"$BRIGADE" sim --nodes 3 --stages 3 --compute real --steps 40 --micro 2 --eval-every 10 --seed 200001 --loss 0.01 \
+    --latency-ms 5:60 --metrics "$T/endl.jsonl" >"$T/endl.out" 2>&1; rc=$?
+last=$(python3 -c '
+import json, sys
+ev = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "eval"]
+print("%s %s" % (ev[-1]["version"], ev[-1]["batches"]) if ev else "none")' "$T/endl.jsonl" 2>/dev/null)
+end_s=$(tail -n 1 "$T/endl.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+if [ $rc = 0 ] && [ "${last%% *}" != none ] && [ "${last%% *}" -ge 30 ] && awk "BEGIN { exit !($end_s < 60) }"; then
+    echo "ok - 1% of messages lost: a final evaluation at version ${last%% *} (${last#* } batches), the run over after $end_s simulated s"
+else echo "FAIL - 1% of messages lost: exit $rc, last evaluation '$last', over after $end_s simulated s (want a final evaluation, under 60 s)"; fi
+
 # 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"
