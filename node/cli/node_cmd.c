@@ -218,10 +218,6 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
     }
     (void)argc; (void)argv;
     if (o->no_listen) {
-        if (opts_given(o, "listen")) {
-            snprintf(err, errlen, "--no-listen: the node listens nowhere; leave out --listen %s", o->listen);
-            return -1;
-        }
         if (!o->join[0]) {
             snprintf(err, errlen, "--no-listen: the node that starts a run must be reachable (use --no-listen with --join)");
             return -1;

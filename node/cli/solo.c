@@ -197,9 +197,6 @@ static void s_step(solo_t *s)
     }
 }
 
-/* --resume FILE: the parameters of every stage (all of them, in stage
- * order) and their version into *out / *version (NULL and 0 without it).
- * 0, or -1 with a one-line reason. */
 /* --resume FILE: its parameters, and o resolved with its model (unless
  * --model or an override names one, which must then be the file's).  0, or
  * -1 with a reason. */
@@ -419,7 +416,7 @@ static int s_options(solo_t *s, int argc, char **argv, char *err, size_t errlen)
         return 1;
     }
     if (r < 0 || (s->o.resume[0] ? s_load_resume(s, err, errlen) : opts_resolve(&s->o, err, errlen)) < 0) return -1;
-    if (s->resume && s->resume_version >= s->o.steps) {
+    if (s->resume && s->resume_version > s->o.steps) {   /* equal: nothing to train, the model is evaluated */
         snprintf(err, errlen, "--steps %lld: the model of --resume %s is at update %lld already (--steps counts from "
                  "the start of the run)", (long long)s->o.steps, s->o.resume, (long long)s->resume_version);
         return -1;

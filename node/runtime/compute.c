@@ -35,8 +35,12 @@
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 #define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
 #define FINAL_GAP_S 10.0      /* and gives up on the rest of it when none of its batches has come for this long */
-#define REOPEN_S 10.0         /* a data stage whose final evaluation went out at --steps while the swarm's count of
-                                 completed microbatches stays short trains on after this long */
+#define REOPEN_S 30.0         /* a data stage whose final evaluation went out at --steps while the swarm's count of
+                                 completed microbatches stays short trains on after this long (the count comes by
+                                 gossip, straight from last-stage nodes: in a large swarm seconds apart) */
+#define FINAL_LAG_S 5.0       /* a data stage behind a complete count sends its final evaluation this long (or two of
+                                 its round trips) after it saw the count complete: the gradients of the last
+                                 microbatches, which the gossip overtakes, bring its version to --steps first */
 #define APPLIED_GEN 4096      /* microbatch ids remembered as applied: two generations of this many */
 
 typedef struct {
@@ -124,11 +128,14 @@ struct compute {
     uint32_t eval_round;
     int eval_final, eval_nval;    /* the round being summed is the final evaluation; its batches */
     double eval_last_t;           /* when its last batch came */
+    int eval_early;               /* that round came before the run was complete here (its final evaluation was
+                                     sent too early): not the one the last stage waits for */
     int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
                                      the data stage, seen passing by a middle stage, awaited by the last stage) */
     double final_wait_until;      /* last stage: closing, waiting for the final evaluation until then (0: not) */
     double final_sent;            /* data stage: when its final evaluation went out (0: not yet, or trained on after it) */
     int reopened;                 /* data stage: trained on after it; only the swarm's count ends the run now */
+    double count_done_t;          /* data stage: when it first saw the swarm's count complete (0: not yet) */
     double t0;                    /* when this node started */
     double last_backup;           /* when the last backup snapshot was pushed */
     double last_move;             /* when this node last moved to another stage */
@@ -795,9 +802,12 @@ static uint64_t s_run_short(const compute_t *c)
 static void s_data_stage_end(compute_t *c, double now)
 {
     if (c->stage != 0 || c->nstages == 1 || c->o->eval_every <= 0) return;
-    if (!c->closing && s_run_complete(c)) {
+    int complete = s_run_complete(c);
+    if (complete && c->count_done_t == 0) c->count_done_t = now;
+    double lag = 2 * c->turn_mean > FINAL_LAG_S ? 2 * c->turn_mean : FINAL_LAG_S;
+    if (!c->closing && complete && now - c->count_done_t >= lag) {
         s_issue_final_eval(c);
-    } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && !s_run_complete(c)) {
+    } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && !complete) {
         c->closing = 0;
         c->final_sent = 0;
         c->reopened = 1;
@@ -818,6 +828,7 @@ static void s_completed_one(compute_t *c)
         if (s_final_eval_coming(c)) {
             c->closing = 1;
             c->final_wait_until = s_now(c) + FINAL_EVAL_S;
+            c->eval_early = c->eval_n > 0;
         } else {
             s_finish(c);
         }
@@ -988,6 +999,7 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
         c->eval_final = (m->hdr.flags & ACT_FLAG_FINAL) != 0;
         c->eval_nval = nval;
         c->eval_last_t = s_now(c);
+        if (c->eval_n == 0) c->eval_early = 0;   /* a new round */
         if (a) {
             for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
             stage_forward(&c->lay, s_params(c), a);
@@ -1564,9 +1576,10 @@ double compute_tick(compute_t *c)
         c->next_timeout = now + 0.2;
     }
     if (c->phase == PH_RUN) s_data_stage_end(c, now);
-    int final_part = c->eval_n > 0 && c->eval_final;   /* some of the final evaluation's batches came */
+    int final_part = c->eval_n > 0 && c->eval_final;   /* some of a final evaluation's batches came, */
+    int awaited = final_part && !c->eval_early;        /* of the one awaited */
     if (c->phase == PH_RUN && c->final_wait_until > 0
-        && (now >= c->final_wait_until || s_stage_live(c, 0) == 0 || (final_part && now - c->eval_last_t > FINAL_GAP_S))) {
+        && (now >= c->final_wait_until || s_stage_live(c, 0) == 0 || (awaited && now - c->eval_last_t > FINAL_GAP_S))) {
         if (final_part) {   /* a batch of it was lost: what came is reported, its count with it */
             char line[128];
             snprintf(line, sizeof line, "the run is complete; %d of its final evaluation's %d batches arrived", c->eval_n,

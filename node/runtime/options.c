@@ -79,7 +79,7 @@ static const opt_def_t s_opts[] = {
     { "join", T_STR, O(join), S(join), OPTS_NODE, "HOST:PORT/KEY", "join the swarm of this node (omit to start a run)", LOCAL_ANY },
     { "stage", T_STAGE, O(stage), 0, OPTS_NODE, "auto|N", "stage to serve (default auto: the least served)", LOCAL_ANY },
     { "advertise", T_STR, O(advertise), S(advertise), OPTS_NODE, "HOST:PORT", "address peers should use (behind NAT)", LOCAL_ANY },
-    { "no-listen", T_FLAG, O(no_listen), 0, OPTS_NODE, "", "accept no connection: open every link outward (a node behind NAT is detected without it)", LOCAL_ANY },
+    { "no-listen", T_FLAG, O(no_listen), 0, OPTS_NODE, "", "accept no connection: open every link outward, any --listen ignored (a node behind NAT is detected without it)", LOCAL_ANY },
     { "relay", T_STR, O(relay), S(relay), OPTS_NODE, "on|off", "relay sealed traffic between nodes behind NAT, when reachable (default on)", LOCAL_ANY },
     { "relay-mbit", T_DOUBLE, O(relay_mbit), 0, OPTS_NODE, "MBIT", "cap on what this node relays for others (default 100)", LOCAL_GT(0, 1e6) },
     { "keys", T_STR, O(keys), S(keys), OPTS_NODE, "DIR", "identity from brigade keygen (default: ephemeral)", LOCAL_ANY },

@@ -208,8 +208,7 @@ expect2 "solo --lr 1e-46 (below a float)" -m "--lr 1e-46: out of range" solo --l
 expect2 "node --staleness dc" -m "--staleness dc: solo only" node --staleness predict+dc
 expect2 "sim --staleness dc" -m "--staleness dc: solo only" sim --staleness dc
 expect2 "node --ticket without --join" -m "--ticket admits a joiner" node --ticket AAAA
-expect2 "node --no-listen with --listen" -m "leave out --listen" node --no-listen --listen 127.0.0.1:0 --join 127.0.0.1:9/AAAA
-[ -f "$T/m.bin" ] && expect2 "solo --resume past --steps" -m "is at update 20 already" solo --resume "$T/m.bin" --steps 20
+[ -f "$T/m.bin" ] && expect2 "solo --resume past --steps" -m "is at update 20 already" solo --resume "$T/m.bin" --steps 19
 if [ -f "$T/ck/stage.ckpt" ]; then
     sum=$(cksum <"$T/ck/stage.ckpt")
     expect2 "solo --save over a checkpoint" -m "holds a checkpoint" solo --steps 1 --save "$T/ck/stage.ckpt"
