@@ -136,6 +136,8 @@ struct compute {
     double final_sent;            /* data stage: when its final evaluation went out (0: not yet, or trained on after it) */
     int reopened;                 /* data stage: trained on after it; only the swarm's count ends the run now */
     double count_done_t;          /* data stage: when it first saw the swarm's count complete (0: not yet) */
+    mail_t *avg_pending;          /* a replica's weights, averaged into ours right after our next update: the
+                                     forwards of this version used ours, and their backwards must find them */
     double t0;                    /* when this node started */
     double last_backup;           /* when the last backup snapshot was pushed */
     double last_move;             /* when this node last moved to another stage */
@@ -152,6 +154,7 @@ struct compute {
 static void s_emit_eval(compute_t *c, uint32_t round);
 static void s_issue_eval(compute_t *c, uint32_t flags);
 static void s_issue_final_eval(compute_t *c);
+static void s_apply_avg(compute_t *c);
 static void s_backup(compute_t *c);
 
 static double s_now(const compute_t *c) { return rt_now(&c->c.clock); }
@@ -642,6 +645,7 @@ static void s_after_backward(compute_t *c)
         s_step(c);
         if (!isfinite(c->st->last_norm)) { s_fail(c, "a non-finite gradient (training diverged; lower --lr)"); return; }
         c->version = c->st->version;
+        s_apply_avg(c);
     } else {
         c->version++;
     }
@@ -1131,25 +1135,41 @@ static void s_on_grad(compute_t *c, const mail_t *m)
     s_after_backward(c);
 }
 
-/* Averages this stage's weights with a replica's; refuses weights that are
- * far from ours (replicas drift apart slowly; a far copy is a bad peer). */
-static void s_on_avg(compute_t *c, const mail_t *m)
+/* A replica's weights (within-stage averaging): held until our next update,
+ * a later one replacing it.  1 when m was kept (owned here now). */
+static int s_on_avg(compute_t *c, mail_t *m)
 {
-    if (c->c.modelled || !c->st || m->n != c->lay.nparams || m->hdr.stage != c->stage || !m->x) return;
-    float *p = c->st->params;
-    double d2 = 0, p2 = 0;
-    for (size_t i = 0; i < m->n; i++) {
-        double d = (double)m->x[i] - p[i];
-        d2 += d * d;
-        p2 += (double)p[i] * p[i];
+    if (c->c.modelled || !c->st || m->n != c->lay.nparams || m->hdr.stage != c->stage || !m->x) return 0;
+    mail_free(c->avg_pending);
+    c->avg_pending = m;
+    return 1;
+}
+
+/* Averages the held replica's weights into ours, just after an update (no
+ * forward has used the new version yet); refuses weights far from ours
+ * (replicas drift apart slowly; a far copy is a bad peer). */
+static void s_apply_avg(compute_t *c)
+{
+    mail_t *m = c->avg_pending;
+    if (!m) return;
+    c->avg_pending = NULL;
+    if (c->st && m->n == c->lay.nparams && m->hdr.stage == c->stage) {
+        float *p = c->st->params;
+        double d2 = 0, p2 = 0;
+        for (size_t i = 0; i < m->n; i++) {
+            double d = (double)m->x[i] - p[i];
+            d2 += d * d;
+            p2 += (double)p[i] * p[i];
+        }
+        if (d2 > 0.25 * p2) {
+            char why[96];
+            snprintf(why, sizeof why, "averaging weights too far from ours (%.2f relative)", sqrt(d2 / (p2 > 0 ? p2 : 1)));
+            s_drop(c, why, m->peer);
+        } else {
+            for (size_t i = 0; i < m->n; i++) p[i] = 0.5f * (p[i] + m->x[i]);
+        }
     }
-    if (d2 > 0.25 * p2) {
-        char why[96];
-        snprintf(why, sizeof why, "averaging weights too far from ours (%.2f relative)", sqrt(d2 / (p2 > 0 ? p2 : 1)));
-        s_drop(c, why, m->peer);
-        return;
-    }
-    for (size_t i = 0; i < m->n; i++) p[i] = 0.5f * (p[i] + m->x[i]);
+    mail_free(m);
 }
 
 /* ---- state: snapshots out, fetches in ---- */
@@ -1283,6 +1303,8 @@ static void s_stage_teardown(compute_t *c)
     stash_fini(&c->stash);
     free(c->fwd_w);
     c->fwd_w = NULL;
+    mail_free(c->avg_pending);
+    c->avg_pending = NULL;
 }
 
 /* A fetch ended (blob NULL: nothing came): serve the stage from what there is. */
@@ -1525,7 +1547,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
     switch (m->kind) {
     case MAIL_TENSOR:
         if (c->phase == PH_DONE) break;
-        if (m->hdr.type == WIRE_AVG) { s_on_avg(c, m); break; }
+        if (m->hdr.type == WIRE_AVG) { if (s_on_avg(c, m)) return; break; }
         /* the training queued ahead of the run's final evaluation is not wanted any more (once the
          * gossip says the run is complete: a peer's flag alone must not stop this stage's training) */
         if (m->hdr.type == WIRE_ACT && (m->hdr.flags & ACT_FLAG_EVAL) && (m->hdr.flags & ACT_FLAG_FINAL) && s_run_complete(c))
