@@ -333,6 +333,28 @@ static uint64_t s_pick(router_t *rt, const peer_view_t *v, int stage, uint64_t a
     return router_pick(rt, v, ix, n, avoid);
 }
 
+/* Routes of peers a snapshot no longer holds are forgotten, unless they
+ * hold our microbatches; the others keep what was measured. */
+static void test_router_prune(void)
+{
+    router_t rt;
+    router_init(&rt);
+    for (uint64_t id = 1; id <= 200; id++) s_route_set(&rt, id, 0, 0.01 * (double)id);
+    router_get(&rt, 150, 0)->outstanding = 2;   /* forgotten by the table, still holding work */
+    peer_view_t *v = peer_view_new(3);
+    v->p[0] = (view_peer_t){ .id = 7, .stage = 1 };
+    v->p[1] = (view_peer_t){ .id = 199, .stage = 1 };
+    v->p[2] = (view_peer_t){ .id = 500, .stage = 2 };
+    router_prune(&rt, v);
+    CHECKF(rt.n == 3, "%d routes left, want 3 (7, 150, 199)", rt.n);
+    const route_t *a = router_get(&rt, 7, 0), *b = router_get(&rt, 150, 0), *c = router_get(&rt, 199, 0);
+    CHECK(a && b && c && fabs(a->turnaround - 0.07) < 1e-12 && b->outstanding == 2 && fabs(c->turnaround - 1.99) < 1e-12);
+    CHECK(router_get(&rt, 8, 0) == NULL && router_get(&rt, 500, 0) == NULL);
+    CHECK(router_get(&rt, 8, 1) != NULL && rt.n == 4);   /* a forgotten peer starts anew */
+    router_fini(&rt);
+    free(v);
+}
+
 static void test_router_pick(void)
 {
     peer_view_t *v = peer_view_new(3);
@@ -1586,6 +1608,7 @@ int main(void)
     RUN(test_peers_upsert);
     RUN(test_peers_pick_stage);
     RUN(test_router_pick);
+    RUN(test_router_prune);
     RUN(test_router_explores);
     RUN(test_router_unknown_priced);
     RUN(test_router_silent);

@@ -253,6 +253,7 @@ static void s_take_view(compute_t *c, peer_view_t *v)
             c->live_at[v->p[i].stage] += v->p[i].health != PEER_GONE;
         }
     c->rtt_for = -1;
+    if (c->router.n > 2 * v->n + 64) router_prune(&c->router, v);   /* amortized: the routes of forgotten peers */
 }
 
 /* The view entries of stage s (count in *n). */

@@ -1678,7 +1678,8 @@ static void s_on_pong(netside_t *ns, const transport_msg_t *m)
 {
     double now = s_now(ns), sent = (double)m->hdr.mb * 1e-6, rtt = (now - sent) * 1000.0;
     peer_t *p = peers_find(&ns->peers, m->sender);
-    if (!(rtt >= 0 && rtt < 600000) || !p) return;
+    if (!p) return;   /* a late answer from a peer forgotten since */
+    if (!(rtt >= 0 && rtt < 600000)) { s_drop(ns, "PONG with an impossible round trip", m->sender); return; }
     if (sent < p->silent_until || (p->rtt_ms > 0 && rtt * 1e-3 > s_slow_after(p, now, ns->live))) return;
     if (p->rtt_ms == 0) { p->rtt_ms = rtt; p->rtt_dev_ms = rtt / 2; }
     else {

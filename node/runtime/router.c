@@ -35,6 +35,18 @@ route_t *router_get(router_t *rt, uint64_t peer, int make)
     return r;
 }
 
+void router_prune(router_t *rt, const peer_view_t *v)
+{
+    int k = 0;
+    for (int i = 0; i < rt->n; i++)
+        if (rt->r[i].outstanding > 0 || peer_view_find(v, rt->r[i].id)) rt->r[k++] = rt->r[i];
+    if (k == rt->n) return;
+    rt->n = k;
+    idmap_clear(&rt->ix);
+    for (int i = 0; i < k; i++)
+        if (idmap_put(&rt->ix, rt->r[i].id, i) < 0) { rt->n = i; break; }   /* out of memory: the rest start anew */
+}
+
 #define ROUTER_HOPE 0.5   /* an unmeasured peer is hoped twice as fast as the measured mean: tried early, without drawing all the work */
 
 /* Sends elsewhere after which a route's turnaround is forgotten:

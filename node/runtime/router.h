@@ -56,6 +56,10 @@ void router_index(router_t *rt, const peer_view_t *v, const int *ix, int n, int 
  * without a lookup per candidate: a microbatch's choice among a hundred
  * peers was a hundred hash lookups). */
 uint64_t router_pick_ix(const router_t *rt, const peer_view_t *v, const int *ix, const int *rix, int n, uint64_t avoid);
+/* Forgets the routes of peers snapshot v no longer holds (their records were
+ * replaced in a full table) and that hold none of our microbatches: the
+ * routes grow with the peers ever sent to otherwise.  Indices change. */
+void router_prune(router_t *rt, const peer_view_t *v);
 /* A microbatch went to peer. */
 void router_sent(router_t *rt, uint64_t peer);
 /* Peer returned (or lost) one: turnaround > 0 is its measured time.
