@@ -81,9 +81,11 @@ static int s_range(const char *name, const char *v, double hi, double *a, double
     snprintf(buf, sizeof buf, "%s", v);
     char *colon = strchr(buf, ':');
     if (colon) *colon = 0;
-    if (s_number(name, buf, 0, hi, a, err, errlen) < 0) return -1;
+    if (s_number(name, buf, 0, hi, a, err, errlen) < 0 || (colon && s_number(name, colon + 1, 0, hi, b, err, errlen) < 0)) {
+        snprintf(err, errlen, "--%s %s: want A or A:B, numbers in 0..%g", name, v, hi);   /* the value as given */
+        return -1;
+    }
     if (!colon) { *b = *a; return 0; }
-    if (s_number(name, colon + 1, 0, hi, b, err, errlen) < 0) return -1;
     if (*b < *a) { snprintf(err, errlen, "--%s %s: A:B with A <= B", name, v); return -1; }
     return 0;
 }

@@ -207,6 +207,9 @@ bad "plan: node out of range" "# comment
 bad "plan: slow factor" "1 slow 2 0.5" "slow: factor"
 bad "plan: pause length" "1 pause 2 -3" "pause: '-3'"
 bad "plan: bad time" "soon kill 1" "time 'soon'"
+"$BRIGADE" sim --nodes 4 --stages 2 --latency-ms 1:2:3 >/dev/null 2>"$T/lr.err"; rc=$?   # the error names the value given
+if [ $rc = 2 ] && [ "$(wc -l <"$T/lr.err")" = 1 ] && grep -q -- "--latency-ms 1:2:3: want A or A:B" "$T/lr.err"; then echo "ok - --latency-ms 1:2:3: $(cat "$T/lr.err")"
+else echo "FAIL - --latency-ms 1:2:3: exit $rc: $(head -n 2 "$T/lr.err" | tr '\n' ' ')"; fi
 mkdir -p "$T/plandir"   # a folder is no plan (it read as an empty one)
 "$BRIGADE" sim --nodes 4 --stages 2 --plan "$T/plandir" >/dev/null 2>"$T/pd.err"; rc=$?
 if [ $rc = 2 ] && [ "$(wc -l <"$T/pd.err")" = 1 ] && grep -q -- "--plan $T/plandir: cannot read it" "$T/pd.err"; then echo "ok - plan: a folder: $(cat "$T/pd.err")"
