@@ -680,12 +680,27 @@ static double s_fwd_flops(const compute_t *c)
     return 2.0 * (double)c->lay.nparams * (double)c->B * (double)c->T;
 }
 
-/* Sends the output of slot to the best peer of the next stage (not `avoid`
- * when another exists).  Returns the peer's id, 0 when there is none. */
-static uint64_t s_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, const uint8_t *targets, uint64_t avoid)
+/* The peer of the next stage that work with these flags goes to, 0 none: an
+ * evaluation's batch for the last stage to its peer of the lowest id (where
+ * the evaluation is summed whole: s_eval_node), the rest to the router's
+ * choice, not `avoid` when another exists. */
+static uint64_t s_next_peer(compute_t *c, uint32_t flags, uint64_t avoid)
 {
+    if ((flags & ACT_FLAG_EVAL) && c->stage + 2 == c->nstages) {
+        int n;
+        const int *ix = s_stage_peers(c, c->stage + 1, &n);
+        return router_pick_lowest(c->view, ix, n, 0);
+    }
     uint64_t to = s_pick(c, c->stage + 1, avoid);
     if (!to && avoid) to = s_pick(c, c->stage + 1, 0);
+    return to;
+}
+
+/* Sends the output of slot to the next stage (s_next_peer).  Returns the
+ * peer's id, 0 when there is none. */
+static uint64_t s_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, const uint8_t *targets, uint64_t avoid)
+{
+    uint64_t to = s_next_peer(c, flags, avoid);
     if (!to) return 0;
     const float *out = c->pool[slot] ? c->pool[slot]->out : NULL;
     mail_t *m = s_tensor_mail(c, WIRE_ACT, to, mb, out, c->out_n, codec_from_name(c->o->codec));
@@ -772,13 +787,25 @@ static void s_finish(compute_t *c)
     c->phase = PH_DONE;
 }
 
+/* A last-stage node where the evaluations' batches come (s_next_peer): no
+ * live peer of its stage has a lower id. */
+static int s_eval_node(const compute_t *c)
+{
+    int n;
+    const int *ix = s_stage_peers(c, c->stage, &n);
+    for (int i = 0; i < n; i++) {
+        const view_peer_t *p = &c->view->p[ix[i]];
+        if (p->health != PEER_GONE && p->id < c->c.id) return 0;
+    }
+    return 1;
+}
+
 /* The last stage of a complete run waits for the final evaluation (--eval-every;
- * none when the compute is modelled) when it is the stage's only node (an
- * evaluation's batches all come here) and one data-stage node is live to send it. */
+ * none when the compute is modelled) at the node where an evaluation's
+ * batches come, when one data-stage node is live to send it. */
 static int s_final_eval_coming(const compute_t *c)
 {
-    return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && s_stage_live(c, c->stage) == 0
-           && s_stage_live(c, 0) == 1;
+    return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && s_eval_node(c) && s_stage_live(c, 0) == 1;
 }
 
 /* The data stage's last evaluation, at the final version; it starts no
@@ -823,21 +850,29 @@ static void s_data_stage_end(compute_t *c, double now)
     }
 }
 
+/* A last-stage node of a complete run ends, or first waits for the final
+ * evaluation (s_final_eval_coming; compute_tick ends the wait).  Checked
+ * after each microbatch it completes and on each tick: the count that
+ * completes the run may be another last-stage node's. */
+static void s_last_stage_end(compute_t *c)
+{
+    if (!s_last(c) || c->phase != PH_RUN || c->final_wait_until > 0 || !s_run_complete(c)) return;
+    if (s_final_eval_coming(c)) {
+        c->closing = 1;
+        c->final_wait_until = s_now(c) + FINAL_EVAL_S;
+        c->eval_early = c->eval_n > 0 && !c->eval_final;
+    } else {
+        s_finish(c);
+    }
+}
+
 /* The last stage finished a microbatch: count it (for the whole swarm's
  * progress), maybe update, and end the run when enough are done. */
 static void s_completed_one(compute_t *c)
 {
     c->completed++;
     s_after_backward(c);
-    if (s_run_complete(c) && c->phase != PH_DONE && !c->closing) {
-        if (s_final_eval_coming(c)) {
-            c->closing = 1;
-            c->final_wait_until = s_now(c) + FINAL_EVAL_S;
-            c->eval_early = c->eval_n > 0;
-        } else {
-            s_finish(c);
-        }
-    }
+    s_last_stage_end(c);
 }
 
 /* Fills slot's inputs with the data stage's current batch. */
@@ -1013,7 +1048,7 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
         c->eval_correct += a ? a->correct : 0;
         if (++c->eval_n >= nval) {
             s_emit_eval(c, round);
-            if ((m->hdr.flags & ACT_FLAG_FINAL) && c->final_wait_until > 0) s_finish(c);
+            if ((m->hdr.flags & ACT_FLAG_FINAL) && s_run_complete(c)) s_finish(c);
         }
     } else {
         if (a) stage_forward(&c->lay, s_params(c), a);
@@ -1599,6 +1634,7 @@ double compute_tick(compute_t *c)
         c->next_timeout = now + 0.2;
     }
     if (c->phase == PH_RUN) s_data_stage_end(c, now);
+    s_last_stage_end(c);
     int final_part = c->eval_n > 0 && c->eval_final;   /* some of a final evaluation's batches came, */
     int awaited = final_part && !c->eval_early;        /* of the one awaited */
     if (c->phase == PH_RUN && c->final_wait_until > 0

@@ -115,6 +115,17 @@ uint64_t router_pick(router_t *rt, const peer_view_t *v, const int *ix, int n, u
     return s_pick(rt, v, ix, NULL, n, avoid);
 }
 
+uint64_t router_pick_lowest(const peer_view_t *v, const int *ix, int n, uint64_t avoid)
+{
+    uint64_t best = 0;
+    for (int i = 0; v && i < n; i++) {
+        const view_peer_t *p = &v->p[ix[i]];
+        if (p->id == avoid || p->health == PEER_GONE || p->reach < 0) continue;
+        if (!best || p->id < best) best = p->id;
+    }
+    return best;
+}
+
 void router_index(router_t *rt, const peer_view_t *v, const int *ix, int n, int *rix)
 {
     for (int i = 0; i < n; i++) rix[i] = v ? idmap_get(&rt->ix, v->p[ix[i]].id) : -1;

@@ -56,6 +56,11 @@ void router_index(router_t *rt, const peer_view_t *v, const int *ix, int n, int 
  * without a lookup per candidate: a microbatch's choice among a hundred
  * peers was a hundred hash lookups). */
 uint64_t router_pick_ix(const router_t *rt, const peer_view_t *v, const int *ix, const int *rix, int n, uint64_t avoid);
+/* The peer with the lowest id among ix[0..n) of snapshot v that work can go
+ * to now (not `avoid`, not gone, a link to it: reach >= 0); 0 when none.
+ * Senders with the same view choose the same peer: an evaluation's batches
+ * from every peer of a stage meet at one node of the next. */
+uint64_t router_pick_lowest(const peer_view_t *v, const int *ix, int n, uint64_t avoid);
 /* Forgets the routes of peers snapshot v no longer holds (their records were
  * replaced in a full table) and that hold none of our microbatches: the
  * routes grow with the peers ever sent to otherwise.  Indices change. */

@@ -194,6 +194,28 @@ if [ $rc = 0 ] && [ "${last%% *}" != none ] && [ "${last%% *}" -ge 30 ] && awk "
     echo "ok - 1% of messages lost: a final evaluation at version ${last%% *} (${last#* } batches), the run over after $end_s simulated s"
 else echo "FAIL - 1% of messages lost: exit $rc, last evaluation '$last', over after $end_s simulated s (want a final evaluation, under 60 s)"; fi
 
+# 5e. two last-stage nodes: an evaluation's batches all meet at one of them, which reports it whole (each node
+#     reported its part, 24 and 8 batches); with one data-stage node left (node 3 killed) the run ends with its
+#     final evaluation (a final batch that came after the count completed left the last stage waiting for good)
+R2="--stages 3 --compute real --model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --steps 40 --micro 2 --eval-every 10 --seed 5"
+printf '1 kill 3\n' >"$T/two.plan"
+"$BRIGADE" sim --nodes 6 $R2 --metrics "$T/two.jsonl" >"$T/two.out" 2>&1; rc1=$?
+"$BRIGADE" sim --nodes 6 $R2 --plan "$T/two.plan" --metrics "$T/twok.jsonl" >"$T/twok.out" 2>&1; rc2=$?
+evs() {
+    python3 -c '
+import json, sys
+ev = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "eval"]
+print(" ".join("%s:%s:%s" % (e["node"], e["version"], e["batches"]) for e in ev))' "$1" 2>/dev/null
+}
+e1=$(evs "$T/two.jsonl"); e2=$(evs "$T/twok.jsonl")
+part=$(printf '%s %s' "$e1" "$e2" | tr ' ' '\n' | grep -v ':32$' | grep -c .)
+nodes=$(printf '%s' "$e1" | tr ' ' '\n' | cut -d: -f1 | sort -u | grep -c .)
+end_s=$(tail -n 1 "$T/twok.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ -n "$e1" ] && [ "$part" = 0 ] && [ "$nodes" = 1 ] && [ "${e2##*:40:}" = 32 ] &&
+   awk "BEGIN { exit !($end_s < 60) }"; then
+    echo "ok - two last-stage nodes: every evaluation whole at one of them; the final one at version 40, the run over after $end_s simulated s"
+else echo "FAIL - two last-stage nodes: exit $rc1 / $rc2, evaluations '$e1' / '$e2' (want all of 32 batches at one node, the last at 40), over after '$end_s' s"; fi
+
 # 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"
