@@ -6,6 +6,7 @@
 #include "node/runtime/compute.h"
 #include "compress/codec.h"
 #include "node/engine/modelfile.h"
+#include "node/runtime/evalsum.h"
 #include "node/runtime/pending.h"
 #include "node/runtime/router.h"
 #include "node/runtime/stash.h"
@@ -35,6 +36,7 @@
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 #define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
 #define FINAL_GAP_S 10.0      /* and gives up on the rest of it when none of its batches has come for this long */
+#define EVAL_STALE_S 20.0     /* an evaluation round none of whose batches came for this long is reported as it is */
 #define REOPEN_S 30.0         /* a data stage whose final evaluation went out at --steps while the swarm's count of
                                  completed microbatches stays short trains on after this long (the count comes by
                                  gossip, straight from last-stage nodes: in a large swarm seconds apart) */
@@ -123,13 +125,10 @@ struct compute {
     uint64_t retries, lost, drops, tokens, completed, skipped;
     double busy_s;                /* compute seconds (rate) */
     uint64_t fwd_done;
-    double eval_loss;             /* evaluation round being summed (last stage) */
-    int eval_correct, eval_n;
-    uint32_t eval_round;
-    int eval_final, eval_nval;    /* the round being summed is the final evaluation; its batches */
-    double eval_last_t;           /* when its last batch came */
-    int eval_early;               /* that round came before the run was complete here (its final evaluation was
-                                     sent too early): not the one the last stage waits for */
+    evalsum_t evals;              /* evaluation rounds being summed (last stage, or a single stage) */
+    int final_reported;           /* last stage: a final evaluation came whole before the run was complete */
+    double final_wait_from;       /* last stage: when it began waiting for the final evaluation (a final
+                                     round begun before came too early: not the one awaited) */
     int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
                                      the data stage, seen passing by a middle stage, awaited by the last stage) */
     double final_wait_until;      /* last stage: closing, waiting for the final evaluation until then (0: not) */
@@ -151,7 +150,7 @@ struct compute {
     char why[256];
 };
 
-static void s_emit_eval(compute_t *c, uint32_t round);
+static void s_eval_batch(compute_t *c, uint32_t round, int final, int nval, int i, const acts_t *a);
 static void s_issue_eval(compute_t *c, uint32_t flags);
 static void s_issue_final_eval(compute_t *c);
 static void s_apply_avg(compute_t *c);
@@ -682,8 +681,8 @@ static double s_fwd_flops(const compute_t *c)
 
 /* The peer of the next stage that work with these flags goes to, 0 none: an
  * evaluation's batch for the last stage to its peer of the lowest id (where
- * the evaluation is summed whole: s_eval_node), the rest to the router's
- * choice, not `avoid` when another exists. */
+ * the evaluation is summed whole), the rest to the router's choice, not
+ * `avoid` when another exists. */
 static uint64_t s_next_peer(compute_t *c, uint32_t flags, uint64_t avoid)
 {
     if ((flags & ACT_FLAG_EVAL) && c->stage + 2 == c->nstages) {
@@ -787,25 +786,14 @@ static void s_finish(compute_t *c)
     c->phase = PH_DONE;
 }
 
-/* A last-stage node where the evaluations' batches come (s_next_peer): no
- * live peer of its stage has a lower id. */
-static int s_eval_node(const compute_t *c)
-{
-    int n;
-    const int *ix = s_stage_peers(c, c->stage, &n);
-    for (int i = 0; i < n; i++) {
-        const view_peer_t *p = &c->view->p[ix[i]];
-        if (p->health != PEER_GONE && p->id < c->c.id) return 0;
-    }
-    return 1;
-}
-
 /* The last stage of a complete run waits for the final evaluation (--eval-every;
- * none when the compute is modelled) at the node where an evaluation's
- * batches come, when one data-stage node is live to send it. */
+ * none when the compute is modelled) when one data-stage node is live to send
+ * it.  Every node of the stage waits: the first to end tells the others (its
+ * DONE stops them), and the one its batches go to (s_next_peer) ends when
+ * they are in. */
 static int s_final_eval_coming(const compute_t *c)
 {
-    return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && s_eval_node(c) && s_stage_live(c, 0) == 1;
+    return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && s_stage_live(c, 0) == 1;
 }
 
 /* The data stage's last evaluation, at the final version; it starts no
@@ -857,10 +845,10 @@ static void s_data_stage_end(compute_t *c, double now)
 static void s_last_stage_end(compute_t *c)
 {
     if (!s_last(c) || c->phase != PH_RUN || c->final_wait_until > 0 || !s_run_complete(c)) return;
-    if (s_final_eval_coming(c)) {
+    if (s_final_eval_coming(c) && !c->final_reported) {
         c->closing = 1;
-        c->final_wait_until = s_now(c) + FINAL_EVAL_S;
-        c->eval_early = c->eval_n > 0 && !c->eval_final;
+        c->final_wait_from = s_now(c);
+        c->final_wait_until = c->final_wait_from + FINAL_EVAL_S;
     } else {
         s_finish(c);
     }
@@ -989,30 +977,35 @@ static void s_issue_eval(compute_t *c, uint32_t flags)
         s_load_batch(c, slot);
         if (a) stage_forward(&c->lay, s_params(c), a);
         c->flops += s_fwd_flops(c);
-        if (c->nstages == 1) {
-            c->eval_loss += a ? a->loss : 0;
-            c->eval_correct += a ? a->correct : 0;
-            c->eval_n++;
-        } else {
-            s_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->targets8, 0);
-        }
+        if (c->nstages == 1) s_eval_batch(c, round, 0, nval, i, a);
+        else s_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->targets8, 0);
     }
-    if (c->nstages == 1) s_emit_eval(c, round);
     c->slot_used[slot] = 0;
 }
 
-static void s_emit_eval(compute_t *c, uint32_t round)
+static void s_emit_eval(compute_t *c, const evalsum_round_t *r)
 {
-    if (c->eval_n == 0) return;
-    double vl = c->eval_loss / c->eval_n;
+    if (r->n == 0) return;
+    double vl = r->loss / r->n;
     if (c->o->cfg.kind == MODEL_MLP)
-        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"val_acc\":%.9g,\"batches\":%d", round,
-                      vl, (double)c->eval_correct / ((double)c->eval_n * c->B), c->eval_n);
+        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"val_acc\":%.9g,\"batches\":%d", r->round,
+                      vl, r->correct / ((double)r->n * c->B), r->n);
     else
-        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"batches\":%d", round, vl, c->eval_n);
-    c->eval_loss = 0;
-    c->eval_correct = 0;
-    c->eval_n = 0;
+        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"batches\":%d", r->round, vl, r->n);
+}
+
+/* Batch i of an evaluation round, evaluated in a: summed, and every round
+ * it completes (or pushes out, partial) reported.  A final round complete
+ * ends the run when its count is complete too (else notes it). */
+static void s_eval_batch(compute_t *c, uint32_t round, int final, int nval, int i, const acts_t *a)
+{
+    evalsum_round_t out[2];
+    int k = evalsum_add(&c->evals, round, final, nval, i, a ? a->loss : 0, a ? a->correct : 0, s_now(c), out);
+    for (int j = 0; j < k; j++) s_emit_eval(c, &out[j]);
+    if (k > 0 && out[k - 1].final && out[k - 1].n == out[k - 1].nval) {
+        if (s_run_complete(c)) s_finish(c);
+        else c->final_reported = 1;
+    }
 }
 
 /* Copies a tensor mail's values into slot's input (its length was checked by the network side for the stage it had). */
@@ -1034,22 +1027,11 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
     int nval = (int)((m->hdr.mb >> 16) & 0xffff);
     c->flops += s_fwd_flops(c);
     if (s_last(c)) {
-        if (c->eval_n > 0 && round != c->eval_round) s_emit_eval(c, c->eval_round);  /* a round with losses */
-        c->eval_round = round;
-        c->eval_final = (m->hdr.flags & ACT_FLAG_FINAL) != 0;
-        c->eval_nval = nval;
-        c->eval_last_t = s_now(c);
-        if (c->eval_n == 0) c->eval_early = 0;   /* a new round */
         if (a) {
             for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
             stage_forward(&c->lay, s_params(c), a);
         }
-        c->eval_loss += a ? a->loss : 0;
-        c->eval_correct += a ? a->correct : 0;
-        if (++c->eval_n >= nval) {
-            s_emit_eval(c, round);
-            if ((m->hdr.flags & ACT_FLAG_FINAL) && s_run_complete(c)) s_finish(c);
-        }
+        s_eval_batch(c, round, (m->hdr.flags & ACT_FLAG_FINAL) != 0, nval, (int)(m->hdr.mb & 0xffff), a);
     } else {
         if (a) stage_forward(&c->lay, s_params(c), a);
         s_send_out(c, slot, m->hdr.mb, m->hdr.flags & (ACT_FLAG_EVAL | ACT_FLAG_FINAL), m->aux, 0);
@@ -1622,6 +1604,38 @@ static void s_check_alone(compute_t *c, double now)
     }
 }
 
+/* The last stage's wait for the final evaluation ends (the run with it)
+ * at FINAL_EVAL_S, when no data-stage node is left, or FINAL_GAP_S after
+ * the last batch of the awaited round came (the rest was lost: what came is
+ * reported, its count with it); s_eval_batch ends it when the round is in. */
+static void s_final_wait_end(compute_t *c, double now)
+{
+    const evalsum_round_t *fin = evalsum_final(&c->evals);    /* some of a final evaluation's batches came, */
+    int awaited = fin && fin->first_t >= c->final_wait_from;  /* of the one awaited */
+    if (c->phase != PH_RUN || c->final_wait_until == 0
+        || !(now >= c->final_wait_until || s_stage_live(c, 0) == 0 || (awaited && now - fin->last_t > FINAL_GAP_S)))
+        return;
+    if (fin) {
+        evalsum_round_t r;
+        evalsum_take(&c->evals, fin, &r);
+        char line[128];
+        snprintf(line, sizeof line, "the run is complete; %d of its final evaluation's %d batches arrived", r.n, r.nval);
+        s_say(c, line);
+        s_emit_eval(c, &r);
+    } else {
+        s_say(c, "the run is complete; its final evaluation did not arrive");
+    }
+    s_finish(c);
+}
+
+/* Evaluation rounds none of whose batches came for EVAL_STALE_S (the rest
+ * were lost) are reported as they are. */
+static void s_eval_stale(compute_t *c, double now)
+{
+    evalsum_round_t r;
+    while (evalsum_stale(&c->evals, now - EVAL_STALE_S, &r)) s_emit_eval(c, &r);
+}
+
 double compute_tick(compute_t *c)
 {
     double now = s_now(c);
@@ -1635,21 +1649,8 @@ double compute_tick(compute_t *c)
     }
     if (c->phase == PH_RUN) s_data_stage_end(c, now);
     s_last_stage_end(c);
-    int final_part = c->eval_n > 0 && c->eval_final;   /* some of a final evaluation's batches came, */
-    int awaited = final_part && !c->eval_early;        /* of the one awaited */
-    if (c->phase == PH_RUN && c->final_wait_until > 0
-        && (now >= c->final_wait_until || s_stage_live(c, 0) == 0 || (awaited && now - c->eval_last_t > FINAL_GAP_S))) {
-        if (final_part) {   /* a batch of it was lost: what came is reported, its count with it */
-            char line[128];
-            snprintf(line, sizeof line, "the run is complete; %d of its final evaluation's %d batches arrived", c->eval_n,
-                     c->eval_nval);
-            s_say(c, line);
-            s_emit_eval(c, c->eval_round);
-        } else {
-            s_say(c, "the run is complete; its final evaluation did not arrive");
-        }
-        s_finish(c);
-    }
+    s_final_wait_end(c, now);
+    s_eval_stale(c, now);
     if (c->phase == PH_RUN && c->final_wait_until == 0 && now >= c->next_move) {
         s_consider_move(c);
         c->next_move = now + 5.0;
@@ -1780,6 +1781,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->c.data = NULL;
     c->c.view = NULL;
     router_init(&c->router);
+    evalsum_init(&c->evals);
     idmap_init(&c->applied[0]);
     idmap_init(&c->applied[1]);
     c->stage = cfg->stage;
@@ -1831,6 +1833,7 @@ void compute_destroy(compute_t **self_p)
     mail_t *m = c->out_head;
     while (m) { mail_t *next = (mail_t *)m->q.next; mail_free(m); m = next; }
     router_fini(&c->router);
+    evalsum_fini(&c->evals);
     free(c->pick_rix);
     idmap_fini(&c->applied[0]);
     idmap_fini(&c->applied[1]);
