@@ -787,13 +787,13 @@ static void s_finish(compute_t *c)
 }
 
 /* The last stage of a complete run waits for the final evaluation (--eval-every;
- * none when the compute is modelled) when one data-stage node is live to send
- * it.  Every node of the stage waits: the first to end tells the others (its
- * DONE stops them), and the one its batches go to (s_next_peer) ends when
- * they are in. */
+ * none when the compute is modelled) while a data-stage node is live to send
+ * it (each sends one; the first to come whole ends the run).  Every node of
+ * the stage waits: the first to end tells the others (its DONE stops them),
+ * and the one the batches go to (s_next_peer) ends when they are in. */
 static int s_final_eval_coming(const compute_t *c)
 {
-    return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && s_stage_live(c, 0) == 1;
+    return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && s_stage_live(c, 0) > 0;
 }
 
 /* The data stage's last evaluation, at the final version; it starts no

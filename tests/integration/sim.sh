@@ -199,29 +199,35 @@ else echo "FAIL - 1% of messages lost: exit $rc, last evaluation '$last', over a
 #     24 and 8 batches); two stage-0 nodes' rounds in flight at once are summed apart (they were reported one
 #     batch at a time); with one stage-0 node left the run ends after its final evaluation (version 40): a
 #     final batch that came after the count completed left the last stage waiting for good (seed 5), and the
-#     final evaluation was cut short by the other last-stage node's end (seed 1)
+#     final evaluation was cut short by the other last-stage node's end (seed 1); with two stage-0 nodes the run
+#     had no final evaluation (every run: its last evaluation comes after stage 0's last update)
 R2="--nodes 6 --stages 3 --compute real --model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --steps 40 --micro 2 --eval-every 10"
+# evs FILE: its eval events as NODE:VERSION:BATCHES words, "after" last when the last one came after every
+# update of stage 0 (a final evaluation)
 evs() {
     python3 -c '
 import json, sys
-ev = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "eval"]
-print(" ".join("%s:%s:%s" % (e["node"], e["version"], e["batches"]) for e in ev))' "$1" 2>/dev/null
+all = list(map(json.loads, open(sys.argv[1])))
+ev = [e for e in all if e.get("event") == "eval"]
+up0 = [e["t"] for e in all if e.get("event") == "update" and e.get("stage") == 0]
+after = ev and up0 and ev[-1]["t"] > max(up0)
+print(" ".join("%s:%s:%s" % (e["node"], e["version"], e["batches"]) for e in ev) + (" after" if after else ""))' "$1" 2>/dev/null
 }
 ebad=""
 for run in 5:- 5:3 1:3 3:1; do
     seed=${run%:*}; kill=${run#*:}; plan=""
     if [ "$kill" != - ]; then printf '1 kill %s\n' "$kill" >"$T/two$run.plan"; plan="--plan $T/two$run.plan"; fi
     "$BRIGADE" sim $R2 --seed "$seed" $plan --metrics "$T/two$run.jsonl" >"$T/two$run.out" 2>&1; rc=$?
-    e=$(evs "$T/two$run.jsonl")
+    e=$(evs "$T/two$run.jsonl"); final=${e##* }; e=${e% after}
     part=$(printf '%s' "$e" | tr ' ' '\n' | grep -v ':32$' | grep -c .)
     nodes=$(printf '%s' "$e" | tr ' ' '\n' | cut -d: -f1 | sort -u | grep -c .)
     end_s=$(tail -n 1 "$T/two$run.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
     ok=1
-    { [ $rc = 0 ] && [ -n "$e" ] && [ "$part" = 0 ] && [ "$nodes" = 1 ] && awk "BEGIN { exit !($end_s < 40) }"; } || ok=0
+    { [ $rc = 0 ] && [ -n "$e" ] && [ "$part" = 0 ] && [ "$nodes" = 1 ] && [ "$final" = after ] && awk "BEGIN { exit !($end_s < 40) }"; } || ok=0
     [ "$kill" = 3 ] && [ "${e##*:40:}" != 32 ] && ok=0
-    [ $ok = 1 ] || ebad="$ebad [seed $seed, kill $kill: exit $rc, over after '$end_s' s, evaluations '$e']"
+    [ $ok = 1 ] || ebad="$ebad [seed $seed, kill $kill: exit $rc, over after '$end_s' s, evaluations '$e', last after stage 0's updates: $([ "$final" = after ] && echo yes || echo no)]"
 done
-if [ -z "$ebad" ]; then echo "ok - evaluations with two last-stage nodes: each whole at one node; the final one at version 40 with one stage-0 node"
+if [ -z "$ebad" ]; then echo "ok - evaluations with two last-stage nodes: each whole at one node, a final one after the last update (version 40 with one stage-0 node)"
 else echo "FAIL - evaluations with two last-stage nodes (want every one whole at one node, over within 40 s, the last at 40 after kill 3):$ebad"; fi
 
 # 6. bad input: one line naming the field, exit 2
