@@ -795,6 +795,70 @@ static void t_backup_serving_limited(void)
     s_tnode_free(&a);
 }
 
+/* A whole snapshot (total bytes at buf, version) pushed as a backup from kp to ns, chunk by chunk. */
+static void s_push_snapshot(netside_t *ns, const keypair_t *kp, int stage, const uint8_t *buf, size_t total, int64_t version)
+{
+    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    for (uint32_t k = 0; k < nchunks; k++) {
+        size_t off = (size_t)k * STATE_CHUNK, len = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
+        uint8_t pre[32];
+        wbuf_t w;
+        wbuf_init_fixed(&w, pre, sizeof pre);
+        wbuf_put_u64(&w, total);
+        wbuf_put_u32(&w, frame_checksum(buf, total, 0));
+        wbuf_put_u64(&w, (uint64_t)version);
+        wbuf_put_u32(&w, nchunks);
+        const void *f[2] = { pre, buf + off };
+        size_t l[2] = { w.len, len };
+        s_deliver(ns, kp, WIRE_STATE, stage, STATE_FLAG_BACKUP, k, f, l, 2);
+    }
+}
+
+/* A snapshot whose version the optimizer cannot count from, or whose values
+ * it cannot step from (a NaN weight, a negative second moment), is dropped
+ * and counted, not kept as a backup to hand a replacement (which then
+ * trained on NaN weights: UB in the step count, or every weight NaN). */
+static void t_backup_bad_values_refused(void)
+{
+    tnode_t a;
+    keypair_t alone, repl;
+    char err[300];
+    if (s_tnode(&a, 0, 0, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&alone, err, sizeof err) == 0);
+    CHECK(keypair_generate(&repl, err, sizeof err) == 0);
+    size_t total = s_state_bytes(&a.o, 1), n = total / (3 * sizeof(float));
+    float *x = calloc(3 * n, sizeof(float));
+    if (!x) { CHECK(0); s_tnode_free(&a); return; }
+    s_send_join(a.ns, &alone, "127.0.0.1:7001", 1, 1);
+    uint64_t d0 = s_drops(&a);
+    uint64_t nchunks = (total + STATE_CHUNK - 1) / STATE_CHUNK;
+    s_push_snapshot(a.ns, &alone, 1, (const uint8_t *)x, total, -1);                /* every chunk refused */
+    s_push_snapshot(a.ns, &alone, 1, (const uint8_t *)x, total, (int64_t)1 << 40);
+    CHECKF(s_drops(&a) == d0 + 2 * nchunks, "versions -1 and 2^40: drops %llu, want %llu",
+           (unsigned long long)(s_drops(&a) - d0), (unsigned long long)(2 * nchunks));
+    d0 = s_drops(&a);
+    x[n + 5] = NAN;   /* m */
+    s_push_snapshot(a.ns, &alone, 1, (const uint8_t *)x, total, 7);
+    x[n + 5] = 0;
+    x[2 * n + 9] = -1e-3f;   /* v */
+    s_push_snapshot(a.ns, &alone, 1, (const uint8_t *)x, total, 7);
+    CHECKF(s_drops(&a) == d0 + 2, "a NaN and a negative moment: drops %llu, want 2", (unsigned long long)(s_drops(&a) - d0));
+    /* nothing held: a replacement's request gets no chunk */
+    s_send_join(a.ns, &repl, "127.0.0.1:7002", 1, 1);
+    int sent = a.box.sent[WIRE_STATE];
+    s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATE] == sent, "a refused snapshot was served (%d chunks)", a.box.sent[WIRE_STATE] - sent);
+    /* the same snapshot mended is kept and served */
+    x[2 * n + 9] = 1e-3f;
+    s_push_snapshot(a.ns, &alone, 1, (const uint8_t *)x, total, 7);
+    CHECK(s_drops(&a) == d0 + 2);
+    a.clock += 2.5;
+    s_deliver(a.ns, &repl, WIRE_STATE_REQ, 1, STATE_FLAG_BACKUP, 0, NULL, NULL, 0);
+    CHECKF(a.box.sent[WIRE_STATE] > sent, "the good snapshot was not served");
+    free(x);
+    s_tnode_free(&a);
+}
+
 /* A joiner takes WELCOME and BYE only from the node it joins through (the
  * key in --join), and nothing once its join has failed. */
 static void t_join_answers_from_bootstrap_only(void)
@@ -1229,6 +1293,7 @@ int main(int argc, char **argv)
         RUN(t_wildcard_address_refused);
         RUN(t_backup_serving_limited);
         RUN(t_backup_other_snapshot_counted);
+        RUN(t_backup_bad_values_refused);
         RUN(t_join_answers_from_bootstrap_only);
         RUN(t_join_checkpoint_of_other_run);
         RUN(t_tensor_after_leave_not_dropped);

@@ -373,3 +373,10 @@ float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t
     team_stop(&team);
     return worst;
 }
+
+int optim_state_ok(const float *params, const float *m, const float *v, size_t n)
+{
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= isfinite(params[i]) && isfinite(m[i]) && isfinite(v[i]) && v[i] >= 0;
+    return ok;
+}

@@ -81,6 +81,10 @@ float optim_step(const stage_t *s, const optim_config_t *o, const optim_adjust_t
 /* Reference, used by the tests: clips grads unit by unit (norm summed in
  * double, in order); returns the largest unit norm before clipping. */
 float optim_clip(const stage_t *s, float *grads, float clip);
+/* 1 when an optimizer state may be stepped from: params and m finite, v
+ * finite and >= 0 (n floats each; a state that came over the network is
+ * checked before it replaces ours), else 0. */
+int optim_state_ok(const float *params, const float *m, const float *v, size_t n);
 /* Reference, used by the tests: one AdamW update of params with moments m, v
  * at update index t, of every tensor Muon does not own (optim_is_muon); grads
  * are left as they are. */

@@ -5,6 +5,7 @@
 #include "compress/codec.h"
 #include "net/relay.h"
 #include "node/engine/model.h"
+#include "node/engine/optim.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@
 #define STATE_REQ_EVERY_S 2.0   /* at most one state download per peer this often */
 #define FETCH_RESEND_S 3.0      /* a state download that made no progress this long asks its donor again */
 #define STATE_STALL_S 5.0       /* an assembly with no new chunk this long gives way to another snapshot */
+#define STATE_VERSION_MAX ((int64_t)INT32_MAX - 1)   /* a snapshot's version: the optimizer counts its steps in an int */
 #define NORM_FACTOR 1000.0      /* a tensor this many times its stream's usual RMS is refused */
 #define NORM_WARMUP 16          /* tensors seen before the norm check applies */
 #define FEEDBACK_STREAMS 64     /* gradient streams with error feedback (one per upstream peer) */
@@ -1381,6 +1383,14 @@ static int s_rx_begin(state_rx_t *x, size_t total)
     return 0;
 }
 
+/* The values of a snapshot (params|m|v, total bytes at buf) can be trained from (optim_state_ok). */
+static int s_state_values_ok(const uint8_t *buf, size_t total)
+{
+    size_t n = total / (3 * sizeof(float));
+    const float *f = (const float *)(const void *)buf;   /* malloc'd: aligned */
+    return optim_state_ok(f, f + n, f + 2 * n, n);
+}
+
 /* Checks a STATE chunk's preamble against an assembly and stores it.
  * Returns the chunk index, or -1 (dropped). */
 static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
@@ -1392,7 +1402,10 @@ static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
     int64_t version = (int64_t)rbuf_get_u64(&r);
     uint32_t nchunks = rbuf_get_u32(&r);
     uint64_t idx = m->hdr.mb;
-    if (rbuf_error(&r) || total != x->total || nchunks != x->nchunks || idx >= nchunks) { s_drop(ns, "malformed STATE", m->sender); return -1; }
+    if (rbuf_error(&r) || total != x->total || nchunks != x->nchunks || idx >= nchunks || version < 0 || version > STATE_VERSION_MAX) {
+        s_drop(ns, "malformed STATE", m->sender);
+        return -1;
+    }
     size_t off = (size_t)idx * STATE_CHUNK, want = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
     if (m->len[1] != (ns->c.modelled ? 0 : want)) { s_drop(ns, "STATE chunk of the wrong size", m->sender); return -1; }
     double now = s_now(ns);
@@ -1412,8 +1425,11 @@ static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
         x->got++;
     }
     if (x->got == x->nchunks) {
-        if (!ns->c.modelled && frame_checksum(x->buf, x->total, 0) != x->checksum) {
-            s_drop(ns, "STATE checksum mismatch", m->sender);
+        const char *bad = NULL;
+        if (!ns->c.modelled && frame_checksum(x->buf, x->total, 0) != x->checksum) bad = "STATE checksum mismatch";
+        else if (!ns->c.modelled && !s_state_values_ok(x->buf, x->total)) bad = "STATE with a non-finite value or a negative moment";
+        if (bad) {
+            s_drop(ns, bad, m->sender);
             memset(x->have, 0, x->nchunks);
             x->got = 0;
             return -1;
