@@ -1650,9 +1650,12 @@ static void test_sim_plan_random_partitions(void)
             if (ev[i].kind != PLAN_PARTITION) continue;
             parts++;
             if (ev[i].nset < 1 || ev[i].nset > 64) { bad++; continue; }
-            for (int j = 0; j < ev[i].nset; j++) bad += ev[i].set[j] < 0 || ev[i].set[j] >= nodes;
+            for (int j = 0; j < ev[i].nset; j++) {
+                bad += ev[i].set[j] < 0 || ev[i].set[j] >= nodes;
+                for (int k = 0; k < j; k++) bad += ev[i].set[k] == ev[i].set[j];   /* a node twice: a smaller side than drawn */
+            }
         }
-        CHECKF(parts > 0 && bad == 0, "%d nodes: %d of %d partitions out of bounds", nodes, bad, parts);
+        CHECKF(parts > 0 && bad == 0, "%d nodes: %d members of %d partitions out of bounds or repeated", nodes, bad, parts);
         free(ev);
     }
 }
