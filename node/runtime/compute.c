@@ -564,7 +564,7 @@ static void s_emit_update(compute_t *c, double loss)
     const net_counters_t *k = c->c.net;
     uint64_t sent = atomic_load(&k->bytes_sent), raw = atomic_load(&k->bytes_sent_raw);
     int stash = stash_versions(&c->stash, c->version);
-    double rtt;   /* the mean round trip to the next stage's peers */
+    double rtt;   /* the mean round trip to the neighbouring stages' peers */
     s_rtt(c, &rtt, NULL);
     metrics_event(c->c.metrics, "update",
                   "\"version\":%lld,\"tokens\":%llu,\"loss\":%.9g,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
@@ -1243,16 +1243,26 @@ static void s_fetch(compute_t *c, uint64_t donor)
     s_out(c, m);
 }
 
+/* The live peer of this node's stage with the highest version, not `skip`; 0 none. */
+static uint64_t s_stage_donor(const compute_t *c, uint64_t skip)
+{
+    uint64_t donor = 0;
+    uint32_t best = 0;
+    for (int i = 0; c->view && i < c->view->n; i++) {
+        const view_peer_t *p = &c->view->p[i];
+        if (p->stage == c->stage && p->health != PEER_GONE && p->id != skip && (!donor || p->version >= best)) {
+            donor = p->id;
+            best = p->version;
+        }
+    }
+    return donor;
+}
+
 /* The donor of a download did not deliver (why): another live peer of the
  * stage (three tries in all), else a backup, else the initial weights. */
 static void s_fetch_elsewhere(compute_t *c, const char *why)
 {
-    uint64_t next = 0;
-    for (int i = 0; c->view && i < c->view->n && !next; i++) {
-        const view_peer_t *p = &c->view->p[i];
-        if (p->stage == c->stage && p->health != PEER_GONE && p->id != c->fetch_donor) next = p->id;
-    }
-    if (c->fetch_tries >= 3) next = 0;
+    uint64_t next = c->fetch_tries < 3 ? s_stage_donor(c, c->fetch_donor) : 0;
     char line[256];
     snprintf(line, sizeof line, "%s; %s", why, next ? "asking another peer of the stage" : "looking for a backup");
     s_say(c, line);
@@ -1331,6 +1341,12 @@ static void s_on_state(compute_t *c, mail_t *m)
     if (c->phase != PH_FETCH || m->hdr.stage != c->stage || m->peer != c->fetch_donor) return;   /* late: a fetch given up */
     state_blob_t *b = m->state;
     int got = b && b->nparams == c->lay.nparams;
+    uint64_t late = !got && !c->fetch_donor && c->fetch_tries < 3 ? s_stage_donor(c, 0) : 0;
+    if (late) {   /* no backup came, but a peer serves the stage by now (back from a partition, or just joined) */
+        s_say(c, "no backup of the stage came, but a peer serves it now: downloading from it");
+        s_fetch(c, late);
+        return;
+    }
     if (got) {
         if (c->st) {
             size_t np = c->lay.nparams;
@@ -1509,14 +1525,8 @@ static void s_move(compute_t *c, int to, const char *why)
         s_fail(c, w);
         return;
     }
-    uint64_t donor = 0;
-    uint32_t best = 0;
-    for (int i = 0; c->view && i < c->view->n; i++) {
-        const view_peer_t *p = &c->view->p[i];
-        if (p->stage == to && p->health != PEER_GONE && (!donor || p->version >= best)) { donor = p->id; best = p->version; }
-    }
     s_send_self(c, MAIL_SELF);   /* the network side refuses the old stage's tensors from now on */
-    s_fetch(c, donor);
+    s_fetch(c, s_stage_donor(c, 0));
 }
 
 /* Rebalancing (every few seconds): a node of a stage served by several

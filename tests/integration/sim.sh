@@ -230,6 +230,16 @@ done
 if [ -z "$ebad" ]; then echo "ok - evaluations with two last-stage nodes: each whole at one node, a final one after the last update (version 40 with one stage-0 node)"
 else echo "FAIL - evaluations with two last-stage nodes (want every one whole at one node, over within 40 s, the last at 40 after kill 3):$ebad"; fi
 
+# 5f. a node that moves to a stage without peers waits for a backup; when none comes but a peer serves the stage
+#     by then (back from a partition), it downloads from it (it took the initial weights: a version-0 replica
+#     beside one at version 150)
+printf '22 kill 5\n23.3 partition 1,0\n30.7 heal\n35.3 restart 5\n' >"$T/mv.plan"
+"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed 7 --plan "$T/mv.plan" >"$T/mv.out" 2>&1; rc=$?
+mv=$(grep -h 'moved from stage' "$T/mv.out" | sed 's/^sim *[0-9.]* s: //')
+if [ $rc = 0 ] && [ -n "$mv" ] && ! grep -q 'initial weights' "$T/mv.out" && printf '%s' "$mv" | grep -q 'downloaded at version [1-9]'; then
+    echo "ok - a move whose backup does not come downloads from a peer that serves the stage by then: $mv"
+else echo "FAIL - a move whose backup does not come (want a download from the peer back from a partition): exit $rc: $mv"; fi
+
 # 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"
