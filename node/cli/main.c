@@ -12,7 +12,7 @@ static void s_usage(FILE *f)
 {
     fprintf(f,
         "brigade: train one neural network across volunteer machines.\n\n"
-        "usage: brigade COMMAND [options]   (brigade COMMAND --help for its options)\n\n"
+        "usage: brigade COMMAND [options]   (brigade COMMAND --help, or brigade help COMMAND, for its options)\n\n"
         "commands:\n"
         "  solo    [model/data/train options]     the whole model in one process (the reference)\n"
         "  node    [--listen H:P] [--join H:P/KEY] [--stage auto|N] [options]\n"
@@ -44,17 +44,9 @@ static int s_version(void)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Runs command argv[1] (checked for the environment's kernel choices first). */
+static int s_command(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "brigade: no command given: solo, node, keygen, status, sample, assemble, ticket, sim or "
-                        "version (see brigade --help)\n");
-        return 2;
-    }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        s_usage(stdout);
-        return 0;
-    }
     char err[160];
     if (cpu_env_check(err, sizeof err) < 0 || gemm_env_check(err, sizeof err) < 0) {
         fprintf(stderr, "brigade: %s\n", err);
@@ -83,4 +75,23 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "sim")) return cmd_sim(argc, argv);
     fprintf(stderr, "brigade: unknown command '%s' (see brigade --help)\n", cmd);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "brigade: no command given: solo, node, keygen, status, sample, assemble, ticket, sim or "
+                        "version (see brigade --help)\n");
+        return 2;
+    }
+    int help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help");
+    if (help && argc == 3 && strcmp(argv[2], "--help") && strcmp(argv[2], "-h") && strcmp(argv[2], "help")) {
+        char flag[] = "--help", *sub[] = { argv[0], argv[2], flag, NULL };   /* brigade help COMMAND: its --help */
+        return s_command(3, sub);
+    }
+    if (help) {
+        s_usage(stdout);
+        return 0;
+    }
+    return s_command(argc, argv);
 }

@@ -29,6 +29,9 @@ done
 for c in solo node keygen status sample assemble ticket; do grep -q "^  $c " "$T/h" || missing="$missing $c"; done
 [ -z "$missing" ] && ok "help lists the commands and node options" || bad help "missing:$missing"
 [ "$(grep -c -- '--join HOST:PORT/KEY ' "$T/hn")" = 1 ] && ok "node --help prints its table once" || bad "node help" "option table printed $(grep -c -- '--join HOST:PORT/KEY ' "$T/hn") times"
+"$BRIGADE" help node >"$T/hn2" 2>&1 && "$BRIGADE" help sim >"$T/hs" 2>&1 || bad "help COMMAND" "exited non-zero"
+cmp -s "$T/hn" "$T/hn2" && grep -q '^usage: brigade sim ' "$T/hs" && ok "help COMMAND prints the command's help" ||
+    bad "help COMMAND" "help node differs from node --help, or help sim printed: $(head -n 1 "$T/hs")"
 
 # version: the release (0.1.N, the Makefile's VERSION), the wire protocol and the kernels;
 # `--version` prints the same
