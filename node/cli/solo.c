@@ -396,7 +396,9 @@ static int s_save(solo_t *s, char *err, size_t errlen)
         memcpy(all + off, s->st[k]->params, sizeof(float) * s->st[k]->s.nparams);
         off += s->st[k]->s.nparams;
     }
-    int r = modelfile_save(s->o.save, &s->o.cfg, s->st[0]->version, all, nparams, err, errlen);
+    /* checked again: the run's own checkpoint may be the file now (--checkpoint DIR --save DIR/stage.ckpt) */
+    int r = modelfile_check_model_target(s->o.save, err, errlen);
+    if (r == 0) r = modelfile_save(s->o.save, &s->o.cfg, s->st[0]->version, all, nparams, err, errlen);
     free(all);
     if (r == 0) fprintf(stderr, "saved the model to %s\n", s->o.save);
     return r;

@@ -66,19 +66,41 @@ static char *s_tmp_path(const char *path, char *err, size_t errlen)
     return tmp;
 }
 
-int modelfile_check_writable(const char *path, char *err, size_t errlen)
+/* The file a write to path replaces (a new string, the caller frees it):
+ * path itself, or the file a symbolic link there points to, so that the
+ * rename replaces that file and not the link.  NULL with a reason when it
+ * exists and is not a regular file: the rename would put a file in place of
+ * a folder, a device or a pipe. */
+static char *s_write_target(const char *path, char *err, size_t errlen)
 {
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(err, errlen, "%s: is a folder", path);
-        return -1;
+    char *target = NULL;
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+        if (!(target = realpath(path, NULL))) {
+            snprintf(err, errlen, "%s: a link to a file that cannot be reached: %s", path, strerror(errno));
+            return NULL;
+        }
+    } else if (!(target = strdup(path))) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return NULL;
     }
-    char *tmp = s_tmp_path(path, err, errlen);
-    if (!tmp) return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-    else { close(fd); unlink(tmp); }
+    if (stat(target, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: %s", path, S_ISDIR(sb.st_mode) ? "is a folder" : "not a regular file (a device or a pipe)");
+        free(target);
+        return NULL;
+    }
+    return target;
+}
+
+int modelfile_check_writable(const char *path, char *err, size_t errlen)
+{
+    char *target = s_write_target(path, err, errlen);
+    char *tmp = target ? s_tmp_path(target, err, errlen) : NULL;
+    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+    if (tmp && fd < 0) snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    if (fd >= 0) { close(fd); unlink(tmp); }
     free(tmp);
+    free(target);
     return fd < 0 ? -1 : 0;
 }
 
@@ -114,16 +136,15 @@ static void s_sync_folder(const char *path)
     free(dir);
 }
 
-/* Writes header h (hlen bytes), then the arrays, then the CRC, atomically:
- * a temporary file, synced, renamed over path, and the folder synced. */
-static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
-                   char *err, size_t errlen)
+/* s_write's work on the file at target (path names it in errors). */
+static int s_write_to(const char *target, const char *path, const uint8_t *h, size_t hlen, const float *const *arr,
+                      int narr, size_t n, char *err, size_t errlen)
 {
     uLong crc = crc32(0L, h, (uInt)hlen);
     for (int i = 0; i < narr; i++) crc = crc32_z(crc, (const Bytef *)arr[i], n * sizeof(float));
     uint8_t tail[4];
     s_put32(tail, (uint32_t)crc);
-    char *tmp = s_tmp_path(path, err, errlen);
+    char *tmp = s_tmp_path(target, err, errlen);
     if (!tmp) return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); free(tmp); return -1; }
@@ -133,15 +154,28 @@ static int s_write(const char *path, const uint8_t *h, size_t hlen, const float 
     ok = ok && fwrite(tail, 1, 4, fp) == 4 && fflush(fp) == 0 && fsync(fd) == 0;
     int saved = errno;
     if (fp) fclose(fp); else close(fd);
-    if (!ok || rename(tmp, path) < 0) {
+    if (!ok || rename(tmp, target) < 0) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(ok ? errno : saved));
         unlink(tmp);
         free(tmp);
         return -1;
     }
     free(tmp);
-    s_sync_folder(path);
+    s_sync_folder(target);
     return 0;
+}
+
+/* Writes header h (hlen bytes), then the arrays, then the CRC, atomically:
+ * a temporary file, synced, renamed over the file at path (s_write_target),
+ * and the folder synced. */
+static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
+                   char *err, size_t errlen)
+{
+    char *target = s_write_target(path, err, errlen);
+    if (!target) return -1;
+    int r = s_write_to(target, path, h, hlen, arr, narr, n, err, errlen);
+    free(target);
+    return r;
 }
 
 /* Reads the rest of a file after its header h: nfloats floats and the CRC;
@@ -201,11 +235,16 @@ int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates,
 static FILE *s_open(const char *path, const char *magic, uint32_t version, uint8_t *h, size_t hlen,
                     const char *what, char *err, size_t errlen)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    int fd = open(path, O_RDONLY | O_NONBLOCK);   /* a pipe must not hold the open */
+    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!fp) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
     struct stat sb;
-    if (fstat(fileno(fp), &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "%s: not a file (a folder or a device)", path);
+    if (fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: not a file (a folder, a device or a pipe)", path);
     } else if (fread(h, 1, hlen, fp) != hlen) {
         snprintf(err, errlen, "%s: truncated header", path);
     } else if (memcmp(h, magic, 8) != 0) {

@@ -19,6 +19,7 @@ typedef struct {
     FILE *f;               /* NULL: discard */
     pthread_mutex_t lock;  /* one line at a time */
     int refs;              /* metrics objects writing here (guarded by lock) */
+    int failed;            /* a write failed (said once on stderr; guarded by lock) */
 } sink_t;
 
 struct metrics {
@@ -244,6 +245,9 @@ void metrics_event(metrics_t *m, const char *event, const char *fields, ...)
         va_end(ap);
     }
     fputs("}\n", f);
-    fflush(f);
+    if ((fflush(f) != 0 || ferror(f)) && !m->sink->failed) {   /* said once: the run goes on without its metrics */
+        m->sink->failed = 1;
+        fprintf(stderr, "brigade: --metrics: writing failed (%s); later events may be lost\n", strerror(errno));
+    }
     pthread_mutex_unlock(&m->sink->lock);
 }

@@ -217,6 +217,33 @@ if [ -f "$T/ck/stage.ckpt" ]; then
         || bad "checkpoint named as --save or --out" "the file changed"
 else bad "solo --save over a checkpoint" "no checkpoint from section 5b"; fi
 
+# 7b. Files that are not plain files: --save through a symbolic link replaces the file it points to and keeps
+#     the link (the link was replaced by a file); a device or a pipe as --save is refused (a root's --save
+#     /dev/null replaced the device with a file); a pipe as --model-file is refused at once (it hung);
+#     --save naming the run's own checkpoint fails at the end and leaves the checkpoint (it was overwritten);
+#     output that cannot be written is an error (exit 1), a --metrics file that cannot be written is said once
+mkfifo "$T/fifo" 2>/dev/null
+if [ -f "$T/m.bin" ] && cp "$T/m.bin" "$T/m2.bin" && ln -s m2.bin "$T/link.bin" && [ -p "$T/fifo" ]; then
+    sum=$(cksum <"$T/m2.bin")
+    $B solo --model gpt-tiny --data synthetic --steps 2 --save "$T/link.bin" >/dev/null 2>&1; rc=$?
+    [ $rc = 0 ] && [ -L "$T/link.bin" ] && [ "$(readlink "$T/link.bin")" = m2.bin ] && [ "$(cksum <"$T/m2.bin")" != "$sum" ] &&
+        ok "--save through a link: the link kept, its file replaced" || bad "--save through a link" "exit $rc; $(ls -l "$T/link.bin" "$T/m2.bin" | tr '\n' '|')"
+    expect2 "solo --save a pipe" -m "not a regular file" solo --steps 1 --save "$T/fifo"
+    expect2 "sample --model-file a pipe" -m "not a file" sample --model-file "$T/fifo"
+else bad "files that are not plain files" "no model file from section 5, or no link or pipe made"; fi
+mkdir -p "$T/ck7"
+$B solo --model gpt-tiny --data synthetic --steps 2 --checkpoint "$T/ck7" --save "$T/ck7/stage.ckpt" >/dev/null 2>"$T/ck7.err"; rc=$?
+[ $rc = 1 ] && [ "$(head -c 8 "$T/ck7/stage.ckpt" 2>/dev/null)" = BRGDCKPT ] && grep -q "holds a checkpoint" "$T/ck7.err" &&
+    ok "--save naming the run's own checkpoint: exit 1, the checkpoint kept" || bad "--save naming the run's checkpoint" "exit $rc: $(tail -n 1 "$T/ck7.err")"
+if [ -c /dev/full ] && [ -f "$T/m.bin" ]; then
+    $B sample --model-file "$T/m.bin" --length 5 >/dev/full 2>"$T/full.err"; rc=$?
+    [ $rc = 1 ] && grep -q "could not be written" "$T/full.err" && ok "sample into a full device: exit 1, $(cat "$T/full.err")" ||
+        bad "sample into a full device" "exit $rc: $(cat "$T/full.err")"
+    $B solo --model gpt-tiny --data synthetic --steps 3 --metrics /dev/full >/dev/null 2>"$T/mfull.err"; rc=$?
+    [ $rc = 0 ] && [ "$(grep -c -- '--metrics: writing failed' "$T/mfull.err")" = 1 ] && ok "--metrics into a full device: said once" ||
+        bad "--metrics into a full device" "exit $rc: $(grep -c -- '--metrics' "$T/mfull.err") lines"
+fi
+
 # 8. The stage bound is one number (MODEL_STAGES_MAX = 128) for solo and swarm:
 #    solo cuts a 100-layer mlp into 100 stages (it stopped at 64 before).
 if run k100 --model mlp-fmnist --layers 100 --dim 8 --data synthetic --stages 100 --steps 2 \
