@@ -174,5 +174,17 @@ if [ "$dl" = yes ] && [ "$rg2" = 143 ] && [ "$rg3" = 143 ] && [ -z "$res" ] && [
 else
     echo "FAIL - checkpoint during a download: download begun: $dl, exits $rg2 $rg3, resumed at '$res', the file $(cmp -s "$T/ck4.before" "$T/ck4/stage.ckpt" && echo kept || echo replaced) (it held version $v2; the stage's other node was at ${vg1:-?} when it joined; it said: $(grep -E 'resumed|download' "$T/g3.err" | head -n 2 | tr '\n' ' '))"
 fi
+# a one-stage node restarted on a run its checkpoint has completed ends at once: no update past --steps (each
+# restart trained one more and rewrote the checkpoint: "run complete after ... 4 updates", then 5)
+S1="--listen 127.0.0.1:0 --model gpt-tiny --layers 1 --dim 32 --heads 2 --ctx 16 --stages 1 --steps 3 --threads 1 --checkpoint $T/ck5"
+timeout 60 "$BRIGADE" node $S1 >/dev/null 2>"$T/s1.err"; r1=$?
+cp "$T/ck5/stage.ckpt" "$T/ck5.before" 2>/dev/null
+timeout 60 "$BRIGADE" node $S1 --metrics "$T/s2.jsonl" >/dev/null 2>"$T/s2.err"; r2=$?
+ups=$(ev "$T/s2.jsonl" update version | tr '\n' ' ')
+if [ $r1 = 0 ] && [ $r2 = 0 ] && [ -z "$ups" ] && cmp -s "$T/ck5.before" "$T/ck5/stage.ckpt"; then
+    echo "ok - a node restarted on a run its checkpoint completed ends at once: $(tail -n 1 "$T/s2.err")"
+else
+    echo "FAIL - restarted on a completed run: exits $r1 $r2, updates '$ups', the checkpoint $(cmp -s "$T/ck5.before" "$T/ck5/stage.ckpt" && echo kept || echo rewritten): $(tail -n 1 "$T/s2.err")"
+fi
 hx_jsonl
 exit 0
