@@ -879,6 +879,31 @@ static void test_modelfile_negative_updates(void)
     free(p);
 }
 
+/* A model name with a control byte (a crafted file: an escape sequence the
+ * commands would print to the terminal) is refused like any bad config. */
+static void test_modelfile_name_printable(void)
+{
+    model_config_t c = s_small_gpt(), c2;
+    char err[256] = "", path[] = "/tmp/brigade-test-model-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    size_t n = model_num_params(&c), n2 = 0;
+    float *p = calloc(n, sizeof(float));
+    snprintf(c.name, sizeof c.name, "gpt\x1b[2J");
+    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
+    int64_t upd = 0;
+    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECKF(q == NULL && strstr(err, "invalid model config"), "loaded a name with ESC (%s)", err);
+    free(q);
+    snprintf(c.name, sizeof c.name, "gpt-tiny");
+    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
+    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECKF(q != NULL && strcmp(c2.name, "gpt-tiny") == 0, "%s", err);
+    free(q);
+    unlink(path);
+    free(p);
+}
+
 /* A folder in place of a model file, or a file with bytes after its
  * checksum, is refused with a reason that says so. */
 static void test_modelfile_not_a_model_file(void)
@@ -1006,6 +1031,7 @@ int main(void)
     RUN(test_threads_match_serial);
     RUN(test_modelfile_roundtrip);
     RUN(test_modelfile_negative_updates);
+    RUN(test_modelfile_name_printable);
     RUN(test_modelfile_not_a_model_file);
     RUN(test_checkpoint_kill_during_write);
     CHECK_EXIT();

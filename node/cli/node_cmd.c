@@ -126,7 +126,6 @@ static int s_http(void *arg, const char *path, http_reply_t *r)
     return status_serve(s, path, r);
 }
 
-/* A ticket given as text or @FILE, into its bytes.  0, or -1 with a reason. */
 /* What a STATUS table says of each record's reachability, after the
  * records: reach[i] 1 public, 2 outward only, 3 public and relays for
  * outward-only nodes (the peer's own signed announcement), 0 unknown;
@@ -151,6 +150,7 @@ static void s_status_reach(rbuf_t *r, int k, const peer_info_t *recs, uint8_t *r
     }
 }
 
+/* A ticket given as text or @FILE, into its bytes.  0, or -1 with a reason. */
 static int s_read_ticket(const char *arg, uint8_t out[TICKET_LEN], char *err, size_t errlen)
 {
     char text[TICKET_TEXT_LEN + 64] = {0};
@@ -336,6 +336,10 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
         atomic_store(&s_running, (uintptr_t)x->node);   /* a signal from now on stops it (while it joins too) */
         if (atomic_load(&s_stopped_by)) node_interrupt(x->node);
     }
+    if (x->view.http)   /* known now: it answers 503 while the node joins */
+        fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(x->view.http));
+    if (x->node && o->join[0])
+        fprintf(stderr, "brigade node: joining the swarm at %.*s ...\n", (int)strcspn(o->join, "/"), o->join);
     if (!x->node || node_join(x->node, err, errlen) < 0) return -1;
     if (x->ck_state && x->ck.run != node_run_id(x->node) && s_keep_other_run(x, err, errlen) < 0) return -1;
     const opts_t *run = node_opts(x->node);
@@ -368,7 +372,6 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     x->view.stage0 = node_stage(x->node);
     x->view.n = x->node;   /* the page shows it from now on */
     pthread_mutex_unlock(&x->view.lock);
-    if (x->view.http) fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(x->view.http));
     return 0;
 }
 
@@ -453,8 +456,8 @@ int cmd_node(int argc, char **argv)
         int sig = atomic_load(&s_stopped_by);
         s_interrupted(sig, err, sizeof err);
         status = 128 + sig;
-        s_end(x, status, err);
-        fprintf(stderr, "brigade node: %s while starting\n", err);
+        s_end(x, status, err);   /* its line, once the node exists */
+        if (!x->node) fprintf(stderr, "brigade node: %s while starting\n", err);
     } else {
         s_end(x, status, err);
         fprintf(stderr, "brigade: %s\n", err);

@@ -27,7 +27,11 @@ static int s_number(const char *v, double *x)
 static void s_help(void)
 {
     printf("usage: brigade sample --model-file FILE [--prompt TEXT] [--length N] [--temperature X] [--seed S]\n"
-           "  generates text from a gpt model file (solo --save, or brigade assemble)\n");
+           "  generates text from a gpt model file (solo --save, or brigade assemble)\n"
+           "  --prompt TEXT      the text it continues (default a newline)\n"
+           "  --length N         bytes to generate, 1..100000 (default 200)\n"
+           "  --temperature X    0 always takes the likeliest byte; higher draws more freely (default 0.8)\n"
+           "  --seed S           the draws' seed: the same seed, the same text (default 1)\n");
 }
 
 typedef struct {

@@ -47,6 +47,8 @@ static int s_get_cfg(const uint8_t **p, model_config_t *cfg)
     cfg->L = f[4]; cfg->NH = f[5]; cfg->D = f[6];
     memcpy(cfg->name, *p, 23);
     *p += 24;
+    for (const char *c = cfg->name; *c; c++)
+        if (*c < 0x20 || *c > 0x7e) return -1;   /* printable: the name reaches terminals */
     char why[200];
     if (cfg->kind != MODEL_GPT && cfg->kind != MODEL_MLP) return -1;
     if (model_check(cfg, why, sizeof why) < 0) return -1;

@@ -1206,7 +1206,7 @@ static int s_plan_node(const char *tok, int nodes, int line, const char *what, c
     char *end;
     long v = strtol(tok, &end, 10);
     if (!*tok || *end || v < 0 || v >= nodes) {
-        snprintf(err, errlen, "line %d: %s: node '%s' is not a number in 0..%d", line, what, tok, nodes - 1);
+        snprintf(err, errlen, "line %d: %s: node '%.40s' is not a number in 0..%d", line, what, tok, nodes - 1);
         return -1;
     }
     return (int)v;
@@ -1235,7 +1235,7 @@ static int s_plan_line(char *text, int nodes, int line, plan_ev_t *p, char *err,
     p->line = line;
     char *end;
     p->at = strtod(tok[0], &end);
-    if (*end || !isfinite(p->at) || p->at < 0) { snprintf(err, errlen, "line %d: time '%s' is not a number of seconds >= 0", line, tok[0]); return -1; }
+    if (*end || !isfinite(p->at) || p->at < 0) { snprintf(err, errlen, "line %d: time '%.40s' is not a number of seconds >= 0", line, tok[0]); return -1; }
     if (nt < 2) { snprintf(err, errlen, "line %d: an event is missing after the time", line); return -1; }
     const char *w = tok[1];
     int need = 3;
@@ -1246,7 +1246,7 @@ static int s_plan_line(char *text, int nodes, int line, plan_ev_t *p, char *err,
     else if (!strcmp(w, "pause")) { p->kind = PLAN_PAUSE; need = 4; }
     else if (!strcmp(w, "partition")) p->kind = PLAN_PARTITION;
     else if (!strcmp(w, "heal")) { p->kind = PLAN_HEAL; need = 2; }
-    else { snprintf(err, errlen, "line %d: unknown event '%s' (kill, restart, slow, pause, partition, heal, rogue)", line, w); return -1; }
+    else { snprintf(err, errlen, "line %d: unknown event '%.40s' (kill, restart, slow, pause, partition, heal, rogue)", line, w); return -1; }
     if (nt != need) { snprintf(err, errlen, "line %d: %s takes %d field%s after the time", line, w, need - 2, need == 3 ? "" : "s"); return -1; }
     if (p->kind == PLAN_PARTITION) {
         char *s2 = NULL;
@@ -1261,14 +1261,14 @@ static int s_plan_line(char *text, int nodes, int line, plan_ev_t *p, char *err,
     if (p->kind == PLAN_SLOW) {
         p->factor = strtod(tok[3], &end);
         if (*end || !isfinite(p->factor) || p->factor < 1.0 || p->factor > 1000.0) {
-            snprintf(err, errlen, "line %d: slow: factor '%s' is not a number in 1..1000", line, tok[3]);
+            snprintf(err, errlen, "line %d: slow: factor '%.40s' is not a number in 1..1000", line, tok[3]);
             return -1;
         }
     }
     if (p->kind == PLAN_PAUSE) {
         p->factor = strtod(tok[3], &end);
         if (*end || !isfinite(p->factor) || p->factor <= 0 || p->factor > 3600.0) {
-            snprintf(err, errlen, "line %d: pause: '%s' is not a number of seconds in (0, 3600]", line, tok[3]);
+            snprintf(err, errlen, "line %d: pause: '%.40s' is not a number of seconds in (0, 3600]", line, tok[3]);
             return -1;
         }
     }
