@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sodium.h>
 
 static void s_node_help(void)
@@ -338,7 +339,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     }
     if (x->view.http)   /* known now: it answers 503 while the node joins */
         fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(x->view.http));
-    if (x->node && o->join[0])
+    if (x->node && o->join[0] && isatty(STDERR_FILENO))   /* a wait of up to 15 s; a failed start stays one line in a log */
         fprintf(stderr, "brigade node: joining the swarm at %.*s ...\n", (int)strcspn(o->join, "/"), o->join);
     if (!x->node || node_join(x->node, err, errlen) < 0) return -1;
     if (x->ck_state && x->ck.run != node_run_id(x->node) && s_keep_other_run(x, err, errlen) < 0) return -1;
