@@ -11,6 +11,7 @@
 #include "node/runtime/pending.h"
 #include "node/runtime/peers.h"
 #include "node/runtime/router.h"
+#include "node/runtime/applied.h"
 #include "node/runtime/evalsum.h"
 #include "node/runtime/sim.h"
 #include "node/runtime/queue.h"
@@ -370,6 +371,32 @@ static void test_router_pick_lowest(void)
     CHECK(router_pick_lowest(v, ix, 1, 0) == 9);
     CHECK(router_pick_lowest(v, ix + 1, 2, 0) == 0);
     free(v);
+}
+
+/* applied: ids remembered exactly for two generations, older ones by their
+ * origin's floor (serial order of the 40-bit sequence numbers). */
+static void test_applied_floor(void)
+{
+    applied_t a;
+    applied_init(&a);
+    const uint64_t A = (uint64_t)0x123456 << APPLIED_SEQ_BITS, C = (uint64_t)0xabcdef << APPLIED_SEQ_BITS;
+    const uint64_t top = (UINT64_C(1) << APPLIED_SEQ_BITS) - 1;
+    for (uint64_t i = 0; i < 3 * APPLIED_GEN; i++) CHECK(applied_mark(&a, A | (1000 + 2 * i)) == 0);   /* even seqs */
+    int all = 1;
+    for (uint64_t i = 0; i < 3 * APPLIED_GEN; i++) all &= applied_has(&a, A | (1000 + 2 * i));
+    CHECKF(all, "an applied id was forgotten");
+    CHECK(applied_has(&a, A | 1001));                          /* old, never applied: below the floor, refused */
+    CHECK(!applied_has(&a, A | (1001 + 2 * (3 * APPLIED_GEN - 1))));   /* recent, never applied: still in the exact sets' time */
+    CHECK(!applied_has(&a, A | (1000 + 2 * 3 * APPLIED_GEN)));  /* newer than every applied one */
+    CHECK(!applied_has(&a, C | 1000));                         /* another origin */
+    /* an origin whose sequence wraps past 2^40: newer ids after the wrap are new */
+    for (uint64_t i = 0; i < 3 * APPLIED_GEN; i++) CHECK(applied_mark(&a, C | ((top - 2 * APPLIED_GEN + i) & top)) == 0);
+    CHECK(applied_has(&a, C | (top - 2 * APPLIED_GEN)));
+    CHECK(!applied_has(&a, C | (APPLIED_GEN + 5)));
+    CHECK(!applied_has(&a, C | (top - 4 * APPLIED_GEN)) == 0);   /* before the first applied: refused (below the floor) */
+    applied_clear(&a);
+    CHECK(!applied_has(&a, A | 1000) && !applied_has(&a, A | 1001));
+    applied_fini(&a);
 }
 
 /* evalsum: rounds summed apart, reported whole or pushed out partial. */
@@ -1674,6 +1701,7 @@ int main(void)
     RUN(test_router_prune);
     RUN(test_router_pick_lowest);
     RUN(test_evalsum);
+    RUN(test_applied_floor);
     RUN(test_router_explores);
     RUN(test_router_unknown_priced);
     RUN(test_router_silent);

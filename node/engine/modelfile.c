@@ -68,6 +68,25 @@ static char *s_tmp_path(const char *path, char *err, size_t errlen)
     return tmp;
 }
 
+/* Where the symbolic link at path points (relative to its folder when its
+ * text is relative), a new string, when that file does not exist yet (a
+ * write creates it); NULL otherwise. */
+static char *s_link_target(const char *path)
+{
+    if (errno != ENOENT) return NULL;
+    char text[4096];
+    ssize_t n = readlink(path, text, sizeof text - 1);
+    if (n <= 0) return NULL;
+    text[n] = '\0';
+    const char *slash = strrchr(path, '/');
+    size_t dir = text[0] == '/' || !slash ? 0 : (size_t)(slash - path) + 1;
+    char *t = malloc(dir + (size_t)n + 1);
+    if (!t) return NULL;
+    memcpy(t, path, dir);
+    memcpy(t + dir, text, (size_t)n + 1);
+    return t;
+}
+
 /* The file a write to path replaces (a new string, the caller frees it):
  * path itself, or the file a symbolic link there points to, so that the
  * rename replaces that file and not the link.  NULL with a reason when it
@@ -78,7 +97,7 @@ static char *s_write_target(const char *path, char *err, size_t errlen)
     struct stat sb;
     char *target = NULL;
     if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
-        if (!(target = realpath(path, NULL))) {
+        if (!(target = realpath(path, NULL)) && !(target = s_link_target(path))) {
             snprintf(err, errlen, "%s: a link to a file that cannot be reached: %s", path, strerror(errno));
             return NULL;
         }

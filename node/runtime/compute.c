@@ -6,6 +6,7 @@
 #include "node/runtime/compute.h"
 #include "compress/codec.h"
 #include "node/engine/modelfile.h"
+#include "node/runtime/applied.h"
 #include "node/runtime/evalsum.h"
 #include "node/runtime/pending.h"
 #include "node/runtime/router.h"
@@ -36,14 +37,13 @@
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 #define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
 #define FINAL_GAP_S 10.0      /* and gives up on the rest of it when none of its batches has come for this long */
-#define EVAL_STALE_S 20.0     /* an evaluation round none of whose batches came for this long is reported as it is */
+#define EVAL_STALE_S FINAL_GAP_S   /* an evaluation round none of whose batches came for this long is reported as it is */
 #define REOPEN_S 30.0         /* a data stage whose final evaluation went out at --steps while the swarm's count of
                                  completed microbatches stays short trains on after this long (the count comes by
                                  gossip, straight from last-stage nodes: in a large swarm seconds apart) */
 #define FINAL_LAG_S 5.0       /* a data stage behind a complete count sends its final evaluation this long (or two of
                                  its round trips) after it saw the count complete: the gradients of the last
                                  microbatches, which the gossip overtakes, bring its version to --steps first */
-#define APPLIED_GEN 4096      /* microbatch ids remembered as applied: two generations of this many */
 
 typedef struct {
     int used;
@@ -106,7 +106,7 @@ struct compute {
     int *pick_rix;                /* routes of the picked stage's peers (router_index), for: */
     int pick_cap, pick_stage, pick_routes;
     uint64_t pick_gen;            /* the view (view_gen), stage and route count they were found for; 0: none */
-    idmap_t applied[2];           /* microbatches whose gradient this node accumulated (newer, older generation) */
+    applied_t applied;            /* microbatches whose gradient this node accumulated */
     peer_view_t *view;            /* the latest snapshot of the peer table */
     int *by_stage;                /* view entries grouped by stage: stage s at by_stage[stage_at[s] .. stage_at[s + 1]) */
     int stage_at[MODEL_STAGES_MAX + 1];
@@ -126,7 +126,9 @@ struct compute {
     double busy_s;                /* compute seconds (rate) */
     uint64_t fwd_done;
     evalsum_t evals;              /* evaluation rounds being summed (last stage, or a single stage) */
-    int final_reported;           /* last stage: a final evaluation came whole before the run was complete */
+    double final_early_t;         /* last stage: when a final evaluation that came whole before the run was
+                                     complete began to arrive (0: none); REOPEN_S later its data stage trains on */
+    uint64_t final_receiver;      /* last stage, waiting: the node the final evaluation's batches go to */
     double final_wait_from;       /* last stage: when it began waiting for the final evaluation (a final
                                      round begun before came too early: not the one awaited) */
     int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
@@ -151,6 +153,7 @@ struct compute {
 };
 
 static void s_eval_batch(compute_t *c, uint32_t round, int final, int nval, int i, const acts_t *a);
+static void s_emit_eval(compute_t *c, const evalsum_round_t *r);
 static void s_issue_eval(compute_t *c, uint32_t flags);
 static void s_issue_final_eval(compute_t *c);
 static void s_apply_avg(compute_t *c);
@@ -208,19 +211,13 @@ static void s_trace(compute_t *c, int what, uint64_t mb, int64_t v)
 
 static int s_applied(const compute_t *c, uint64_t mb)
 {
-    return idmap_get(&c->applied[0], mb) >= 0 || idmap_get(&c->applied[1], mb) >= 0;
+    return applied_has(&c->applied, mb);
 }
 
-/* Remembers that mb's gradient was accumulated here (the older generation is dropped when the newer fills). */
+/* Remembers that mb's gradient was accumulated here. */
 static void s_mark_applied(compute_t *c, uint64_t mb)
 {
-    if (c->applied[0].n >= APPLIED_GEN) {
-        idmap_t old = c->applied[1];
-        c->applied[1] = c->applied[0];
-        c->applied[0] = old;
-        idmap_clear(&c->applied[0]);
-    }
-    idmap_put(&c->applied[0], mb, 0);
+    applied_mark(&c->applied, mb);
     s_trace(c, TRACE_APPLY, mb, c->version);
 }
 
@@ -779,11 +776,30 @@ static int s_run_complete(const compute_t *c)
     return s_progress(c) >= (uint64_t)c->o->steps * (uint64_t)c->o->micro;
 }
 
-/* The run completed here: this node is done. */
+/* Reports the evaluation rounds whose last batch came before `before`, the
+ * oldest first, as they are (their other batches were lost, or the run ends). */
+static void s_eval_flush(compute_t *c, double before)
+{
+    evalsum_round_t r;
+    while (evalsum_stale(&c->evals, before, &r)) s_emit_eval(c, &r);
+}
+
+/* The run completed here: this node is done (rounds still summed reported). */
 static void s_finish(compute_t *c)
 {
+    s_eval_flush(c, INFINITY);
     c->done = 1;
     c->phase = PH_DONE;
+}
+
+/* The last-stage node an evaluation's batches go to (s_next_peer): the
+ * live one of the lowest id, this one included. */
+static uint64_t s_eval_receiver(const compute_t *c)
+{
+    int n;
+    const int *ix = s_stage_peers(c, c->stage, &n);
+    uint64_t lo = router_pick_lowest(c->view, ix, n, 0);
+    return lo && lo < c->c.id ? lo : c->c.id;
 }
 
 /* The last stage of a complete run waits for the final evaluation (--eval-every;
@@ -845,10 +861,13 @@ static void s_data_stage_end(compute_t *c, double now)
 static void s_last_stage_end(compute_t *c)
 {
     if (!s_last(c) || c->phase != PH_RUN || c->final_wait_until > 0 || !s_run_complete(c)) return;
-    if (s_final_eval_coming(c) && !c->final_reported) {
+    double now = s_now(c);
+    int had_final = c->final_early_t > 0 && now - c->final_early_t < REOPEN_S;
+    if (s_final_eval_coming(c) && !had_final) {
         c->closing = 1;
-        c->final_wait_from = s_now(c);
-        c->final_wait_until = c->final_wait_from + FINAL_EVAL_S;
+        c->final_wait_from = now;
+        c->final_wait_until = now + FINAL_EVAL_S;
+        c->final_receiver = s_eval_receiver(c);
     } else {
         s_finish(c);
     }
@@ -906,7 +925,7 @@ static int s_issue(compute_t *c, mbrec_t *old)
     r->from = 0;
     if (!old) {
         /* the id stays across re-issues: every node applies a microbatch at most once */
-        r->mb = ((c->c.id & 0xffffffULL) << 40) | (++c->mb_seq & 0xffffffffffULL);
+        r->mb = ((c->c.id & 0xffffffULL) << APPLIED_SEQ_BITS) | (++c->mb_seq & ((1ULL << APPLIED_SEQ_BITS) - 1));
         s_trace(c, TRACE_ISSUE, r->mb, c->version);
     }
     r->tries++;
@@ -1001,11 +1020,12 @@ static void s_eval_batch(compute_t *c, uint32_t round, int final, int nval, int 
 {
     evalsum_round_t out[2];
     int k = evalsum_add(&c->evals, round, final, nval, i, a ? a->loss : 0, a ? a->correct : 0, s_now(c), out);
+    int final_whole = k > 0 && out[k - 1].final && out[k - 1].n == out[k - 1].nval;
+    int ending = final_whole && s_run_complete(c);
+    if (ending) s_eval_flush(c, INFINITY);   /* the rounds before it first */
     for (int j = 0; j < k; j++) s_emit_eval(c, &out[j]);
-    if (k > 0 && out[k - 1].final && out[k - 1].n == out[k - 1].nval) {
-        if (s_run_complete(c)) s_finish(c);
-        else c->final_reported = 1;
-    }
+    if (ending) s_finish(c);
+    else if (final_whole) c->final_early_t = out[k - 1].first_t;   /* its first batch: the nearest to its sending */
 }
 
 /* Copies a tensor mail's values into slot's input (its length was checked by the network side for the stage it had). */
@@ -1243,14 +1263,17 @@ static void s_fetch(compute_t *c, uint64_t donor)
     s_out(c, m);
 }
 
-/* The live peer of this node's stage with the highest version, not `skip`; 0 none. */
+/* The live peer of this node's stage with the highest version, not `skip`,
+ * trained (version > 0: one at 0 holds the initial weights, which need no
+ * download, or is fetching the stage itself, as two nodes that moved to it
+ * at once would be, each waiting on the other); 0 none. */
 static uint64_t s_stage_donor(const compute_t *c, uint64_t skip)
 {
     uint64_t donor = 0;
     uint32_t best = 0;
     for (int i = 0; c->view && i < c->view->n; i++) {
         const view_peer_t *p = &c->view->p[i];
-        if (p->stage == c->stage && p->health != PEER_GONE && p->id != skip && (!donor || p->version >= best)) {
+        if (p->stage == c->stage && p->health != PEER_GONE && p->id != skip && p->version > 0 && (!donor || p->version >= best)) {
             donor = p->id;
             best = p->version;
         }
@@ -1504,8 +1527,7 @@ static void s_move(compute_t *c, int to, const char *why)
     s_stage_teardown(c);
     /* what was applied at the old stage says nothing of the new one's microbatches: remembered, it
      * answered "applied already" (DUP) to microbatches this node applied only at its old stage */
-    idmap_clear(&c->applied[0]);
-    idmap_clear(&c->applied[1]);
+    applied_clear(&c->applied);
     s_trace(c, TRACE_MOVE, (uint64_t)to, c->version);
     stage_state_destroy(&c->st);
     c->st = st;
@@ -1615,35 +1637,32 @@ static void s_check_alone(compute_t *c, double now)
 }
 
 /* The last stage's wait for the final evaluation ends (the run with it)
- * at FINAL_EVAL_S, when no data-stage node is left, or FINAL_GAP_S after
- * the last batch of the awaited round came (the rest was lost: what came is
- * reported, its count with it); s_eval_batch ends it when the round is in. */
+ * at FINAL_EVAL_S, when no data-stage node is left, when the node its batches
+ * go to has left, or FINAL_GAP_S after the last batch of the awaited round
+ * came (the rest was lost: what came is reported, its count with it);
+ * s_eval_batch ends it when the round is in. */
 static void s_final_wait_end(compute_t *c, double now)
 {
+    if (c->phase != PH_RUN || c->final_wait_until == 0) return;
     const evalsum_round_t *fin = evalsum_final(&c->evals);    /* some of a final evaluation's batches came, */
     int awaited = fin && fin->first_t >= c->final_wait_from;  /* of the one awaited */
-    if (c->phase != PH_RUN || c->final_wait_until == 0
-        || !(now >= c->final_wait_until || s_stage_live(c, 0) == 0 || (awaited && now - fin->last_t > FINAL_GAP_S)))
+    const view_peer_t *rp = c->final_receiver != c->c.id ? peer_view_find(c->view, c->final_receiver) : NULL;
+    int receiver_gone = c->final_receiver != c->c.id && (!rp || rp->health == PEER_GONE);
+    if (!(now >= c->final_wait_until || s_stage_live(c, 0) == 0 || receiver_gone || (awaited && now - fin->last_t > FINAL_GAP_S)))
         return;
-    if (fin) {
-        evalsum_round_t r;
-        evalsum_take(&c->evals, fin, &r);
-        char line[128];
-        snprintf(line, sizeof line, "the run is complete; %d of its final evaluation's %d batches arrived", r.n, r.nval);
-        s_say(c, line);
-        s_emit_eval(c, &r);
-    } else {
-        s_say(c, "the run is complete; its final evaluation did not arrive");
-    }
-    s_finish(c);
+    char line[128];
+    if (fin) snprintf(line, sizeof line, "the run is complete; %d of its final evaluation's %d batches arrived", fin->n, fin->nval);
+    else snprintf(line, sizeof line, "the run is complete; its final evaluation did not arrive%s",
+                  receiver_gone ? " (the node it went to left)" : "");
+    s_say(c, line);
+    s_finish(c);   /* reports what came */
 }
 
 /* Evaluation rounds none of whose batches came for EVAL_STALE_S (the rest
  * were lost) are reported as they are. */
 static void s_eval_stale(compute_t *c, double now)
 {
-    evalsum_round_t r;
-    while (evalsum_stale(&c->evals, now - EVAL_STALE_S, &r)) s_emit_eval(c, &r);
+    s_eval_flush(c, now - EVAL_STALE_S);
 }
 
 double compute_tick(compute_t *c)
@@ -1694,7 +1713,9 @@ int compute_step(compute_t *c, double *flops)
                 did = 1;
             }
         } else if (s_may_issue(c)) {
-            int n = c->o->schedule == SCHED_GPIPE ? c->max_inflight : 1;
+            /* gpipe: the rest of this update's microbatches at once (a round is cut by the POOL_MAX slots when
+             * --micro is larger: the next round then completes the update, never runs past it) */
+            int n = c->o->schedule == SCHED_GPIPE ? c->o->micro - c->bwd_count : 1;
             for (int k = 0; k < n; k++)
                 if (s_issue(c, NULL) == 0) did = 1;
         }
@@ -1792,8 +1813,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->c.view = NULL;
     router_init(&c->router);
     evalsum_init(&c->evals);
-    idmap_init(&c->applied[0]);
-    idmap_init(&c->applied[1]);
+    applied_init(&c->applied);
     c->stage = cfg->stage;
     c->nstages = c->o->stages;
     if (cfg->view) s_take_view(c, cfg->view);
@@ -1845,8 +1865,7 @@ void compute_destroy(compute_t **self_p)
     router_fini(&c->router);
     evalsum_fini(&c->evals);
     free(c->pick_rix);
-    idmap_fini(&c->applied[0]);
-    idmap_fini(&c->applied[1]);
+    applied_fini(&c->applied);
     free(c->view);
     free(c->by_stage);
     stage_state_destroy(&c->st);

@@ -245,9 +245,10 @@ void metrics_event(metrics_t *m, const char *event, const char *fields, ...)
         va_end(ap);
     }
     fputs("}\n", f);
-    if ((fflush(f) != 0 || ferror(f)) && !m->sink->failed) {   /* said once: the run goes on without its metrics */
+    int bad = fflush(f) != 0 ? errno : ferror(f) ? EIO : 0;
+    if (bad && !m->sink->failed) {   /* said once: the run goes on without its metrics */
         m->sink->failed = 1;
-        fprintf(stderr, "brigade: --metrics: writing failed (%s); later events may be lost\n", strerror(errno));
+        fprintf(stderr, "brigade: --metrics: writing failed (%s); later events may be lost\n", strerror(bad));
     }
     pthread_mutex_unlock(&m->sink->lock);
 }

@@ -1306,7 +1306,7 @@ int sim_plan_random(uint64_t seed, int nodes, int count, double horizon, plan_ev
             p->nset = 1 + (int)(U() * (nodes / 2));
             int most = (int)(sizeof p->set / sizeof p->set[0]);   /* a side holds at most 64 nodes, as in a plan file */
             if (p->nset > most) p->nset = most;
-            for (int i = 0; i < p->nset; i++) {   /* distinct nodes: nset <= nodes / 2, so a free one is drawn soon */
+            for (int i = 0; i < p->nset; i++) {   /* distinct nodes: nset <= max(1, nodes / 2), so a free one is drawn soon */
                 int x, dup;
                 do {
                     x = (int)(U() * nodes);

@@ -240,6 +240,56 @@ if [ $rc = 0 ] && [ -n "$mv" ] && ! grep -q 'initial weights' "$T/mv.out" && pri
     echo "ok - a move whose backup does not come downloads from a peer that serves the stage by then: $mv"
 else echo "FAIL - a move whose backup does not come (want a download from the peer back from a partition): exit $rc: $mv"; fi
 
+# 5g. the end of a run with evaluations, more ways: (a) 2% of messages lost: every round is reported, in order, a
+#     round that lost batches as it is (rounds were dropped or came late); (b) the last-stage node the final
+#     evaluation's batches go to is killed: the other ends at once, not after 60 s; (c) a data stage that trained on
+#     after an early final evaluation (the last stage restarted without its count) sends the final one after its
+#     last update; (d) two nodes moving to the same empty stage do not wait 30 s on each other's download
+g_evals() {   # FILE: VERSION:BATCHES words of its eval events, then "after" when the last came after stage 0's last update
+    python3 -c '
+import json, sys
+all = list(map(json.loads, open(sys.argv[1])))
+ev = [e for e in all if e.get("event") == "eval"]
+up0 = [e["t"] for e in all if e.get("event") == "update" and e.get("stage") == 0]
+print(" ".join("%s:%s" % (e["version"], e["batches"]) for e in ev) + (" after" if ev and up0 and ev[-1]["t"] > max(up0) else ""))' "$1" 2>/dev/null
+}
+gbad=""
+"$BRIGADE" sim --nodes 3 --stages 3 --compute real --steps 40 --micro 2 --eval-every 10 --latency-ms 5:60 --loss 0.02 --seed 200008 \
+    --metrics "$T/ga.jsonl" >"$T/ga.out" 2>&1 || gbad="$gbad [a: exit $?]"
+ga=$(g_evals "$T/ga.jsonl")
+case "$ga" in 10:*" "20:*" "30:*" "3[5-9]:*) ;; *) gbad="$gbad [a: evaluations '$ga', want 10, 20, 30 and a final one]" ;; esac
+printf '9 kill 5\n' >"$T/gb.plan"
+"$BRIGADE" sim $R2 --seed 1 --plan "$T/gb.plan" >"$T/gb.out" 2>&1 || gbad="$gbad [b: exit $?]"
+gb=$(tail -n 1 "$T/gb.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+awk "BEGIN { exit !(${gb:-999} < 40) }" || gbad="$gbad [b: over after '$gb' s, want under 40]"
+printf '3 kill 2\n4 restart 2\n' >"$T/gc.plan"
+"$BRIGADE" sim --nodes 3 --stages 3 --compute real --steps 40 --micro 2 --eval-every 10 --seed 1 --plan "$T/gc.plan" \
+    --metrics "$T/gc.jsonl" >"$T/gc.out" 2>&1 || gbad="$gbad [c: exit $?]"
+gc=$(g_evals "$T/gc.jsonl")
+[ "${gc##* }" = after ] || gbad="$gbad [c: evaluations '$gc', the last not after stage 0's last update]"
+printf '12 kill 3\n12 kill 7\n' >"$T/gd.plan"
+"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed 7 --plan "$T/gd.plan" >"$T/gd.out" 2>&1 || gbad="$gbad [d: exit $?]"
+gd=$(tail -n 1 "$T/gd.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+awk "BEGIN { exit !(${gd:-999} < 60) }" || gbad="$gbad [d: over after '$gd' s, want under 60]"
+if [ -z "$gbad" ]; then echo "ok - the end of a run with evaluations: 2% lost: $ga; receiver killed: over after $gb s; trained on after an early final: $gc; two movers: over after $gd s"
+else echo "FAIL - the end of a run with evaluations:$gbad"; fi
+
+# 5h. exactly once and in step: (a) a data-stage node cut off for 100 s re-issues work its stage-1 peer applied
+#     more than 8192 microbatches ago: refused as applied, not applied twice (it was: "applied ... twice");
+#     (b) gpipe with --micro above the 64 activation slots: an update never spans a round (delay 1, 2 versions)
+printf '20.01 partition 0\n120 heal\n' >"$T/dup.plan"
+"$BRIGADE" sim --nodes 3 --stages 2 --steps 20000 --micro 4 --layers 2 --dim 16 --heads 1 --ctx 8 --batch 1 --latency-ms 20:20 \
+    --plan "$T/dup.plan" --seed 5 --sim-seconds 400 >"$T/dup.out" 2>&1; rc=$?
+"$BRIGADE" sim --nodes 4 --stages 4 --steps 10 --schedule gpipe --micro 100 --batch 1 --seed 1 --latency-ms 5:5 \
+    --metrics "$T/gp.jsonl" >"$T/gp.out" 2>&1; rcg=$?
+gp=$(python3 -c '
+import json, sys
+ev = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "update"]
+print("%d %d %d" % (max(e["delay_max"] for e in ev), max(e["stash"] for e in ev), len(ev)) if ev else "none")' "$T/gp.jsonl" 2>/dev/null)
+if [ $rc = 0 ] && grep -q 'duplicated 0,' "$T/dup.out" && [ $rcg = 0 ] && [ "${gp% *}" = "0 1" ]; then
+    echo "ok - exactly once after a 100 s cut ($(tail -n 1 "$T/dup.out" | sed 's/^sim: //; s/, sim .*//')); gpipe at --micro 100: delay 0, 1 version"
+else echo "FAIL - exactly once / gpipe in step: exit $rc, $(grep -h 'twice\|duplicated' "$T/dup.out" | head -n 1); gpipe exit $rcg, delay_max, stash, updates: $gp (want 0 1)"; fi
+
 # 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"

@@ -1,0 +1,35 @@
+/* applied.h: the microbatches whose gradient a node has accumulated, so that
+ * none is applied twice.  The last APPLIED_GEN to 2 x APPLIED_GEN ids are
+ * remembered exactly.  Of the older ones, per data-stage origin (an id's top
+ * 24 bits; its low 40 are the origin's sequence number, which only grows,
+ * modulo 2^40), the latest sequence number forgotten: an id of that origin
+ * not after it counts as applied.  So a re-issue that comes after thousands
+ * of newer microbatches (its data stage was cut off for minutes) is answered
+ * as a duplicate, not applied again; one that was never applied here is
+ * answered so too, and skipped like work applied further on.  Owned by the
+ * compute side. */
+#ifndef BRIGADE_RUNTIME_APPLIED_H
+#define BRIGADE_RUNTIME_APPLIED_H
+#include <stdint.h>
+#include "node/runtime/idmap.h"
+
+#define APPLIED_GEN 4096          /* ids per generation */
+#define APPLIED_SEQ_BITS 40       /* an id's sequence number: its low bits */
+
+typedef struct {
+    idmap_t gen[2];               /* the newer and the older generation of ids */
+    idmap_t origin_ix;            /* origin -> index into floor */
+    uint64_t *floor;              /* per origin: the latest sequence number forgotten */
+    int nfloor, capfloor;
+} applied_t;
+
+void applied_init(applied_t *a);
+void applied_fini(applied_t *a);
+/* Forgets everything (a new stage). */
+void applied_clear(applied_t *a);
+/* 1 when mb counts as applied here. */
+int applied_has(const applied_t *a, uint64_t mb);
+/* Remembers mb as applied.  0, or -1 when out of memory (mb not kept; a
+ * generation whose floors could not be raised is kept, not forgotten). */
+int applied_mark(applied_t *a, uint64_t mb);
+#endif
