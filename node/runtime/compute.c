@@ -20,6 +20,7 @@
 #include <time.h>
 
 #define POOL_MAX 64          /* activation slots (microbatches held at once) */
+#define EVAL_SLOT POOL_MAX   /* one more, evaluation's own: it never waits on training work in flight */
 #define REC_MAX 256          /* microbatch records */
 #define AVG_EVERY 20         /* updates between within-stage averaging (weights sent as fp16) */
 #define AVG_PEERS 2          /* to this many live peers of the stage, in turn (bounded: a stage may have hundreds) */
@@ -82,8 +83,8 @@ struct compute {
     uint64_t fetch_donor;         /* the peer asked (0: backup holders) */
     int fetch_tries;              /* fetches of this stage so far */
     char fetch_why[128];          /* why the move */
-    acts_t *pool[POOL_MAX];
-    int npool, slot_used[POOL_MAX];
+    acts_t *pool[POOL_MAX + 1];   /* training's, then EVAL_SLOT */
+    int npool, slot_used[POOL_MAX + 1];
     grad_scratch_t *gs;
     stash_t stash;
     float *fwd_w;                 /* --staleness predict: the forward weights of version fwd_for */
@@ -135,6 +136,7 @@ struct compute {
                                      the data stage, seen passing by a middle stage, awaited by the last stage) */
     double final_wait_until;      /* last stage: closing, waiting for the final evaluation until then (0: not) */
     double final_sent;            /* data stage: when its final evaluation went out (0: not yet, or trained on after it) */
+    int final_due;                /* data stage: closing, its final evaluation could not go out yet (no memory) */
     int reopened;                 /* data stage: trained on after it; only the swarm's count ends the run now */
     double count_done_t;          /* data stage: when it first saw the swarm's count complete (0: not yet) */
     mail_t *avg_pending;          /* a replica's weights, averaged into ours right after our next update: the
@@ -154,7 +156,7 @@ struct compute {
 
 static void s_eval_batch(compute_t *c, uint32_t round, int final, int nval, int i, const acts_t *a);
 static void s_emit_eval(compute_t *c, const evalsum_round_t *r);
-static void s_issue_eval(compute_t *c, uint32_t flags);
+static int s_issue_eval(compute_t *c, uint32_t flags);
 static void s_issue_final_eval(compute_t *c);
 static void s_apply_avg(compute_t *c);
 static void s_backup(compute_t *c);
@@ -336,6 +338,15 @@ static int s_slot_get(compute_t *c)
     c->pool[c->npool] = a;
     c->slot_used[c->npool] = 1;
     return c->npool++;
+}
+
+/* The evaluation's slot (an evaluation batch is forwarded and sent on at
+ * once: a closing run's training keeps every other slot in flight, which
+ * held back its final evaluation for good).  -1 when out of memory. */
+static int s_eval_slot(compute_t *c)
+{
+    if (!c->c.modelled && !c->pool[EVAL_SLOT] && !(c->pool[EVAL_SLOT] = acts_new(&c->lay, c->B, c->T))) return -1;
+    return EVAL_SLOT;
 }
 
 static mbrec_t *s_rec_new(compute_t *c)
@@ -819,7 +830,7 @@ static void s_issue_final_eval(compute_t *c)
     if (c->closing) return;
     c->closing = 1;
     c->final_sent = s_now(c);
-    s_issue_eval(c, ACT_FLAG_FINAL);
+    c->final_due = s_issue_eval(c, ACT_FLAG_FINAL) < 0;   /* out of memory: tried again on each tick (s_data_stage_end) */
 }
 
 /* The microbatches the swarm still needs by its count (0 when complete). */
@@ -841,11 +852,16 @@ static void s_data_stage_end(compute_t *c, double now)
     int complete = s_run_complete(c);
     if (complete && c->count_done_t == 0) c->count_done_t = now;
     double lag = 2 * c->turn_mean > FINAL_LAG_S ? 2 * c->turn_mean : FINAL_LAG_S;
+    if (c->final_due && s_issue_eval(c, ACT_FLAG_FINAL) == 0) {
+        c->final_due = 0;
+        c->final_sent = now;
+    }
     if (!c->closing && complete && now - c->count_done_t >= lag) {
         s_issue_final_eval(c);
     } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && !complete) {
         c->closing = 0;
         c->final_sent = 0;
+        c->final_due = 0;
         c->reopened = 1;
         char line[160];
         snprintf(line, sizeof line, "the final evaluation went out, but the swarm has completed %llu microbatches too few: "
@@ -982,13 +998,14 @@ static void s_send_held(compute_t *c)
 
 /* The data stage sends the validation batches through the pipeline, forward
  * only, with the weights of this moment (flags: ACT_FLAG_FINAL or 0), or
- * evaluates them here when it is the only stage. */
-static void s_issue_eval(compute_t *c, uint32_t flags)
+ * evaluates them here when it is the only stage (in EVAL_SLOT).  0, or -1
+ * when out of memory (nothing sent). */
+static int s_issue_eval(compute_t *c, uint32_t flags)
 {
-    if (!c->data) return;
+    if (!c->data) return 0;
     int nval = opts_eval_batches(c->o, data_val_batches(c->data, c->B));
-    int slot = s_slot_get(c);
-    if (slot < 0) return;
+    int slot = s_eval_slot(c);
+    if (slot < 0) return -1;
     acts_t *a = c->pool[slot];
     uint32_t round = (uint32_t)c->version;
     for (int i = 0; i < nval; i++) {
@@ -1000,6 +1017,7 @@ static void s_issue_eval(compute_t *c, uint32_t flags)
         else s_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->targets8, 0);
     }
     c->slot_used[slot] = 0;
+    return 0;
 }
 
 static void s_emit_eval(compute_t *c, const evalsum_round_t *r)
@@ -1039,7 +1057,7 @@ static int s_take_input(compute_t *c, int slot, const mail_t *m)
 /* An evaluation microbatch: forward only; the last stage accumulates. */
 static int s_on_eval_act(compute_t *c, const mail_t *m)
 {
-    int slot = s_slot_get(c);
+    int slot = s_eval_slot(c);
     if (slot < 0) return -1;
     if (s_take_input(c, slot, m) < 0) { c->slot_used[slot] = 0; s_drop(c, "tensor for another stage or size", m->peer); return 0; }
     acts_t *a = c->pool[slot];
@@ -1348,6 +1366,7 @@ static void s_stage_teardown(compute_t *c)
     memset(c->rec, 0, sizeof c->rec);
     c->inflight = 0;
     for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
+    acts_destroy(&c->pool[EVAL_SLOT]);
     memset(c->slot_used, 0, sizeof c->slot_used);
     c->npool = 0;
     grad_scratch_destroy(&c->gs);

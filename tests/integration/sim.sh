@@ -290,6 +290,17 @@ if [ $rc = 0 ] && grep -q 'duplicated 0,' "$T/dup.out" && [ $rcg = 0 ] && [ "${g
     echo "ok - exactly once after a 100 s cut ($(tail -n 1 "$T/dup.out" | sed 's/^sim: //; s/, sim .*//')); gpipe at --micro 100: delay 0, 1 version"
 else echo "FAIL - exactly once / gpipe in step: exit $rc, $(grep -h 'twice\|duplicated' "$T/dup.out" | head -n 1); gpipe exit $rcg, delay_max, stash, updates: $gp (want 0 1)"; fi
 
+# 5i. a final evaluation behind a full window: the count completes with every activation slot of both stage-0
+#     nodes in flight (--max-inflight 64), which a closing run never frees; the evaluation has a slot of its own
+#     (it found none and was never sent: the last stage waited 60 s)
+"$BRIGADE" sim --nodes 8 --stages 4 --compute real --model gpt-tiny --layers 4 --dim 32 --heads 2 --ctx 16 --batch 1 \
+    --max-inflight 64 --max-delay 8 --staleness predict --micro 16 --eval-every 10 --steps 20 --latency-ms 50:50 --seed 1 \
+    --metrics "$T/fw.jsonl" >"$T/fw.out" 2>&1; rc=$?
+fw=$(g_evals "$T/fw.jsonl"); fs=$(tail -n 1 "$T/fw.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+if [ $rc = 0 ] && [ "${fw##* }" = after ] && awk "BEGIN { exit !(${fs:-999} < 30) }"; then
+    echo "ok - a final evaluation behind a full window goes out: $fw, over after $fs s"
+else echo "FAIL - a final evaluation behind a full window: exit $rc, evaluations '$fw', over after '$fs' s (want one after the last update, under 30 s)"; fi
+
 # 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"
