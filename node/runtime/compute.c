@@ -1162,16 +1162,20 @@ static void s_on_grad(compute_t *c, const mail_t *m)
         s_drop(c, "gradient of an unknown microbatch", m->peer);   /* re-issued or forgotten */
         return;
     }
+    int dup = (m->hdr.flags & GRAD_FLAG_DUP) != 0;   /* applied further on already: nothing to apply here */
+    if (!dup && (m->n != c->out_n || m->hdr.stage != c->stage)) {   /* the record stays, its peer still owing it */
+        s_drop(c, "tensor for another stage or size", m->peer);
+        return;
+    }
     /* work the peer held across a silence of its own (a pause) says little of its or the pipeline's
      * speed: the router and the window take it only when they have no measure yet */
     double turn = s_now(c) - r->t;
     int held_silent = r->t < m->silent_until;
     s_peer_returned(c, r->to, turn, held_silent);
-    if (m->hdr.flags & GRAD_FLAG_DUP) {   /* applied further on already: nothing to apply here */
+    if (dup) {
         s_skip(c, r);
         return;
     }
-    if (m->n != c->out_n || m->hdr.stage != c->stage) { s_drop(c, "tensor for another stage or size", m->peer); return; }
     if (c->o->stash == STASH_2BW && !stash_holds(&c->stash, r->version, c->version)) {
         /* 2bw folded its forward's weights away (a later stage fed by several data-stage nodes, or peers of
          * different speeds, can see more delay than the budget): a backward on other weights would be wrong,
