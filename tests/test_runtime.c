@@ -374,7 +374,7 @@ static void test_router_pick_lowest(void)
 }
 
 /* applied: ids remembered exactly for two generations, older ones by their
- * origin's floor (serial order of the 40-bit sequence numbers). */
+ * origin's floor (serial order of the 32-bit sequence numbers). */
 static void test_applied_floor(void)
 {
     applied_t a;
@@ -389,11 +389,14 @@ static void test_applied_floor(void)
     CHECK(!applied_has(&a, A | (1001 + 2 * (3 * APPLIED_GEN - 1))));   /* recent, never applied: still in the exact sets' time */
     CHECK(!applied_has(&a, A | (1000 + 2 * 3 * APPLIED_GEN)));  /* newer than every applied one */
     CHECK(!applied_has(&a, C | 1000));                         /* another origin */
-    /* an origin whose sequence wraps past 2^40: newer ids after the wrap are new */
+    /* an origin whose sequence wraps past 2^32: newer ids after the wrap are new */
     for (uint64_t i = 0; i < 3 * APPLIED_GEN; i++) CHECK(applied_mark(&a, C | ((top - 2 * APPLIED_GEN + i) & top)) == 0);
     CHECK(applied_has(&a, C | (top - 2 * APPLIED_GEN)));
     CHECK(!applied_has(&a, C | (APPLIED_GEN + 5)));
-    CHECK(!applied_has(&a, C | (top - 4 * APPLIED_GEN)) == 0);   /* before the first applied: refused (below the floor) */
+    CHECK(applied_has(&a, C | (top - 4 * APPLIED_GEN)));   /* before the first applied: refused (below the floor) */
+    /* the same node started again draws another origin: none of its ids is below a floor */
+    const uint64_t A2 = (uint64_t)0x123457 << APPLIED_SEQ_BITS;
+    CHECK(!applied_has(&a, A2 | 1) && !applied_has(&a, A2 | 1000));
     applied_clear(&a);
     CHECK(!applied_has(&a, A | 1000) && !applied_has(&a, A | 1001));
     applied_fini(&a);

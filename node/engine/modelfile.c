@@ -68,23 +68,31 @@ static char *s_tmp_path(const char *path, char *err, size_t errlen)
     return tmp;
 }
 
-/* Where the symbolic link at path points (relative to its folder when its
- * text is relative), a new string, when that file does not exist yet (a
- * write creates it); NULL otherwise. */
+/* Where the chain of symbolic links at path ends (each link's text taken
+ * relative to its folder), a new string, when that file does not exist yet
+ * (a write creates it); NULL otherwise. */
 static char *s_link_target(const char *path)
 {
     if (errno != ENOENT) return NULL;
-    char text[4096];
-    ssize_t n = readlink(path, text, sizeof text - 1);
-    if (n <= 0) return NULL;
-    text[n] = '\0';
-    const char *slash = strrchr(path, '/');
-    size_t dir = text[0] == '/' || !slash ? 0 : (size_t)(slash - path) + 1;
-    char *t = malloc(dir + (size_t)n + 1);
-    if (!t) return NULL;
-    memcpy(t, path, dir);
-    memcpy(t + dir, text, (size_t)n + 1);
-    return t;
+    char *cur = strdup(path);
+    struct stat sb;
+    for (int hops = 0; cur && hops < 40 && lstat(cur, &sb) == 0 && S_ISLNK(sb.st_mode); hops++) {
+        char text[4096];
+        ssize_t n = readlink(cur, text, sizeof text - 1);
+        if (n <= 0) { free(cur); return NULL; }
+        text[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        size_t dir = text[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+        char *next = malloc(dir + (size_t)n + 1);
+        if (next) {
+            memcpy(next, cur, dir);
+            memcpy(next + dir, text, (size_t)n + 1);
+        }
+        free(cur);
+        cur = next;
+    }
+    if (cur && lstat(cur, &sb) == 0) { free(cur); return NULL; }   /* a loop, or too long a chain */
+    return cur;
 }
 
 /* The file a write to path replaces (a new string, the caller frees it):

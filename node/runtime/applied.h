@@ -1,20 +1,20 @@
 /* applied.h: the microbatches whose gradient a node has accumulated, so that
  * none is applied twice.  The last APPLIED_GEN to 2 x APPLIED_GEN ids are
- * remembered exactly.  Of the older ones, per data-stage origin (an id's top
- * 24 bits; its low 40 are the origin's sequence number, which only grows,
- * modulo 2^40), the latest sequence number forgotten: an id of that origin
- * not after it counts as applied.  So a re-issue that comes after thousands
- * of newer microbatches (its data stage was cut off for minutes) is answered
- * as a duplicate, not applied again; one that was never applied here is
- * answered so too, and skipped like work applied further on.  Owned by the
- * compute side. */
+ * remembered exactly.  Of the older ones, per origin (an id's top 32 bits,
+ * drawn anew at each start of a data-stage node; its low 32 bits are that
+ * start's sequence number, which only grows, modulo 2^32), the latest
+ * sequence number forgotten: an id of that origin not after it counts as
+ * applied.  So a re-issue that comes after thousands of newer microbatches
+ * (its data stage was cut off for minutes) is answered as a duplicate, not
+ * applied again; one that was never applied here is answered so too, and
+ * skipped like work applied further on.  Owned by the compute side. */
 #ifndef BRIGADE_RUNTIME_APPLIED_H
 #define BRIGADE_RUNTIME_APPLIED_H
 #include <stdint.h>
 #include "node/runtime/idmap.h"
 
 #define APPLIED_GEN 4096          /* ids per generation */
-#define APPLIED_SEQ_BITS 40       /* an id's sequence number: its low bits */
+#define APPLIED_SEQ_BITS 32       /* an id's sequence number: its low bits */
 
 typedef struct {
     idmap_t gen[2];               /* the newer and the older generation of ids */

@@ -6,6 +6,7 @@
 #include "node/runtime/compute.h"
 #include "compress/codec.h"
 #include "node/engine/modelfile.h"
+#include "node/engine/rng.h"
 #include "node/runtime/applied.h"
 #include "node/runtime/evalsum.h"
 #include "node/runtime/pending.h"
@@ -38,7 +39,7 @@
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 #define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
 #define FINAL_GAP_S 10.0      /* and gives up on the rest of it when none of its batches has come for this long */
-#define EVAL_STALE_S FINAL_GAP_S   /* an evaluation round none of whose batches came for this long is reported as it is */
+#define EVAL_STALE_S 20.0     /* an evaluation round none of whose batches came for this long is reported as it is */
 #define REOPEN_S 30.0         /* a data stage whose final evaluation went out at --steps while the swarm's count of
                                  completed microbatches stays short trains on after this long (the count comes by
                                  gossip, straight from last-stage nodes: in a large swarm seconds apart) */
@@ -117,7 +118,7 @@ struct compute {
     double rtt_mean, rtt_min;     /* s_rtt's result, kept until the view or the stage changes */
     batch_t batch;                /* data stage: the batch being issued */
     uint8_t *targets8;            /* its targets as sent (one byte each) */
-    uint64_t cursor, mb_seq;
+    uint64_t cursor, mb_origin, mb_seq;   /* data stage: its position in the data; microbatch ids (s_issue) */
     int bwd_count;                /* backward passes since the last update */
     double loss_sum;
     int loss_n;
@@ -137,6 +138,7 @@ struct compute {
     double final_wait_until;      /* last stage: closing, waiting for the final evaluation until then (0: not) */
     double final_sent;            /* data stage: when its final evaluation went out (0: not yet, or trained on after it) */
     int final_due;                /* data stage: closing, its final evaluation could not go out yet (no memory) */
+    int final_short;              /* data stage: its final evaluation went out with the swarm's count short */
     int reopened;                 /* data stage: trained on after it; only the swarm's count ends the run now */
     double count_done_t;          /* data stage: when it first saw the swarm's count complete (0: not yet) */
     mail_t *avg_pending;          /* a replica's weights, averaged into ours right after our next update: the
@@ -830,6 +832,7 @@ static void s_issue_final_eval(compute_t *c)
     if (c->closing) return;
     c->closing = 1;
     c->final_sent = s_now(c);
+    c->final_short = !s_run_complete(c);
     c->final_due = s_issue_eval(c, ACT_FLAG_FINAL) < 0;   /* out of memory: tried again on each tick (s_data_stage_end) */
 }
 
@@ -858,6 +861,12 @@ static void s_data_stage_end(compute_t *c, double now)
     }
     if (!c->closing && complete && now - c->count_done_t >= lag) {
         s_issue_final_eval(c);
+    } else if (c->closing && c->final_short && complete && now - c->count_done_t >= lag) {
+        /* sent with the count short: once more now that it is complete (a last stage whose count completed
+         * REOPEN_S after that first one came waits for another, which this stage had not reopened to send) */
+        c->final_short = 0;
+        c->final_sent = now;
+        c->final_due = s_issue_eval(c, ACT_FLAG_FINAL) < 0;
     } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && !complete) {
         c->closing = 0;
         c->final_sent = 0;
@@ -941,7 +950,7 @@ static int s_issue(compute_t *c, mbrec_t *old)
     r->from = 0;
     if (!old) {
         /* the id stays across re-issues: every node applies a microbatch at most once */
-        r->mb = ((c->c.id & 0xffffffULL) << APPLIED_SEQ_BITS) | (++c->mb_seq & ((1ULL << APPLIED_SEQ_BITS) - 1));
+        r->mb = (c->mb_origin << APPLIED_SEQ_BITS) | (++c->mb_seq & ((1ULL << APPLIED_SEQ_BITS) - 1));
         s_trace(c, TRACE_ISSUE, r->mb, c->version);
     }
     r->tries++;
@@ -1286,16 +1295,14 @@ static void s_fetch(compute_t *c, uint64_t donor)
 }
 
 /* The live peer of this node's stage with the highest version, not `skip`,
- * trained (version > 0: one at 0 holds the initial weights, which need no
- * download, or is fetching the stage itself, as two nodes that moved to it
- * at once would be, each waiting on the other); 0 none. */
-static uint64_t s_stage_donor(const compute_t *c, uint64_t skip)
+ * at least at version `min`; 0 none. */
+static uint64_t s_stage_donor(const compute_t *c, uint64_t skip, uint32_t min)
 {
     uint64_t donor = 0;
     uint32_t best = 0;
     for (int i = 0; c->view && i < c->view->n; i++) {
         const view_peer_t *p = &c->view->p[i];
-        if (p->stage == c->stage && p->health != PEER_GONE && p->id != skip && p->version > 0 && (!donor || p->version >= best)) {
+        if (p->stage == c->stage && p->health != PEER_GONE && p->id != skip && p->version >= min && (!donor || p->version >= best)) {
             donor = p->id;
             best = p->version;
         }
@@ -1307,7 +1314,7 @@ static uint64_t s_stage_donor(const compute_t *c, uint64_t skip)
  * stage (three tries in all), else a backup, else the initial weights. */
 static void s_fetch_elsewhere(compute_t *c, const char *why)
 {
-    uint64_t next = c->fetch_tries < 3 ? s_stage_donor(c, c->fetch_donor) : 0;
+    uint64_t next = c->fetch_tries < 3 ? s_stage_donor(c, c->fetch_donor, 0) : 0;
     char line[256];
     snprintf(line, sizeof line, "%s; %s", why, next ? "asking another peer of the stage" : "looking for a backup");
     s_say(c, line);
@@ -1387,8 +1394,10 @@ static void s_on_state(compute_t *c, mail_t *m)
     if (c->phase != PH_FETCH || m->hdr.stage != c->stage || m->peer != c->fetch_donor) return;   /* late: a fetch given up */
     state_blob_t *b = m->state;
     int got = b && b->nparams == c->lay.nparams;
-    uint64_t late = !got && !c->fetch_donor && c->fetch_tries < 3 ? s_stage_donor(c, 0) : 0;
-    if (late) {   /* no backup came, but a peer serves the stage by now (back from a partition, or just joined) */
+    /* no backup came, but a trained peer serves the stage by now (back from a partition, or just joined); one
+     * at version 0 may be fetching it as this node did (two nodes that moved to it at once waited on each other) */
+    uint64_t late = !got && !c->fetch_donor && c->fetch_tries < 3 ? s_stage_donor(c, 0, 1) : 0;
+    if (late) {
         s_say(c, "no backup of the stage came, but a peer serves it now: downloading from it");
         s_fetch(c, late);
         return;
@@ -1571,7 +1580,7 @@ static void s_move(compute_t *c, int to, const char *why)
         return;
     }
     s_send_self(c, MAIL_SELF);   /* the network side refuses the old stage's tensors from now on */
-    s_fetch(c, s_stage_donor(c, 0));
+    s_fetch(c, s_stage_donor(c, 0, 0));
 }
 
 /* Rebalancing (every few seconds): a node of a stage served by several
@@ -1844,11 +1853,12 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->T = c->o->cfg.kind == MODEL_GPT ? c->o->cfg.maxT : 1;
     c->targets_n = (size_t)c->B * c->T;
     c->cursor = cfg->cursor;
-    /* microbatch ids: 24 bits of the node id, 40 of a sequence that starts at
-     * the wall clock's low 32 bits of milliseconds x 256, so that a node
-     * restarted with the same identity never reissues an id peers have seen
-     * (that would need 256 microbatches per millisecond) */
-    c->mb_seq = (c->c.clock.wall_ms(c->c.clock.arg) & 0xffffffffULL) << 8;
+    /* microbatch ids: an origin of 32 bits drawn from the node id and the
+     * start's wall clock (each start of a node its own, so a node restarted
+     * with the same identity never reissues an id peers have seen, and never
+     * looks older than its last start: applied.h), then a sequence from 1 */
+    c->mb_origin = rng_mix(c->c.id ^ rng_mix((uint64_t)c->c.clock.wall_ms(c->c.clock.arg))) >> APPLIED_SEQ_BITS;
+    c->mb_seq = 0;
     c->completed = cfg->completed;
     c->t0 = s_now(c);
     c->last_backup = c->t0;
