@@ -740,20 +740,27 @@ static size_t s_state_bytes(const opts_t *o, int s)
     return stage_init(&st, &o->cfg, s, o->stages, err, sizeof err) < 0 ? 0 : 3 * st.nparams * sizeof(float);
 }
 
-/* Chunk idx of a modelled backup push (total bytes, version) from kp to ns. */
-static void s_push_chunk(netside_t *ns, const keypair_t *kp, int stage, size_t total, int64_t version, uint32_t idx)
+/* Chunk idx of a backup push (a snapshot of total bytes with checksum sum and
+ * version) from kp to ns, carrying len bytes at payload (0: a modelled one's). */
+static void s_push_part(netside_t *ns, const keypair_t *kp, int stage, size_t total, uint32_t sum, int64_t version,
+                        uint32_t idx, const uint8_t *payload, size_t len)
 {
     uint8_t pre[32];
     wbuf_t w;
     wbuf_init_fixed(&w, pre, sizeof pre);
-    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
     wbuf_put_u64(&w, total);
-    wbuf_put_u32(&w, 0);   /* checksum: none when modelled */
+    wbuf_put_u32(&w, sum);
     wbuf_put_u64(&w, (uint64_t)version);
-    wbuf_put_u32(&w, nchunks);
-    const void *f[2] = { pre, pre };
-    size_t l[2] = { w.len, 0 };
+    wbuf_put_u32(&w, (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK));
+    const void *f[2] = { pre, payload ? (const void *)payload : pre };
+    size_t l[2] = { w.len, len };
     s_deliver(ns, kp, WIRE_STATE, stage, STATE_FLAG_BACKUP, idx, f, l, 2);
+}
+
+/* Chunk idx of a modelled backup push (total bytes, version; no checksum) from kp to ns. */
+static void s_push_chunk(netside_t *ns, const keypair_t *kp, int stage, size_t total, int64_t version, uint32_t idx)
+{
+    s_push_part(ns, kp, stage, total, 0, version, idx, NULL, 0);
 }
 
 /* A held backup is served only to a known peer, at most once per
@@ -798,19 +805,10 @@ static void t_backup_serving_limited(void)
 /* A whole snapshot (total bytes at buf, version) pushed as a backup from kp to ns, chunk by chunk. */
 static void s_push_snapshot(netside_t *ns, const keypair_t *kp, int stage, const uint8_t *buf, size_t total, int64_t version)
 {
-    uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    uint32_t sum = frame_checksum(buf, total, 0), nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
     for (uint32_t k = 0; k < nchunks; k++) {
-        size_t off = (size_t)k * STATE_CHUNK, len = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
-        uint8_t pre[32];
-        wbuf_t w;
-        wbuf_init_fixed(&w, pre, sizeof pre);
-        wbuf_put_u64(&w, total);
-        wbuf_put_u32(&w, frame_checksum(buf, total, 0));
-        wbuf_put_u64(&w, (uint64_t)version);
-        wbuf_put_u32(&w, nchunks);
-        const void *f[2] = { pre, buf + off };
-        size_t l[2] = { w.len, len };
-        s_deliver(ns, kp, WIRE_STATE, stage, STATE_FLAG_BACKUP, k, f, l, 2);
+        size_t off = (size_t)k * STATE_CHUNK;
+        s_push_part(ns, kp, stage, total, sum, version, k, buf + off, total - off < STATE_CHUNK ? total - off : STATE_CHUNK);
     }
 }
 

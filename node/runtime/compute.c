@@ -85,7 +85,7 @@ struct compute {
     int fetch_tries;              /* fetches of this stage so far */
     char fetch_why[128];          /* why the move */
     acts_t *pool[POOL_MAX + 1];   /* training's, then EVAL_SLOT */
-    int npool, slot_used[POOL_MAX + 1];
+    int npool, slot_used[POOL_MAX];   /* training's slots only: EVAL_SLOT is never held */
     grad_scratch_t *gs;
     stash_t stash;
     float *fwd_w;                 /* --staleness predict: the forward weights of version fwd_for */
@@ -825,15 +825,22 @@ static int s_final_eval_coming(const compute_t *c)
     return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && s_stage_live(c, 0) > 0;
 }
 
+/* Sends the final evaluation now (out of memory: final_due, tried again on
+ * each tick by s_data_stage_end). */
+static void s_send_final(compute_t *c, double now)
+{
+    c->final_sent = now;
+    c->final_due = s_issue_eval(c, ACT_FLAG_FINAL) < 0;
+}
+
 /* The data stage's last evaluation, at the final version; it starts no
  * training microbatch after it (unless s_data_stage_end reopens). */
 static void s_issue_final_eval(compute_t *c)
 {
     if (c->closing) return;
     c->closing = 1;
-    c->final_sent = s_now(c);
     c->final_short = !s_run_complete(c);
-    c->final_due = s_issue_eval(c, ACT_FLAG_FINAL) < 0;   /* out of memory: tried again on each tick (s_data_stage_end) */
+    s_send_final(c, s_now(c));
 }
 
 /* The microbatches the swarm still needs by its count (0 when complete). */
@@ -855,18 +862,14 @@ static void s_data_stage_end(compute_t *c, double now)
     int complete = s_run_complete(c);
     if (complete && c->count_done_t == 0) c->count_done_t = now;
     double lag = 2 * c->turn_mean > FINAL_LAG_S ? 2 * c->turn_mean : FINAL_LAG_S;
-    if (c->final_due && s_issue_eval(c, ACT_FLAG_FINAL) == 0) {
-        c->final_due = 0;
-        c->final_sent = now;
-    }
+    if (c->final_due) s_send_final(c, now);
     if (!c->closing && complete && now - c->count_done_t >= lag) {
         s_issue_final_eval(c);
     } else if (c->closing && c->final_short && complete && now - c->count_done_t >= lag) {
         /* sent with the count short: once more now that it is complete (a last stage whose count completed
          * REOPEN_S after that first one came waits for another, which this stage had not reopened to send) */
         c->final_short = 0;
-        c->final_sent = now;
-        c->final_due = s_issue_eval(c, ACT_FLAG_FINAL) < 0;
+        s_send_final(c, now);
     } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && !complete) {
         c->closing = 0;
         c->final_sent = 0;
@@ -1025,7 +1028,6 @@ static int s_issue_eval(compute_t *c, uint32_t flags)
         if (c->nstages == 1) s_eval_batch(c, round, 0, nval, i, a);
         else s_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->targets8, 0);
     }
-    c->slot_used[slot] = 0;
     return 0;
 }
 
@@ -1068,7 +1070,7 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
 {
     int slot = s_eval_slot(c);
     if (slot < 0) return -1;
-    if (s_take_input(c, slot, m) < 0) { c->slot_used[slot] = 0; s_drop(c, "tensor for another stage or size", m->peer); return 0; }
+    if (s_take_input(c, slot, m) < 0) { s_drop(c, "tensor for another stage or size", m->peer); return 0; }
     acts_t *a = c->pool[slot];
     uint32_t round = (uint32_t)(m->hdr.mb >> 32);
     int nval = (int)((m->hdr.mb >> 16) & 0xffff);
@@ -1083,7 +1085,6 @@ static int s_on_eval_act(compute_t *c, const mail_t *m)
         if (a) stage_forward(&c->lay, s_params(c), a);
         s_send_out(c, slot, m->hdr.mb, m->hdr.flags & (ACT_FLAG_EVAL | ACT_FLAG_FINAL), m->aux, 0);
     }
-    c->slot_used[slot] = 0;
     return 0;
 }
 

@@ -35,6 +35,19 @@ evals() {
     python3 -c "import json, sys; print(' '.join('%d:%.4f' % (e['version'], e['val_loss'])
         for e in map(json.loads, open(sys.argv[1])) if e.get('event') == 'eval'))" "$1" 2>/dev/null
 }
+# evs FILE [node]: its eval events as VERSION:BATCHES words (NODE:VERSION:BATCHES with "node"), then "after"
+# when the last came after every update of stage 0 (a final evaluation)
+evs() {
+    python3 -c '
+import json, sys
+all = list(map(json.loads, open(sys.argv[1])))
+ev = [e for e in all if e.get("event") == "eval"]
+up0 = [e["t"] for e in all if e.get("event") == "update" and e.get("stage") == 0]
+word = (lambda e: "%s:%s:%s" % (e["node"], e["version"], e["batches"])) if sys.argv[2] else (lambda e: "%s:%s" % (e["version"], e["batches"]))
+print(" ".join(map(word, ev)) + (" after" if ev and up0 and ev[-1]["t"] > max(up0) else ""))' "$1" "${2:-}" 2>/dev/null
+}
+# sim_s OUT: the simulated seconds a sim's output says its run took
+sim_s() { tail -n 1 "$1" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p'; }
 ev=$(evals "$T/learn.jsonl")
 if [ $rc = 0 ] && python3 -c "import sys; a,b=map(float,'$l'.split()); sys.exit(0 if b < 0.6*a else 1)" 2>/dev/null &&
    python3 -c "import sys; v=[(int(x.split(':')[0]), float(x.split(':')[1])) for x in '$ev'.split()]; sys.exit(0 if [k for k, _ in v] == [50, 100, 150] and v[2][1] < v[0][1] else 1)"; then
@@ -189,7 +202,7 @@ last=$(python3 -c '
 import json, sys
 ev = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "eval"]
 print("%s %s" % (ev[-1]["version"], ev[-1]["batches"]) if ev else "none")' "$T/endl.jsonl" 2>/dev/null)
-end_s=$(tail -n 1 "$T/endl.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+end_s=$(sim_s "$T/endl.out")
 if [ $rc = 0 ] && [ "${last%% *}" != none ] && [ "${last%% *}" -ge 30 ] && awk "BEGIN { exit !($end_s < 60) }"; then
     echo "ok - 1% of messages lost: a final evaluation at version ${last%% *} (${last#* } batches), the run over after $end_s simulated s"
 else echo "FAIL - 1% of messages lost: exit $rc, last evaluation '$last', over after $end_s simulated s (want a final evaluation, under 60 s)"; fi
@@ -202,26 +215,15 @@ else echo "FAIL - 1% of messages lost: exit $rc, last evaluation '$last', over a
 #     final evaluation was cut short by the other last-stage node's end (seed 1); with two stage-0 nodes the run
 #     had no final evaluation (every run: its last evaluation comes after stage 0's last update)
 R2="--nodes 6 --stages 3 --compute real --model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --steps 40 --micro 2 --eval-every 10"
-# evs FILE: its eval events as NODE:VERSION:BATCHES words, "after" last when the last one came after every
-# update of stage 0 (a final evaluation)
-evs() {
-    python3 -c '
-import json, sys
-all = list(map(json.loads, open(sys.argv[1])))
-ev = [e for e in all if e.get("event") == "eval"]
-up0 = [e["t"] for e in all if e.get("event") == "update" and e.get("stage") == 0]
-after = ev and up0 and ev[-1]["t"] > max(up0)
-print(" ".join("%s:%s:%s" % (e["node"], e["version"], e["batches"]) for e in ev) + (" after" if after else ""))' "$1" 2>/dev/null
-}
 ebad=""
 for run in 5:- 5:3 1:3 3:1; do
     seed=${run%:*}; kill=${run#*:}; plan=""
     if [ "$kill" != - ]; then printf '1 kill %s\n' "$kill" >"$T/two$run.plan"; plan="--plan $T/two$run.plan"; fi
     "$BRIGADE" sim $R2 --seed "$seed" $plan --metrics "$T/two$run.jsonl" >"$T/two$run.out" 2>&1; rc=$?
-    e=$(evs "$T/two$run.jsonl"); final=${e##* }; e=${e% after}
+    e=$(evs "$T/two$run.jsonl" node); final=${e##* }; e=${e% after}
     part=$(printf '%s' "$e" | tr ' ' '\n' | grep -v ':32$' | grep -c .)
     nodes=$(printf '%s' "$e" | tr ' ' '\n' | cut -d: -f1 | sort -u | grep -c .)
-    end_s=$(tail -n 1 "$T/two$run.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+    end_s=$(sim_s "$T/two$run.out")
     ok=1
     { [ $rc = 0 ] && [ -n "$e" ] && [ "$part" = 0 ] && [ "$nodes" = 1 ] && [ "$final" = after ] && awk "BEGIN { exit !($end_s < 40) }"; } || ok=0
     [ "$kill" = 3 ] && [ "${e##*:40:}" != 32 ] && ok=0
@@ -245,31 +247,23 @@ else echo "FAIL - a move whose backup does not come (want a download from the pe
 #     evaluation's batches go to is killed: the other ends at once, not after 60 s; (c) a data stage that trained on
 #     after an early final evaluation (the last stage restarted without its count) sends the final one after its
 #     last update; (d) two nodes moving to the same empty stage do not wait 30 s on each other's download
-g_evals() {   # FILE: VERSION:BATCHES words of its eval events, then "after" when the last came after stage 0's last update
-    python3 -c '
-import json, sys
-all = list(map(json.loads, open(sys.argv[1])))
-ev = [e for e in all if e.get("event") == "eval"]
-up0 = [e["t"] for e in all if e.get("event") == "update" and e.get("stage") == 0]
-print(" ".join("%s:%s" % (e["version"], e["batches"]) for e in ev) + (" after" if ev and up0 and ev[-1]["t"] > max(up0) else ""))' "$1" 2>/dev/null
-}
 gbad=""
 "$BRIGADE" sim --nodes 3 --stages 3 --compute real --steps 40 --micro 2 --eval-every 10 --latency-ms 5:60 --loss 0.02 --seed 200008 \
     --metrics "$T/ga.jsonl" >"$T/ga.out" 2>&1 || gbad="$gbad [a: exit $?]"
-ga=$(g_evals "$T/ga.jsonl")
+ga=$(evs "$T/ga.jsonl")
 case "$ga" in 10:*" "20:*" "30:*" "3[5-9]:*) ;; *) gbad="$gbad [a: evaluations '$ga', want 10, 20, 30 and a final one]" ;; esac
 printf '9 kill 5\n' >"$T/gb.plan"
 "$BRIGADE" sim $R2 --seed 1 --plan "$T/gb.plan" >"$T/gb.out" 2>&1 || gbad="$gbad [b: exit $?]"
-gb=$(tail -n 1 "$T/gb.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+gb=$(sim_s "$T/gb.out")
 awk "BEGIN { exit !(${gb:-999} < 40) }" || gbad="$gbad [b: over after '$gb' s, want under 40]"
 printf '3 kill 2\n4 restart 2\n' >"$T/gc.plan"
 "$BRIGADE" sim --nodes 3 --stages 3 --compute real --steps 40 --micro 2 --eval-every 10 --seed 1 --plan "$T/gc.plan" \
     --metrics "$T/gc.jsonl" >"$T/gc.out" 2>&1 || gbad="$gbad [c: exit $?]"
-gc=$(g_evals "$T/gc.jsonl")
+gc=$(evs "$T/gc.jsonl")
 [ "${gc##* }" = after ] || gbad="$gbad [c: evaluations '$gc', the last not after stage 0's last update]"
 printf '12 kill 3\n12 kill 7\n' >"$T/gd.plan"
 "$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed 7 --plan "$T/gd.plan" >"$T/gd.out" 2>&1 || gbad="$gbad [d: exit $?]"
-gd=$(tail -n 1 "$T/gd.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+gd=$(sim_s "$T/gd.out")
 awk "BEGIN { exit !(${gd:-999} < 60) }" || gbad="$gbad [d: over after '$gd' s, want under 60]"
 if [ -z "$gbad" ]; then echo "ok - the end of a run with evaluations: 2% lost: $ga; receiver killed: over after $gb s; trained on after an early final: $gc; two movers: over after $gd s"
 else echo "FAIL - the end of a run with evaluations:$gbad"; fi
@@ -296,7 +290,7 @@ else echo "FAIL - exactly once / gpipe in step: exit $rc, $(grep -h 'twice\|dupl
 "$BRIGADE" sim --nodes 8 --stages 4 --compute real --model gpt-tiny --layers 4 --dim 32 --heads 2 --ctx 16 --batch 1 \
     --max-inflight 64 --max-delay 8 --staleness predict --micro 16 --eval-every 10 --steps 20 --latency-ms 50:50 --seed 1 \
     --metrics "$T/fw.jsonl" >"$T/fw.out" 2>&1; rc=$?
-fw=$(g_evals "$T/fw.jsonl"); fs=$(tail -n 1 "$T/fw.out" | sed -n 's/.*sim \([0-9.]*\) s in.*/\1/p')
+fw=$(evs "$T/fw.jsonl"); fs=$(sim_s "$T/fw.out")
 if [ $rc = 0 ] && [ "${fw##* }" = after ] && awk "BEGIN { exit !(${fs:-999} < 30) }"; then
     echo "ok - a final evaluation behind a full window goes out: $fw, over after $fs s"
 else echo "FAIL - a final evaluation behind a full window: exit $rc, evaluations '$fw', over after '$fs' s (want one after the last update, under 30 s)"; fi
