@@ -69,17 +69,21 @@ static char *s_tmp_path(const char *path, char *err, size_t errlen)
 }
 
 /* Where the chain of symbolic links at path ends (each link's text taken
- * relative to its folder), a new string, when that file does not exist yet
- * (a write creates it); NULL otherwise. */
-static char *s_link_target(const char *path)
+ * relative to its folder; path itself when it is not a link), a new string,
+ * whether that file exists or not (a write creates it); NULL for a loop or a
+ * chain of more than 40 links (errno ELOOP), or when a link cannot be read. */
+static char *s_link_end(const char *path)
 {
-    if (errno != ENOENT) return NULL;
     char *cur = strdup(path);
     struct stat sb;
-    for (int hops = 0; cur && hops < 40 && lstat(cur, &sb) == 0 && S_ISLNK(sb.st_mode); hops++) {
+    for (int hops = 0; cur && lstat(cur, &sb) == 0 && S_ISLNK(sb.st_mode); hops++) {
         char text[4096];
-        ssize_t n = readlink(cur, text, sizeof text - 1);
-        if (n <= 0) { free(cur); return NULL; }
+        ssize_t n = hops < 40 ? readlink(cur, text, sizeof text - 1) : -1;
+        if (n <= 0) {
+            if (hops >= 40) errno = ELOOP;
+            free(cur);
+            return NULL;
+        }
         text[n] = '\0';
         const char *slash = strrchr(cur, '/');
         size_t dir = text[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
@@ -91,28 +95,22 @@ static char *s_link_target(const char *path)
         free(cur);
         cur = next;
     }
-    if (cur && lstat(cur, &sb) == 0) { free(cur); return NULL; }   /* a loop, or too long a chain */
     return cur;
 }
 
 /* The file a write to path replaces (a new string, the caller frees it):
- * path itself, or the file a symbolic link there points to, so that the
- * rename replaces that file and not the link.  NULL with a reason when it
- * exists and is not a regular file: the rename would put a file in place of
- * a folder, a device or a pipe. */
+ * path itself, or the file a chain of symbolic links there ends at, so that
+ * the rename replaces that file and not the link.  NULL with a reason when
+ * it exists and is not a regular file: the rename would put a file in place
+ * of a folder, a device or a pipe. */
 static char *s_write_target(const char *path, char *err, size_t errlen)
 {
-    struct stat sb;
-    char *target = NULL;
-    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
-        if (!(target = realpath(path, NULL)) && !(target = s_link_target(path))) {
-            snprintf(err, errlen, "%s: a link to a file that cannot be reached: %s", path, strerror(errno));
-            return NULL;
-        }
-    } else if (!(target = strdup(path))) {
-        snprintf(err, errlen, "%s: out of memory", path);
+    char *target = s_link_end(path);
+    if (!target) {
+        snprintf(err, errlen, "%s: a link to a file that cannot be reached: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat sb;
     if (stat(target, &sb) == 0 && !S_ISREG(sb.st_mode)) {
         snprintf(err, errlen, "%s: %s", path, S_ISDIR(sb.st_mode) ? "is a folder" : "not a regular file (a device or a pipe)");
         free(target);
