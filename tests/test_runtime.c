@@ -16,6 +16,7 @@
 #include "node/runtime/sim.h"
 #include "node/runtime/queue.h"
 #include "node/runtime/stash.h"
+#include "node/runtime/compute.h"
 #include "node/engine/staleness.h"
 
 #include <math.h>
@@ -955,7 +956,7 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--stage -1", "--stage"));
     CHECK(s_refused(OPTS_NODE, "--schedule sync", "async or gpipe"));
     CHECK(s_refused(OPTS_NODE, "--stash half", "full or 2bw"));
-    CHECK(s_refused(OPTS_NODE, "--split lat", "even or late"));
+    CHECK(s_refused(OPTS_NODE, "--split lat", "even, late or auto"));
     CHECK(s_refused(OPTS_NODE, "--model mlp-fmnist --split late", "--split late"));
     CHECK(s_refused(OPTS_NODE, "--split late --stages 6", "--stages 6"));
     CHECK(s_refused(OPTS_NODE, "--staleness predictive", "--staleness"));
@@ -1110,6 +1111,41 @@ static int s_decode_of(const opts_t *c)
     return opts_decode_run(&r, &j, err, sizeof err);
 }
 
+/* --split auto: the run config carries "auto" (the even layout until the
+ * data stage chooses); a message's flags say the choice, and a starting
+ * node takes its checkpoint's split first, then what the network heard. */
+static void test_split_auto_plan(void)
+{
+    opts_t c, j;
+    s_creator(&c);
+    c.split = SPLIT_AUTO;
+    c.cfg.split = SPLIT_EVEN;
+    uint8_t buf[8192];
+    size_t len = s_encode(&c, buf, sizeof buf);
+    CHECK(len > 0);
+    s_joiner(&j);
+    rbuf_t r;
+    rbuf_init(&r, buf, len);
+    char err[256] = "";
+    CHECKF(opts_decode_run(&r, &j, err, sizeof err) == 0, "%s", err);
+    CHECK(j.split == SPLIT_AUTO && j.cfg.split == SPLIT_EVEN && opts_run_id(&j) == opts_run_id(&c));
+    opts_t e = c;
+    e.split = SPLIT_EVEN;
+    CHECK(opts_run_id(&e) != opts_run_id(&c));   /* another run than the even one */
+    CHECK(plan_of_flags(plan_flags(-1)) == -1 && plan_flags(-1) == 0);
+    CHECK(plan_of_flags(plan_flags(SPLIT_EVEN)) == SPLIT_EVEN && plan_of_flags(plan_flags(SPLIT_LATE)) == SPLIT_LATE);
+    CHECK(plan_of_flags(PLAN_FLAG_LATE) == -1);   /* not said without the known bit */
+    uint32_t f = ACT_FLAG_EVAL | ACT_FLAG_FINAL | (0xffu << MB_ATTEMPT_SHIFT);
+    CHECK((plan_flags(SPLIT_LATE) & f) == 0);     /* clear of every type's own bits */
+    CHECK(compute_plan(&c, -1, -1) == -1 && compute_plan(&c, -1, SPLIT_LATE) == SPLIT_LATE);
+    CHECK(compute_plan(&c, SPLIT_EVEN, SPLIT_LATE) == SPLIT_EVEN);   /* the checkpoint's first */
+    CHECK(compute_plan(&e, SPLIT_LATE, SPLIT_LATE) == SPLIT_EVEN);   /* not auto: the run's */
+    opts_t o;
+    char *argv[] = { "node", "--split", "bogus" };
+    opts_defaults(&o, OPTS_NODE);
+    CHECK(opts_parse(&o, OPTS_NODE, 3, argv, 1, err, sizeof err) == -1 && strstr(err, "want even, late or auto"));
+}
+
 static void test_opts_run_out_of_range(void)
 {
     opts_t base, c;
@@ -1131,7 +1167,9 @@ static void test_opts_run_out_of_range(void)
     c = base; snprintf(c.data, sizeof c.data, "text:/home/jos\xc3\xa9/fortunes"); CHECK(s_decode_of(&c) == 0);   /* UTF-8 */
     c = base; c.stages = c.cfg.L + 2;       CHECK(s_decode_of(&c) == -1);   /* more stages than layers */
     c.split = SPLIT_EVEN; c.stages = c.cfg.L + 1; CHECK(s_decode_of(&c) == -1);   /* the late split has one more */
-    c = base; c.split = 2;                  CHECK(s_decode_of(&c) == -1);
+    c = base; c.split = 3;                  CHECK(s_decode_of(&c) == -1);
+    c = base; c.split = SPLIT_AUTO; c.stages = c.cfg.L; CHECK(s_decode_of(&c) == 0);
+    c.stages = c.cfg.L + 1;                 CHECK(s_decode_of(&c) == -1);   /* auto may choose even: its stage count */
     c = base; c.stages = 100000;            CHECK(s_decode_of(&c) == -1);
     c = base; c.stages = 0;                 CHECK(s_decode_of(&c) == -1);
     c = base; c.stages = -2;                CHECK(s_decode_of(&c) == -1);
@@ -1730,6 +1768,7 @@ int main(void)
     RUN(test_checkpoint_damaged);
     RUN(test_checkpoint_bad_values);
     RUN(test_sim_plan_random_partitions);
+    RUN(test_split_auto_plan);
     RUN(test_json_quote);
     RUN(test_metrics_lines_are_json);
     char cmd[128];

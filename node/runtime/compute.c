@@ -37,6 +37,8 @@
 #define MOVE_COOLDOWN_S 60.0  /* nor sooner than this after its last move */
 #define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
+#define PLAN_PROBES 3         /* --split auto: forwards the choosing data stage times (the best counts) */
+#define PLAN_WAIT_S 20.0      /* and how long another data-stage node waits to hear the choice before making it */
 #define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
 #define FINAL_GAP_S 10.0      /* and gives up on the rest of it when none of its batches has come for this long */
 #define EVAL_STALE_S 20.0     /* an evaluation round none of whose batches came for this long is reported as it is */
@@ -68,6 +70,12 @@ enum { PH_FETCH = 0, PH_RUN, PH_DONE };
 struct compute {
     compute_cfg_t c;              /* configuration (view, st, data moved out) */
     const opts_t *o;              /* == c.o */
+    model_config_t cfg;           /* the model as this node splits it: o->cfg with the split of the plan */
+    int plan;                     /* the run's split (SPLIT_EVEN, SPLIT_LATE); -1: --split auto, not chosen yet
+                                     (laid out even until then; the data stage issues nothing before) */
+    double plan_wait_from;        /* data stage, choosing: when every stage first had a peer (0: not yet) */
+    int probes, probing;          /* choosing: forwards timed so far; the step just run was one */
+    double probe_best;            /* their shortest, seconds */
     int stage, nstages, B, T;
     size_t in_n, out_n, targets_n;
     stage_t lay;                  /* the stage's layout */
@@ -413,6 +421,7 @@ static void s_send_self(compute_t *c, int kind)
     if (!m) return;
     self_info_t *s = &m->self;
     s->stage = c->stage;
+    s->plan = c->plan;
     s->in_n = c->in_n;
     s->out_n = c->out_n;
     s->nparams = c->lay.nparams;
@@ -427,13 +436,22 @@ static void s_send_self(compute_t *c, int kind)
 
 /* ---- weight delay ---- */
 
+/* The delay budget in updates at this (data) stage: --max-delay, one more
+ * when --split auto chose the late split: stage 0 then holds the embedding
+ * alone, and the blocks, a stage later each, see about the delays the
+ * budget gives them under the even split (README, "Where the blocks sit"). */
+static int s_max_delay(const compute_t *c)
+{
+    return c->o->max_delay + (c->o->split == SPLIT_AUTO && c->plan == SPLIT_LATE);
+}
+
 /* The weight delay budget of the current version in microbatches beyond
  * --micro (stale_budget_micro): --max-delay x micro, let in as the learning
  * rate decays with --staleness ramp; 0 under gpipe. */
 static int s_budget_micro(const compute_t *c)
 {
     if (c->o->schedule == SCHED_GPIPE) return 0;
-    return stale_budget_micro(&c->o->optim, c->o->staleness, (int)c->version, c->o->max_delay, c->o->micro);
+    return stale_budget_micro(&c->o->optim, c->o->staleness, (int)c->version, s_max_delay(c), c->o->micro);
 }
 
 /* The delay budget lets the data stage start another microbatch: FIFO
@@ -508,7 +526,7 @@ static void s_choose_weights(compute_t *c)
  * (--max-delay + 1) x --micro (s_micro_needed). */
 static int s_budget_holds(const compute_t *c)
 {
-    return (c->o->max_delay + 1) * c->o->micro;
+    return (s_max_delay(c) + 1) * c->o->micro;
 }
 
 /* The micro an update would need for the window the round trip asks for
@@ -518,22 +536,29 @@ static int s_budget_holds(const compute_t *c)
  * 0 when the current micro is enough (or this is not the data stage). */
 static int s_micro_needed(const compute_t *c)
 {
-    int D = c->o->max_delay;
+    int D = s_max_delay(c);
     if (c->stage != 0 || c->o->schedule == SCHED_GPIPE || c->window_need <= s_budget_holds(c)) return 0;
     return (c->window_need + D) / (D + 1);
 }
 
-/* Whether --split late would serve this run better: an evenly split gpt
- * whose round trip asks for at least twice what the delay budget holds.
+/* Whether the late split can serve this run at all: a gpt of 3 or more
+ * stages whose window adapts to the round trip (not gpipe, not a fixed
+ * --max-inflight), and whose budget may grow by an update (not 2bw's). */
+static int s_late_split_may_pay(const compute_t *c)
+{
+    return c->cfg.kind == MODEL_GPT && c->nstages >= 3 && c->auto_window && c->o->stash != STASH_2BW;
+}
+
+/* Whether the late split would serve this run better than the even one: it
+ * may pay, and the round trip asks for `need` microbatches in flight, at
+ * least twice the `holds` the delay budget holds.
  * Measured (sim, gpt-tiny, 4 stages, micro 4): at 50 ms / 20 Mbit/s (27
  * asked, 12 held) and 100 ms / 10 Mbit/s (49) the late split ran 1-3% faster
  * and ended 0.9-1.0% lower; at 25 ms / 50 Mbit/s (16) it ran 6% slower, and
  * gpt-small at 50 ms / 20 Mbit/s, which asks for no more than it holds, 9%. */
-static int s_late_split_helps(const compute_t *c)
+static int s_late_split_helps(const compute_t *c, int need, int holds)
 {
-    const model_config_t *m = &c->o->cfg;
-    return m->kind == MODEL_GPT && m->split == SPLIT_EVEN && c->nstages >= 3 &&
-           c->window_need >= 2 * s_budget_holds(c);
+    return s_late_split_may_pay(c) && need >= 2 * holds;
 }
 
 /* A backward of a microbatch whose forward ran at version v starts now. */
@@ -805,9 +830,10 @@ static void s_finish(compute_t *c)
     c->phase = PH_DONE;
 }
 
-/* The last-stage node an evaluation's batches go to (s_next_peer): the
- * live one of the lowest id, this one included. */
-static uint64_t s_eval_receiver(const compute_t *c)
+/* The live node of this stage of the lowest id, this one included: at the
+ * last stage the one an evaluation's batches go to (s_next_peer), at the
+ * data stage the one that chooses --split auto's split (s_plan_step). */
+static uint64_t s_stage_lowest(const compute_t *c)
 {
     int n;
     const int *ix = s_stage_peers(c, c->stage, &n);
@@ -895,7 +921,7 @@ static void s_last_stage_end(compute_t *c)
         c->closing = 1;
         c->final_wait_from = now;
         c->final_wait_until = now + FINAL_EVAL_S;
-        c->final_receiver = s_eval_receiver(c);
+        c->final_receiver = s_stage_lowest(c);
     } else {
         s_finish(c);
     }
@@ -914,7 +940,7 @@ static void s_completed_one(compute_t *c)
 static void s_load_batch(compute_t *c, int slot)
 {
     acts_t *a = c->pool[slot];
-    const model_config_t *cfg = &c->o->cfg;
+    const model_config_t *cfg = &c->cfg;
     for (size_t i = 0; i < c->targets_n; i++) c->targets8[i] = (uint8_t)c->batch.targets[i];
     if (!a) return;
     if (cfg->kind == MODEL_GPT) memcpy(a->tokens, c->batch.tokens, sizeof(int) * (size_t)c->B * c->T);
@@ -1035,7 +1061,7 @@ static void s_emit_eval(compute_t *c, const evalsum_round_t *r)
 {
     if (r->n == 0) return;
     double vl = r->loss / r->n;
-    if (c->o->cfg.kind == MODEL_MLP)
+    if (c->cfg.kind == MODEL_MLP)
         metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"val_acc\":%.9g,\"batches\":%d", r->round,
                       vl, r->correct / ((double)r->n * c->B), r->n);
     else
@@ -1339,7 +1365,7 @@ static double s_busiest(const compute_t *c)
 {
     size_t most = c->lay.nparams;
     for (int k = 0; k < c->nstages; k++) {
-        size_t n = stage_num_params(&c->o->cfg, k, c->nstages);
+        size_t n = stage_num_params(&c->cfg, k, c->nstages);
         if (n > most) most = n;
     }
     return c->lay.nparams ? (double)most / (double)c->lay.nparams : 1.0;
@@ -1535,9 +1561,9 @@ static void s_auto_window(compute_t *c)
     if (settled && need && (!said || 4 * abs(need - said) >= said + 4)) {   /* news: the first, or a change of a quarter */
         char line[384];
         snprintf(line, sizeof line, "the round trip asks for %d microbatches in flight; a delay budget of %d update%s "
-                 "holds %d at --micro %d: --micro %d would keep every stage busy%s", c->window_need, c->o->max_delay,
-                 c->o->max_delay == 1 ? "" : "s", s_budget_holds(c), c->o->micro, need,
-                 s_late_split_helps(c) ? "; on links this slow a run created with --split late trains faster and "
+                 "holds %d at --micro %d: --micro %d would keep every stage busy%s", c->window_need, s_max_delay(c),
+                 s_max_delay(c) == 1 ? "" : "s", s_budget_holds(c), c->o->micro, need,
+                 c->o->split == SPLIT_EVEN && s_late_split_helps(c, c->window_need, s_budget_holds(c)) ? "; on links this slow a run created with --split late trains faster and "
                                          "better per update" : "");
         metrics_event(c->c.metrics, "warning", "\"what\":\"window\",\"micro_needed\":%d,\"why\":%s", need, line);
         s_say(c, line);
@@ -1550,38 +1576,134 @@ static void s_auto_window(compute_t *c)
 /* Moves this node to stage `to`: drops its work at the old stage (the data
  * stage re-issues it) and fetches the new stage's state from a peer of it
  * (or a backup); serving resumes when it arrives (s_on_state). */
-static void s_move(compute_t *c, int to, const char *why)
+/* Lays this node out as stage `stage` of the split of cfg, with that
+ * stage's initial weights; the work it held is dropped (the data stage
+ * re-issues it).  0; -1 when the new stage cannot be made (nothing changed);
+ * -2 when its activations cannot be (the node has failed). */
+static int s_relayout(compute_t *c, const model_config_t *cfg, int stage)
 {
     char err[300];
     stage_state_t *st = NULL;
     stage_t lay;
-    if (stage_init(&lay, &c->o->cfg, to, c->nstages, err, sizeof err) < 0) return;
-    if (!c->c.modelled && !(st = stage_state_new(&c->o->cfg, to, c->nstages, c->o->seed, err, sizeof err))) return;
+    if (stage_init(&lay, cfg, stage, c->nstages, err, sizeof err) < 0) return -1;
+    if (!c->c.modelled && !(st = stage_state_new(cfg, stage, c->nstages, c->o->seed, err, sizeof err))) return -1;
     s_stage_teardown(c);
+    stage_state_destroy(&c->st);
+    c->st = st;
+    c->lay = lay;
+    c->cfg = *cfg;
+    c->lay.threads = c->o->threads;
+    if (st) st->s.threads = c->o->threads;
+    c->version = st ? st->version : 0;
+    c->stage = stage;
+    s_window_reset(c);   /* another path: measured again */
+    metrics_set_stage(c->c.metrics, stage);
+    if (s_stage_setup(c) < 0) {
+        char w[96];
+        snprintf(w, sizeof w, "out of memory for stage %d's activations", stage);
+        s_fail(c, w);
+        return -2;
+    }
+    return 0;
+}
+
+static void s_move(compute_t *c, int to, const char *why)
+{
+    int from = c->stage;
+    if (s_relayout(c, &c->cfg, to) < 0) return;
     /* what was applied at the old stage says nothing of the new one's microbatches: remembered, it
      * answered "applied already" (DUP) to microbatches this node applied only at its old stage */
     applied_clear(&c->applied);
     s_trace(c, TRACE_MOVE, (uint64_t)to, c->version);
-    stage_state_destroy(&c->st);
-    c->st = st;
-    c->lay = lay;
-    c->lay.threads = c->o->threads;
-    if (st) st->s.threads = c->o->threads;
-    c->version = st ? st->version : 0;
-    c->fetch_from = c->stage;
+    c->fetch_from = from;
     c->fetch_tries = 0;
     snprintf(c->fetch_why, sizeof c->fetch_why, "%s", why);
-    c->stage = to;
-    s_window_reset(c);   /* another path: measured again */
-    metrics_set_stage(c->c.metrics, to);
-    if (s_stage_setup(c) < 0) {
-        char w[96];
-        snprintf(w, sizeof w, "out of memory after moving to stage %d", to);
-        s_fail(c, w);
-        return;
-    }
     s_send_self(c, MAIL_SELF);   /* the network side refuses the old stage's tensors from now on */
     s_fetch(c, s_stage_donor(c, 0, 0));
+}
+
+/* ---- --split auto: the run's split, chosen before its first update ---- */
+
+/* This node's layout follows split `plan` from now on (chosen here, or
+ * said by a peer's message or the network side): before any update, the
+ * initial weights of that split (a download of the stage's state under
+ * way starts again in it).  A split that differs from the layout of a node
+ * that has trained already cannot be taken: the node fails (two data-stage
+ * nodes that each chose, unheard of by the other). */
+static void s_adopt_plan(compute_t *c, int plan, const char *how)
+{
+    if (c->plan >= 0 || plan < 0 || c->phase == PH_DONE) return;
+    if (plan != (int)c->cfg.split) {
+        if (c->version != 0 || c->inflight) {
+            s_fail(c, "the run chose another split after this node had trained on the even one");
+            return;
+        }
+        model_config_t cfg = c->cfg;
+        cfg.split = (model_split_t)plan;
+        if (s_relayout(c, &cfg, c->stage) < 0) {
+            if (c->phase != PH_DONE) s_fail(c, "out of memory to lay out the run's split");
+            return;
+        }
+    }
+    c->plan = plan;
+    metrics_event(c->c.metrics, "plan", "\"split\":%s,\"how\":%s", plan == SPLIT_LATE ? "late" : "even", how);
+    s_send_self(c, MAIL_SELF);   /* the network side sizes state transfers by it */
+    if (c->fetching && plan != SPLIT_EVEN) s_fetch(c, c->fetch_donor);   /* laid out anew: fetched anew */
+}
+
+/* A forward of a validation batch, timed and not sent: what the data
+ * stage reckons the pipeline's compute per microbatch from before the
+ * first update.  -1 when there is no memory for it. */
+static int s_probe(compute_t *c)
+{
+    int slot = s_eval_slot(c);
+    if (slot < 0) return -1;
+    acts_t *a = c->pool[slot];
+    if (a && c->data) {
+        data_val_batch(c->data, &c->batch, 0);
+        s_load_batch(c, slot);
+    }
+    if (a) stage_forward(&c->lay, s_params(c), a);
+    c->flops += s_fwd_flops(c);
+    c->probing = 1;
+    c->probes++;
+    return 0;
+}
+
+/* The data stage's part of --split auto, until the split is chosen: once
+ * every stage has a peer, the data-stage node of the lowest id chooses
+ * (another waits to hear it, and chooses itself after PLAN_WAIT_S of
+ * silence): late where the round trip asks for at least twice what the
+ * delay budget holds (s_late_split_helps, reckoned as s_window_need does
+ * from the smallest round trip to stage 1 and the best of PLAN_PROBES
+ * timed forwards, a microbatch's compute taken as three forwards), else
+ * even.  Returns 1 when it ran a forward. */
+static int s_plan_step(compute_t *c)
+{
+    if (!s_all_stages_served(c)) return 0;
+    double now = s_now(c), mean, rtt;
+    if (c->plan_wait_from == 0) c->plan_wait_from = now;
+    int waited = now - c->plan_wait_from >= PLAN_WAIT_S;
+    if (s_stage_lowest(c) != c->c.id && !waited) return 0;
+    if (!s_late_split_may_pay(c)) { s_adopt_plan(c, SPLIT_EVEN, "chosen: the late split cannot pay"); return 0; }
+    s_rtt(c, &mean, &rtt);
+    if (rtt <= 0 && !waited) return 0;   /* the pings measure it soon */
+    if (rtt > 0 && c->probes < PLAN_PROBES) {
+        if (s_probe(c) == 0) return 1;
+        rtt = 0;   /* no memory to time a forward: even */
+    }
+    int K = c->nstages, holds = (c->o->max_delay + 1) * c->o->micro, need = 0;
+    double per_mb = 3.0 * c->probe_best * c->busiest;
+    if (rtt > 0 && per_mb > 0) need = K + (int)ceil((K - 1) * rtt * 1e-3 / per_mb);
+    int late = s_late_split_helps(c, need, holds);
+    char how[200], line[300];
+    snprintf(how, sizeof how, "chosen: the round trip asks for %d microbatches in flight, the delay budget holds %d", need, holds);
+    s_adopt_plan(c, late ? SPLIT_LATE : SPLIT_EVEN, how);
+    snprintf(line, sizeof line, "--split auto: the %s split (the round trip asks for %d microbatches in flight; a delay "
+             "budget of %d update%s holds %d at --micro %d)", late ? "late" : "even", need, c->o->max_delay,
+             c->o->max_delay == 1 ? "" : "s", holds, c->o->micro);
+    s_say(c, line);
+    return 0;
 }
 
 /* Rebalancing (every few seconds): a node of a stage served by several
@@ -1630,6 +1752,11 @@ void compute_on_mail(compute_t *c, mail_t *m)
     switch (m->kind) {
     case MAIL_TENSOR:
         if (c->phase == PH_DONE) break;
+        if (c->plan < 0) s_adopt_plan(c, plan_of_flags(m->hdr.flags), "said by a peer");
+        if (plan_of_flags(m->hdr.flags) >= 0 && plan_of_flags(m->hdr.flags) != c->plan) {
+            s_drop(c, "a tensor of another split of the run", m->peer);
+            break;
+        }
         if (m->hdr.type == WIRE_AVG) { if (s_on_avg(c, m)) return; break; }
         /* the training queued ahead of the run's final evaluation is not wanted any more (once the
          * gossip says the run is complete: a peer's flag alone must not stop this stage's training) */
@@ -1644,6 +1771,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
     case MAIL_VIEW:
         s_take_view(c, m->view);
         m->view = NULL;
+        if (c->plan < 0 && c->view) s_adopt_plan(c, c->view->plan, "said by a peer");
         s_check_donor(c);
         break;
     case MAIL_STATE: s_on_state(c, m); break;
@@ -1745,6 +1873,8 @@ int compute_step(compute_t *c, double *flops)
                 mail_free(pending_pop(&c->acts));
                 did = 1;
             }
+        } else if (c->plan < 0 && c->stage == 0) {
+            did = s_plan_step(c);
         } else if (s_may_issue(c)) {
             /* gpipe: the rest of this update's microbatches at once (a round is cut by the POOL_MAX slots when
              * --micro is larger: the next round then completes the update, never runs past it) */
@@ -1759,7 +1889,12 @@ int compute_step(compute_t *c, double *flops)
 
 void compute_account(compute_t *c, double seconds)
 {
-    if (seconds > 0) c->busy_s += seconds;
+    if (c->probing) {   /* --split auto's timed forward: not the training's compute */
+        c->probing = 0;
+        if (seconds > 0 && (c->probe_best == 0 || seconds < c->probe_best)) c->probe_best = seconds;
+    } else if (seconds > 0) {
+        c->busy_s += seconds;
+    }
 }
 
 void compute_stop(compute_t *c, int done)
@@ -1797,7 +1932,7 @@ int compute_save_checkpoint(compute_t *c, char *err, size_t errlen)
 {
     if (!c->st || !c->c.ckpt_path || !c->c.ckpt_path[0] || c->fetching) return 0;
     checkpoint_info_t info = {0};
-    info.cfg = c->o->cfg;
+    info.cfg = c->cfg;
     info.run = c->c.run;
     info.stage = c->stage;
     info.nstages = c->nstages;
@@ -1832,6 +1967,12 @@ int compute_choose_start(const peer_view_t *v, int stage, int64_t ck_version, in
     return START_AS_IS;
 }
 
+int compute_plan(const opts_t *o, int ck_split, int net_plan)
+{
+    if (o->split != SPLIT_AUTO) return o->split;
+    return ck_split >= 0 ? ck_split : net_plan;
+}
+
 compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
 {
     compute_t *c = calloc(1, sizeof *c);
@@ -1851,7 +1992,10 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->nstages = c->o->stages;
     if (cfg->view) s_take_view(c, cfg->view);
     c->B = c->o->batch;
-    c->T = c->o->cfg.kind == MODEL_GPT ? c->o->cfg.maxT : 1;
+    c->cfg = c->o->cfg;
+    c->plan = cfg->plan;
+    if (c->plan >= 0) c->cfg.split = (model_split_t)c->plan;
+    c->T = c->cfg.kind == MODEL_GPT ? c->cfg.maxT : 1;
     c->targets_n = (size_t)c->B * c->T;
     c->cursor = cfg->cursor;
     /* microbatch ids: an origin of 32 bits drawn from the node id and the
@@ -1868,7 +2012,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->saved_version = -1;
     c->last_loss = NAN;
     if (c->st) { c->lay = c->st->s; c->version = c->st->version; }
-    else if (stage_init(&c->lay, &c->o->cfg, c->stage, c->nstages, err, errlen) < 0) { compute_destroy(&c); return NULL; }
+    else if (stage_init(&c->lay, &c->cfg, c->stage, c->nstages, err, errlen) < 0) { compute_destroy(&c); return NULL; }
     c->lay.threads = c->o->threads;   /* threads of each engine call (--threads) */
     if (c->st) c->st->s.threads = c->o->threads;
     c->max_inflight = c->o->max_inflight > 0 ? c->o->max_inflight : 2 * c->nstages;

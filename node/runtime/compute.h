@@ -61,6 +61,8 @@ typedef struct {
     uint64_t id;                 /* this node's id */
     uint64_t run;                /* run id */
     int stage, shard;            /* stage served; data shard (stage 0) */
+    int plan;                    /* the run's split (SPLIT_EVEN, SPLIT_LATE) st is laid out in; -1: --split auto
+                                    not chosen yet (st laid out even): compute_plan */
     stage_state_t *st;           /* the stage's state (ownership passes; NULL when modelled) */
     data_t *data;                /* the data (stage 0; ownership passes), NULL elsewhere */
     int start;                   /* START_*: serve st as it is, or fetch it first */
@@ -87,6 +89,12 @@ typedef struct compute compute_t;
  * under way whose stage has no peer, a backup; else the initial weights.
  * Returns START_*; START_AS_IS with *use_ck 1 means "resume the checkpoint". */
 int compute_choose_start(const peer_view_t *v, int stage, int64_t ck_version, int joiner, uint64_t *donor, int *use_ck);
+
+/* The split a node about to start lays its stage out in: the run's
+ * (o->split), or under --split auto the one its checkpoint of this run was
+ * written in (ck_split: -1 none), else the one the network side has heard
+ * of (net_plan, -1 none).  -1: not chosen yet (lay out even meanwhile). */
+int compute_plan(const opts_t *o, int ck_split, int net_plan);
 
 /* A compute side.  NULL with a reason when out of memory. */
 compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen);

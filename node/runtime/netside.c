@@ -148,6 +148,8 @@ struct netside {
     int nstages;
     int shard;                  /* data shard assigned at WELCOME */
     self_info_t me;             /* what the compute side last said about this node */
+    int plan;                   /* the run's split (SPLIT_EVEN, SPLIT_LATE), -1 not known yet (--split auto): from the
+                                   compute side or any peer's message, whichever says it first; sent on every message */
     int left;                   /* the compute side has ended */
     int said_done;              /* the final PEERS/DONE went out */
     double linger_until;        /* a completed run: until every peer heard (or this time) */
@@ -371,13 +373,33 @@ static void s_put_join(const netside_t *ns, wbuf_t *w, int want, uint64_t hint_r
 static int s_port_send(netside_t *ns, int link, const transport_msg_t *to, const wire_hdr_t *h,
                        const void *const *f, const size_t *l, int nf, uint64_t raw, uint64_t virt)
 {
-    int r = ns->c.port.send(ns->c.port.arg, link, to, h, f, l, nf, virt);
+    wire_hdr_t hp = *h;
+    hp.flags |= plan_flags(ns->plan);
+    int r = ns->c.port.send(ns->c.port.arg, link, to, &hp, f, l, nf, virt);
     if (r != 0) return r;
     uint64_t b = WIRE_HDR_LEN + virt;
     for (int i = 0; i < nf; i++) b += l[i];
     atomic_fetch_add(&ns->ctr.bytes_sent, b);
     atomic_fetch_add(&ns->ctr.bytes_sent_raw, raw ? raw : b);
     return 0;
+}
+
+/* Floats of stage's parameters in the run's split (even while --split auto
+ * has not chosen: every node is laid out even until then). */
+static size_t s_stage_params(const netside_t *ns, int stage)
+{
+    model_config_t cfg = ns->c.o->cfg;
+    cfg.split = ns->plan < 0 ? SPLIT_EVEN : (model_split_t)ns->plan;
+    return stage_num_params(&cfg, stage, ns->nstages);
+}
+
+/* The run's split as a message of this run says it, when not known yet. */
+static void s_learn_plan(netside_t *ns, uint32_t flags)
+{
+    int plan = plan_of_flags(flags);
+    if (ns->plan >= 0 || plan < 0) return;
+    ns->plan = plan;
+    ns->view_dirty = 1;
 }
 
 static void s_hdr(const netside_t *ns, wire_hdr_t *h, int type)
@@ -435,7 +457,9 @@ static int s_send(netside_t *ns, uint64_t peer, const wire_hdr_t *h, const void 
     int link = s_link(ns, peer);
     if (link < 0) {
         peer_t *p = peers_find(&ns->peers, peer);
-        if (p && p->via && !virt) return s_relay_send(ns, p, h, frames, lens, nf, raw);
+        wire_hdr_t hp = *h;   /* the sealed header says the plan too (s_port_send's for the envelope) */
+        hp.flags |= plan_flags(ns->plan);
+        if (p && p->via && !virt) return s_relay_send(ns, p, &hp, frames, lens, nf, raw);
         return -1;
     }
     return s_port_send(ns, link, NULL, h, frames, lens, nf, raw, virt);
@@ -1121,6 +1145,7 @@ static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
     }
     if (done) { free(recs); s_join_fail(ns, "--join %s: that run has already finished%s", ""); return; }
     *ns->c.o = o;
+    ns->plan = o.split == SPLIT_AUTO ? plan_of_flags(m->hdr.flags) : o.split;
     ns->run = m->hdr.run;
     ns->nstages = o.stages;
     ns->shard = shard;
@@ -1499,7 +1524,7 @@ static void s_on_fetch(netside_t *ns, const mail_t *m)
         s_fetch_end(ns, s_blob(ns, stage, b->buf, b->total, b->version, 1));
         return;
     }
-    size_t bytes = 3 * stage_num_params(&ns->c.o->cfg, stage, ns->nstages) * sizeof(float);
+    size_t bytes = 3 * s_stage_params(ns, stage) * sizeof(float);
     if (s_rx_begin(&ns->fetch.rx, bytes) < 0) { s_fetch_end(ns, NULL); return; }
     ns->fetch.rx.donor = m->peer;
     s_fetch_ask(ns);
@@ -1515,7 +1540,7 @@ static void s_on_backup_push(netside_t *ns, const transport_msg_t *m)
     }
     backup_t *b = &ns->backups[s];
     state_rx_t *x = &b->rx;
-    size_t total = 3 * stage_num_params(&ns->c.o->cfg, s, ns->nstages) * sizeof(float);
+    size_t total = 3 * s_stage_params(ns, s) * sizeof(float);
     if ((!x->buf || x->total != total) && s_rx_begin(x, total) < 0) { s_drop(ns, "out of memory", m->sender); return; }
     if (s_state_chunk(ns, x, m) < 0 || !x->complete) return;
     /* keep the complete snapshot; the assembly buffer becomes the held copy */
@@ -2095,6 +2120,7 @@ static void s_dispatch(netside_t *ns, const transport_msg_t *m)
     if (m->hdr.run != ns->run) { s_drop(ns, "message of another run", m->sender); return; }
     if (ns->c.o->closed && !s_admitted(ns, m->sender)) { s_drop(ns, "no admission ticket", m->sender); return; }
     s_heard(ns, m->sender);
+    s_learn_plan(ns, m->hdr.flags);
     s_adopt(ns, peers_find(&ns->peers, m->sender), m);
     switch (type) {
     case WIRE_PEERS: s_on_peers(ns, m); break;
@@ -2127,6 +2153,7 @@ static void s_on_self(netside_t *ns, const self_info_t *s)
 {
     int moved = s->stage != ns->me.stage;
     ns->me = *s;
+    if (ns->plan < 0 && s->plan >= 0) { ns->plan = s->plan; ns->view_dirty = 1; }
     peer_t *self = peers_find(&ns->peers, ns->id);
     if (self) {
         if (self->info.stage != s->stage || self->info.rate != s->rate) ns->view_dirty = 1;
@@ -2461,7 +2488,7 @@ static void s_publish_view(netside_t *ns)
 {
     mail_t *m = mail_new(MAIL_VIEW);
     if (!m) return;
-    m->view = peers_view(&ns->peers);
+    m->view = netside_view(ns);
     if (!m->view) { mail_free(m); return; }
     ns->view_dirty = 0;
     s_post(ns, m);
@@ -2566,6 +2593,7 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->nstages = cfg->o->stages;
     ns->me.stage = cfg->o->stage;
     ns->me.loss = NAN;
+    ns->plan = ns->me.plan = cfg->o->split == SPLIT_AUTO ? -1 : cfg->o->split;
     ns->outward = cfg->no_listen;
     ns->relays = cfg->relay;
     ns->relay_bucket = s_bucket_full(s_now(ns));
@@ -2635,6 +2663,13 @@ void netside_progress(const netside_t *ns, uint64_t *completed, double *loss)
     if (ns->me.stage == ns->nstages - 1 && isfinite(ns->me.loss)) *loss = ns->me.loss;
 }
 
-peer_view_t *netside_view(netside_t *ns) { return peers_view(&ns->peers); }
+peer_view_t *netside_view(netside_t *ns)
+{
+    peer_view_t *v = peers_view(&ns->peers);
+    if (v) v->plan = ns->plan;
+    return v;
+}
+
+int netside_plan(const netside_t *ns) { return ns->plan; }
 const net_counters_t *netside_counters(const netside_t *ns) { return &ns->ctr; }
 const peers_t *netside_peers(const netside_t *ns) { return &ns->peers; }

@@ -31,6 +31,9 @@
 #define JOIN_FLAG_INTRO 0x1u   /* JOIN: an introduction (ticket) to a peer, no WELCOME wanted */
 #define JOIN_FLAG_OUTWARD 0x2u /* JOIN: the sender is reachable only over links it opens (no probe; send back over them) */
 #define PING_FLAG_PROBE 0x1u   /* PING/PONG: the bootstrap's reachability probe of a joiner's address */
+#define PLAN_FLAG_KNOWN 0x10000u  /* any message (flags bit 16): the sender knows the run's split (--split auto:
+                                    chosen by its data stage before the first update) */
+#define PLAN_FLAG_LATE 0x20000u   /* with PLAN_FLAG_KNOWN (bit 17): that split is late, else even */
 #define STATUS_LINK_SELF 0      /* STATUS: the answering node itself */
 #define STATUS_LINK_DIRECT 1    /* STATUS: it has a link to that peer's address */
 #define STATUS_LINK_REVERSE 2   /* STATUS: it sends over the link that peer opened to it (the peer is behind NAT) */
@@ -43,6 +46,17 @@
 #define STATE_CHUNK (1u << 20) /* bytes per STATE message */
 #define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
 #define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
+
+/* The header flags that say split `plan` (SPLIT_EVEN or SPLIT_LATE; -1 not
+ * known: none), and the split a message's flags say (-1: not said). */
+static inline uint32_t plan_flags(int plan)
+{
+    return plan < 0 ? 0 : PLAN_FLAG_KNOWN | (plan == SPLIT_LATE ? PLAN_FLAG_LATE : 0);
+}
+static inline int plan_of_flags(uint32_t flags)
+{
+    return !(flags & PLAN_FLAG_KNOWN) ? -1 : (flags & PLAN_FLAG_LATE) ? SPLIT_LATE : SPLIT_EVEN;
+}
 
 /* Byte and drop counters: written by the network side only, readable anywhere. */
 typedef struct {
@@ -125,6 +139,9 @@ void netside_bye(netside_t *self);
 /* The run's progress (last-stage microbatches, swarm-wide, this node's
  * included) and the last stage's latest loss (NaN unknown); driver thread only. */
 void netside_progress(const netside_t *self, uint64_t *completed, double *loss);
+/* The run's split (SPLIT_EVEN, SPLIT_LATE), -1 while --split auto has not
+ * chosen (as far as this node heard); driver thread only. */
+int netside_plan(const netside_t *self);
 /* A snapshot of the peer table for the compute side (NULL when out of memory). */
 peer_view_t *netside_view(netside_t *self);
 /* The counters (readable from any thread). */

@@ -376,11 +376,12 @@ int node_join(node_t *n, char *err, size_t errlen)
 }
 
 /* Tells the network side this node's stage and tensor sizes before anything else runs. */
-static void s_announce_stage(node_t *n, const stage_t *lay)
+static void s_announce_stage(node_t *n, const stage_t *lay, int plan)
 {
     int T = n->o.cfg.kind == MODEL_GPT ? n->o.cfg.maxT : 1;
     self_info_t s = {0};
     s.stage = netside_stage(n->net);
+    s.plan = plan;
     s.in_n = stage_in_size(lay, n->o.batch, T);
     s.out_n = stage_out_size(lay, n->o.batch, T);
     s.nparams = lay->nparams;
@@ -396,11 +397,15 @@ int node_prepare(node_t *n, const checkpoint_info_t *ck, const float *ck_state, 
     uint64_t run = netside_run(n->net);
     snprintf(n->ckpt_path, sizeof n->ckpt_path, "%s", ckpt_path ? ckpt_path : "");
     compute_cfg_t cc = {0};
-    cc.st = stage_state_new(&n->o.cfg, stage, n->o.stages, n->o.seed, err, errlen);
-    if (!cc.st) return -1;
-    s_announce_stage(n, &cc.st->s);
-    cc.view = netside_view(n->net);
     int ck_ours = ck && ck->run == run && ck->stage == stage && ck->nstages == n->o.stages, use_ck;
+    model_config_t cfg = n->o.cfg;
+    cc.plan = compute_plan(&n->o, ck_ours && ck->version > 0 ? (int)ck->cfg.split : -1, netside_plan(n->net));
+    if (cc.plan >= 0) cfg.split = (model_split_t)cc.plan;
+    if (ck_ours && ck->cfg.split != cfg.split) ck_ours = 0;   /* written before --split auto chose: initial weights */
+    cc.st = stage_state_new(&cfg, stage, n->o.stages, n->o.seed, err, errlen);
+    if (!cc.st) return -1;
+    s_announce_stage(n, &cc.st->s, cc.plan);
+    cc.view = netside_view(n->net);
     uint64_t donor;
     cc.start = compute_choose_start(cc.view, stage, ck_ours ? ck->version : -1, n->o.join[0] != 0, &donor, &use_ck);
     if (use_ck) {

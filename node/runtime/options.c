@@ -60,7 +60,7 @@ static const opt_def_t s_opts[] = {
     { "codec", T_CODEC, O(codec), S(codec), BOTH, "C", "activation codec: fp32 fp16 bf16 int8 int4 (default int8 node, fp32 solo)", RUN_ANY },
     { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)", RUN_ANY },
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
-    { "split", T_SPLIT, O(split), 0, BOTH, "R", "even (default) | late: stage 0 holds the embedding alone, the blocks the later stages, which an async pipeline delays less (better per update on slow links, slower where compute binds)", RUN(SPLIT_EVEN, SPLIT_LATE) },
+    { "split", T_SPLIT, O(split), 0, BOTH, "R", "auto (default; solo: even) | even | late: stage 0 holds the embedding alone, the blocks the later stages, which an async pipeline delays less (better per update on slow links, slower where compute binds); auto: the data stage chooses before the first update, late where its measured round trip asks for twice the window the delay budget holds", RUN(SPLIT_EVEN, SPLIT_AUTO) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
     { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip and the queues, 1..8 x stages, more for microbatches under 8 sequences, within --max-delay)", RUN(0, 4096) },
     { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 2, 3 with --optim muon, 1 with --stash 2bw)", RUN(0, 64) },
@@ -115,6 +115,7 @@ void opts_defaults(opts_t *o, int which)
     o->relay_mbit = 100;
     o->staleness = STALE_DEFAULT;
     o->max_delay = 2;   /* 1 with --stash 2bw, 3 with --optim muon, unless given: opts_resolve */
+    o->split = which == OPTS_SOLO ? SPLIT_EVEN : SPLIT_AUTO;   /* solo has no links to choose by */
 }
 
 static const opt_def_t *s_find(const char *name)
@@ -227,7 +228,8 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
     case T_SPLIT:
         if (strcmp(v, "even") == 0) *(int *)p = SPLIT_EVEN;
         else if (strcmp(v, "late") == 0) *(int *)p = SPLIT_LATE;
-        else { snprintf(err, errlen, "--split %s: want even or late", v); return -1; }
+        else if (strcmp(v, "auto") == 0) *(int *)p = SPLIT_AUTO;
+        else { snprintf(err, errlen, "--split %s: want even, late or auto", v); return -1; }
         return 0;
     case T_STASH:
         if (strcmp(v, "full") == 0) *(int *)p = STASH_FULL;
@@ -385,7 +387,7 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
 /* opts_resolve's work once o->cfg holds the model. */
 static int s_resolve_run(opts_t *o, char *err, size_t errlen)
 {
-    o->cfg.split = (model_split_t)o->split;
+    o->cfg.split = o->split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)o->split;   /* auto: even until chosen */
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
     if (!opts_given(o, "max-delay"))   /* 2bw holds two versions; Muon tolerates more delay (README) */
@@ -539,7 +541,7 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     n.max_delay = rbuf_get_u8(r);
     n.optim.kind = rbuf_get_u8(r);
     n.split = rbuf_get_u8(r);
-    c->split = (model_split_t)n.split;
+    c->split = n.split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)n.split;
     n.ndelay = 0;
     if (rbuf_error(r) || n.closed > 1 || !s_plain(c->name) || !s_plain(n.data) || !s_plain(n.codec) || !s_plain(n.grad_codec)) {
         snprintf(err, errlen, "run config: truncated or malformed");

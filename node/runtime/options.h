@@ -10,6 +10,7 @@
 enum { SCHED_ASYNC = 0, SCHED_GPIPE = 1 };
 enum { STASH_FULL = 0, STASH_2BW = 1 };
 #define OPT_PATH 1024
+#define SPLIT_AUTO 2                 /* --split auto (opts_t.split only): the run's data stage chooses even or late */
 #define OPT_MAX_DELAY 64             /* solo --delay: most updates of delay per stage */
 
 typedef struct {
@@ -23,7 +24,8 @@ typedef struct {
     optim_config_t optim;
     char codec[8], grad_codec[8];
     int schedule, stash, max_inflight;
-    int split;                   /* --split: SPLIT_EVEN or SPLIT_LATE (node/engine/model.h), copied into cfg */
+    int split;                   /* --split: SPLIT_EVEN or SPLIT_LATE (node/engine/model.h), copied into cfg, or
+                                    SPLIT_AUTO (cfg holds SPLIT_EVEN until the run's data stage chooses: compute.c) */
     int staleness;               /* delay compensation: STALE_* flags (node/engine/staleness.h) */
     int max_delay;               /* weight delay budget in updates (--max-delay; async schedule) */
     int delay[MODEL_STAGES_MAX]; /* solo --delay: weight delay of each stage, in updates */

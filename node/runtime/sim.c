@@ -436,10 +436,13 @@ static int s_node_prepare(snode_t *n, char *err, size_t errlen)
     int stage = netside_stage(n->net);
     compute_cfg_t cc = {0};
     stage_t lay;
-    if (stage_init(&lay, &n->o.cfg, stage, n->o.stages, err, errlen) < 0) return -1;
-    if (s->so.real && !(cc.st = stage_state_new(&n->o.cfg, stage, n->o.stages, n->o.seed, err, errlen))) return -1;
+    model_config_t cfg = n->o.cfg;
+    cc.plan = compute_plan(&n->o, -1, netside_plan(n->net));
+    if (cc.plan >= 0) cfg.split = (model_split_t)cc.plan;
+    if (stage_init(&lay, &cfg, stage, n->o.stages, err, errlen) < 0) return -1;
+    if (s->so.real && !(cc.st = stage_state_new(&cfg, stage, n->o.stages, n->o.seed, err, errlen))) return -1;
     int T = n->o.cfg.kind == MODEL_GPT ? n->o.cfg.maxT : 1;
-    self_info_t si = { .stage = stage, .in_n = stage_in_size(&lay, n->o.batch, T), .out_n = stage_out_size(&lay, n->o.batch, T),
+    self_info_t si = { .stage = stage, .plan = cc.plan, .in_n = stage_in_size(&lay, n->o.batch, T), .out_n = stage_out_size(&lay, n->o.batch, T),
                        .nparams = lay.nparams, .loss = NAN };
     netside_set_self(n->net, &si);
     cc.view = netside_view(n->net);

@@ -107,6 +107,32 @@ if [ "$ae" = 1 ] && [ "$al" = 0 ] && grep -q -- 'created with --split late' "$T/
     echo "ok - a round trip of twice the budget names --split late: $(grep -o 'asks for [0-9]* ' "$T/need-even.out" | head -n 1)"
 else echo "FAIL - the window warning's advice: named $ae time(s) with the even split, $al with the late one (want 1 and 0)"; fi
 
+# 3d. --split auto: a data stage chooses the split before the first update, from the round trip to stage 1 and
+#     its timed forwards: late where the round trip asks for twice what the budget holds (50 ms, 20 Mbit/s),
+#     even on short links; every node that works lays out the one choice (with two nodes per stage, too)
+auto() {
+    "$BRIGADE" sim --nodes "$1" --stages 4 --steps 20 --micro 4 --compute real --seed 1 $2 --split auto \
+        --metrics "$T/auto-$3.jsonl" >"$T/auto-$3.out" 2>&1 || echo "exit $?"
+}
+# plans NAME: the splits the plan events name, the events that chose (not heard), the stage-0 nodes that took
+# one, and "done" when the run completed and lost nothing
+plans() {
+    python3 -c "import json, sys
+ev = [e for e in map(json.loads, open(sys.argv[1])) if e.get('event') == 'plan']
+print(' '.join(sorted(set(e['split'] for e in ev))), sum(e['how'].startswith('chosen') for e in ev),
+      sum(e['stage'] == 0 for e in ev))" "$T/auto-$1.jsonl" 2>/dev/null
+    grep -Eq 'completed (8[0-9]|9[0-9]), lost 0, duplicated 0' "$T/auto-$1.out" && ! grep -q violation "$T/auto-$1.out" && echo done
+}
+slow="--latency-ms 50:50 --bandwidth-mbit 20:20"
+auto 4 "$slow" slow; auto 4 "" fast; auto 8 "$slow" pair
+ps=$(echo $(plans slow)); pf=$(echo $(plans fast)); pp=$(echo $(plans pair))
+if [ "$ps" = "late 1 1 done" ] && [ "$pf" = "even 1 1 done" ] && [ "$pp" = "late 1 2 done" ] &&
+   [ "$(grep -c '"plan"' "$T/auto-slow.jsonl")" = 4 ]; then
+    echo "ok - --split auto: late at 50 ms / 20 Mbit/s on every node ($(grep '"plan"' "$T/auto-slow.jsonl" | grep -o 'asks for [0-9]*')), even on short links, one choice for two data-stage nodes"
+else
+    echo "FAIL - --split auto: '$ps' (want late, 1 chosen, 1 data-stage node, done), '$pf' (even 1 1 done), '$pp' (late 1 2 done): $(tail -n 1 "$T/auto-slow.out")"
+fi
+
 # 4. a run bounded by simulated time (no --steps) with churn ends cleanly
 "$BRIGADE" sim --nodes 12 --stages 4 --sim-seconds 120 --churn 30 --seed 5 >"$T/churn.out" 2>&1; rc=$?
 if [ $rc = 0 ] && grep -q ' lost 0, duplicated 0' "$T/churn.out"; then
