@@ -922,9 +922,10 @@ static void test_opts_parse_good(void)
     rc = s_parse(&o, OPTS_SOLO, "--staleness lr+predict+dc+ramp", err, sizeof err);
     CHECK(rc == 0 && o.staleness == STALE_ALL && o.ndelay == 0);
     rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny", err, sizeof err);
-    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 2);   /* the default budget */
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 2 && !o.max_delay_given);   /* the default budget */
+    CHECK(o.split == SPLIT_AUTO && o.cfg.split == SPLIT_EVEN);   /* a swarm's default: the data stage chooses */
     rc = s_parse(&o, OPTS_NODE, "--stash 2bw --max-delay 0", err, sizeof err);
-    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 0);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 0 && o.max_delay_given);
     rc = s_parse(&o, OPTS_NODE, "--optim muon", err, sizeof err);
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 3 && o.optim.kind == OPTIM_MUON);
     rc = s_parse(&o, OPTS_NODE, "--optim muon --max-delay 2", err, sizeof err);
@@ -1055,7 +1056,7 @@ static void test_opts_run_roundtrip(void)
     CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
     CHECK(j.split == SPLIT_LATE && j.cfg.split == SPLIT_LATE);
     CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.eval_batches == 5 && j.seed == 99);
-    CHECK(j.staleness == (STALE_LR | STALE_RAMP) && j.max_delay == 0);
+    CHECK(j.staleness == (STALE_LR | STALE_RAMP) && j.max_delay == 0 && j.max_delay_given == c.max_delay_given);
     CHECK(j.optim.kind == OPTIM_ADAMW);
     CHECK(j.closed == 1 && memcmp(j.owner_pub, c.owner_pub, 32) == 0);
     CHECK(opts_run_id(&j) == opts_run_id(&c));
@@ -1132,6 +1133,9 @@ static void test_split_auto_plan(void)
     opts_t e = c;
     e.split = SPLIT_EVEN;
     CHECK(opts_run_id(&e) != opts_run_id(&c));   /* another run than the even one */
+    opts_t g = c;
+    g.max_delay_given = !c.max_delay_given;
+    CHECK(opts_run_id(&g) != opts_run_id(&c));   /* the budget's extra update under auto hangs on it */
     CHECK(plan_of_flags(plan_flags(-1)) == -1 && plan_flags(-1) == 0);
     CHECK(plan_of_flags(plan_flags(SPLIT_EVEN)) == SPLIT_EVEN && plan_of_flags(plan_flags(SPLIT_LATE)) == SPLIT_LATE);
     CHECK(plan_of_flags(PLAN_FLAG_LATE) == -1);   /* not said without the known bit */
@@ -1189,13 +1193,18 @@ static void test_opts_run_out_of_range(void)
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];
     size_t len = s_encode(&base, buf, sizeof buf);
-    CHECK(len > 37);
-    buf[len - 37] = 2;   /* closed: before the owner key, the staleness flags, the delay budget, the optimizer, the split */
+    CHECK(len > 38);
+    buf[len - 38] = 2;   /* closed: before the owner key, the staleness flags, the delay budget, the optimizer, the split,
+                            whether the budget was given */
     rbuf_t r;
     rbuf_init(&r, buf, len);
     opts_t j;
     s_joiner(&j);
     char err[256];
+    CHECK(opts_decode_run(&r, &j, err, sizeof err) == -1);
+    len = s_encode(&base, buf, sizeof buf);
+    buf[len - 1] = 2;    /* whether the budget was given */
+    rbuf_init(&r, buf, len);
     CHECK(opts_decode_run(&r, &j, err, sizeof err) == -1);
 }
 

@@ -436,13 +436,14 @@ static void s_send_self(compute_t *c, int kind)
 
 /* ---- weight delay ---- */
 
-/* The delay budget in updates at this (data) stage: --max-delay, one more
- * when --split auto chose the late split: stage 0 then holds the embedding
- * alone, and the blocks, a stage later each, see about the delays the
- * budget gives them under the even split (README, "Where the blocks sit"). */
+/* The delay budget in updates at this (data) stage: --max-delay, and when
+ * it was not given, one more when --split auto chose the late split: stage
+ * 0 then holds the embedding alone, and the blocks, a stage later each, see
+ * about the delays the default budget gives them under the even split
+ * (README, "Where the blocks sit"). */
 static int s_max_delay(const compute_t *c)
 {
-    return c->o->max_delay + (c->o->split == SPLIT_AUTO && c->plan == SPLIT_LATE);
+    return c->o->max_delay + (c->o->split == SPLIT_AUTO && c->plan == SPLIT_LATE && !c->o->max_delay_given);
 }
 
 /* The weight delay budget of the current version in microbatches beyond
@@ -1848,12 +1849,24 @@ double compute_tick(compute_t *c)
     return c->next_timeout < c->next_move ? c->next_timeout : c->next_move;
 }
 
+/* The data stage holds what the run still needs: before its version
+ * reaches --steps, what its own updates up to there need (the microbatches
+ * of its version, those accumulated since and those in flight: more ran
+ * past the run's end, and past its final evaluation, which goes out at
+ * --steps); after that, or once it trained on after its final evaluation,
+ * what the swarm's count still lacks. */
+static int s_steps_covered(const compute_t *c)
+{
+    if (c->reopened || c->version >= c->o->steps) return (uint64_t)c->inflight >= s_run_short(c);
+    return c->version * c->o->micro + c->bwd_count + c->inflight >= (int64_t)c->o->steps * c->o->micro;
+}
+
 /* The data stage may start new microbatches now. */
 static int s_may_issue(const compute_t *c)
 {
     if (c->stage != 0 || !s_all_stages_served(c)) return 0;
     if (c->closing) return 0;
-    if (c->reopened && (uint64_t)c->inflight >= s_run_short(c)) return 0;
+    if (s_steps_covered(c)) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
     return c->inflight < c->max_inflight && s_budget_room(c);
 }

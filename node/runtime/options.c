@@ -390,7 +390,8 @@ static int s_resolve_run(opts_t *o, char *err, size_t errlen)
     o->cfg.split = o->split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)o->split;   /* auto: even until chosen */
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
-    if (!opts_given(o, "max-delay"))   /* 2bw holds two versions; Muon tolerates more delay (README) */
+    o->max_delay_given = opts_given(o, "max-delay");
+    if (!o->max_delay_given)   /* 2bw holds two versions; Muon tolerates more delay (README) */
         o->max_delay = o->stash == STASH_2BW ? 1 : o->optim.kind == OPTIM_MUON ? 3 : 2;
     if (opts_check_run(o, err, errlen) < 0 || s_check_bounds(o, 0, err, errlen) < 0)
         return -1;
@@ -452,11 +453,11 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
     snprintf(buf, len,
              "model=%s kind=%d V=%d T=%d C=%d L=%d NH=%d D=%d data=%s stages=%d steps=%d batch=%d micro=%d "
              "optim=%s lr=%.9g wd=%.9g warmup=%d clip=%.9g codec=%s grad-codec=%s schedule=%d split=%d stash=%d max-inflight=%d max-delay=%d staleness=%s seed=%llu "
-             "eval-every=%d eval-batches=%d closed=%d owner=",
+             "eval-every=%d eval-batches=%d closed=%d max-delay-given=%d owner=",
              c->name, c->kind, c->V, c->maxT, c->C, c->L, c->NH, c->D, o->data, o->stages, o->steps,
              o->batch, o->micro, optim_kind_name(o->optim.kind), o->optim.lr, o->optim.wd, o->optim.warmup, o->optim.clip, o->codec,
              o->grad_codec, o->schedule, o->split, o->stash, o->max_inflight, o->max_delay, stale, (unsigned long long)o->seed, o->eval_every,
-             o->eval_batches, o->closed);
+             o->eval_batches, o->closed, o->max_delay_given);
     size_t k = strlen(buf);
     for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
     for (int i = 0; i < o->ndelay && k + 8 < len; i++) {   /* solo only: never part of a swarm's config */
@@ -500,6 +501,7 @@ void opts_encode_run(void *wbuf, const opts_t *o)
     wbuf_put_u8(w, (uint8_t)o->max_delay);
     wbuf_put_u8(w, (uint8_t)o->optim.kind);
     wbuf_put_u8(w, (uint8_t)o->split);
+    wbuf_put_u8(w, (uint8_t)(o->max_delay_given ? 1 : 0));
 }
 
 /* 1 when s has no control bytes (below 0x20, or DEL; UTF-8 passes, as a
@@ -541,9 +543,10 @@ int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen)
     n.max_delay = rbuf_get_u8(r);
     n.optim.kind = rbuf_get_u8(r);
     n.split = rbuf_get_u8(r);
+    n.max_delay_given = rbuf_get_u8(r);
     c->split = n.split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)n.split;
     n.ndelay = 0;
-    if (rbuf_error(r) || n.closed > 1 || !s_plain(c->name) || !s_plain(n.data) || !s_plain(n.codec) || !s_plain(n.grad_codec)) {
+    if (rbuf_error(r) || n.closed > 1 || n.max_delay_given > 1 || !s_plain(c->name) || !s_plain(n.data) || !s_plain(n.codec) || !s_plain(n.grad_codec)) {
         snprintf(err, errlen, "run config: truncated or malformed");
         return -1;
     }
