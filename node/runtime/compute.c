@@ -1574,9 +1574,6 @@ static void s_auto_window(compute_t *c)
 
 /* ---- moves ---- */
 
-/* Moves this node to stage `to`: drops its work at the old stage (the data
- * stage re-issues it) and fetches the new stage's state from a peer of it
- * (or a backup); serving resumes when it arrives (s_on_state). */
 /* Lays this node out as stage `stage` of the split of cfg, with that
  * stage's initial weights; the work it held is dropped (the data stage
  * re-issues it).  0; -1 when the new stage cannot be made (nothing changed);
@@ -1608,6 +1605,9 @@ static int s_relayout(compute_t *c, const model_config_t *cfg, int stage)
     return 0;
 }
 
+/* Moves this node to stage `to`: drops its work at the old stage (the data
+ * stage re-issues it) and fetches the new stage's state from a peer of it
+ * (or a backup); serving resumes when it arrives (s_on_state). */
 static void s_move(compute_t *c, int to, const char *why)
 {
     int from = c->stage;
@@ -1701,8 +1701,9 @@ static int s_plan_step(compute_t *c)
     snprintf(how, sizeof how, "chosen: the round trip asks for %d microbatches in flight, the delay budget holds %d", need, holds);
     s_adopt_plan(c, late ? SPLIT_LATE : SPLIT_EVEN, how);
     snprintf(line, sizeof line, "--split auto: the %s split (the round trip asks for %d microbatches in flight; a delay "
-             "budget of %d update%s holds %d at --micro %d)", late ? "late" : "even", need, c->o->max_delay,
-             c->o->max_delay == 1 ? "" : "s", holds, c->o->micro);
+             "budget of %d update%s holds %d at --micro %d)%s", late ? "late" : "even", need, c->o->max_delay,
+             c->o->max_delay == 1 ? "" : "s", holds, c->o->micro,
+             s_max_delay(c) > c->o->max_delay ? "; stage 0 holds no block now: its budget is one update more" : "");
     s_say(c, line);
     return 0;
 }
