@@ -348,7 +348,9 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     metrics_set_stage(x->metrics, node_stage(x->node));
     /* the start event precedes everything the node's sides write */
     stage_t lay;
-    if (stage_init(&lay, &run->cfg, node_stage(x->node), run->stages, err, errlen) < 0) return -1;
+    int plan;
+    model_config_t cfg = node_start_cfg(x->node, x->ck_state ? &x->ck : NULL, &plan);   /* its split (--split auto) */
+    if (stage_init(&lay, &cfg, node_stage(x->node), run->stages, err, errlen) < 0) return -1;
     int64_t version = x->ck_state && x->ck.stage == node_stage(x->node) && x->ck.run == node_run_id(x->node) ? x->ck.version : 0;
 #define START_FMT(reach) "\"role\":\"node\",\"run\":\"%016llx\",\"model\":%s,\"params\":%zu," \
         "\"join_addr\":%s,\"stages\":%d,\"codec\":%s,\"grad_codec\":%s,\"optim\":%s,\"version\":%lld,\"cpu\":%s,\"gemm\":%s," \

@@ -38,7 +38,7 @@
 #define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 #define PLAN_PROBES 3         /* --split auto: forwards the choosing data stage times (the best counts) */
-#define PLAN_WAIT_S 20.0      /* and how long another data-stage node waits to hear the choice before making it */
+#define PLAN_WAIT_S 20.0      /* and how long it waits for a round trip to stage 1 before choosing without one */
 #define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
 #define FINAL_GAP_S 10.0      /* and gives up on the rest of it when none of its batches has come for this long */
 #define EVAL_STALE_S 20.0     /* an evaluation round none of whose batches came for this long is reported as it is */
@@ -1672,23 +1672,25 @@ static int s_probe(compute_t *c)
 }
 
 /* The data stage's part of --split auto, until the split is chosen: once
- * every stage has a peer, the data-stage node of the lowest id chooses
- * (another waits to hear it, and chooses itself after PLAN_WAIT_S of
- * silence): late where the round trip asks for at least twice what the
+ * every stage has a peer, the live data-stage node of the lowest id
+ * chooses (the others wait to hear it; one that sees no lower one
+ * chooses): late where the round trip asks for at least twice what the
  * delay budget holds (s_late_split_helps, reckoned as s_window_need does
  * from the smallest round trip to stage 1 and the best of PLAN_PROBES
  * timed forwards, a microbatch's compute taken as three forwards), else
- * even.  Returns 1 when it ran a forward. */
+ * even; even too when no round trip is measured PLAN_WAIT_S after it could
+ * choose.  Returns 1 when it ran a forward. */
 static int s_plan_step(compute_t *c)
 {
-    if (!s_all_stages_served(c)) return 0;
+    if (!s_all_stages_served(c) || s_stage_lowest(c) != c->c.id) {
+        c->plan_wait_from = 0;   /* not this node's choice now: its wait starts again when it is */
+        return 0;
+    }
     double now = s_now(c), mean, rtt;
     if (c->plan_wait_from == 0) c->plan_wait_from = now;
-    int waited = now - c->plan_wait_from >= PLAN_WAIT_S;
-    if (s_stage_lowest(c) != c->c.id && !waited) return 0;
     if (!s_late_split_may_pay(c)) { s_adopt_plan(c, SPLIT_EVEN, "chosen: the late split cannot pay"); return 0; }
     s_rtt(c, &mean, &rtt);
-    if (rtt <= 0 && !waited) return 0;   /* the pings measure it soon */
+    if (rtt <= 0 && now - c->plan_wait_from < PLAN_WAIT_S) return 0;   /* the pings measure it soon */
     if (rtt > 0 && c->probes < PLAN_PROBES) {
         if (s_probe(c) == 0) return 1;
         rtt = 0;   /* no memory to time a forward: even */
@@ -2034,6 +2036,9 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->auto_window = c->o->max_inflight == 0 && c->o->schedule != SCHED_GPIPE;
     s_window_reset(c);
     metrics_set_stage(c->c.metrics, c->stage);
+    if (c->o->split == SPLIT_AUTO && c->plan >= 0)
+        metrics_event(c->c.metrics, "plan", "\"split\":%s,\"how\":%s", c->plan == SPLIT_LATE ? "late" : "even",
+                      "known at the start (the run's checkpoint here, or its WELCOME)");
     if (s_stage_setup(c) < 0) {
         snprintf(err, errlen, "out of memory for activations");
         compute_destroy(&c);

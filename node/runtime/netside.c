@@ -2153,7 +2153,8 @@ static void s_on_self(netside_t *ns, const self_info_t *s)
 {
     int moved = s->stage != ns->me.stage;
     ns->me = *s;
-    if (ns->plan < 0 && s->plan >= 0) { ns->plan = s->plan; ns->view_dirty = 1; }
+    /* the compute side's layout is what this node's tensors and state are in: its word over a peer's */
+    if (s->plan >= 0 && s->plan != ns->plan) { ns->plan = s->plan; ns->view_dirty = 1; }
     peer_t *self = peers_find(&ns->peers, ns->id);
     if (self) {
         if (self->info.stage != s->stage || self->info.rate != s->rate) ns->view_dirty = 1;
@@ -2176,7 +2177,9 @@ static void s_sign_done(netside_t *ns)
 /* The compute side ended: the last word to the swarm. */
 static void s_on_leave(netside_t *ns, const self_info_t *s)
 {
-    s_on_self(ns, s);
+    self_info_t t = *s;
+    t.plan = ns->me.plan;   /* the leaving side's last word on it (the driver's LEAVE does not say) */
+    s_on_self(ns, &t);
     ns->left = 1;
     /* only a run that completed ends the swarm; an interrupted or failed node just leaves.
      * Whoever knows it completed tells everyone it knows, with the last stage's proof */

@@ -390,6 +390,20 @@ static void s_announce_stage(node_t *n, const stage_t *lay, int plan)
     netside_set_self(n->net, &s);
 }
 
+/* 1 when ck is a checkpoint of this run and this node's stage. */
+static int s_ck_ours(const node_t *n, const checkpoint_info_t *ck)
+{
+    return ck && ck->run == netside_run(n->net) && ck->stage == netside_stage(n->net) && ck->nstages == n->o.stages;
+}
+
+model_config_t node_start_cfg(const node_t *n, const checkpoint_info_t *ck, int *plan)
+{
+    model_config_t cfg = n->o.cfg;
+    *plan = compute_plan(&n->o, s_ck_ours(n, ck) && ck->version > 0 ? (int)ck->cfg.split : -1, netside_plan(n->net));
+    if (*plan >= 0) cfg.split = (model_split_t)*plan;
+    return cfg;
+}
+
 int node_prepare(node_t *n, const checkpoint_info_t *ck, const float *ck_state, const char *ckpt_path,
                  char *err, size_t errlen)
 {
@@ -397,10 +411,8 @@ int node_prepare(node_t *n, const checkpoint_info_t *ck, const float *ck_state, 
     uint64_t run = netside_run(n->net);
     snprintf(n->ckpt_path, sizeof n->ckpt_path, "%s", ckpt_path ? ckpt_path : "");
     compute_cfg_t cc = {0};
-    int ck_ours = ck && ck->run == run && ck->stage == stage && ck->nstages == n->o.stages, use_ck;
-    model_config_t cfg = n->o.cfg;
-    cc.plan = compute_plan(&n->o, ck_ours && ck->version > 0 ? (int)ck->cfg.split : -1, netside_plan(n->net));
-    if (cc.plan >= 0) cfg.split = (model_split_t)cc.plan;
+    int ck_ours = s_ck_ours(n, ck), use_ck;
+    model_config_t cfg = node_start_cfg(n, ck, &cc.plan);
     if (ck_ours && ck->cfg.split != cfg.split) ck_ours = 0;   /* written before --split auto chose: initial weights */
     cc.st = stage_state_new(&cfg, stage, n->o.stages, n->o.seed, err, errlen);
     if (!cc.st) return -1;

@@ -53,6 +53,13 @@ int node_outward(const node_t *self);
 /* The stage served (before node_run, or after it). */
 int node_stage(const node_t *self);
 
+/* The model as this node starts laid out (after node_join): the run's
+ * config with the split it starts in (compute_plan: a --split auto run's
+ * checkpoint ck of this stage, when given and past version 0, else what
+ * the network side has heard; even while not chosen).  *plan: that split,
+ * -1 not chosen yet. */
+model_config_t node_start_cfg(const node_t *self, const checkpoint_info_t *ck, int *plan);
+
 /* Joins the swarm of o->join (blocking until the WELCOME, a refusal, 15 s
  * of silence or node_interrupt).  A joiner given stage 0 reads only data it named itself
  * (cfg.local_data) or data that needs no file.  0, or -1 with a one-line reason. */

@@ -220,6 +220,21 @@ else
 fi
 kill -CONT $L2; kill -9 $L1 $L2 2>/dev/null; wait $L1 $L2 2>/dev/null
 PID=""
+# a node that leaves before --split auto chose says nothing of the split (its goodbye said "even", and the
+# run's creator took that as the choice with two of four stages served)
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 4 --steps 10 --threads 1 --metrics "$T/a0.jsonl" 2>"$T/a0.err" &
+A0=$!; PID="$A0"
+for _ in $(seq 150); do A=$(ev "$T/a0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --threads 1 --metrics "$T/a1.jsonl" 2>"$T/a1.err" &
+A1=$!; PID="$A0 $A1"
+for _ in $(seq 150); do [ -n "$(ev "$T/a1.jsonl" resume version)" ] && break; sleep 0.1; done
+kill -INT $A1; gone $A1 50; wait $A1
+sleep 2   # its goodbye has come
+np=$(grep -c '"event":"plan"' "$T/a0.jsonl")
+kill -INT $A0; gone $A0 50; wait $A0
+PID=""
+[ "$np" = 0 ] && [ -n "$(ev "$T/a1.jsonl" resume version)" ] && ok "a node that leaves before --split auto chose: its peers take no split from its goodbye" \
+    || bad "a node leaving before the choice" "the creator wrote $np plan event(s): $(grep '"plan"' "$T/a0.jsonl" | head -n 1)"
 # a node whose output's reader went (`| head`) trains on; SIGTERM stops it as usual
 mkfifo "$T/fifo"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 1 --steps 100000 --threads 1 --metrics "$T/p.jsonl" \
