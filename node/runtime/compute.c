@@ -552,14 +552,16 @@ static int s_late_split_may_pay(const compute_t *c)
 
 /* Whether the late split would serve this run better than the even one: it
  * may pay, and the round trip asks for `need` microbatches in flight, at
- * least twice the `holds` the delay budget holds.
+ * least 1.75 times the `holds` the delay budget holds.
  * Measured (sim, gpt-tiny, 4 stages, micro 4): at 50 ms / 20 Mbit/s (27
- * asked, 12 held) and 100 ms / 10 Mbit/s (49) the late split ran 1-3% faster
- * and ended 0.9-1.0% lower; at 25 ms / 50 Mbit/s (16) it ran 6% slower, and
- * gpt-small at 50 ms / 20 Mbit/s, which asks for no more than it holds, 9%. */
+ * asked, 12 held: 2.25 x) and 100 ms / 10 Mbit/s (49) the late split ran
+ * 1-3% faster and ended 0.9-1.0% lower; at 25 ms / 50 Mbit/s (16: 1.33 x) it
+ * ran 6% slower, and gpt-small at 50 ms / 20 Mbit/s, which asks for no more
+ * than it holds, 9%: between 1.33 and 2.25 the gain crosses zero near 1.85
+ * (linearly), and a choice near there costs little either way. */
 static int s_late_split_helps(const compute_t *c, int need, int holds)
 {
-    return s_late_split_may_pay(c) && need >= 2 * holds;
+    return s_late_split_may_pay(c) && 4 * need >= 7 * holds;
 }
 
 /* A backward of a microbatch whose forward ran at version v starts now. */
@@ -1674,7 +1676,7 @@ static int s_probe(compute_t *c)
 /* The data stage's part of --split auto, until the split is chosen: once
  * every stage has a peer, the live data-stage node of the lowest id
  * chooses (the others wait to hear it; one that sees no lower one
- * chooses): late where the round trip asks for at least twice what the
+ * chooses): late where the round trip asks for at least 1.75 times what the
  * delay budget holds (s_late_split_helps, reckoned as s_window_need does
  * from the smallest round trip to stage 1 and the best of PLAN_PROBES
  * timed forwards, a microbatch's compute taken as three forwards), else

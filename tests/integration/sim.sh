@@ -100,15 +100,15 @@ ne=$(needed even); nl=$(needed late)
 if [ "${ne:-0}" -gt 0 ] && [ "${nl:-0}" -gt 0 ] && [ "$nl" -le $((2 * ne)) ]; then
     echo "ok - micro_needed from the busiest stage: $ne with the even split, $nl with the late one"
 else echo "FAIL - micro_needed with --split late: '$nl' against '$ne' with the even split (want both > 0, late <= 2 x even)"; fi
-# ... and where it asks for twice what the budget holds, the even split's warning names --split late (once)
+# ... and where it asks for 1.75 times what the budget holds, the even split's warning names --split late (once)
 adv() { grep '"what":"window"' "$T/need-$1.jsonl" | grep -c -- 'created with --split late'; }
 ae=$(adv even); al=$(adv late)
 if [ "$ae" = 1 ] && [ "$al" = 0 ] && grep -q -- 'created with --split late' "$T/need-even.out"; then
-    echo "ok - a round trip of twice the budget names --split late: $(grep -o 'asks for [0-9]* ' "$T/need-even.out" | head -n 1)"
+    echo "ok - a round trip of 1.75 times the budget names --split late: $(grep -o 'asks for [0-9]* ' "$T/need-even.out" | head -n 1)"
 else echo "FAIL - the window warning's advice: named $ae time(s) with the even split, $al with the late one (want 1 and 0)"; fi
 
 # 3d. --split auto: a data stage chooses the split before the first update, from the round trip to stage 1 and
-#     its timed forwards: late where the round trip asks for twice what the budget holds (50 ms, 20 Mbit/s),
+#     its timed forwards: late where the round trip asks for 1.75 times what the budget holds (50 ms, 20 Mbit/s),
 #     even on short links; every node that works lays out the one choice (with two nodes per stage, too)
 auto() {
     "$BRIGADE" sim --nodes "$1" --stages 4 --steps 20 --micro 4 --compute real --seed 1 $2 --split auto \
