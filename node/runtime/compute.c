@@ -1526,22 +1526,27 @@ static void s_timeouts(compute_t *c)
     }
 }
 
-/* The microbatches in flight that keep every stage busy: one per stage plus
- * enough to cover the pipeline's propagation round trip with compute
- * (Little's law: latency / time per microbatch of the busiest stage, reckoned
- * from mine by parameters).  The round trip is the minimum measured, not the
- * smoothed one: queueing the window itself causes must not grow the window.
- * 0 until both are measured. */
+/* The microbatches in flight that keep K stages busy: one per stage plus
+ * enough to cover the pipeline's propagation round trip (rtt_ms per link)
+ * with compute (Little's law: latency / per_mb, the seconds per microbatch
+ * of the busiest stage).  0 when either is unknown. */
+static int s_inflight_need(int K, double rtt_ms, double per_mb)
+{
+    if (rtt_ms <= 0 || per_mb <= 0) return 0;
+    /* forward and backward cross K-1 links each way: (K-1) round trips */
+    return K + (int)ceil((K - 1) * rtt_ms * 1e-3 / per_mb);
+}
+
+/* s_inflight_need from what this data stage measured: the minimum round
+ * trip, not the smoothed one (queueing the window itself causes must not
+ * grow the window), and its compute per microbatch reckoned to the busiest
+ * stage by parameters.  0 until both are measured. */
 static int s_window_need(compute_t *c)
 {
-    int K = c->nstages;
     double mean, rtt;
     s_rtt(c, &mean, &rtt);
     double per_mb = c->fwd_done ? c->busiest * c->busy_s / (double)c->fwd_done : 0;  /* the busiest stage's */
-    if (rtt <= 0 || per_mb <= 0) return 0;
-    /* forward and backward cross K-1 links each way: (K-1) round trips */
-    double latency = (K - 1) * rtt * 1e-3;
-    return K + (int)ceil(latency / per_mb);
+    return s_inflight_need(c->nstages, rtt, per_mb);
 }
 
 /* The data stage's window when --max-inflight is not given: what the round
@@ -1654,6 +1659,15 @@ static void s_adopt_plan(compute_t *c, int plan, const char *how)
     if (c->fetching && plan != SPLIT_EVEN) s_fetch(c, c->fetch_donor);   /* laid out anew: fetched anew */
 }
 
+/* A tensor says the run's split: taken when this node has none yet.  0
+ * when it says another one than this node's (the tensor is dropped). */
+static int s_tensor_split_ok(compute_t *c, const mail_t *m)
+{
+    int said = plan_of_flags(m->hdr.flags);
+    if (c->plan < 0) s_adopt_plan(c, said, "said by a peer");
+    return said < 0 || said == c->plan;
+}
+
 /* A forward of a validation batch, timed and not sent: what the data
  * stage reckons the pipeline's compute per microbatch from before the
  * first update.  -1 when there is no memory for it. */
@@ -1697,9 +1711,8 @@ static int s_plan_step(compute_t *c)
         if (s_probe(c) == 0) return 1;
         rtt = 0;   /* no memory to time a forward: even */
     }
-    int K = c->nstages, holds = (c->o->max_delay + 1) * c->o->micro, need = 0;
-    double per_mb = 3.0 * c->probe_best * c->busiest;
-    if (rtt > 0 && per_mb > 0) need = K + (int)ceil((K - 1) * rtt * 1e-3 / per_mb);
+    int holds = s_budget_holds(c);   /* --max-delay's: no split chosen yet */
+    int need = s_inflight_need(c->nstages, rtt, 3.0 * c->probe_best * c->busiest);
     int late = s_late_split_helps(c, need, holds);
     char how[200], line[300];
     snprintf(how, sizeof how, "chosen: the round trip asks for %d microbatches in flight, the delay budget holds %d", need, holds);
@@ -1758,11 +1771,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
     switch (m->kind) {
     case MAIL_TENSOR:
         if (c->phase == PH_DONE) break;
-        if (c->plan < 0) s_adopt_plan(c, plan_of_flags(m->hdr.flags), "said by a peer");
-        if (plan_of_flags(m->hdr.flags) >= 0 && plan_of_flags(m->hdr.flags) != c->plan) {
-            s_drop(c, "a tensor of another split of the run", m->peer);
-            break;
-        }
+        if (!s_tensor_split_ok(c, m)) { s_drop(c, "a tensor of another split of the run", m->peer); break; }
         if (m->hdr.type == WIRE_AVG) { if (s_on_avg(c, m)) return; break; }
         /* the training queued ahead of the run's final evaluation is not wanted any more (once the
          * gossip says the run is complete: a peer's flag alone must not stop this stage's training) */
