@@ -879,16 +879,43 @@ static uint64_t s_run_short(const compute_t *c)
     return have >= want ? 0 : want - have;
 }
 
+/* The most microbatches a live last-stage peer says the run still lacks by
+ * its own count (0: none says it is short).  The data stage's count can run
+ * ahead of the last stage's for good: the last stage's nodes restarted
+ * without their counts (no checkpoint, and no node of the stage left to tell
+ * them), and only the other stages' tables kept the earlier ones. */
+static uint64_t s_last_stage_short(const compute_t *c)
+{
+    uint64_t want = (uint64_t)c->o->steps * (uint64_t)c->o->micro, most = 0;
+    int n;
+    const int *ix = s_stage_peers(c, c->nstages - 1, &n);
+    for (int i = 0; i < n; i++) {
+        const view_peer_t *p = &c->view->p[ix[i]];
+        if (p->health != PEER_GONE && p->progress > 0 && p->progress < want && want - p->progress > most)
+            most = want - p->progress;
+    }
+    return most;
+}
+
+/* What a data stage that trained on after its final evaluation still waits
+ * for: the swarm's count and every live last-stage node's. */
+static uint64_t s_reopened_short(const compute_t *c)
+{
+    uint64_t a = s_run_short(c), b = s_last_stage_short(c);
+    return a > b ? a : b;
+}
+
 /* The end of a run with evaluations, at a data stage: the run is complete by
  * the swarm's count of microbatches the last stage completed, which this
  * stage's version can run ahead of (a last-stage node restarted without its
  * count) or fall behind (microbatches skipped or given up).  So the final
  * evaluation also goes out once the count is complete, and when it went out
- * at --steps while the count stays short, training goes on until it is not. */
+ * at --steps while the count stays short, or a last-stage node's own count
+ * does (s_last_stage_short), training goes on until neither is. */
 static void s_data_stage_end(compute_t *c, double now)
 {
     if (c->stage != 0 || c->nstages == 1 || c->o->eval_every <= 0) return;
-    int complete = s_run_complete(c);
+    int complete = c->reopened ? s_reopened_short(c) == 0 : s_run_complete(c);
     if (complete && c->count_done_t == 0) c->count_done_t = now;
     double lag = 2 * c->turn_mean > FINAL_LAG_S ? 2 * c->turn_mean : FINAL_LAG_S;
     if (c->final_due) s_send_final(c, now);
@@ -899,14 +926,15 @@ static void s_data_stage_end(compute_t *c, double now)
          * REOPEN_S after that first one came waits for another, which this stage had not reopened to send) */
         c->final_short = 0;
         s_send_final(c, now);
-    } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && !complete) {
+    } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && (!complete || s_last_stage_short(c))) {
         c->closing = 0;
         c->final_sent = 0;
         c->final_due = 0;
         c->reopened = 1;
+        c->count_done_t = 0;   /* complete again: the gradients of the last microbatches come before the evaluation */
         char line[160];
-        snprintf(line, sizeof line, "the final evaluation went out, but the swarm has completed %llu microbatches too few: "
-                 "training on", (unsigned long long)s_run_short(c));
+        snprintf(line, sizeof line, "the final evaluation went out, but the %s %llu microbatches too few: training on",
+                 complete ? "last stage counts" : "swarm has completed", (unsigned long long)s_reopened_short(c));
         s_say(c, line);
     }
 }
@@ -1871,7 +1899,8 @@ double compute_tick(compute_t *c)
  * what the swarm's count still lacks. */
 static int s_steps_covered(const compute_t *c)
 {
-    if (c->reopened || c->version >= c->o->steps) return (uint64_t)c->inflight >= s_run_short(c);
+    if (c->reopened) return (uint64_t)c->inflight >= s_reopened_short(c);
+    if (c->version >= c->o->steps) return (uint64_t)c->inflight >= s_run_short(c);
     return c->version * c->o->micro + c->bwd_count + c->inflight >= (int64_t)c->o->steps * c->o->micro;
 }
 

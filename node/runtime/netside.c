@@ -738,13 +738,14 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
 }
 
 /* PEERS: a share of the table, this node's progress and whether it ended,
- * and (last stage) the progress of the last-stage peers it knows. */
+ * (last stage) the progress of the last-stage peers it knows, and the run's
+ * progress as it counts it. */
 static void s_send_table(netside_t *ns, uint64_t peer, int limit)
 {
     wbuf_t w;
     wbuf_init(&w, TABLE_MAX_BYTES);
     if (limit > 0)   /* a share of the table, its announcements, the last stage's progress: about this much */
-        wbuf_reserve(&w, (size_t)(limit + 1) * (sizeof(peer_info_t) + ANNOUNCE_LEN + 4) + PROGRESS_MAX * 16 + 64);
+        wbuf_reserve(&w, (size_t)(limit + 1) * (sizeof(peer_info_t) + ANNOUNCE_LEN + 4) + PROGRESS_MAX * 16 + 72);
     s_put_table(ns, &w, limit);
     wbuf_put_u64(&w, ns->me.completed);
     wbuf_put_f32(&w, (float)ns->me.loss);
@@ -760,6 +761,8 @@ static void s_send_table(netside_t *ns, uint64_t peer, int limit)
             np++;
         }
     }
+    /* the run's progress as this node counts it (read from the last stage: a data stage trains on while it is short) */
+    wbuf_put_u64(&w, peers_completed(&ns->peers) + ns->me.completed);
     if (!wbuf_error(&w)) {
         wire_hdr_t h;
         s_hdr(ns, &h, WIRE_PEERS);
@@ -1695,9 +1698,11 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
         peer_t *q = last && !rbuf_error(&r) && id != ns->id ? peers_find(&ns->peers, id) : NULL;
         if (q && q->info.stage == ns->nstages - 1 && c > q->completed) { q->completed = c; ns->view_dirty = 1; peers_touch(&ns->peers, q); }
     }
+    uint64_t progress = rbuf_remaining(&r) >= 8 ? rbuf_get_u64(&r) : 0;
     if (rbuf_error(&r)) { s_drop(ns, "malformed PEERS", m->sender); return; }
     if (!last) return;
     if (completed > p->completed) { p->completed = completed; ns->view_dirty = 1; }
+    if (progress != p->progress) { p->progress = progress; ns->view_dirty = 1; }
     if (isfinite(loss)) p->last_loss = loss;
     peers_touch(&ns->peers, p);
     if (done) s_stop_compute(ns);

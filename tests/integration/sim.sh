@@ -333,6 +333,17 @@ if [ $rc = 0 ] && [ "${fw##* }" = after ] && awk "BEGIN { exit !(${fs:-999} < 30
     echo "ok - a final evaluation behind a full window goes out: $fw, over after $fs s"
 else echo "FAIL - a final evaluation behind a full window: exit $rc, evaluations '$fw', over after '$fs' s (want one after the last update, under 30 s)"; fi
 
+# 5j. both last-stage nodes restarted without their counts, one while the other was down (random faults of seed
+#     179507): only the other stages' tables kept the earlier counts, so stage 0's count was complete (298 of
+#     200) and the last stage's short (141) for good: stage 0 closed, the last stage waited to the 2000 s limit.
+#     Now stage 0 trains on while a last-stage node says its own count is short
+"$BRIGADE" sim --nodes 8 --stages 4 --split late --steps 200 --faults 7 --seed 179507 --eval-every 25 --latency-ms 5:60 \
+    --bandwidth-mbit 10:200 --speed 1:4 --loss 0.002 --sim-seconds 2000 --wall-seconds 60 >"$T/lc.out" 2>&1; rc=$?
+ls=$(sim_s "$T/lc.out")
+if [ $rc = 0 ] && grep -q 'the last stage counts [0-9]* microbatches too few: training on' "$T/lc.out" && awk "BEGIN { exit !(${ls:-9999} < 200) }"; then
+    echo "ok - both last-stage nodes restarted without their counts: stage 0 trains on until theirs completes, over after $ls s"
+else echo "FAIL - both last-stage nodes restarted without their counts: exit $rc, over after '$ls' s (want 0, under 200 s): $(grep -h 'too few\|did not complete' "$T/lc.out" | head -n 2 | tr '\n' ' ')"; fi
+
 # 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"
