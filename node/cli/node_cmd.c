@@ -536,8 +536,10 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
     }
     char lossbuf[32] = "-";   /* none logged yet */
     if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.4f", loss);
-    printf("run %016llx: %s, %u stages, %llu/%llu microbatches done, last loss %s\n",
-           (unsigned long long)m->hdr.run, model, nst, (unsigned long long)done, (unsigned long long)target, lossbuf);
+    int plan = plan_of_flags(m->hdr.flags);   /* every message says the run's split once the node knows it */
+    printf("run %016llx: %s, %u stages, split %s, %llu/%llu microbatches done, last loss %s\n",
+           (unsigned long long)m->hdr.run, model, nst, plan < 0 ? "not chosen yet" : plan == SPLIT_LATE ? "late" : "even",
+           (unsigned long long)done, (unsigned long long)target, lossbuf);
     uint8_t *reach = calloc((size_t)k + 1, 1), *link = calloc((size_t)k + 1, 1);
     if (reach && link) s_status_reach(&r, k, recs, reach, link);
     printf("%-6s %-9s %-24s %10s %9s %8s  %-8s %s\n", "stage", "peer", "address", "ubatch/s", "rtt ms", "version",

@@ -151,7 +151,8 @@ PY
 then ok "/status.json is JSON with the node, its peers and the loss curve"; else bad "/status.json" "$(head -c 300 "$T/s.json")"; fi
 curl -sf "http://127.0.0.1:$H/" | grep -q '<svg' && ok "status page draws the loss curve (svg)" || bad "status page" "no <svg> on /"
 curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$H/nope" | grep -q 404 && ok "unknown page is 404" || bad "404" "unknown path not 404"
-"$BRIGADE" status "$A" >"$T/st" 2>&1 && grep -q "127.0.0.1:$P" "$T/st" && ok "brigade status shows the swarm map" \
+"$BRIGADE" status "$A" >"$T/st" 2>&1 && grep -q "127.0.0.1:$P" "$T/st" && grep -q "1 stages, split even," "$T/st" \
+    && ok "brigade status shows the swarm map and the split" \
     || bad "brigade status" "$(cat "$T/st")"
 # a joiner asking for a stage the run does not have is told so by the bootstrap (not left waiting)
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 3 --threads 1 >"$T/j.out" 2>"$T/j.err" &
