@@ -883,7 +883,8 @@ static uint64_t s_run_short(const compute_t *c)
  * its own count (0: none says it is short).  The data stage's count can run
  * ahead of the last stage's for good: the last stage's nodes restarted
  * without their counts (no checkpoint, and no node of the stage left to tell
- * them), and only the other stages' tables kept the earlier ones. */
+ * them), and only the other stages' tables kept the earlier ones; such a
+ * node may count 0, which is short too. */
 static uint64_t s_last_stage_short(const compute_t *c)
 {
     uint64_t want = (uint64_t)c->o->steps * (uint64_t)c->o->micro, most = 0;
@@ -891,7 +892,7 @@ static uint64_t s_last_stage_short(const compute_t *c)
     const int *ix = s_stage_peers(c, c->nstages - 1, &n);
     for (int i = 0; i < n; i++) {
         const view_peer_t *p = &c->view->p[ix[i]];
-        if (p->health != PEER_GONE && p->progress > 0 && p->progress < want && want - p->progress > most)
+        if (p->health != PEER_GONE && p->progress_said && p->progress < want && want - p->progress > most)
             most = want - p->progress;
     }
     return most;

@@ -59,7 +59,8 @@ typedef struct {
     float rtt_min_ms;       /* the smallest round trip seen (propagation), 0 unknown */
     uint32_t version;       /* its weight version (gossip) */
     uint64_t completed;     /* last stage: microbatches it reported done */
-    uint64_t progress;      /* last stage: the run's progress as it counts it, 0 not said */
+    uint64_t progress;      /* last stage: the run's progress as it counts it (with progress_said) */
+    int progress_said;      /* 1 when it said it (a last-stage node restarted without a count may say 0) */
     float loss;             /* last stage: its last loss, NaN unknown */
     int reach;              /* 0: a link to it (ours, or one it opened to us); 1: through a relay (an extra
                                hop); -1: none yet (it is reachable only outward) */

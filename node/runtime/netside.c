@@ -1698,11 +1698,16 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
         peer_t *q = last && !rbuf_error(&r) && id != ns->id ? peers_find(&ns->peers, id) : NULL;
         if (q && q->info.stage == ns->nstages - 1 && c > q->completed) { q->completed = c; ns->view_dirty = 1; peers_touch(&ns->peers, q); }
     }
-    uint64_t progress = rbuf_remaining(&r) >= 8 ? rbuf_get_u64(&r) : 0;
+    int said = rbuf_remaining(&r) >= 8;   /* older senders end before it */
+    uint64_t progress = said ? rbuf_get_u64(&r) : 0;
     if (rbuf_error(&r)) { s_drop(ns, "malformed PEERS", m->sender); return; }
     if (!last) return;
     if (completed > p->completed) { p->completed = completed; ns->view_dirty = 1; }
-    if (progress != p->progress) { p->progress = progress; ns->view_dirty = 1; }
+    if (progress != p->progress || said != p->progress_said) {
+        p->progress = progress;
+        p->progress_said = said;
+        ns->view_dirty = 1;
+    }
     if (isfinite(loss)) p->last_loss = loss;
     peers_touch(&ns->peers, p);
     if (done) s_stop_compute(ns);

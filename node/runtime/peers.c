@@ -194,6 +194,7 @@ static void s_refresh(peers_t *t, int i)
     q->version = p->info.version;
     q->completed = p->completed;
     q->progress = p->progress;
+    q->progress_said = p->progress_said;
     q->loss = (float)p->last_loss;
     q->reach = p->link >= 0 ? 0 : p->outward && p->via ? 1 : p->outward ? -1 : 0;
 }

@@ -37,7 +37,8 @@ typedef struct {
                                peer slow: the replies to what was sent before then measured the
                                silence, not the link (0: never) */
     uint64_t completed;     /* last-stage microbatches it reported */
-    uint64_t progress;      /* last stage: the run's progress as it counts it (PEERS), 0 not said */
+    uint64_t progress;      /* last stage: the run's progress as it counts it (PEERS; 0 may be a count) */
+    int progress_said;      /* progress came in its last PEERS */
     double last_loss;       /* its last reported loss (last stage), NaN unknown */
     uint64_t via;           /* both outward-only: the relay we reach it through (0: none) */
     uint64_t announce_seq;  /* the seq of its announcement (announce, below); 0: none */
