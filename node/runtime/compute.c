@@ -149,6 +149,8 @@ struct compute {
     int final_short;              /* data stage: its final evaluation went out with the swarm's count short */
     int reopened;                 /* data stage: trained on after it; only the swarm's count ends the run now */
     double count_done_t;          /* data stage: when it first saw the swarm's count complete (0: not yet) */
+    double last_short_t;          /* data stage, no evaluations: since when it has stopped (version at --steps,
+                                     count complete) while a last-stage node's own count is short (0: not) */
     mail_t *avg_pending;          /* a replica's weights, averaged into ours right after our next update: the
                                      forwards of this version used ours, and their backwards must find them */
     double t0;                    /* when this node started */
@@ -906,6 +908,26 @@ static uint64_t s_reopened_short(const compute_t *c)
     return a > b ? a : b;
 }
 
+/* The end of a run without evaluations, at a data stage: once its version
+ * reached --steps and the swarm's count is complete it issues nothing more,
+ * and the last stage ends the run by its own count; when a live last-stage
+ * node's count stays short REOPEN_S (s_last_stage_short), it trains on. */
+static void s_data_stage_short(compute_t *c, double now)
+{
+    if (c->reopened) return;
+    if (c->version < c->o->steps || !s_run_complete(c) || !s_last_stage_short(c)) {
+        c->last_short_t = 0;
+        return;
+    }
+    if (c->last_short_t == 0) c->last_short_t = now;
+    if (now - c->last_short_t <= REOPEN_S) return;
+    c->reopened = 1;
+    char line[160];
+    snprintf(line, sizeof line, "the last stage counts %llu microbatches too few: training on",
+             (unsigned long long)s_reopened_short(c));
+    s_say(c, line);
+}
+
 /* The end of a run with evaluations, at a data stage: the run is complete by
  * the swarm's count of microbatches the last stage completed, which this
  * stage's version can run ahead of (a last-stage node restarted without its
@@ -915,7 +937,8 @@ static uint64_t s_reopened_short(const compute_t *c)
  * does (s_last_stage_short), training goes on until neither is. */
 static void s_data_stage_end(compute_t *c, double now)
 {
-    if (c->stage != 0 || c->nstages == 1 || c->o->eval_every <= 0) return;
+    if (c->stage != 0 || c->nstages == 1) return;
+    if (c->o->eval_every <= 0) { s_data_stage_short(c, now); return; }
     int complete = c->reopened ? s_reopened_short(c) == 0 : s_run_complete(c);
     if (complete && c->count_done_t == 0) c->count_done_t = now;
     double lag = 2 * c->turn_mean > FINAL_LAG_S ? 2 * c->turn_mean : FINAL_LAG_S;
