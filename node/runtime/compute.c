@@ -147,7 +147,8 @@ struct compute {
     double final_sent;            /* data stage: when its final evaluation went out (0: not yet, or trained on after it) */
     int final_due;                /* data stage: closing, its final evaluation could not go out yet (no memory) */
     int final_short;              /* data stage: its final evaluation went out with the swarm's count short */
-    int reopened;                 /* data stage: trained on after it; only the swarm's count ends the run now */
+    int reopened;                 /* data stage: trained on after its final evaluation (or, without evaluations,
+                                     after it stopped at --steps): s_reopened_short says when it has done enough */
     double count_done_t;          /* data stage: when it first saw the swarm's count complete (0: not yet) */
     double last_short_t;          /* data stage, no evaluations: since when it has stopped (version at --steps,
                                      count complete) while a last-stage node's own count is short (0: not) */
@@ -900,12 +901,26 @@ static uint64_t s_last_stage_short(const compute_t *c)
     return most;
 }
 
-/* What a data stage that trained on after its final evaluation still waits
- * for: the swarm's count and every live last-stage node's. */
+/* What a data stage that trains on (s_train_on) still waits for: the
+ * swarm's count and every live last-stage node's. */
 static uint64_t s_reopened_short(const compute_t *c)
 {
     uint64_t a = s_run_short(c), b = s_last_stage_short(c);
     return a > b ? a : b;
+}
+
+/* The data stage stopped (its final evaluation went out, or its version
+ * reached --steps) with `what` short: it trains on. */
+static void s_train_on(compute_t *c, const char *what)
+{
+    c->closing = 0;
+    c->final_sent = 0;
+    c->final_due = 0;
+    c->reopened = 1;
+    c->count_done_t = 0;   /* complete again: the gradients of the last microbatches come before the evaluation */
+    char line[200];
+    snprintf(line, sizeof line, "%s %llu microbatches too few: training on", what, (unsigned long long)s_reopened_short(c));
+    s_say(c, line);
 }
 
 /* The end of a run without evaluations, at a data stage: once its version
@@ -920,12 +935,7 @@ static void s_data_stage_short(compute_t *c, double now)
         return;
     }
     if (c->last_short_t == 0) c->last_short_t = now;
-    if (now - c->last_short_t <= REOPEN_S) return;
-    c->reopened = 1;
-    char line[160];
-    snprintf(line, sizeof line, "the last stage counts %llu microbatches too few: training on",
-             (unsigned long long)s_reopened_short(c));
-    s_say(c, line);
+    if (now - c->last_short_t > REOPEN_S) s_train_on(c, "the last stage counts");
 }
 
 /* The end of a run with evaluations, at a data stage: the run is complete by
@@ -951,15 +961,8 @@ static void s_data_stage_end(compute_t *c, double now)
         c->final_short = 0;
         s_send_final(c, now);
     } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && (!complete || s_last_stage_short(c))) {
-        c->closing = 0;
-        c->final_sent = 0;
-        c->final_due = 0;
-        c->reopened = 1;
-        c->count_done_t = 0;   /* complete again: the gradients of the last microbatches come before the evaluation */
-        char line[160];
-        snprintf(line, sizeof line, "the final evaluation went out, but the %s %llu microbatches too few: training on",
-                 complete ? "last stage counts" : "swarm has completed", (unsigned long long)s_reopened_short(c));
-        s_say(c, line);
+        s_train_on(c, complete ? "the final evaluation went out, but the last stage counts"
+                               : "the final evaluation went out, but the swarm has completed");
     }
 }
 
