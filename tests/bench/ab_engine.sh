@@ -2,7 +2,7 @@
 # ab_engine.sh: the 1-thread training step of two (or more) versions of the
 # engine, alternated step by step in one process (tests/bench/ab/).
 #
-#   sh tests/bench/ab_engine.sh [-m gpt-small,gpt-tiny] [-n STEPS] A B ...
+#   sh tests/bench/ab_engine.sh [-m gpt-small,gpt-tiny] [-n STEPS] [-t THREADS] A B ...
 #
 # A, B, ...: git revisions of this repository (main, HEAD~2, a hash) or
 # paths of source trees (a worktree).  Each is built with the Makefile's
@@ -11,22 +11,24 @@
 # tests/bench/ab/run.c alternates their steps: STEPS timed steps per model
 # (default 30 for gpt-small, 5x that for smaller models).  Prints each
 # build's fastest, 25th percentile and median step with its ratio to A's,
-# and the load average before and after.  A development tool: `make bench`
+# and the load average before and after.  -t: the engine's threads (default
+# 1; more are timed by the wall clock, which other load inflates).  A development tool: `make bench`
 # does not run it.
 set -eu
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 MODELS=gpt-small,gpt-tiny
 STEPS=30
-while getopts m:n: o; do
+while getopts m:n:t: o; do
     case $o in
     m) MODELS=$OPTARG ;;
     n) STEPS=$OPTARG ;;
-    *) echo "usage: ab_engine.sh [-m MODELS] [-n STEPS] A B ..." >&2; exit 2 ;;
+    t) export AB_THREADS=$OPTARG ;;
+    *) echo "usage: ab_engine.sh [-m MODELS] [-n STEPS] [-t THREADS] A B ..." >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 2 ] || { echo "usage: ab_engine.sh [-m MODELS] [-n STEPS] A B ..." >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: ab_engine.sh [-m MODELS] [-n STEPS] [-t THREADS] A B ..." >&2; exit 2; }
 WORK=${AB_WORK:-$(mktemp -d)}
 PKGS="libzmq libzstd libsodium openblas zlib"
 CC=${CC:-cc}

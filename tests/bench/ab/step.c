@@ -4,8 +4,9 @@
  * (before and after a change) can be loaded side by side into one process
  * (run.c) and their training steps alternated.  The step is bench_train's:
  * the whole model in one stage, batch B of the preset's context on the
- * synthetic data, forward + backward + clip + AdamW, 1 thread, timed by the
- * calling thread's CPU clock.
+ * synthetic data, forward + backward + clip + AdamW, on 1 thread timed by
+ * the calling thread's CPU clock, or on AB_THREADS threads (the engine's
+ * own, as --threads) timed by the wall clock.
  *
  *   void *ab_new(const char *model, int B);   NULL with a message on stderr
  *   double ab_step(void *self, float *loss);  seconds of this thread's CPU
@@ -31,6 +32,7 @@ typedef struct {
     uint64_t cursor;        /* position in the data */
     optim_config_t optim;   /* defaults, a long run */
     int B, T;               /* batch and context */
+    int threads;            /* the engine's threads */
 } ab_t;
 
 void ab_destroy(void **self_p)
@@ -55,9 +57,11 @@ void *ab_new(const char *model, int B)
     if (!p) return NULL;
     p->B = B;
     p->T = cfg.maxT;
+    const char *t = getenv("AB_THREADS");
+    p->threads = t && atoi(t) > 1 ? atoi(t) : 1;
     p->st = stage_state_new(&cfg, 0, 1, 1, err, sizeof err);
     if (p->st) {
-        p->st->s.threads = 1;
+        p->st->s.threads = p->threads;   /* before the scratch is made */
         p->acts = acts_new(&p->st->s, B, p->T);
         p->gs = grad_scratch_new(&p->st->s, B, p->T);
     }
@@ -75,10 +79,11 @@ void *ab_new(const char *model, int B)
     return p;
 }
 
-static double s_thread_seconds(void)
+/* the calling thread's CPU clock, or the wall clock when the step has helpers */
+static double s_seconds(const ab_t *p)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    clock_gettime(p->threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -89,11 +94,11 @@ double ab_step(void *self, float *loss)
     data_next_train(p->data, &p->batch, 0, 1, &p->cursor);
     memcpy(p->acts->tokens, p->batch.tokens, nt * sizeof(int));
     memcpy(p->acts->targets, p->batch.targets, nt * sizeof(int));
-    double t0 = s_thread_seconds();
+    double t0 = s_seconds(p);
     stage_forward(&p->st->s, p->st->params, p->acts);
     stage_backward(&p->st->s, p->st->params, p->st->grads, p->acts, p->gs, 1.0f / (float)nt);
     stage_state_step(p->st, &p->optim);
-    double dt = s_thread_seconds() - t0;
+    double dt = s_seconds(p) - t0;
     *loss = p->acts->loss;
     return dt;
 }
