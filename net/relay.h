@@ -17,7 +17,8 @@
  * Plaintext:
  *     0     1  version RELAY_VERSION
  *     1     1  nframes (0..TRANSPORT_MAX_FRAMES)
- *     2     8  seq: the sender's counter for this receiver (replays are refused)
+ *     2     8  seq: the sender's counter for this receiver (replays are refused
+ *              while the receiver runs: it keeps the highest in memory only)
  *    10    42  the inner header (wire_hdr_encode; its sender is the sealer)
  *    52     *  nframes x (u32 length, bytes)
  *

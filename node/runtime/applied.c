@@ -37,9 +37,10 @@ static int s_not_after(uint64_t s, uint64_t f)
     return ((f - s) & SEQ_MASK) < SEQ_HALF;
 }
 
-int applied_has(const applied_t *a, uint64_t mb)
+int applied_has(const applied_t *a, uint64_t mb, int reissue)
 {
     if (idmap_get(&a->gen[0], mb) >= 0 || idmap_get(&a->gen[1], mb) >= 0) return 1;
+    if (!reissue) return 0;
     int i = idmap_get(&a->origin_ix, mb >> APPLIED_SEQ_BITS);
     return i >= 0 && s_not_after(mb & SEQ_MASK, a->floor[i]);
 }

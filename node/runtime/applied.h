@@ -7,7 +7,13 @@
  * applied.  So a re-issue that comes after thousands of newer microbatches
  * (its data stage was cut off for minutes) is answered as a duplicate, not
  * applied again; one that was never applied here is answered so too, and
- * skipped like work applied further on.  Owned by the compute side. */
+ * skipped like work applied further on.  The floors are consulted for
+ * re-issues only (an attempt after the first): they rise with whatever ids
+ * previous-stage peers send, and one forged id far ahead of an origin's
+ * sequence, once forgotten, would otherwise have every later microbatch of
+ * that origin answered as applied here (its data stage silenced for good);
+ * so such an id can turn away only re-issues, which are rare.  Owned by the
+ * compute side. */
 #ifndef BRIGADE_RUNTIME_APPLIED_H
 #define BRIGADE_RUNTIME_APPLIED_H
 #include <stdint.h>
@@ -27,8 +33,9 @@ void applied_init(applied_t *a);
 void applied_fini(applied_t *a);
 /* Forgets everything (a new stage). */
 void applied_clear(applied_t *a);
-/* 1 when mb counts as applied here. */
-int applied_has(const applied_t *a, uint64_t mb);
+/* 1 when mb counts as applied here: remembered exactly, or, when reissue
+ * (not the microbatch's first attempt), not after its origin's floor. */
+int applied_has(const applied_t *a, uint64_t mb, int reissue);
 /* Remembers mb as applied.  0, or -1 when out of memory (mb not kept; a
  * generation whose floors could not be raised is kept, not forgotten). */
 int applied_mark(applied_t *a, uint64_t mb);

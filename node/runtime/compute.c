@@ -224,9 +224,12 @@ static void s_trace(compute_t *c, int what, uint64_t mb, int64_t v)
 
 /* ---- exactly once per node ---- */
 
-static int s_applied(const compute_t *c, uint64_t mb)
+/* mb (attempt flags as an ACT carries them) counts as applied here: the
+ * first attempt (1) by the ids remembered exactly, a re-issue by its
+ * origin's floor too (applied.h) */
+static int s_applied(const compute_t *c, uint64_t mb, uint32_t flags)
 {
-    return applied_has(&c->applied, mb);
+    return applied_has(&c->applied, mb, MB_ATTEMPT(flags) != 1);
 }
 
 /* Remembers that mb's gradient was accumulated here. */
@@ -1203,7 +1206,7 @@ static int s_on_act(compute_t *c, const mail_t *m)
 {
     if (m->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, m);
     if (c->closing) return 0;   /* the run is complete: only its final evaluation is still wanted */
-    if (s_applied(c, m->hdr.mb)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
+    if (s_applied(c, m->hdr.mb, m->hdr.flags)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
     if (old && s_attempt_older(MB_ATTEMPT(m->hdr.flags), (unsigned)old->attempt)) {
         /* a late copy of an attempt the data stage has re-issued since: the newer one held here stays */
