@@ -12,6 +12,8 @@ int cmd_assemble(int argc, char **argv);
 int cmd_ticket(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 
-/* Prints "brigade: <why>" on stderr and returns 2 (the bad-input status). */
+/* Prints "brigade: <why>" on stderr, one line (control characters in why,
+ * say from an argument it quotes, shown as '?'), and returns 2 (the
+ * bad-input status). */
 int cli_fail(const char *why);
 #endif

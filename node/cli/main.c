@@ -48,10 +48,7 @@ static int s_version(void)
 static int s_command(int argc, char **argv)
 {
     char err[160];
-    if (cpu_env_check(err, sizeof err) < 0 || gemm_env_check(err, sizeof err) < 0) {
-        fprintf(stderr, "brigade: %s\n", err);
-        return 2;
-    }
+    if (cpu_env_check(err, sizeof err) < 0 || gemm_env_check(err, sizeof err) < 0) return cli_fail(err);
     const char *cmd = argv[1];
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
@@ -60,8 +57,8 @@ static int s_command(int argc, char **argv)
             return 0;
         }
         if (argc > 2) {
-            fprintf(stderr, "brigade: version takes no options, not '%s'\n", argv[2]);
-            return 2;
+            snprintf(err, sizeof err, "version takes no options, not '%.60s'", argv[2]);
+            return cli_fail(err);
         }
         return s_version();
     }
@@ -73,8 +70,8 @@ static int s_command(int argc, char **argv)
     if (!strcmp(cmd, "assemble")) return cmd_assemble(argc, argv);
     if (!strcmp(cmd, "ticket")) return cmd_ticket(argc, argv);
     if (!strcmp(cmd, "sim")) return cmd_sim(argc, argv);
-    fprintf(stderr, "brigade: unknown command '%s' (see brigade --help)\n", cmd);
-    return 2;
+    snprintf(err, sizeof err, "unknown command '%.60s' (see brigade --help)", cmd);
+    return cli_fail(err);
 }
 
 int main(int argc, char **argv)

@@ -463,7 +463,7 @@ int cmd_node(int argc, char **argv)
         if (!x->node) fprintf(stderr, "brigade node: %s while starting\n", err);
     } else {
         s_end(x, status, err);
-        fprintf(stderr, "brigade: %s\n", err);
+        cli_fail(err);
     }
     s_cleanup(x);
     free(x);

@@ -11,7 +11,10 @@
 
 int cli_fail(const char *why)
 {
-    fprintf(stderr, "brigade: %s\n", why);
+    fputs("brigade: ", stderr);
+    for (const char *c = why; *c; c++)   /* one line whatever the argument it quotes holds */
+        fputc((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c, stderr);
+    fputc('\n', stderr);
     return 2;
 }
 

@@ -154,6 +154,7 @@ expect2() {
 }
 expect2 "solo unknown option" solo --bogus-option 1
 expect2 "solo --model nope" solo --model nope
+expect2 "solo option holding a newline" -m "unknown option '--bogus?option'" solo "$(printf -- '--bogus\noption')"
 expect2 "solo --data text:/nonexistent" solo --data text:/nonexistent --steps 1
 expect2 "solo --data fmnist:<empty dir>" solo --model mlp-fmnist --data "fmnist:$T/empty" --steps 1
 expect2 "sample truncated model file" sample --model-file "$T/trunc.bin"
