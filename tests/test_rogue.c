@@ -697,6 +697,72 @@ static int s_table_ok(const uint8_t *frame, size_t len, int *k, char *err, size_
     return peers_decode(&r, recs, 64, k, err, errlen) == 0;
 }
 
+/* An introduction carrying ticket t (NULL: none) from kp. */
+static void s_send_intro_ticket(netside_t *ns, const keypair_t *kp, const char *adv, int want, const ticket_t *t)
+{
+    uint8_t tb[TICKET_LEN];
+    if (t) ticket_encode(tb, t);
+    wbuf_t w;
+    wbuf_init(&w, 512);
+    wbuf_put_str(&w, adv);
+    wbuf_put_u32(&w, (uint32_t)want);
+    wbuf_put_bytes(&w, t ? tb : NULL, t ? TICKET_LEN : 0);
+    const void *f[1] = { w.data };
+    size_t l[1] = { w.len };
+    s_deliver(ns, kp, WIRE_JOIN, -1, JOIN_FLAG_INTRO, 0, f, l, 1);
+    wbuf_free(&w);
+}
+
+/* 1 when a PING from kp is answered (not dropped). */
+static int s_ping_answered(tnode_t *n, const keypair_t *kp)
+{
+    int pongs = n->box.sent[WIRE_PONG];
+    uint64_t d = s_drops(n);
+    s_deliver(n->ns, kp, WIRE_PING, 1, 0, 123, NULL, NULL, 0);
+    return n->box.sent[WIRE_PONG] == pongs + 1 && s_drops(n) == d;
+}
+
+/* Closed swarm: a key admitted with a ticket stays admitted only until the
+ * ticket expires (on every link, with or without an introduction), and a
+ * ticket refused later takes the admission back; a key never admitted is
+ * refused throughout. */
+static void t_closed_ticket_expires(void)
+{
+    char err[300];
+    tnode_t n;
+    owner_keys_t owner;
+    keypair_t alice, bob, mallory;
+    CHECK(owner_keys_generate(&owner, err, sizeof err) == 0);
+    CHECK(keypair_generate(&alice, err, sizeof err) == 0 && keypair_generate(&bob, err, sizeof err) == 0 &&
+          keypair_generate(&mallory, err, sizeof err) == 0);
+    if (s_tnode(&n, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    n.o.closed = 1;
+    memcpy(n.o.owner_pub, owner.pub, 32);
+    uint64_t now_s = s_wall(&n.clock) / 1000;
+    ticket_t ta, tb_bad;
+    CHECK(ticket_issue(&ta, &owner, alice.pub, now_s + 60, err, sizeof err) == 0);   /* 60 s */
+    CHECK(ticket_issue(&tb_bad, &owner, mallory.pub, 0, err, sizeof err) == 0);     /* mallory's, not bob's */
+    CHECK(!s_ping_answered(&n, &mallory));
+    s_send_intro_ticket(n.ns, &alice, "127.0.0.1:7001", 1, &ta);
+    CHECK(s_knows(&n, &alice) && s_ping_answered(&n, &alice));
+    s_send_intro_ticket(n.ns, &bob, "127.0.0.1:7002", 1, &ta);       /* alice's ticket: refused */
+    CHECK(!s_ping_answered(&n, &bob));
+    n.clock += 3600;
+    netside_tick(n.ns);
+    CHECKF(!s_ping_answered(&n, &alice), "a PING from a key whose ticket expired was answered");
+    uint64_t d = s_drops(&n);
+    s_deliver(n.ns, &alice, WIRE_STATE_REQ, 0, 0, 0, NULL, NULL, 0);
+    CHECKF(s_drops(&n) == d + 1, "a STATE_REQ from a key whose ticket expired was taken");
+    /* a refused ticket takes an admission back: bob admitted for good, then showing another's */
+    ticket_t tbob;
+    CHECK(ticket_issue(&tbob, &owner, bob.pub, 0, err, sizeof err) == 0);
+    s_send_intro_ticket(n.ns, &bob, "127.0.0.1:7002", 1, &tbob);
+    CHECK(s_ping_answered(&n, &bob));
+    s_send_intro_ticket(n.ns, &bob, "127.0.0.1:7002", 1, &tb_bad);
+    CHECKF(!s_ping_answered(&n, &bob), "a key whose new ticket was refused stayed admitted");
+    s_tnode_free(&n);
+}
+
 /* An advertised address that peers_decode refuses ("*", the wildcard) is
  * refused at the JOIN and at an introduction: a node that stored it would
  * put it in every table it sends, and every receiver would refuse the
@@ -1296,6 +1362,7 @@ int main(int argc, char **argv)
         RUN(t_join_checkpoint_of_other_run);
         RUN(t_tensor_after_leave_not_dropped);
         RUN(t_links_of_long_gone_peers_closed);
+        RUN(t_closed_ticket_expires);
         RUN(t_feedback_streams_of_gone_peers_reused);
         RUN(t_first_rtt_not_a_pause);
         RUN(t_status_req_rate_limited);

@@ -310,10 +310,22 @@ static int s_banned(netside_t *ns, uint64_t id)
     return p && p->banned_until > s_now(ns);
 }
 
-static int s_admitted(netside_t *ns, uint64_t id)
+/* Closed swarm: NULL when peer id's ticket was verified here and has not
+ * expired since, else why its messages are refused. */
+static const char *s_unadmitted(netside_t *ns, uint64_t id)
 {
     peer_t *p = peers_find(&ns->peers, id);
-    return p && p->admitted;
+    if (!p || !p->admitted) return "no admission ticket";
+    if (p->admitted_until && s_unix_s(ns) >= p->admitted_until) return "admission ticket expired";
+    return NULL;
+}
+
+/* Admits p until `until` (unix seconds, 0: no expiry), or takes its
+ * admission back (admit 0: a ticket it showed was refused). */
+static void s_admit(peer_t *p, int admit, uint64_t until)
+{
+    p->admitted = admit;
+    p->admitted_until = admit ? until : 0;
 }
 
 /* Checks a tensor's scale against the usual scale of its sender's stream:
@@ -854,13 +866,17 @@ static int s_join_allowed(netside_t *ns)
     return s_bucket_take(&ns->join_bucket, s_now(ns), JOIN_PER_S, JOIN_PER_S, 1);
 }
 
-/* Closed swarm: checks the ticket of a JOIN; 0 admitted, -1 refused (reason in why). */
-static int s_check_ticket(netside_t *ns, const uint8_t *tbytes, size_t tlen, const uint8_t pub[32], char *why, size_t whylen)
+/* Closed swarm: checks the ticket of a JOIN; 0 admitted until *expires
+ * (unix seconds, 0: no expiry; may be NULL), -1 refused (reason in why). */
+static int s_check_ticket(netside_t *ns, const uint8_t *tbytes, size_t tlen, const uint8_t pub[32],
+                          uint64_t *expires, char *why, size_t whylen)
 {
     ticket_t t;
     if (tlen != TICKET_LEN) { snprintf(why, whylen, "no admission ticket"); return -1; }
     if (ticket_decode(&t, tbytes, tlen, why, whylen) < 0) return -1;
-    return ticket_verify(&t, ns->c.o->owner_pub, pub, s_unix_s(ns), why, whylen);
+    if (ticket_verify(&t, ns->c.o->owner_pub, pub, s_unix_s(ns), why, whylen) < 0) return -1;
+    if (expires) *expires = t.expires;
+    return 0;
 }
 
 /* A refused joiner learns why, so it can say so instead of waiting. */
@@ -879,7 +895,7 @@ static void s_refuse(netside_t *ns, const transport_msg_t *m, const char *why)
 }
 
 /* A member opening a link to us: learn it, admit it, nothing to answer. */
-static void s_on_intro(netside_t *ns, const transport_msg_t *m, const char *adv, int want)
+static void s_on_intro(netside_t *ns, const transport_msg_t *m, const char *adv, int want, uint64_t until)
 {
     int outward = (m->hdr.flags & JOIN_FLAG_OUTWARD) != 0;
     peer_info_t info = {0};
@@ -891,7 +907,7 @@ static void s_on_intro(netside_t *ns, const transport_msg_t *m, const char *adv,
     s_heard(ns, m->sender);
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (!p) return;
-    p->admitted = 1;
+    s_admit(p, 1, until);
     if (outward) s_set_outward(ns, p, 1);
     s_adopt(ns, p, m);
 }
@@ -1022,13 +1038,16 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
         s_refuse(ns, m, why);
         return;
     }
-    if (ns->c.o->closed && s_check_ticket(ns, tbytes, tlen, m->sender_pub, why, sizeof why) < 0) {
+    uint64_t until = 0;
+    if (ns->c.o->closed && s_check_ticket(ns, tbytes, tlen, m->sender_pub, &until, why, sizeof why) < 0) {
         size_t n = strlen(why);
         snprintf(why + n, sizeof why - n, " (a closed swarm needs --ticket from its owner)");
+        peer_t *known = peers_find(&ns->peers, m->sender);
+        if (known) s_admit(known, 0, 0);   /* admitted before: no longer, on a ticket refused now */
         s_refuse(ns, m, why);
         return;
     }
-    if (intro) { s_on_intro(ns, m, adv, want); return; }
+    if (intro) { s_on_intro(ns, m, adv, want, until); return; }
     int stage = want;
     peer_t *known = peers_find(&ns->peers, m->sender);
     if (known && want < 0) stage = known->info.stage;  /* a repeated JOIN keeps its stage */
@@ -1050,7 +1069,7 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
         snprintf(p->info.addr, sizeof p->info.addr, "%s", adv);
         s_set_health(ns, p, PEER_ALIVE);
         p->last_heard = s_now(ns);
-        p->admitted = 1;
+        s_admit(p, 1, until);
     }
     int shard = stage == 0 ? counts[0] : 0;
     if (!p || (m->hdr.flags & JOIN_FLAG_OUTWARD)) {
@@ -1161,7 +1180,7 @@ static void s_on_welcome(netside_t *ns, const transport_msg_t *m)
     /* the bootstrap's link is the one we opened; it is the node we chose to join */
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (p && p->link < 0) { p->link = ns->join_link; peers_touch(&ns->peers, p); }
-    if (p) p->admitted = 1;
+    if (p) s_admit(p, 1, 0);   /* the node we chose to join: no ticket of its own to show */
     ns->outward = ns->c.no_listen || !reachable;
     ns->join = JOIN_DONE;
 }
@@ -1766,10 +1785,10 @@ static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
         s_drop(ns, "STATUS_REQ over the rate limit", m->sender);
         return;
     }
-    if (ns->c.o->closed && !s_admitted(ns, m->sender)) {
+    if (ns->c.o->closed && s_unadmitted(ns, m->sender)) {
         /* `brigade status --keys DIR --ticket T` shows its ticket with the request */
         char why[200];
-        if (m->nframes < 1 || s_check_ticket(ns, m->frame[0], m->len[0], m->sender_pub, why, sizeof why) < 0) {
+        if (m->nframes < 1 || s_check_ticket(ns, m->frame[0], m->len[0], m->sender_pub, NULL, why, sizeof why) < 0) {
             s_drop(ns, "STATUS_REQ without a valid ticket (closed swarm)", m->sender);
             return;
         }
@@ -2128,7 +2147,8 @@ static void s_dispatch(netside_t *ns, const transport_msg_t *m)
         return;
     }
     if (m->hdr.run != ns->run) { s_drop(ns, "message of another run", m->sender); return; }
-    if (ns->c.o->closed && !s_admitted(ns, m->sender)) { s_drop(ns, "no admission ticket", m->sender); return; }
+    const char *unadmitted = ns->c.o->closed ? s_unadmitted(ns, m->sender) : NULL;
+    if (unadmitted) { s_drop(ns, unadmitted, m->sender); return; }
     s_heard(ns, m->sender);
     s_learn_plan(ns, m->hdr.flags);
     s_adopt(ns, peers_find(&ns->peers, m->sender), m);

@@ -45,6 +45,7 @@ typedef struct {
     peer_info_t info;       /* gossip record (id, addr, key, stage, rate, version) */
     int strikes;            /* messages of it refused since the last ban */
     int admitted;           /* closed swarm: its ticket was verified here */
+    uint64_t admitted_until; /* ... and holds until then (unix seconds; 0: no expiry) */
     uint8_t *announce;      /* its own signed announcement (addr, stage), as received: ANNOUNCE_LEN bytes
                                owned by the table (peers_set_announce), NULL none (kept out of the record:
                                the table is scanned often and held by every node) */
