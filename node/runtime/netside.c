@@ -1039,17 +1039,16 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
         return;
     }
     uint64_t until = 0;
+    peer_t *known = peers_find(&ns->peers, m->sender);
     if (ns->c.o->closed && s_check_ticket(ns, tbytes, tlen, m->sender_pub, &until, why, sizeof why) < 0) {
         size_t n = strlen(why);
         snprintf(why + n, sizeof why - n, " (a closed swarm needs --ticket from its owner)");
-        peer_t *known = peers_find(&ns->peers, m->sender);
         if (known) s_admit(known, 0, 0);   /* admitted before: no longer, on a ticket refused now */
         s_refuse(ns, m, why);
         return;
     }
     if (intro) { s_on_intro(ns, m, adv, want, until); return; }
     int stage = want;
-    peer_t *known = peers_find(&ns->peers, m->sender);
     if (known && want < 0) stage = known->info.stage;  /* a repeated JOIN keeps its stage */
     if (stage < 0 || stage >= ns->nstages) stage = peers_pick_stage(&ns->peers, ns->nstages);
     int counts[MODEL_STAGES_MAX];

@@ -9,7 +9,7 @@
  * own, as --threads) timed by the wall clock.
  *
  *   void *ab_new(const char *model, int B);   NULL with a message on stderr
- *   double ab_step(void *self, float *loss);  seconds of this thread's CPU
+ *   double ab_step(void *self, float *loss);  seconds (CPU or wall, as above)
  *   void ab_destroy(void **self_p);
  */
 #include "node/engine/data.h"
