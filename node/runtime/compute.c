@@ -45,6 +45,8 @@
 #define REOPEN_S 30.0         /* a data stage whose final evaluation went out at --steps while the swarm's count of
                                  completed microbatches stays short trains on after this long (the count comes by
                                  gossip, straight from last-stage nodes: in a large swarm seconds apart) */
+#define CLOSED_HOLD_S (REOPEN_S / 2)   /* a stage the final evaluation passed takes no training for this long:
+                                         the data stage trains on (s_train_on) only REOPEN_S after it sent it */
 #define FINAL_LAG_S 5.0       /* a data stage behind a complete count sends its final evaluation this long (or two of
                                  its round trips) after it saw the count complete: the gradients of the last
                                  microbatches, which the gossip overtakes, bring its version to --steps first */
@@ -143,6 +145,7 @@ struct compute {
                                      round begun before came too early: not the one awaited) */
     int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
                                      the data stage, seen passing by a middle stage, awaited by the last stage) */
+    double passed_t;              /* a stage after the data stage: when the final evaluation passed (closing; 0: not) */
     double final_wait_until;      /* last stage: closing, waiting for the final evaluation until then (0: not) */
     double final_sent;            /* data stage: when its final evaluation went out (0: not yet, or trained on after it) */
     int final_due;                /* data stage: closing, its final evaluation could not go out yet (no memory) */
@@ -1200,12 +1203,38 @@ static void s_send_dup(compute_t *c, uint64_t to, uint64_t mb, uint32_t attempt_
     s_out(c, m);
 }
 
+/* The run's final evaluation is passing by this stage (not the data
+ * stage) with the run complete by the count here: the training queued ahead
+ * of it is not wanted any more (once the gossip says the run is complete: a
+ * peer's flag alone must not stop this stage's training). */
+static void s_final_passing(compute_t *c)
+{
+    if (c->closing) return;
+    c->closing = 1;
+    c->passed_t = s_now(c);
+}
+
+/* Closing here since the final evaluation passed: a training activation is
+ * not wanted, unless it comes CLOSED_HOLD_S later, when it is one of a data
+ * stage that trains on after its final evaluation (its count or a
+ * last-stage node's short): this stage then trains again (it once dropped
+ * every one for good, and the run waited for it to the end). */
+static int s_closed_to_training(compute_t *c)
+{
+    if (!c->closing) return 0;
+    if (c->passed_t == 0 || c->final_wait_until > 0 || s_now(c) - c->passed_t < CLOSED_HOLD_S) return 1;
+    c->closing = 0;
+    c->passed_t = 0;
+    s_say(c, "training again after the final evaluation passed: the data stage trains on");
+    return 0;
+}
+
 /* An activation from the previous stage: forward (and, on the last stage,
  * loss and backward at once).  -1 when it must wait (no slot free). */
 static int s_on_act(compute_t *c, const mail_t *m)
 {
     if (m->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, m);
-    if (c->closing) return 0;   /* the run is complete: only its final evaluation is still wanted */
+    if (s_closed_to_training(c)) return 0;   /* the run is complete: only its final evaluation is still wanted */
     if (s_applied(c, m->hdr.mb, m->hdr.flags)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
     if (old && s_attempt_older(MB_ATTEMPT(m->hdr.flags), (unsigned)old->attempt)) {
@@ -1831,10 +1860,8 @@ void compute_on_mail(compute_t *c, mail_t *m)
         if (c->phase == PH_DONE) break;
         if (!s_tensor_split_ok(c, m)) { s_drop(c, "a tensor of another split of the run", m->peer); break; }
         if (m->hdr.type == WIRE_AVG) { if (s_on_avg(c, m)) return; break; }
-        /* the training queued ahead of the run's final evaluation is not wanted any more (once the
-         * gossip says the run is complete: a peer's flag alone must not stop this stage's training) */
         if (m->hdr.type == WIRE_ACT && (m->hdr.flags & ACT_FLAG_EVAL) && (m->hdr.flags & ACT_FLAG_FINAL) && s_run_complete(c))
-            c->closing = 1;
+            s_final_passing(c);
         if (pending_push(m->hdr.type == WIRE_GRAD ? &c->grads : &c->acts, m) == 0) return;  /* kept */
         s_drop(c, "compute queue full", m->peer);
         break;

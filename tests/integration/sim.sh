@@ -353,6 +353,17 @@ done
 if [ -z "$lbad" ]; then echo "ok - both last-stage nodes restarted without their counts: stage 0 trains on until theirs completes, over after$lok"
 else echo "FAIL - both last-stage nodes restarted without their counts (want exit 0, under 200 s):$lbad"; fi
 
+# 5k. a middle stage the final evaluation passed while its count said the run was complete, the data stage then
+#     training on (a last-stage node's count short): the middle stage took no training after it for good (its only
+#     node at stage 1 dropped every activation; 47 microbatches lost, the run stuck to the 1000 s limit).  Now it
+#     trains again when one comes CLOSED_HOLD_S after the final evaluation passed
+"$BRIGADE" sim --nodes 5 --stages 4 --steps 100 --faults 7 --seed 2 --latency-ms 5:60 --loss 0.002 --sim-seconds 1000 \
+    --wall-seconds 60 --eval-every 25 --compute real --layers 4 --dim 32 --heads 2 --ctx 16 --batch 1 >"$T/mc.out" 2>&1; rc=$?
+ms=$(sim_s "$T/mc.out")
+if [ $rc = 0 ] && grep -q 'training again after the final evaluation passed' "$T/mc.out" && awk "BEGIN { exit !(${ms:-9999} < 300) }"; then
+    echo "ok - a middle stage the final evaluation passed trains again when the data stage trains on: over after $ms s"
+else echo "FAIL - a middle stage the final evaluation passed (want exit 0, a 'training again' line, under 300 s): exit $rc, over after '$ms' s: $(grep -h 'training again\|did not complete' "$T/mc.out" | head -n 2 | tr '\n' ' ')"; fi
+
 # 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"
