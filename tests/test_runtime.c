@@ -1750,6 +1750,133 @@ static void test_sim_plan_random_partitions(void)
     }
 }
 
+/* ---- the compute side, driven by hand ------------------------------------ */
+
+typedef struct {
+    double now;
+    mail_t *out[256];      /* mail posted to the network side */
+    int nout;
+    char said[8][256];     /* the last lines for the user */
+    int nsaid;
+} hand_t;
+
+static double s_hand_now(void *arg) { return ((hand_t *)arg)->now; }
+static uint64_t s_hand_wall(void *arg) { return 1700000000000ULL + (uint64_t)(((hand_t *)arg)->now * 1000); }
+
+static void s_hand_post(void *arg, mail_t *m)
+{
+    hand_t *h = arg;
+    if (h->nout < (int)(sizeof h->out / sizeof h->out[0])) h->out[h->nout++] = m;
+    else mail_free(m);
+}
+
+static void s_hand_say(void *arg, const char *line)
+{
+    hand_t *h = arg;
+    snprintf(h->said[h->nsaid % 8], sizeof h->said[0], "%s", line);
+    h->nsaid++;
+}
+
+static void s_hand_clear(hand_t *h)
+{
+    for (int i = 0; i < h->nout; i++) mail_free(h->out[i]);
+    h->nout = 0;
+}
+
+/* The peer a MAIL_FETCH among the posted mail asks (0: a backup), or -1. */
+static int64_t s_hand_fetch(const hand_t *h)
+{
+    int64_t donor = -1;
+    for (int i = 0; i < h->nout; i++)
+        if (h->out[i]->kind == MAIL_FETCH) donor = (int64_t)h->out[i]->peer;
+    return donor;
+}
+
+/* The network side ends a fetch of stage's state from donor with nothing. */
+static void s_hand_fetch_fails(compute_t *c, hand_t *h, int stage, uint64_t donor)
+{
+    s_hand_clear(h);
+    mail_t *m = mail_new(MAIL_STATE);
+    m->hdr.stage = (uint16_t)stage;
+    m->peer = donor;
+    compute_on_mail(c, m);   /* ownership passes */
+    compute_flush(c);
+}
+
+/* A node moved to the slowest stage whose download from a peer of it ends
+ * with nothing asks the stage's peers again (three tries in all), then a
+ * backup, before it serves the stage from its initial weights (a mover went
+ * straight to them, at version 0 beside trained replicas, where a joiner
+ * asked elsewhere). */
+static void test_mover_fetches_elsewhere(void)
+{
+    opts_t o;
+    char err[256];
+    char *argv[] = { "node", "--stages", "4", "--layers", "4", "--dim", "16", "--heads", "1", "--ctx", "8", "--batch", "1" };
+    opts_defaults(&o, OPTS_NODE);
+    CHECKF(opts_parse(&o, OPTS_NODE, 13, argv, 1, err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0, "%s", err);
+    const struct { uint64_t id; int stage; float rate; uint32_t version; } ps[] = {
+        {10, 0, 10.0f, 0}, {50, 1, 1.0f, 0}, {60, 2, 0.05f, 500}, {61, 2, 0.05f, 499}, {70, 3, 10.0f, 0}};
+    peer_view_t *v = peer_view_new(5);
+    for (int i = 0; i < 5; i++) {
+        v->p[i] = (view_peer_t){.id = ps[i].id, .stage = ps[i].stage, .health = PEER_ALIVE, .rtt_ms = 20,
+                                .rtt_min_ms = 20, .rate = ps[i].rate, .loss = NAN, .version = ps[i].version};
+    }
+    v->plan = SPLIT_EVEN;
+    peer_view_index(v);
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    memset(&net, 0, sizeof net);
+    metrics_t *mt = metrics_open(NULL, "mover", err, sizeof err);
+    compute_cfg_t cc = {.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN, .net = &net, .view = v, .metrics = mt,
+                        .clock = {.arg = &h, .now = s_hand_now, .wall_ms = s_hand_wall},
+                        .post = s_hand_post, .post_arg = &h, .obs = {.arg = &h, .say = s_hand_say}, .modelled = 1};
+    compute_t *c = compute_new(&cc, err, sizeof err);
+    CHECKF(c != NULL, "%s", err);
+    if (!c) { metrics_close(&mt); return; }
+    compute_flush(c);
+    size_t in_n = 0;   /* the activation size the node said it takes */
+    for (int i = 0; i < h.nout; i++)
+        if (h.out[i]->kind == MAIL_SELF) in_n = h.out[i]->self.in_n;
+    s_hand_clear(&h);
+    /* one microbatch in a second here: stage 2 is the slowest by far */
+    mail_t *act = mail_new(MAIL_TENSOR);
+    wire_hdr_init(&act->hdr, WIRE_ACT);
+    act->hdr.mb = 12345;
+    act->hdr.stage = 1;
+    act->hdr.flags = 1u << MB_ATTEMPT_SHIFT;
+    act->peer = act->hdr.sender = 10;
+    act->n = in_n;
+    act->aux_len = (size_t)o.batch * (size_t)o.cfg.maxT;   /* its targets */
+    act->aux = calloc(act->aux_len, 1);
+    compute_on_mail(c, act);
+    compute_step(c, NULL);
+    compute_account(c, 1.0);
+    compute_flush(c);
+    s_hand_clear(&h);
+    h.now += 130.0;            /* moves for speed wait for rates to settle */
+    compute_tick(c);
+    compute_flush(c);
+    /* every fetch ends with nothing: the donors asked, in order */
+    int64_t asked[8];
+    int n = 0;
+    for (int64_t d; n < 8 && (d = s_hand_fetch(&h)) >= 0; n++) {
+        asked[n] = d;
+        s_hand_fetch_fails(c, &h, 2, (uint64_t)d);
+    }
+    CHECKF(n == 4 && asked[0] == 60 && asked[1] == 61 && asked[2] == 60 && asked[3] == 0,
+           "the mover asked %d times (want 60, 61, 60, then a backup: 0); the first %lld, the last %lld",
+           n, n ? (long long)asked[0] : -1LL, n ? (long long)asked[n - 1] : -1LL);
+    CHECKF(h.nsaid > 0 && strstr(h.said[(h.nsaid - 1) % 8], "initial weights"),
+           "after every fetch failed: '%s' (want the initial weights)", h.nsaid ? h.said[(h.nsaid - 1) % 8] : "");
+    compute_result_t r;
+    compute_result(c, &r);
+    CHECK(r.stage == 2);
+    s_hand_clear(&h);
+    compute_destroy(&c);
+    metrics_close(&mt);
+}
+
 int main(void)
 {
     snprintf(s_dir, sizeof s_dir, "/tmp/brigade-runtime.XXXXXX");
@@ -1791,6 +1918,7 @@ int main(void)
     RUN(test_checkpoint_bad_values);
     RUN(test_sim_plan_random_partitions);
     RUN(test_split_auto_plan);
+    RUN(test_mover_fetches_elsewhere);
     RUN(test_json_quote);
     RUN(test_metrics_lines_are_json);
     char cmd[128];

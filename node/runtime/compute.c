@@ -30,8 +30,8 @@
 #define BACKUP_EVERY 20      /* backup snapshots of a stage served by one node: at most every 20 updates, */
 #define BACKUP_MIN_S 60.0    /* at most once a minute, */
 #define BACKUP_BUDGET 0.05   /* and only when they stay within 5% of the bytes this node sends */
-#define FETCH_DOWNLOAD_S 30.0   /* a stage's state from a serving peer, */
-#define FETCH_BACKUP_S 5.0      /* or from a backup that may not exist */
+#define FETCH_DOWNLOAD_S 30.0   /* a stage's state from a serving peer must begin to come within this long, */
+#define FETCH_BACKUP_S 5.0      /* from a backup that may not exist this long (then it goes on while it comes) */
 #define MOVE_FIRST_S 20.0     /* no move before a node has run this long, */
 #define MOVE_BALANCE_S 120.0  /* nor a move for speed (not to fill an empty stage) before this: rates settle first */
 #define MOVE_COOLDOWN_S 60.0  /* nor sooner than this after its last move */
@@ -1528,6 +1528,10 @@ static void s_on_state(compute_t *c, mail_t *m)
         }
         c->version = b->version;
     }
+    if (c->fetch_kind == START_DOWNLOAD && !got) {   /* a joiner's or a mover's: another peer, else a backup */
+        s_fetch_elsewhere(c, "no state from the stage's peer in time");
+        return;
+    }
     char line[256];
     const char *how = got ? (b->backup ? "backup" : "downloaded") : "initial";
     if (c->fetch_from >= 0) {
@@ -1537,9 +1541,6 @@ static void s_on_state(compute_t *c, mail_t *m)
                  c->fetch_why, got ? how : "not found, initial weights", (long long)c->version);
         s_say(c, line);
         c->last_move = s_now(c);
-    } else if (c->fetch_kind == START_DOWNLOAD && !got) {
-        s_fetch_elsewhere(c, "no state from the stage's peer in time");
-        return;
     } else {
         metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version, how);
         if (got) snprintf(line, sizeof line, "stage %d %s at version %lld", c->stage, b->backup ? "resumed from a backup" : "downloaded",

@@ -43,6 +43,8 @@
 #define STATE_REQ_EVERY_S 2.0   /* at most one state download per peer this often */
 #define FETCH_RESEND_S 3.0      /* a state download that made no progress this long asks its donor again */
 #define STATE_STALL_S 5.0       /* an assembly with no new chunk this long gives way to another snapshot */
+#define FETCH_QUIET_S 10.0      /* a state download that is arriving ends when no new chunk came for this long, */
+#define FETCH_MIN_BPS 1e6       /* or when it would have come whole at this many bits/s after its first wait */
 #define STATE_VERSION_MAX ((int64_t)INT32_MAX - 1)   /* a snapshot's version: the optimizer counts its steps in an int */
 #define NORM_FACTOR 1000.0      /* a tensor this many times its stream's usual RMS is refused */
 #define NORM_WARMUP 16          /* tensors seen before the norm check applies */
@@ -84,7 +86,8 @@ typedef struct {
     int active;
     int stage;              /* the stage whose state is wanted */
     uint64_t donor;         /* 0: a backup from whoever holds one */
-    double deadline;        /* give up then */
+    double deadline;        /* give up then: the first wait, moved on by each new chunk (s_fetch_progress) */
+    double last_deadline;   /* the latest deadline a download of its size may get */
     double resend;          /* ask again then (donor fetches) */
     state_rx_t rx;          /* the download */
 } fetch_t;
@@ -1546,6 +1549,7 @@ static void s_on_fetch(netside_t *ns, const mail_t *m)
         return;
     }
     size_t bytes = 3 * s_stage_params(ns, stage) * sizeof(float);
+    ns->fetch.last_deadline = ns->fetch.deadline + 8.0 * (double)bytes / FETCH_MIN_BPS;
     if (s_rx_begin(&ns->fetch.rx, bytes) < 0) { s_fetch_end(ns, NULL); return; }
     ns->fetch.rx.donor = m->peer;
     s_fetch_ask(ns);
@@ -1645,6 +1649,16 @@ static void s_serve_backup(netside_t *ns, const transport_msg_t *m)
     metrics_event(ns->c.metrics, "backup", "\"served_stage\":%d,\"version\":%lld,\"to\":%s", s, (long long)b->version, id);
 }
 
+/* A new chunk of the download came: it ends FETCH_QUIET_S after the last
+ * one at the earliest (a stage's state is tens of MB or more, which no
+ * fixed wait suits on every link), at last_deadline at the latest. */
+static void s_fetch_progress(netside_t *ns, fetch_t *f)
+{
+    double d = s_now(ns) + FETCH_QUIET_S;
+    if (d > f->last_deadline) d = f->last_deadline;
+    if (d > f->deadline) f->deadline = d;
+}
+
 static void s_on_state(netside_t *ns, const transport_msg_t *m)
 {
     if (m->nframes < 2) { s_drop(ns, "STATE without body", m->sender); return; }
@@ -1654,7 +1668,10 @@ static void s_on_state(netside_t *ns, const transport_msg_t *m)
     state_rx_t *x = &f->rx;
     if (x->donor == 0) x->donor = m->sender;  /* a backup fetch takes the first holder that answers */
     if (m->sender != x->donor) { s_discard(ns); return; }
-    if (s_state_chunk(ns, x, m) < 0 || !x->complete) return;
+    uint32_t got = x->got;
+    if (s_state_chunk(ns, x, m) < 0) return;
+    if (x->got > got) s_fetch_progress(ns, f);
+    if (!x->complete) return;
     s_fetch_end(ns, s_blob(ns, f->stage, x->buf, x->total, x->version, f->donor == 0));
 }
 

@@ -364,6 +364,17 @@ if [ $rc = 0 ] && grep -q 'training again after the final evaluation passed' "$T
     echo "ok - a middle stage the final evaluation passed trains again when the data stage trains on: over after $ms s"
 else echo "FAIL - a middle stage the final evaluation passed (want exit 0, a 'training again' line, under 300 s): exit $rc, over after '$ms' s: $(grep -h 'training again\|did not complete' "$T/mc.out" | head -n 2 | tr '\n' ' ')"; fi
 
+# 5l. a stage's state of 116 MB (gpt-base in 4 stages) over 20 Mbit/s links: a download ended 30 s after it was
+#     asked for, however much was still arriving, so a joiner (and a restarted node) started from its initial
+#     weights.  Now a download that is arriving goes on while chunks come
+printf '100 kill 4\n101 restart 4\n' >"$T/big.plan"
+"$BRIGADE" sim --nodes 5 --stages 4 --model gpt-base --bandwidth-mbit 20:20 --latency-ms 20:30 --sim-seconds 200 \
+    --wall-seconds 60 --plan "$T/big.plan" >"$T/big.out" 2>&1; rc=$?
+dl=$(grep -c 'node 4: stage 0 downloaded' "$T/big.out")
+if [ $rc = 0 ] && [ "$dl" = 2 ] && ! grep -q 'initial weights' "$T/big.out"; then
+    echo "ok - a stage's state of 116 MB over 20 Mbit/s links is downloaded at the join and after a restart"
+else echo "FAIL - a stage's state of 116 MB over 20 Mbit/s (want 2 downloads by node 4, no initial weights): exit $rc, $dl downloads: $(grep -h 'node 4:' "$T/big.out" | head -n 4 | tr '\n' ' ')"; fi
+
 # 6. bad input: one line naming the field, exit 2
 bad() {
     printf '%s\n' "$2" >"$T/plan"
