@@ -1225,6 +1225,35 @@ static void t_status_req_rate_limited(void)
     s_tnode_free(&a);
 }
 
+/* Refused messages spread over a long run (an honest peer's, now and then)
+ * do not add up to a ban: one strike is forgiven per 10 s (they did, 20 in
+ * any length of time); twenty in a burst still ban. */
+static void t_strikes_forgiven(void)
+{
+    tnode_t a;
+    keypair_t up;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&up, err, sizeof err) == 0);
+    s_send_join(a.ns, &up, "127.0.0.1:7001", 1, 1);
+    const peer_t *p = peers_find((peers_t *)netside_peers(a.ns), node_id_from_pubkey(up.pub));
+    CHECK(p != NULL);
+    if (!p) { s_tnode_free(&a); return; }
+    uint64_t d0 = s_drops(&a);
+    for (int i = 0; i < 60; i++) {   /* a STATE without its body: refused, a strike */
+        s_deliver(a.ns, &up, WIRE_STATE, -1, 0, 0, NULL, NULL, 0);
+        a.clock += 12.0;
+    }
+    CHECKF(s_drops(&a) - d0 == 60 && p->banned_until == 0 && p->strikes <= 1,
+           "60 refused 12 s apart: %llu dropped, banned until %.0f, %d strikes (want 60, no ban, at most 1)",
+           (unsigned long long)(s_drops(&a) - d0), p->banned_until, p->strikes);
+    for (int i = 0; i < 19; i++) s_deliver(a.ns, &up, WIRE_STATE, -1, 0, 0, NULL, NULL, 0);
+    CHECKF(p->banned_until == 0, "19 refused at once got the peer banned");
+    s_deliver(a.ns, &up, WIRE_STATE, -1, 0, 0, NULL, NULL, 0);
+    CHECKF(p->banned_until > a.clock, "20 refused at once did not get the peer banned");
+    s_tnode_free(&a);
+}
+
 /* A node that has seen PEERS_CAP peers (each restart of an ephemeral
  * identity is a new one): a newcomer takes the place of a peer taken for
  * gone and silent for more than 10 minutes, never of one alive or lately
@@ -1366,6 +1395,7 @@ int main(int argc, char **argv)
         RUN(t_feedback_streams_of_gone_peers_reused);
         RUN(t_first_rtt_not_a_pause);
         RUN(t_status_req_rate_limited);
+        RUN(t_strikes_forgiven);
         RUN(t_full_table_forgets_long_gone);
         RUN(t_adopted_link_not_leaked);
         RUN(t_status_keeps_rumors);

@@ -39,7 +39,8 @@
 #define GONE_MIN_S 3.0
 #define DROP_LOG_FIRST 50
 #define BAN_STRIKES 20          /* refused messages that get a peer banned */
-#define BAN_S 60.0              /* for this long */
+#define BAN_S 60.0              /* for this long; */
+#define STRIKE_FORGIVE_S 10.0   /* one strike is forgiven per this long */
 #define STATE_REQ_EVERY_S 2.0   /* at most one state download per peer this often */
 #define FETCH_RESEND_S 3.0      /* a state download that made no progress this long asks its donor again */
 #define STATE_STALL_S 5.0       /* an assembly with no new chunk this long gives way to another snapshot */
@@ -280,6 +281,19 @@ static void s_set_health(netside_t *ns, peer_t *p, peer_health_t h)
     peers_touch(&ns->peers, p);
 }
 
+/* p's strikes less one per STRIKE_FORGIVE_S since they were last counted
+ * down: refusals spread over a long run (an honest peer's, now and then: a
+ * late chunk, a rate limit crossed after a move) never add up to a ban,
+ * where a flood does within seconds. */
+static void s_forgive(peer_t *p, double now)
+{
+    if (p->strikes == 0) { p->strike_t = now; return; }
+    double k = floor((now - p->strike_t) / STRIKE_FORGIVE_S);
+    if (k < 1) return;
+    p->strikes = k >= p->strikes ? 0 : p->strikes - (int)k;
+    p->strike_t += k * STRIKE_FORGIVE_S;
+}
+
 static void s_drop(netside_t *ns, const char *why, uint64_t from)
 {
     uint64_t k = atomic_fetch_add(&ns->ctr.drops, 1) + 1;
@@ -290,6 +304,7 @@ static void s_drop(netside_t *ns, const char *why, uint64_t from)
                       (unsigned long long)k);
     /* a repeat offender is ignored for a while */
     peer_t *p = from != ns->id ? peers_find(&ns->peers, from) : NULL;
+    if (p) s_forgive(p, s_now(ns));
     if (p && ++p->strikes >= BAN_STRIKES) {
         p->strikes = 0;
         p->banned_until = s_now(ns) + BAN_S;
