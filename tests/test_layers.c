@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------
  * Random numbers (splitmix64), deterministic per seed. */
@@ -409,9 +410,31 @@ static void test_layernorm_forward_ref(void) {
     }
 }
 
+static void s_slow_part(void *ctx, int i, int worker)
+{
+    (void)worker;
+    if (i == *(const int *)ctx) usleep(2000);
+}
+
+/* A team of t threads whose last worker has been slow at its parts for a
+ * while, so that its share is the least the team gives (team.h) and the
+ * split kernels cut unequal parts. */
+static team_t *s_team_skewed(int t)
+{
+    team_t *team = team_start(t);
+    int slow = t - 1;
+    for (int k = 0; k < 20 && team; k++) team_run_parts(team, s_slow_part, &slow);
+    if (team) {
+        int a, b;
+        team_part(team, 600, 1, slow, &a, &b);
+        CHECKF(b - a < 600 / t, "threads %d: the slow worker's part is %d of 600", t, b - a);
+    }
+    return team;
+}
+
 /* The split kernels that sum parameter gradients by row blocks
  * (split_layernorm_backward, split_bias_backward): the same bits
- * alone and with teams of 2 and 3 threads, close to the serial kernels that
+ * alone and with teams of 2 and 3 threads (cut unequally), close to the serial kernels that
  * add row by row, the row-wise outputs bit for bit equal to theirs. */
 static void test_split_row_blocks(void) {
     const int Ns[] = {1, 64, 150}, Cs[] = {7, 64, 200};
@@ -429,7 +452,7 @@ static void test_split_row_blocks(void) {
             memcpy(dx[t], dx0, (size_t)n * sizeof(float));
             memcpy(g[t], g0, (size_t)2 * C * sizeof(float));
             if (t == 0) { layernorm_backward(dx[t], g[t], g[t] + C, dout, inp, w, mean, rstd, N, C); continue; }
-            team_t *team = team_start(t);
+            team_t *team = s_team_skewed(t);
             split_layernorm_backward(team, dx[t], g[t], g[t] + C, part, dout, inp, w, mean, rstd, N, C);
             team_stop(&team);
             CHECKF(memcmp(dx[t], dx[0], (size_t)n * sizeof(float)) == 0, "N=%d C=%d threads %d: layernorm dinp", N, C, t);
@@ -443,7 +466,7 @@ static void test_split_row_blocks(void) {
             db[t] = s_zeros(C);
             memcpy(db[t], g0, (size_t)C * sizeof(float));
             if (t == 0) { bias_backward(db[t], dout, N, C); continue; }
-            team_t *team = team_start(t);
+            team_t *team = s_team_skewed(t);
             split_bias_backward(team, db[t], bpart, dout, N, C);
             team_stop(&team);
             CHECKF(t == 1 || memcmp(db[t], db[1], (size_t)C * sizeof(float)) == 0,
@@ -460,7 +483,7 @@ static void test_split_row_blocks(void) {
 /* A linear backward whose input gradient is multiplied by gelu' on each
  * block of the product (split_linear_backward_times) gives the bits of the
  * product followed by gelu_backward_grad, alone and split among 1-3
- * threads (bit for bit where gemm() runs the own kernel, which promises
+ * threads cut unequally (bit for bit where gemm() runs the own kernel, which promises
  * the same bits for any split; close with cblas_sgemm), and the weight and
  * bias gradients of split_linear_backward.  Shapes of several blocks of
  * rows and columns. */
@@ -481,7 +504,7 @@ static void test_linear_backward_times(void) {
         for (int t = 0; t < 4; t++) {   /* 0: no team; 1, 2, 3: a team of that many threads */
             memcpy(dw, dw0, (size_t)OC * C * sizeof(float));
             memcpy(db, db0, (size_t)OC * sizeof(float));
-            team_t *team = t ? team_start(t) : NULL;
+            team_t *team = t ? s_team_skewed(t) : NULL;
             split_linear_backward_times(team, d, dw, db, dout, inp, w, grad, N, C, OC);
             team_stop(&team);
             int exact = t == 0 || gemm_fast();
@@ -496,6 +519,57 @@ static void test_linear_backward_times(void) {
         free(inp); free(w); free(dout); free(grad); free(dw0); free(db0); free(want); free(dw_want);
         free(db_want); free(d); free(dw); free(db);
     }
+}
+
+/* 1 when the n floats of a and b are the same bits. */
+static int s_same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+/* The other split kernels (the linear forwards, layernorm's forward and
+ * apply, attention's passes, cross-entropy's) give the serial call's bits
+ * with teams of 2 and 3 threads cut unequally: rows, heads and output rows
+ * are independent (a product's rows bit for bit where gemm() runs the own
+ * kernel, close with cblas_sgemm). */
+static void test_split_unequal_cuts(void) {
+    enum { B = 5, T = 30, C = 64, NH = 4, V = 37, N = B * T };
+    s_rng = 1470;
+    float *x = s_rand(N * C, 1.0f), *w = s_rand(3 * C * C, 0.2f), *bias = s_rand(3 * C, 0.5f);
+    float *res = s_rand(N * 3 * C, 1.0f), *lw = s_rand(C, 1.0f), *lb = s_rand(C, 1.0f);
+    float *dout = s_rand(N * C, 1.0f), *logits = s_rand(N * V, 3.0f);
+    int targets[N];
+    for (int n = 0; n < N; n++) targets[n] = (n * 7) % V;
+    size_t stride = attention_scratch_floats(T, C, NH);
+    float *scratch = s_zeros((int)(3 * stride));
+    enum { LIN, GELU_O, GELU_G, RES, LN, MEAN, RSTD, APPLY, ATT_O, ATT_A, DQKV, LOSS, PROBS, DLOG, NOUT };
+    const size_t len[NOUT] = {N * 3 * C, N * 3 * C, N * 3 * C, N * 3 * C, N * C, N, N, N * C,
+                              N * C, B * NH * T * T, N * 3 * C, N, N * V, N * V};
+    float *o[4][NOUT];
+    for (int t = 0; t < 4; t++) {   /* 0: no team; 1, 2, 3: a team of that many threads */
+        for (int k = 0; k < NOUT; k++) o[t][k] = s_zeros((int)len[k]);
+        team_t *team = t ? s_team_skewed(t) : NULL;
+        float **y = o[t];
+        split_linear_forward(team, y[LIN], x, w, bias, N, C, 3 * C);
+        split_linear_bias_gelu_forward_grad(team, y[GELU_O], y[GELU_G], x, w, bias, N, C, 3 * C);
+        split_linear_bias_residual_forward(team, y[RES], x, w, bias, res, N, C, 3 * C);
+        split_layernorm_forward(team, y[LN], y[MEAN], y[RSTD], x, lw, lb, N, C);
+        split_layernorm_apply(team, y[APPLY], x, y[MEAN], y[RSTD], lw, lb, N, C);
+        split_attention_forward(team, y[ATT_O], y[ATT_A], scratch, stride, res, B, T, C, NH);
+        split_attention_backward(team, y[DQKV], scratch, stride, dout, res, y[ATT_A], B, T, C, NH, 0);
+        split_crossentropy_forward(team, y[LOSS], y[PROBS], logits, targets, N, V);
+        split_crossentropy_backward(team, y[DLOG], y[PROBS], targets, 1.0f / N, N, V);
+        team_stop(&team);
+        if (t == 0) continue;
+        for (int k = 0; k < NOUT; k++) {
+            int product = k == LIN || k == GELU_O || k == GELU_G || k == RES;
+            double worst = 0;
+            for (size_t i = 0; i < len[k]; i++)
+                worst = check_worst(worst, fabs((double)y[k][i] - o[0][k][i]) / (1.0 + fabs(o[0][k][i])));
+            CHECKF(product && !gemm_fast() ? worst < 1e-5 : s_same(y[k], o[0][k], len[k]),
+                   "threads %d: output %d differs from the serial call's (worst %g)", t, k, worst);
+        }
+    }
+    for (int t = 0; t < 4; t++)
+        for (int k = 0; k < NOUT; k++) free(o[t][k]);
+    free(x); free(w); free(bias); free(res); free(lw); free(lb); free(dout); free(logits); free(scratch);
 }
 
 /* The layernorm kernels' AVX2 and AVX-512 copies give the bits of the plain
@@ -1199,6 +1273,7 @@ int main(void) {
     RUN(test_layernorm_backward);
     RUN(test_split_row_blocks);
     RUN(test_linear_backward_times);
+    RUN(test_split_unequal_cuts);
     RUN(test_layernorm_every_level);
     RUN(test_gelu_forward_ref);
     RUN(test_gelu_backward);

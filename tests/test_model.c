@@ -750,6 +750,55 @@ static void test_team_generations_back_to_back(void)
     team_stop(&t);
 }
 
+typedef struct {
+    const team_t *team;
+    int n, align, slow;   /* slow: the worker that sleeps in its part, or -1 */
+    int bad, ran[TEAM_MAX], a[TEAM_MAX], b[TEAM_MAX];
+} parts_log_t;
+
+static void s_parts_task(void *ctx, int i, int worker)
+{
+    parts_log_t *l = ctx;
+    if (i != worker || worker < 0 || worker >= TEAM_MAX) { l->bad = 1; return; }
+    l->ran[worker]++;
+    team_part(l->team, l->n, l->align, worker, &l->a[worker], &l->b[worker]);
+    if (worker == l->slow) usleep(3000);
+}
+
+/* team_run_parts runs part w on worker w, once each, loop after loop with
+ * loops of tasks between; the parts of team_part tile [0, n) in order on
+ * multiples of align; a worker slow at its part gets a smaller one after a
+ * few loops, never less than half an equal one. */
+static void test_team_parts(void)
+{
+    for (int size = 1; size <= 3; size++) {
+        team_t *t = team_start(size);
+        int ok = 1;
+        for (int loop = 0; loop < 40 && ok; loop++) {
+            parts_log_t l = {.team = t, .n = 1000 + loop, .align = loop % 2 ? 16 : 1, .slow = size - 1};
+            if (size == 1) l.slow = -1;
+            team_run_parts(t, s_parts_task, &l);
+            ok = !l.bad && l.a[0] == 0 && l.b[size - 1] == l.n;
+            for (int w = 0; w < size; w++) {
+                ok &= l.ran[w] == 1 && l.a[w] <= l.b[w];
+                ok &= w == 0 || l.a[w] == l.b[w - 1];
+                ok &= w == size - 1 || l.b[w] % l.align == 0;
+            }
+            CHECKF(ok, "threads %d loop %d: a part ran twice or never, or the parts do not tile [0, %d)",
+                   size, loop, l.n);
+            team_log_t tl = {.size = team_size(t)};
+            team_run(t, 5, s_team_task, &tl);
+            for (int i = 0; i < 5; i++) ok &= tl.hits[i] == 1 && !tl.bad_worker;
+            CHECKF(ok, "threads %d loop %d: a loop of tasks after one of parts", size, loop);
+        }
+        int a, b;
+        team_part(t, 3000, 1, size - 1, &a, &b);
+        CHECKF(size == 1 ? a == 0 && b == 3000 : b - a < 3000 / size * 4 / 5 && b - a >= 3000 / size / 2 - 2,
+               "threads %d: the slow worker's part is %d of 3000", size, b - a);
+        team_stop(&t);
+    }
+}
+
 /* Training with 2 and 3 threads computes what 1 thread computes: the same
  * losses, gradients and parameters over 3 updates, for a gpt (attention's
  * fast kernels included) and the MLP, cut in 1 and 2 stages.  Every output
@@ -1028,6 +1077,7 @@ int main(void)
     RUN(test_optim_step_every_level);
     RUN(test_team_runs_every_task_once);
     RUN(test_team_generations_back_to_back);
+    RUN(test_team_parts);
     RUN(test_threads_match_serial);
     RUN(test_modelfile_roundtrip);
     RUN(test_modelfile_negative_updates);

@@ -1,6 +1,7 @@
 /* split.c: layer kernels shared among a team's threads (split.h). */
 #include "node/engine/split.h"
 #include "node/engine/attention.h"
+#include "node/engine/gemm.h"
 #include "node/engine/layers.h"
 
 #include <assert.h>
@@ -15,6 +16,30 @@ static void s_part(int n, int parts, int i, int align, int *a, int *b)
     hi = i + 1 == parts ? n : hi / align * align;
     *a = (int)lo;
     *b = (int)(hi > lo ? hi : lo);
+}
+
+/* The team whose shares cut a loop of `parts` parts (s_cut), or NULL to cut
+ * it in equal parts: the shares need one part per worker, and a cut that
+ * changes no bits (exact): every loop here but a product's rows when
+ * cblas_sgemm runs it (see split.h). */
+static const team_t *s_shares(const team_t *team, int parts, int exact)
+{
+    return exact && parts == team_size(team) ? team : NULL;
+}
+
+/* Part i of a loop made by s_run: cut by shares' shares, or in equal parts. */
+static void s_cut(const team_t *shares, int n, int parts, int i, int align, int *a, int *b)
+{
+    if (shares) team_part(shares, n, align, i, a, b);
+    else s_part(n, parts, i, align, a, b);
+}
+
+/* Runs a loop: with shares, one part per worker (team_run_parts), else
+ * `tasks` tasks handed to whichever worker is free. */
+static void s_run(team_t *team, const team_t *shares, int tasks, team_fn fn, void *ctx)
+{
+    if (shares) team_run_parts(team, fn, ctx);
+    else team_run(team, tasks, fn, ctx);
 }
 
 /* Parts for row-wise loops and heads: one per worker, the rows the
@@ -34,6 +59,7 @@ static int s_parts(const team_t *team, int n, int min_per_part)
 typedef struct {
     float *out, *dinp, *dweight, *dbias, *xg;
     const float *inp, *weight, *bias, *dout, *res, *grad;
+    const team_t *shares;
     int N, C, OC, parts, accumulate;
 } s_linear_t;
 
@@ -53,7 +79,7 @@ static void s_linear_fwd_task(void *arg, int i, int worker)
     const s_linear_t *x = arg;
     int a, b;
     (void)worker;
-    s_part(x->N, x->parts, i, 16, &a, &b);
+    s_cut(x->shares, x->N, x->parts, i, 16, &a, &b);
     s_linear_fwd_rows(x, a, b);
 }
 
@@ -61,7 +87,8 @@ static void s_linear_fwd(team_t *team, s_linear_t *x)
 {
     if (!team) { s_linear_fwd_rows(x, 0, x->N); return; }
     x->parts = team_size(team);
-    team_run(team, x->parts, s_linear_fwd_task, x);
+    x->shares = s_shares(team, x->parts, gemm_fast());
+    s_run(team, x->shares, x->parts, s_linear_fwd_task, x);
 }
 
 void split_linear_forward(team_t *team, float *out, const float *inp, const float *weight,
@@ -94,21 +121,31 @@ static void s_linear_bwd_rows(const s_linear_t *x, int a, int b)
     else linear_backward_input(x->dinp + o, dout, x->weight, b - a, x->C, x->OC, x->accumulate);
 }
 
-/* Tasks [0, parts) compute rows of dinp (when there is one), the next parts
- * output-channel ranges of dweight and dbias (when there is one). */
+/* Part i of dinp's rows (when there is one), then of dweight's and dbias's
+ * output channels (when there is one). */
+static void s_linear_bwd_part(const s_linear_t *x, int i, int dinp, int dweight)
+{
+    int a, b;
+    if (dinp) {
+        s_cut(x->shares, x->N, x->parts, i, 16, &a, &b);
+        s_linear_bwd_rows(x, a, b);
+    }
+    if (dweight) {
+        s_cut(x->shares, x->OC, x->parts, i, 16, &a, &b);
+        linear_backward_params(x->dweight, x->dbias, x->dout, x->inp, x->N, x->C, x->OC, a, b);
+    }
+}
+
+/* With shares, task i is worker i's part of both gradients; else tasks
+ * [0, parts) are the parts of dinp (when there is one), the next parts
+ * those of dweight (when there is one). */
 static void s_linear_bwd_task(void *arg, int i, int worker)
 {
     const s_linear_t *x = arg;
-    int a, b;
     (void)worker;
-    if (x->dinp && i < x->parts) {
-        s_part(x->N, x->parts, i, 16, &a, &b);
-        s_linear_bwd_rows(x, a, b);
-        return;
-    }
-    if (x->dinp) i -= x->parts;
-    s_part(x->OC, x->parts, i, 16, &a, &b);
-    linear_backward_params(x->dweight, x->dbias, x->dout, x->inp, x->N, x->C, x->OC, a, b);
+    if (x->shares) s_linear_bwd_part(x, i, x->dinp != NULL, x->dweight != NULL);
+    else if (x->dinp && i < x->parts) s_linear_bwd_part(x, i, 1, 0);
+    else s_linear_bwd_part(x, x->dinp ? i - x->parts : i, 0, 1);
 }
 
 static void s_linear_bwd(team_t *team, s_linear_t *x)
@@ -119,7 +156,8 @@ static void s_linear_bwd(team_t *team, s_linear_t *x)
         return;
     }
     x->parts = team_size(team);
-    team_run(team, ((x->dinp ? 1 : 0) + (x->dweight ? 1 : 0)) * x->parts, s_linear_bwd_task, x);
+    x->shares = s_shares(team, x->parts, gemm_fast());
+    s_run(team, x->shares, ((x->dinp ? 1 : 0) + (x->dweight ? 1 : 0)) * x->parts, s_linear_bwd_task, x);
 }
 
 void split_linear_backward(team_t *team, float *dinp, float *dweight, float *dbias, const float *dout,
@@ -144,6 +182,7 @@ void split_linear_backward_times(team_t *team, float *dinp, float *dweight, floa
 typedef struct {
     float *out, *mean, *rstd, *dinp;
     const float *inp, *weight, *bias, *dout, *cmean, *crstd;
+    const team_t *shares;
     int N, C, parts;
 } s_ln_t;
 
@@ -152,7 +191,7 @@ static void s_ln_fwd_task(void *arg, int i, int worker)
     const s_ln_t *x = arg;
     int a, b;
     (void)worker;
-    s_part(x->N, x->parts, i, 1, &a, &b);
+    s_cut(x->shares, x->N, x->parts, i, 1, &a, &b);
     layernorm_forward(x->out + (size_t)a * x->C, x->mean + a, x->rstd + a, x->inp + (size_t)a * x->C,
                       x->weight, x->bias, b - a, x->C);
 }
@@ -163,7 +202,8 @@ void split_layernorm_forward(team_t *team, float *out, float *mean, float *rstd,
     if (!team) { layernorm_forward(out, mean, rstd, inp, weight, bias, N, C); return; }
     s_ln_t x = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = weight, .bias = bias,
                 .N = N, .C = C, .parts = s_parts(team, N, 16)};
-    team_run(team, x.parts, s_ln_fwd_task, &x);
+    x.shares = s_shares(team, x.parts, 1);
+    s_run(team, x.shares, x.parts, s_ln_fwd_task, &x);
 }
 
 static void s_ln_apply_task(void *arg, int i, int worker)
@@ -171,7 +211,7 @@ static void s_ln_apply_task(void *arg, int i, int worker)
     const s_ln_t *x = arg;
     int a, b;
     (void)worker;
-    s_part(x->N, x->parts, i, 1, &a, &b);
+    s_cut(x->shares, x->N, x->parts, i, 1, &a, &b);
     layernorm_apply(x->out + (size_t)a * x->C, x->inp + (size_t)a * x->C, x->cmean + a, x->crstd + a,
                     x->weight, x->bias, b - a, x->C);
 }
@@ -182,7 +222,8 @@ void split_layernorm_apply(team_t *team, float *out, const float *inp, const flo
     if (!team) { layernorm_apply(out, inp, mean, rstd, weight, bias, N, C); return; }
     s_ln_t x = {.out = out, .inp = inp, .cmean = mean, .crstd = rstd, .weight = weight, .bias = bias,
                 .N = N, .C = C, .parts = s_parts(team, N, 16)};
-    team_run(team, x.parts, s_ln_apply_task, &x);
+    x.shares = s_shares(team, x.parts, 1);
+    s_run(team, x.shares, x.parts, s_ln_apply_task, &x);
 }
 
 /* ---------------------------------------------------------------------------
@@ -196,6 +237,7 @@ typedef struct {
     s_block_fn fn;
     const void *ctx;
     float *part;
+    const team_t *shares;
     int N, width, parts;
 } s_rows_t;
 
@@ -205,7 +247,7 @@ static void s_rows_task(void *arg, int i, int worker)
     const s_rows_t *r = arg;
     int k0, k1;
     (void)worker;
-    s_part(split_blocks(r->N), r->parts, i, 1, &k0, &k1);
+    s_cut(r->shares, split_blocks(r->N), r->parts, i, 1, &k0, &k1);
     for (int k = k0; k < k1; k++) {
         float *p = r->part + (size_t)k * r->width;
         int n0 = k * SPLIT_ROWS, n1 = n0 + SPLIT_ROWS < r->N ? n0 + SPLIT_ROWS : r->N;
@@ -220,7 +262,8 @@ static int s_rows_run(team_t *team, s_block_fn fn, const void *ctx, float *part,
 {
     s_rows_t r = {.fn = fn, .ctx = ctx, .part = part, .N = N, .width = width, .parts = team_size(team)};
     if (r.parts > split_blocks(N)) r.parts = split_blocks(N);
-    team_run(team, r.parts, s_rows_task, &r);
+    r.shares = s_shares(team, r.parts, 1);
+    s_run(team, r.shares, r.parts, s_rows_task, &r);
     return split_blocks(N);
 }
 
@@ -280,6 +323,7 @@ void split_bias_backward(team_t *team, float *dbias, float *part, const float *d
 typedef struct {
     float *out, *att, *dqkv, *scratch;
     const float *qkv, *catt, *dout;
+    const team_t *shares;
     size_t stride;
     int B, T, C, NH, parts, accumulate;
 } s_att_t;
@@ -288,7 +332,7 @@ static void s_att_fwd_task(void *arg, int i, int worker)
 {
     const s_att_t *x = arg;
     int bh0, bh1;
-    s_part(x->B * x->NH, x->parts, i, 1, &bh0, &bh1);
+    s_cut(x->shares, x->B * x->NH, x->parts, i, 1, &bh0, &bh1);
     attention_forward_heads(x->out, x->att, x->scratch + (size_t)worker * x->stride, x->qkv,
                             x->B, x->T, x->C, x->NH, bh0, bh1);
 }
@@ -297,7 +341,7 @@ static void s_att_bwd_task(void *arg, int i, int worker)
 {
     const s_att_t *x = arg;
     int bh0, bh1;
-    s_part(x->B * x->NH, x->parts, i, 1, &bh0, &bh1);
+    s_cut(x->shares, x->B * x->NH, x->parts, i, 1, &bh0, &bh1);
     attention_backward_heads(x->dqkv, x->scratch + (size_t)worker * x->stride, x->dout, x->qkv, x->catt,
                              x->B, x->T, x->C, x->NH, bh0, bh1, x->accumulate);
 }
@@ -309,7 +353,8 @@ void split_attention_forward(team_t *team, float *out, float *att, float *scratc
     assert(stride >= attention_scratch_floats(T, C, NH));
     s_att_t x = {.out = out, .att = att, .scratch = scratch, .qkv = qkv, .stride = stride,
                  .B = B, .T = T, .C = C, .NH = NH, .parts = s_parts(team, B * NH, 1)};
-    team_run(team, x.parts, s_att_fwd_task, &x);
+    x.shares = s_shares(team, x.parts, 1);
+    s_run(team, x.shares, x.parts, s_att_fwd_task, &x);
 }
 
 void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t stride, const float *dout,
@@ -323,7 +368,8 @@ void split_attention_backward(team_t *team, float *dqkv, float *scratch, size_t 
     assert(stride >= attention_scratch_floats(T, C, NH));
     s_att_t x = {.dqkv = dqkv, .scratch = scratch, .dout = dout, .qkv = qkv, .catt = att, .stride = stride,
                  .B = B, .T = T, .C = C, .NH = NH, .parts = s_parts(team, B * NH, 1), .accumulate = accumulate};
-    team_run(team, x.parts, s_att_bwd_task, &x);
+    x.shares = s_shares(team, x.parts, 1);
+    s_run(team, x.shares, x.parts, s_att_bwd_task, &x);
 }
 
 /* ---------------------------------------------------------------------------
@@ -333,6 +379,7 @@ typedef struct {
     float *losses, *probs, *dlogits;
     const float *logits, *cprobs;
     const int *targets;
+    const team_t *shares;
     float scale;
     int N, V, parts;
 } s_ce_t;
@@ -342,7 +389,7 @@ static void s_ce_fwd_task(void *arg, int i, int worker)
     const s_ce_t *x = arg;
     int a, b;
     (void)worker;
-    s_part(x->N, x->parts, i, 1, &a, &b);
+    s_cut(x->shares, x->N, x->parts, i, 1, &a, &b);
     crossentropy_forward(x->losses + a, x->probs + (size_t)a * x->V, x->logits + (size_t)a * x->V,
                          x->targets + a, b - a, x->V);
 }
@@ -353,7 +400,8 @@ float split_crossentropy_forward(team_t *team, float *losses, float *probs, cons
     if (!team) return crossentropy_forward(losses, probs, logits, targets, N, V);
     s_ce_t x = {.losses = losses, .probs = probs, .logits = logits, .targets = targets, .N = N, .V = V,
                 .parts = s_parts(team, N, 16)};
-    team_run(team, x.parts, s_ce_fwd_task, &x);
+    x.shares = s_shares(team, x.parts, 1);
+    s_run(team, x.shares, x.parts, s_ce_fwd_task, &x);
     double total = 0.0;   /* as crossentropy_forward sums: in double, in row order */
     for (int n = 0; n < N; n++) total += losses[n];
     return N > 0 ? (float)(total / N) : 0.0f;
@@ -364,7 +412,7 @@ static void s_ce_bwd_task(void *arg, int i, int worker)
     const s_ce_t *x = arg;
     int a, b;
     (void)worker;
-    s_part(x->N, x->parts, i, 1, &a, &b);
+    s_cut(x->shares, x->N, x->parts, i, 1, &a, &b);
     crossentropy_backward(x->dlogits + (size_t)a * x->V, x->cprobs + (size_t)a * x->V, x->targets + a,
                           x->scale, b - a, x->V);
 }
@@ -375,5 +423,6 @@ void split_crossentropy_backward(team_t *team, float *dlogits, const float *prob
     if (!team) { crossentropy_backward(dlogits, probs, targets, scale, N, V); return; }
     s_ce_t x = {.dlogits = dlogits, .cprobs = probs, .targets = targets, .scale = scale, .N = N, .V = V,
                 .parts = s_parts(team, N, 16)};
-    team_run(team, x.parts, s_ce_bwd_task, &x);
+    x.shares = s_shares(team, x.parts, 1);
+    s_run(team, x.shares, x.parts, s_ce_bwd_task, &x);
 }

@@ -9,15 +9,24 @@
  * wakes the caller if it sleeps.  Sleeping and waking use a mutex and two
  * condition variables; the flags that say someone sleeps and the counters
  * they watch are sequentially consistent atomics, so a wake-up is never
- * missed (each side writes its own, then reads the other's). */
+ * missed (each side writes its own, then reads the other's).
+ *
+ * A loop of parts is published with S_PARTS as its next task: each worker
+ * that sees it runs its own part once.  The next generation cannot start
+ * before every worker has finished it, so fn and ctx stay the loop's while
+ * any worker reads them.  The shares are the caller's: it changes them only
+ * between loops (after seeing every worker's finish, before publishing the
+ * next), and a worker reads them only inside a loop. */
 #include "node/engine/team.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define S_SPIN 2000   /* polls before sleeping (each with a pause: some microseconds) */
+#define S_LEARN_S 0.004   /* a loop this long moves the shares half-way to its own */
 
 typedef struct {
     team_t *team;
@@ -37,6 +46,8 @@ struct team {
     atomic_int stop;                /* helpers must exit */
     atomic_int sleepers;            /* helpers waiting on cv_work */
     atomic_int caller_waits;        /* the caller waits on cv_done */
+    double share[TEAM_MAX];         /* worker w's part of a loop of parts; they sum to 1 */
+    double end[TEAM_MAX];           /* when worker w finished its part of the last one */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
 };
@@ -49,15 +60,41 @@ static inline void s_pause(void)
 }
 
 #define S_CLOSED 0x7fffffffu   /* next-task value of a finished generation: above any task count */
+#define S_PARTS 0x7ffffffeu    /* next-task value of a loop of parts */
 
 static uint32_t s_gen(uint64_t claim) { return (uint32_t)(claim >> 32); }
 
-/* Takes and runs tasks of generation g until none is left. */
+static double s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Counts one finished task of a loop of n; the last wakes the caller. */
+static void s_finished(team_t *t, int n)
+{
+    if (atomic_fetch_add(&t->done, 1) + 1 == n && atomic_load(&t->caller_waits)) {
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->cv_done);
+        pthread_mutex_unlock(&t->mu);
+    }
+}
+
+/* Takes and runs tasks of generation g until none is left; of a loop of
+ * parts, the worker's own part. */
 static void s_work(team_t *t, uint32_t g, int worker)
 {
     for (;;) {
         uint64_t c = atomic_load_explicit(&t->claim, memory_order_acquire);
         if (s_gen(c) != g) return;
+        if ((uint32_t)c == S_PARTS) {
+            team_fn fn = atomic_load_explicit(&t->fn, memory_order_relaxed);
+            fn(atomic_load_explicit(&t->ctx, memory_order_relaxed), worker, worker);
+            t->end[worker] = s_now();
+            s_finished(t, t->n);
+            return;
+        }
         /* acquire: a count of a newer loop comes with that loop's closing of
          * generation g (team_run), so the claim below then fails */
         int n = atomic_load_explicit(&t->ntasks, memory_order_acquire);
@@ -68,11 +105,7 @@ static void s_work(team_t *t, uint32_t g, int worker)
         team_fn fn = atomic_load_explicit(&t->fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&t->ctx, memory_order_relaxed);
         fn(ctx, (int)(uint32_t)c, worker);
-        if (atomic_fetch_add(&t->done, 1) + 1 == n && atomic_load(&t->caller_waits)) {
-            pthread_mutex_lock(&t->mu);
-            pthread_cond_broadcast(&t->cv_done);
-            pthread_mutex_unlock(&t->mu);
-        }
+        s_finished(t, n);
     }
 }
 
@@ -131,6 +164,7 @@ team_t *team_start(int nthreads)
         t->nhelpers++;
     }
     t->n = t->nhelpers + 1;
+    for (int w = 0; w < t->n; w++) t->share[w] = 1.0 / t->n;
     if (t->nhelpers == 0) team_stop(&t);
     return t;
 }
@@ -156,13 +190,10 @@ int team_size(const team_t *t)
     return t ? t->n : 1;
 }
 
-void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
+/* Publishes a loop of ntasks tasks (next: its first task, or S_PARTS) and
+ * returns its generation. */
+static uint32_t s_publish(team_t *t, int ntasks, team_fn fn, void *ctx, uint32_t next)
 {
-    if (ntasks <= 0) return;
-    if (!t || ntasks == 1) {
-        for (int i = 0; i < ntasks; i++) fn(ctx, i, 0);
-        return;
-    }
     uint64_t last = atomic_load_explicit(&t->claim, memory_order_relaxed);
     uint32_t g = s_gen(last) + 1;
     if (g == 0) g = 1;   /* after 2^32 loops: 0 means "exit" to a helper */
@@ -177,13 +208,18 @@ void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
     /* release: a helper that reads this count also sees the generation closed */
     atomic_store_explicit(&t->ntasks, ntasks, memory_order_release);
     atomic_store_explicit(&t->done, 0, memory_order_relaxed);
-    atomic_store(&t->claim, (uint64_t)g << 32);
+    atomic_store(&t->claim, (uint64_t)g << 32 | next);
     if (atomic_load(&t->sleepers) > 0) {
         pthread_mutex_lock(&t->mu);
         pthread_cond_broadcast(&t->cv_work);
         pthread_mutex_unlock(&t->mu);
     }
-    s_work(t, g, 0);
+    return g;
+}
+
+/* Waits until ntasks tasks of the current loop have finished. */
+static void s_wait_done(team_t *t, int ntasks)
+{
     for (int i = 0; i < S_SPIN; i++) {
         if (atomic_load_explicit(&t->done, memory_order_acquire) == ntasks) return;
         s_pause();
@@ -194,4 +230,67 @@ void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
         pthread_cond_wait(&t->cv_done, &t->mu);
     atomic_store(&t->caller_waits, 0);
     pthread_mutex_unlock(&t->mu);
+}
+
+void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
+{
+    if (ntasks <= 0) return;
+    if (!t || ntasks == 1) {
+        for (int i = 0; i < ntasks; i++) fn(ctx, i, 0);
+        return;
+    }
+    s_work(t, s_publish(t, ntasks, fn, ctx, 0), 0);
+    s_wait_done(t, ntasks);
+}
+
+/* Moves the shares toward those with which every worker would have
+ * finished the loop published at t0 at once (worker w did share[w] of it
+ * by end[w]; the wait for a helper to wake counts as its time).  A short
+ * loop moves them little: its times are mostly waking and noise.  Each
+ * share stays within half and one and a half times an equal one. */
+static void s_learn(team_t *t, double t0)
+{
+    double rate[TEAM_MAX], sum = 0.0, longest = 0.0;
+    for (int w = 0; w < t->n; w++) {
+        double dt = t->end[w] - t0;
+        if (dt < 1e-7) dt = 1e-7;
+        rate[w] = t->share[w] / dt;
+        sum += rate[w];
+        if (dt > longest) longest = dt;
+    }
+    double a = longest / (longest + S_LEARN_S), lo = 0.5 / t->n, hi = 1.5 / t->n, total = 0.0;
+    for (int w = 0; w < t->n; w++) {
+        double s = (1.0 - a) * t->share[w] + a * rate[w] / sum;
+        t->share[w] = s < lo ? lo : s > hi ? hi : s;
+        total += t->share[w];
+    }
+    for (int w = 0; w < t->n; w++) t->share[w] /= total;
+}
+
+void team_run_parts(team_t *t, team_fn fn, void *ctx)
+{
+    if (!t) { fn(ctx, 0, 0); return; }
+    double t0 = s_now();
+    s_work(t, s_publish(t, t->n, fn, ctx, S_PARTS), 0);
+    s_wait_done(t, t->n);
+    s_learn(t, t0);
+}
+
+/* Where part k of the team's shares of [0, n) starts. */
+static int s_bound(const team_t *t, int n, int align, int k)
+{
+    if (k <= 0) return 0;
+    if (k >= t->n) return n;
+    double at = 0.0;
+    for (int w = 0; w < k; w++) at += t->share[w];
+    long long b = (long long)(at * n + 0.5) / align * align;
+    return b < 0 ? 0 : b > n ? n : (int)b;
+}
+
+void team_part(const team_t *t, int n, int align, int w, int *a, int *b)
+{
+    if (!t) { *a = 0; *b = n; return; }
+    *a = s_bound(t, n, align, w);
+    int e = s_bound(t, n, align, w + 1);
+    *b = e > *a ? e : *a;
 }

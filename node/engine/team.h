@@ -10,7 +10,14 @@
  * A loop is ntasks calls fn(ctx, task, worker): tasks are handed out in
  * order to whichever worker is free (the caller is worker 0, helpers 1..T-1),
  * so a task must write only its own part of the output; the worker index
- * selects per-worker scratch. */
+ * selects per-worker scratch.
+ *
+ * A loop of parts (team_run_parts) runs part w on worker w, once each, and
+ * the parts are sized by the workers' shares (team_part): the team moves
+ * the shares after each such loop toward the ones with which every worker
+ * would have finished at once, so a core that runs slower for a while (two
+ * virtual cores seldom keep one speed) gets less to do, and the faster one
+ * does not wait for it at the loop's end.  The shares start equal. */
 #ifndef BRIGADE_TEAM_H
 #define BRIGADE_TEAM_H
 
@@ -30,4 +37,13 @@ int team_size(const team_t *self);
 /* Runs fn(ctx, i, worker) for every i in [0, ntasks) and returns when all
  * have returned.  Called by the thread that started the team only. */
 void team_run(team_t *self, int ntasks, team_fn fn, void *ctx);
+/* Worker w's part [*a, *b) of [0, n) under the team's current shares:
+ * boundaries on multiples of align (the last part takes the rest), the parts
+ * of workers 0..size-1 in order and covering [0, n).  NULL: [0, n). */
+void team_part(const team_t *self, int n, int align, int w, int *a, int *b);
+/* Runs fn(ctx, w, w) once on every worker w and returns when all have, then
+ * moves the shares by when each finished; fn's work must be cut by
+ * team_part.  The shares do not change during the loop.  Called by the
+ * thread that started the team only; NULL runs fn(ctx, 0, 0). */
+void team_run_parts(team_t *self, team_fn fn, void *ctx);
 #endif
