@@ -1877,6 +1877,76 @@ static void test_mover_fetches_elsewhere(void)
     metrics_close(&mt);
 }
 
+/* A node restarted from its checkpoint (version 630) while a peer of its
+ * stage is further ahead downloads from that peer; when no download comes
+ * it keeps its checkpoint's state, and refuses a backup older than it (it
+ * once fell to its initial weights, which its next save wrote over the
+ * checkpoint). */
+static void test_restart_keeps_checkpoint(void)
+{
+    opts_t o;
+    char err[256];
+    char *argv[] = { "node", "--stages", "2", "--layers", "2", "--dim", "16", "--heads", "1", "--ctx", "8", "--batch", "1" };
+    opts_defaults(&o, OPTS_NODE);
+    CHECKF(opts_parse(&o, OPTS_NODE, 13, argv, 1, err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0, "%s", err);
+    peer_view_t *v = peer_view_new(2);
+    v->p[0] = (view_peer_t){.id = 10, .stage = 0, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN};
+    v->p[1] = (view_peer_t){.id = 60, .stage = 1, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN,
+                            .version = 700};
+    v->plan = SPLIT_EVEN;
+    peer_view_index(v);
+    int use_ck;
+    uint64_t donor;
+    int start = compute_choose_start(v, 1, 630, 1, &donor, &use_ck);
+    CHECK(start == START_DOWNLOAD && donor == 60 && !use_ck);
+    stage_state_t *st = stage_state_new(&o.cfg, 1, 2, o.seed, err, sizeof err);
+    CHECKF(st != NULL, "%s", err);
+    if (!st) { free(v); return; }
+    size_t np = st->s.nparams;
+    for (size_t i = 0; i < np; i++) st->params[i] = 0.25f;   /* the checkpoint's weights */
+    st->version = 630;
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    memset(&net, 0, sizeof net);
+    metrics_t *mt = metrics_open(NULL, "restart", err, sizeof err);
+    compute_cfg_t cc = {.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN, .net = &net, .view = v, .metrics = mt,
+                        .st = st, .start = start, .donor = donor,
+                        .clock = {.arg = &h, .now = s_hand_now, .wall_ms = s_hand_wall},
+                        .post = s_hand_post, .post_arg = &h, .obs = {.arg = &h, .say = s_hand_say}};
+    compute_t *c = compute_new(&cc, err, sizeof err);
+    CHECKF(c != NULL, "%s", err);
+    if (!c) { metrics_close(&mt); return; }
+    compute_flush(c);
+    /* every download ends with nothing; every backup that comes is older than the checkpoint */
+    int downloads = 0, backups = 0;
+    for (int64_t d; downloads + backups < 12 && (d = s_hand_fetch(&h)) >= 0;) {
+        if (d > 0) { downloads++; s_hand_fetch_fails(c, &h, 1, (uint64_t)d); continue; }
+        backups++;
+        s_hand_clear(&h);
+        mail_t *m = mail_new(MAIL_STATE);
+        m->hdr.stage = 1;
+        m->state = state_blob_new(1, np);
+        m->state->version = 100;
+        m->state->backup = 1;
+        m->state->nparams = np;
+        compute_on_mail(c, m);
+        compute_flush(c);
+    }
+    CHECKF(downloads >= 1 && backups >= 1 && s_hand_fetch(&h) == -1, "%d downloads, %d backups asked for, still fetching: %d",
+           downloads, backups, s_hand_fetch(&h) != -1);
+    compute_result_t r;
+    compute_result(c, &r);
+    const stage_state_t *now = compute_state(c);
+    CHECKF(r.version == 630 && now && now->params[0] == 0.25f && now->params[np - 1] == 0.25f,
+           "after the downloads failed and an older backup came: version %lld, weights %g (want 630, the checkpoint's 0.25)",
+           (long long)r.version, now ? now->params[0] : -1.0);
+    CHECKF(h.nsaid > 0 && strstr(h.said[(h.nsaid - 1) % 8], "resumes from its checkpoint at version 630"),
+           "said: '%s'", h.nsaid ? h.said[(h.nsaid - 1) % 8] : "");
+    s_hand_clear(&h);
+    compute_destroy(&c);
+    metrics_close(&mt);
+}
+
 int main(void)
 {
     snprintf(s_dir, sizeof s_dir, "/tmp/brigade-runtime.XXXXXX");
@@ -1919,6 +1989,7 @@ int main(void)
     RUN(test_sim_plan_random_partitions);
     RUN(test_split_auto_plan);
     RUN(test_mover_fetches_elsewhere);
+    RUN(test_restart_keeps_checkpoint);
     RUN(test_json_quote);
     RUN(test_metrics_lines_are_json);
     char cmd[128];

@@ -1510,7 +1510,8 @@ static void s_on_state(compute_t *c, mail_t *m)
 {
     if (c->phase != PH_FETCH || m->hdr.stage != c->stage || m->peer != c->fetch_donor) return;   /* late: a fetch given up */
     state_blob_t *b = m->state;
-    int got = b && b->nparams == c->lay.nparams;
+    /* a snapshot older than the state here (its checkpoint's: a backup can be older) is not taken */
+    int got = b && b->nparams == c->lay.nparams && b->version >= c->version;
     /* no backup came, but a trained peer serves the stage by now (back from a partition, or just joined); one
      * at version 0 may be fetching it as this node did (two nodes that moved to it at once waited on each other) */
     uint64_t late = !got && !c->fetch_donor && c->fetch_tries < 3 ? s_stage_donor(c, 0, 1) : 0;
@@ -1533,7 +1534,7 @@ static void s_on_state(compute_t *c, mail_t *m)
         return;
     }
     char line[256];
-    const char *how = got ? (b->backup ? "backup" : "downloaded") : "initial";
+    const char *how = got ? (b->backup ? "backup" : "downloaded") : c->version > 0 ? "checkpoint" : "initial";
     if (c->fetch_from >= 0) {
         metrics_event(c->c.metrics, "move", "\"from\":%d,\"to\":%d,\"why\":%s,\"version\":%lld,\"state\":%s",
                       c->fetch_from, c->stage, c->fetch_why, (long long)c->version, how);
@@ -1545,6 +1546,9 @@ static void s_on_state(compute_t *c, mail_t *m)
         metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version, how);
         if (got) snprintf(line, sizeof line, "stage %d %s at version %lld", c->stage, b->backup ? "resumed from a backup" : "downloaded",
                           (long long)c->version);
+        else if (c->version > 0)
+            snprintf(line, sizeof line, "no newer state of stage %d came: it resumes from its checkpoint at version %lld", c->stage,
+                     (long long)c->version);
         else snprintf(line, sizeof line, "no backup of stage %d found: it starts from its initial weights", c->stage);
         s_say(c, line);
     }

@@ -420,7 +420,10 @@ int node_prepare(node_t *n, const checkpoint_info_t *ck, const float *ck_state, 
     cc.view = netside_view(n->net);
     uint64_t donor;
     cc.start = compute_choose_start(cc.view, stage, ck_ours ? ck->version : -1, n->o.join[0] != 0, &donor, &use_ck);
-    if (use_ck) {
+    if (ck_ours) {
+        /* also when a peer is further ahead: a download that fails leaves the checkpoint's state (it
+         * once left the initial weights, which the next save wrote over the checkpoint), and the data
+         * position and count of completed microbatches are this node's own either way */
         size_t np = cc.st->s.nparams;
         memcpy(cc.st->params, ck_state, sizeof(float) * np);
         memcpy(cc.st->m, ck_state + np, sizeof(float) * np);
@@ -428,7 +431,11 @@ int node_prepare(node_t *n, const checkpoint_info_t *ck, const float *ck_state, 
         cc.st->version = ck->version;
         cc.cursor = ck->cursor;
         cc.completed = ck->completed;
-        fprintf(stderr, "brigade node: resumed stage %d at version %lld from %s\n", stage, (long long)ck->version, ckpt_path);
+        if (use_ck)
+            fprintf(stderr, "brigade node: resumed stage %d at version %lld from %s\n", stage, (long long)ck->version, ckpt_path);
+        else
+            fprintf(stderr, "brigade node: %s holds stage %d at version %lld; a peer is further ahead\n", ckpt_path, stage,
+                    (long long)ck->version);
     }
     cc.donor = donor;
     if (donor) fprintf(stderr, "brigade node: downloading stage %d's state from a peer...\n", stage);
