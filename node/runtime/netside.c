@@ -42,7 +42,7 @@
 #define BAN_S 60.0              /* for this long; */
 #define STRIKE_FORGIVE_S 10.0   /* one strike is forgiven per this long */
 #define STATE_REQ_EVERY_S 2.0   /* at most one state download per peer this often */
-#define FETCH_RESEND_S 3.0      /* a state download that made no progress this long asks its donor again */
+#define FETCH_RESEND_S 3.0      /* a state download none of which came this long asks its donor again */
 #define STATE_STALL_S 5.0       /* an assembly with no new chunk this long gives way to another snapshot */
 #define FETCH_QUIET_S 10.0      /* a state download that is arriving ends when no new chunk came for this long, */
 #define FETCH_MIN_BPS 1e6       /* or when it would have come whole at this many bits/s after its first wait */
@@ -1664,6 +1664,15 @@ static void s_serve_backup(netside_t *ns, const transport_msg_t *m)
     metrics_event(ns->c.metrics, "backup", "\"served_stage\":%d,\"version\":%lld,\"to\":%s", s, (long long)b->version, id);
 }
 
+/* How long a download may be silent before its donor is asked again:
+ * FETCH_RESEND_S before its first chunk (the request may have been lost),
+ * half of FETCH_QUIET_S after (each ask queues the whole snapshot again at
+ * the donor, and on a slow link a 1 MiB chunk takes seconds). */
+static double s_fetch_silence(const fetch_t *f)
+{
+    return f->rx.got == 0 ? FETCH_RESEND_S : FETCH_QUIET_S / 2;
+}
+
 /* A new chunk of the download came: it ends FETCH_QUIET_S after the last
  * one at the earliest (a stage's state is tens of MB or more, which no
  * fixed wait suits on every link), at last_deadline at the latest. */
@@ -2473,8 +2482,11 @@ static void s_health_of(netside_t *ns, peer_t *p, double now, int live)
     double slow = s_slow_after(p, now, live);
     double quiet = now - p->last_heard;
     char s[9] = "";
+    /* the donor of a download under way: its pings wait behind the chunks queued on the link, so its
+     * silence says nothing until the download's own deadline (s_fetch_progress) */
+    int donor = ns->fetch.active && ns->fetch.donor == p->info.id;
     if (quiet > slow && p->health != PEER_SLOW) node_id_short(p->info.id, s);
-    if (quiet > gone) {
+    if (quiet > gone && !donor) {
         node_id_short(p->info.id, s);
         s_set_health(ns, p, PEER_GONE);
         if (p->rumor > 0) s_ixset_del(&ns->rumor_set, (int)(p - ns->peers.p));
@@ -2590,7 +2602,7 @@ double netside_tick(netside_t *ns)
     }
     if (ns->fetch.active) {
         if (now >= ns->fetch.deadline) s_fetch_end(ns, NULL);
-        else if (now >= ns->fetch.resend && now - ns->fetch.rx.last_chunk >= FETCH_RESEND_S) s_fetch_ask(ns);
+        else if (now >= ns->fetch.resend && now - ns->fetch.rx.last_chunk >= s_fetch_silence(&ns->fetch)) s_fetch_ask(ns);
     }
     if (ns->view_dirty && now >= ns->next_view) {
         s_publish_view(ns);
