@@ -277,8 +277,10 @@ static int s_checkpoint_resume(solo_t *s, int64_t *first, char *err, size_t errl
 }
 
 /* Writes the state of every stage to --checkpoint (s_checkpoint_resume); a
- * failure is a `checkpoint` event and a line, as a node's, and the run goes on. */
-static void s_checkpoint_save(solo_t *s)
+ * failure is a `checkpoint` event and a line, as a node's, and the run goes
+ * on (a run whose final state is not written then fails: s_train).  0, or
+ * -1 when not written. */
+static int s_checkpoint_save(solo_t *s)
 {
     size_t n = s_nparams(s), off = 0;
     float *all = malloc(3 * n * sizeof(float));
@@ -296,8 +298,11 @@ static void s_checkpoint_save(solo_t *s)
         metrics_event(s->metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
         progress_done(&s->prog);
         fprintf(stderr, "brigade solo: checkpoint at update %lld not written: %s\n", (long long)v, err);
+        free(all);
+        return -1;
     }
     free(all);
+    return 0;
 }
 
 /* Data, activations, error-feedback residuals, --delay's weight rings, the
@@ -347,8 +352,8 @@ static void s_announce(solo_t *s)
 }
 
 /* Trains from version `first` to --steps, evaluating every --eval-every
- * updates; *tokens counts the positions trained.  0, or 3 with *why when
- * training diverged. */
+ * updates; *tokens counts the positions trained.  0, or 1 with *why when
+ * training diverged or the final checkpoint was not written. */
 static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
 {
     const opts_t *o = &s->o;
@@ -356,6 +361,7 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
     uint64_t cursor = (uint64_t)first * (uint64_t)o->micro * (uint64_t)o->batch;   /* samples drawn before version first */
     float scale = 1.0f / ((float)per_mb * o->micro);
     double t0 = metrics_now();
+    int saved = 0;   /* the last checkpoint written: 0, or -1 not written */
     for (int64_t step = first; step < o->steps; step++) {
         double loss_sum = 0.0, delay0 = s_store_weights(s, step);
         for (int m = 0; m < o->micro; m++) {
@@ -377,12 +383,13 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
         progress_line(&s->prog, v == o->steps, 5.0, "update %lld/%d  loss %.4f  %.0f tok/s", (long long)v, o->steps,
                       loss, el > 0 ? *tokens / el : 0.0);
         if (o->eval_every > 0 && v % o->eval_every == 0) { progress_done(&s->prog); s_emit_eval(s, v); }
-        if (s->ckpt[0] && v % o->save_every == 0) s_checkpoint_save(s);
+        if (s->ckpt[0] && v % o->save_every == 0) saved = s_checkpoint_save(s);
     }
     progress_done(&s->prog);
     int64_t v = s->st[0]->version;
-    if (s->ckpt[0] && v % o->save_every != 0) s_checkpoint_save(s);   /* the final state, as a node leaves it */
+    if (s->ckpt[0] && v % o->save_every != 0) saved = s_checkpoint_save(s);   /* the final state, as a node leaves it */
     if (o->eval_every == 0 || v % o->eval_every != 0) s_emit_eval(s, v);
+    if (saved < 0) { *why = "the final checkpoint was not written (the line above says why)"; return 1; }
     return 0;
 }
 

@@ -143,6 +143,7 @@ struct compute {
     uint64_t final_receiver;      /* last stage, waiting: the node the final evaluation's batches go to */
     double final_wait_from;       /* last stage: when it began waiting for the final evaluation (a final
                                      round begun before came too early: not the one awaited) */
+    uint64_t ckpt_failures;       /* periodic checkpoints not written */
     int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
                                      the data stage, seen passing by a middle stage, awaited by the last stage) */
     double passed_t;              /* a stage after the data stage: when the final evaluation passed (closing; 0: not) */
@@ -654,6 +655,19 @@ static void s_say(compute_t *c, const char *line)
 
 /* ---- the optimizer step and what follows it ---- */
 
+/* The checkpoint of every --save-every updates.  A failure is a `checkpoint`
+ * event and, the first time and every tenth after, a line for the user (a
+ * node that could not save for a whole run said so only in its metrics). */
+static void s_save_periodic(compute_t *c)
+{
+    char err[300], line[400];
+    if (compute_save_checkpoint(c, err, sizeof err) == 0) return;
+    metrics_event(c->c.metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
+    if (c->ckpt_failures++ % 10 != 0) return;
+    snprintf(line, sizeof line, "checkpoint at version %lld not written: %s", (long long)c->version, err);
+    s_say(c, line);
+}
+
 /* Sends this node's weights to AVG_PEERS live peers of its stage, from a
  * place in the stage's list that moves on every round (pairwise gossip
  * averaging: the replicas converge, and the bytes do not grow with the stage). */
@@ -711,11 +725,7 @@ static void s_after_backward(compute_t *c)
         else if (c->version % c->o->eval_every == 0) s_issue_eval(c, 0);
     }
     s_maybe_backup(c);
-    if (c->c.ckpt_path && c->c.ckpt_path[0] && c->version % c->o->save_every == 0) {
-        char err[300];
-        if (compute_save_checkpoint(c, err, sizeof err) < 0)
-            metrics_event(c->c.metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
-    }
+    if (c->c.ckpt_path && c->c.ckpt_path[0] && c->version % c->o->save_every == 0) s_save_periodic(c);
     if (c->version % AVG_EVERY == 0) s_average(c);
 }
 

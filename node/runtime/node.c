@@ -49,6 +49,7 @@ struct node {
     uint64_t board_completed;
     double board_loss;
     node_result_t final;       /* filled when node_run ends */
+    char ckpt_failed[300];     /* why the final checkpoint was not written ("": it was, or none was due) */
 };
 
 /* ---- clock and port ---- */
@@ -269,8 +270,11 @@ static void s_final_checkpoint(node_t *n, const compute_result_t *r)
     if ((r->done != 1 && r->done != 2) || r->status != 0 || !n->ckpt_path[0] || r->saved)
         return;
     char err[300];
-    if (compute_save_checkpoint(n->comp, err, sizeof err) < 0)
+    if (compute_save_checkpoint(n->comp, err, sizeof err) < 0) {
         metrics_event(n->metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
+        snprintf(n->ckpt_failed, sizeof n->ckpt_failed, "%s, but its final checkpoint was not written (%s)",
+                 r->done == 1 ? "run complete" : "stopped", err);
+    }
 }
 
 int node_run(node_t *n)
@@ -318,7 +322,7 @@ int node_run(node_t *n)
         for (int i = 0; i < 10; i++) s_net_round(n, 20);
     }
     node_result(n, &n->final);
-    return r.status ? 1 : 0;
+    return r.status || n->ckpt_failed[0] ? 1 : 0;
 }
 
 void node_interrupt(node_t *n)
@@ -331,6 +335,10 @@ void node_result(const node_t *n, node_result_t *out)
     memset(out, 0, sizeof *out);
     if (n->comp) compute_result(n->comp, &out->c);
     else out->c = n->final.c;
+    if (n->ckpt_failed[0] && out->c.status == 0) {   /* the run went well, its end did not */
+        out->c.status = 1;
+        snprintf(out->c.why, sizeof out->c.why, "%s", n->ckpt_failed);
+    }
     const net_counters_t *k = netside_counters(n->net);
     out->bytes_sent = atomic_load(&k->bytes_sent);
     out->bytes_sent_raw = atomic_load(&k->bytes_sent_raw);

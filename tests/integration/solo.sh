@@ -245,6 +245,23 @@ if [ -c /dev/full ] && [ -f "$T/m.bin" ]; then
         bad "--metrics into a full device" "exit $rc: $(grep -c -- '--metrics' "$T/mfull.err") lines"
 fi
 
+# 7b. a checkpoint folder on a full file system (a 1 MiB tmpfs): each checkpoint not written is a line (a node
+#     said so only in its metrics), and a run whose final state was not written exits 1 (it exited 0)
+mkdir -p "$T/tfs"
+if mount -t tmpfs -o size=1m tmpfs "$T/tfs" 2>/dev/null; then
+    $B solo --model gpt-tiny --data synthetic --steps 4 --save-every 2 --checkpoint "$T/tfs/ck" >/dev/null 2>"$T/tfs1.err"; rc=$?
+    [ $rc = 1 ] && grep -q "checkpoint at update 2 not written: .*No space left" "$T/tfs1.err" \
+        && tail -n 1 "$T/tfs1.err" | grep -q "final checkpoint was not written" \
+        && ok "solo, checkpoints on a full file system: a line each, exit 1" || bad "solo, checkpoints on a full file system" "exit $rc: $(tail -n 2 "$T/tfs1.err" | tr '\n' ' ')"
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    timeout 120 $B node --listen 127.0.0.1:$port --stages 1 --model gpt-tiny --data synthetic --steps 12 --save-every 5 \
+        --threads 1 --checkpoint "$T/tfs/nck" >/dev/null 2>"$T/tfs2.err"; rc=$?
+    [ $rc = 1 ] && [ "$(grep -c "checkpoint at version [0-9]* not written: .*No space left" "$T/tfs2.err")" = 1 ] \
+        && tail -n 1 "$T/tfs2.err" | grep -q "run complete, but its final checkpoint was not written" \
+        && ok "node, checkpoints on a full file system: a line for the first, exit 1" || bad "node, checkpoints on a full file system" "exit $rc: $(tail -n 3 "$T/tfs2.err" | tr '\n' ' ')"
+    umount "$T/tfs"
+else echo "skip - checkpoints on a full file system: no tmpfs could be mounted"; fi
+
 # 8. The stage bound is one number (MODEL_STAGES_MAX = 128) for solo and swarm:
 #    solo cuts a 100-layer mlp into 100 stages (it stopped at 64 before).
 if run k100 --model mlp-fmnist --layers 100 --dim 8 --data synthetic --stages 100 --steps 2 \
