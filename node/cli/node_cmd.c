@@ -185,6 +185,7 @@ typedef struct {
     char ckpt_path[OPT_PATH + 16];  /* DIR/stage.ckpt, or "" */
     checkpoint_info_t ck;      /* a checkpoint found there */
     float *ck_state;           /* its params|m|v, or NULL */
+    int ckpt_lock;             /* the folder's lock (checkpoint_find), or -1: held to the process's end */
     metrics_t *metrics;
     node_t *node;
     view_t view;
@@ -271,7 +272,8 @@ static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
     opts_t *o = &x->o;
     if (!o->checkpoint[0]) return 0;
     size_t np;
-    int found = checkpoint_find(o->checkpoint, x->ckpt_path, sizeof x->ckpt_path, &x->ck, &x->ck_state, &np, err, errlen);
+    int found = checkpoint_find(o->checkpoint, x->ckpt_path, sizeof x->ckpt_path, &x->ck, &x->ck_state, &np, &x->ckpt_lock,
+                                err, errlen);
     if (found <= 0) return found;
     if (o->stage < 0) { o->stage = x->ck.stage; o->stage_run = x->ck.run; }
     if (!o->join[0]) {

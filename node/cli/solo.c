@@ -40,6 +40,7 @@ typedef struct {
     int budget[MODEL_STAGES_MAX];         /* --delay: stage k's delay budget this update, in microbatches */
     progress_t prog;                      /* the progress lines */
     char ckpt[OPT_PATH + 16];             /* --checkpoint DIR: DIR/stage.ckpt, or "" */
+    int ckpt_lock;                        /* the lock of --checkpoint DIR (checkpoint_find), or -1 */
     float *resume;                        /* --resume: the model file's parameters until the stages take them */
     int64_t resume_version;               /* and its updates */
 } solo_t;
@@ -255,7 +256,7 @@ static int s_checkpoint_resume(solo_t *s, int64_t *first, char *err, size_t errl
     checkpoint_info_t ck;
     size_t n = 0;
     float *x;
-    int found = checkpoint_find(o->checkpoint, s->ckpt, sizeof s->ckpt, &ck, &x, &n, err, errlen);
+    int found = checkpoint_find(o->checkpoint, s->ckpt, sizeof s->ckpt, &ck, &x, &n, &s->ckpt_lock, err, errlen);
     if (found <= 0) return found;
     if (ck.run != opts_run_id(o) || n != s_nparams(s)) {
         free(x);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -364,15 +365,44 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
     return x;
 }
 
+/* Takes the lock of checkpoint folder dir (checkpoint_find).  The
+ * descriptor, or -1 with the reason in why. */
+static int s_lock_folder(const char *dir, char *why, size_t whylen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) { snprintf(why, whylen, "%s: %s", path, strerror(errno)); return -1; }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        char pid[24] = "";
+        ssize_t k = e == EWOULDBLOCK ? pread(fd, pid, sizeof pid - 1, 0) : 0;
+        pid[k > 0 ? k : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (e == EWOULDBLOCK)
+            snprintf(why, whylen, "in use by another brigade process%s%s%s; use another folder", pid[0] ? " (pid " : "", pid,
+                     pid[0] ? ")" : "");
+        else snprintf(why, whylen, "%s: %s", path, strerror(e));
+        close(fd);
+        return -1;
+    }
+    char pid[24];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)len, 0) != len) { /* the pid is only for the message above */ }
+    return fd;
+}
+
 int checkpoint_find(const char *dir, char *path, size_t pathlen, checkpoint_info_t *info, float **state, size_t *n,
-                    char *err, size_t errlen)
+                    int *lock, char *err, size_t errlen)
 {
     char why[400];
     *state = NULL;
+    *lock = -1;
     snprintf(path, pathlen, "%s/stage.ckpt", dir);
     int bad = mkdir(dir, 0755) < 0 && errno != EEXIST;
     if (bad) snprintf(why, sizeof why, "%s", strerror(errno));
     else bad = modelfile_check_writable(path, why, sizeof why) < 0;   /* a file named dir, a read-only folder */
+    if (!bad) bad = (*lock = s_lock_folder(dir, why, sizeof why)) < 0;
     if (bad) {
         snprintf(err, errlen, "--checkpoint %s: %s", dir, why);
         return -1;
@@ -382,6 +412,8 @@ int checkpoint_find(const char *dir, char *path, size_t pathlen, checkpoint_info
     if (!(*state = checkpoint_load(path, info, n, err, errlen))) {
         size_t k = strlen(err);
         snprintf(err + k, errlen - k, " (move it away or use another --checkpoint folder)");
+        close(*lock);
+        *lock = -1;
         return -1;
     }
     return 1;

@@ -64,13 +64,17 @@ int checkpoint_save(const char *path, const checkpoint_info_t *info, const float
 /* Reads a stage checkpoint: fills info and returns a malloc'd array of 3n
  * floats (params, m, v) with n in *n.  NULL with a reason. */
 float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, char *err, size_t errlen);
-/* A checkpoint folder (--checkpoint dir): makes dir if it is missing, puts
- * dir/stage.ckpt in path (pathlen bytes), checks that a checkpoint can be
- * written there and reads the one there, if any (*state as checkpoint_load
- * returns it, the caller frees it).  1 when one was read, 0 when there is
- * none yet (*state NULL), -1 with a one-line reason that names the folder or
- * the file (an unreadable file is left as it is, and the reason says what to
- * do with it). */
+/* A checkpoint folder (--checkpoint dir): makes dir if it is missing, takes
+ * its lock (an exclusive flock of dir/.lock, which holds the owner's pid:
+ * the descriptor goes to *lock, and the caller closes it when done with the
+ * folder, or the process's end releases it; two processes saving into one
+ * folder overwrote each other's stage), puts dir/stage.ckpt in path (pathlen
+ * bytes), checks that a checkpoint can be written there and reads the one
+ * there, if any (*state as checkpoint_load returns it, the caller frees it).
+ * 1 when one was read, 0 when there is none yet (*state NULL), -1 with a
+ * one-line reason that names the folder or the file (another process holds
+ * the folder; an unreadable file is left as it is, and the reason says what
+ * to do with it), *lock then -1. */
 int checkpoint_find(const char *dir, char *path, size_t pathlen, checkpoint_info_t *info, float **state, size_t *n,
-                    char *err, size_t errlen);
+                    int *lock, char *err, size_t errlen);
 #endif

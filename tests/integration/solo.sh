@@ -104,7 +104,8 @@ else bad "solo --save" "exit: $(why save)"; bad "sample" "no model file"; bad "s
 # went through (2 stages, 2 microbatches per update); DIR of another run is refused.
 C="--model gpt-tiny --data synthetic --stages 2 --micro 2 --batch 64 --steps 8 --seed 5 --save-every 3 --threads 1"
 if $B solo $C --checkpoint "$T/ckref" --metrics "$T/ckref.jsonl" >"$T/ckref.out" 2>&1; then
-    $B solo $C --checkpoint "$T/ck" --metrics "$T/ck1.jsonl" >"$T/ck1.out" 2>&1 &
+    # not through timeout: kill -9 must stop the run itself (a run left behind went on saving into the folder)
+    "$BRIGADE" solo $C --checkpoint "$T/ck" --metrics "$T/ck1.jsonl" >"$T/ck1.out" 2>&1 &
     KP=$!
     for _ in $(seq 600); do grep -q '"version":4,' "$T/ck1.jsonl" 2>/dev/null && break; sleep 0.05; done
     kill -9 $KP 2>/dev/null; wait $KP 2>/dev/null
@@ -244,6 +245,19 @@ if [ -c /dev/full ] && [ -f "$T/m.bin" ]; then
     [ $rc = 0 ] && [ "$(grep -c -- '--metrics: writing failed' "$T/mfull.err")" = 1 ] && ok "--metrics into a full device: said once" ||
         bad "--metrics into a full device" "exit $rc: $(grep -c -- '--metrics' "$T/mfull.err") lines"
 fi
+
+# 7a. two processes with one --checkpoint folder: the second is refused at its start (they overwrote each other's
+#     stage, and a restart then took over the other's)
+$BRIGADE solo --model gpt-tiny --data synthetic --steps 100000 --checkpoint "$T/lk" >/dev/null 2>&1 &
+lkpid=$!
+for i in $(seq 1 100); do [ -s "$T/lk/.lock" ] && break; sleep 0.1; done
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+$B solo --model gpt-tiny --data synthetic --steps 3 --checkpoint "$T/lk" >/dev/null 2>"$T/lk1.err"; rc1=$?
+$B node --listen 127.0.0.1:$port --stages 1 --steps 3 --checkpoint "$T/lk" >/dev/null 2>"$T/lk2.err"; rc2=$?
+kill $lkpid 2>/dev/null; wait $lkpid 2>/dev/null
+if [ $rc1 = 2 ] && [ $rc2 = 2 ] && [ "$(wc -l <"$T/lk1.err")" = 1 ] && grep -q "in use by another brigade process (pid $lkpid)" "$T/lk1.err" \
+    && grep -q "in use by another brigade process" "$T/lk2.err"; then ok "a --checkpoint folder in use is refused: $(cat "$T/lk1.err")"
+else bad "a --checkpoint folder in use" "exit $rc1 / $rc2: $(cat "$T/lk1.err" "$T/lk2.err" | tr '\n' ' ')"; fi
 
 # 7b. a checkpoint folder on a full file system (a 1 MiB tmpfs): each checkpoint not written is a line (a node
 #     said so only in its metrics), and a run whose final state was not written exits 1 (it exited 0)
