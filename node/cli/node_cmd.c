@@ -288,20 +288,29 @@ static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
     return 0;
 }
 
-/* A joiner whose --checkpoint folder holds another run's stage: that file is
- * renamed to DIR/stage.RUN.ckpt (RUN its run id) before this run's first save
- * would overwrite it, and the node says so; -1 if it cannot be kept. */
-static int s_keep_other_run(node_cmd_t *x, char *err, size_t errlen)
+/* A joiner whose --checkpoint folder holds another run's stage, or another
+ * stage of this run than the one it serves (--stage N): that file is renamed
+ * to DIR/stage.RUN.ckpt (RUN its run id), or DIR/stage.RUN.sK.ckpt (K its
+ * stage), before this node's first save would overwrite it, and the node
+ * says so; -1 if it cannot be kept. */
+static int s_keep_aside(node_cmd_t *x, char *err, size_t errlen)
 {
-    char kept[sizeof x->ckpt_path + 24];
-    snprintf(kept, sizeof kept, "%s/stage.%016llx.ckpt", x->o.checkpoint, (unsigned long long)x->ck.run);
+    int same_run = x->ck.run == node_run_id(x->node);
+    char kept[sizeof x->ckpt_path + 32], what[64];
+    if (same_run) {
+        snprintf(kept, sizeof kept, "%s/stage.%016llx.s%d.ckpt", x->o.checkpoint, (unsigned long long)x->ck.run, x->ck.stage);
+        snprintf(what, sizeof what, "stage %d of this run", x->ck.stage);
+    } else {
+        snprintf(kept, sizeof kept, "%s/stage.%016llx.ckpt", x->o.checkpoint, (unsigned long long)x->ck.run);
+        snprintf(what, sizeof what, "stage %d of run %016llx", x->ck.stage, (unsigned long long)x->ck.run);
+    }
     if (rename(x->ckpt_path, kept) < 0) {
-        snprintf(err, errlen, "--checkpoint %s: holds another run's stage %d and it could not be kept as %s (%s); use another folder",
-                 x->o.checkpoint, x->ck.stage, kept, strerror(errno));
+        snprintf(err, errlen, "--checkpoint %s: holds %s and it could not be kept as %s (%s); use another folder",
+                 x->o.checkpoint, what, kept, strerror(errno));
         return -1;
     }
-    fprintf(stderr, "brigade node: --checkpoint %s held stage %d of run %016llx (version %lld), kept as %s\n", x->o.checkpoint,
-            x->ck.stage, (unsigned long long)x->ck.run, (long long)x->ck.version, kept);
+    fprintf(stderr, "brigade node: --checkpoint %s held %s (version %lld), kept as %s\n", x->o.checkpoint, what,
+            (long long)x->ck.version, kept);
     free(x->ck_state);
     x->ck_state = NULL;
     return 0;
@@ -344,7 +353,8 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
     if (x->node && o->join[0] && isatty(STDERR_FILENO))   /* a wait of up to 15 s; a failed start stays one line in a log */
         fprintf(stderr, "brigade node: joining the swarm at %.*s ...\n", (int)strcspn(o->join, "/"), o->join);
     if (!x->node || node_join(x->node, err, errlen) < 0) return -1;
-    if (x->ck_state && x->ck.run != node_run_id(x->node) && s_keep_other_run(x, err, errlen) < 0) return -1;
+    if (x->ck_state && (x->ck.run != node_run_id(x->node) || x->ck.stage != node_stage(x->node))
+        && s_keep_aside(x, err, errlen) < 0) return -1;
     const opts_t *run = node_opts(x->node);
     openblas_set_num_threads(1);   /* the engine's own threads (--threads) each run single-threaded BLAS */
     metrics_set_stage(x->metrics, node_stage(x->node));

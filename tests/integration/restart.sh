@@ -120,6 +120,27 @@ if [ "$re0" = 0 ] && [ "$re1" = 0 ] && [ -n "$run5" ] && [ "$run5" != "$run6" ] 
 else
     echo "FAIL - another run's checkpoint: exits $re0 $re1, runs '$run5' '$run6', folder: $(ls "$T/ck2" 2>&1 | tr '\n' ' ') $(tail -n 1 "$T/e1.err")"
 fi
+# a joiner asked for another stage (--stage 0) than its folder holds of this run (stage 1) keeps that file aside
+# as DIR/stage.RUN.s1.ckpt (it wrote its stage 0 over it, silently)
+cp "$T/ck2/stage.ckpt" "$T/ck2.s1" 2>/dev/null
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 20 --seed 6 --threads 1 \
+    --stage 1 --metrics "$T/x0.jsonl" 2>"$T/x0.err" &
+G0=$!; PIDS="$G0"
+for _ in $(seq 150); do A=$(ev "$T/x0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 0 --threads 1 --checkpoint "$T/ck2" --save-every 5 \
+    --metrics "$T/x1.jsonl" 2>"$T/x1.err" &
+G1=$!; PIDS="$G0 $G1"
+end=$(( $(date +%s) + 120 ))
+for p in $G0 $G1; do
+    while kill -0 "$p" 2>/dev/null; do [ "$(date +%s)" -ge "$end" ] && break; sleep 0.3; done
+done
+kill -9 $G0 $G1 2>/dev/null; wait $G0; rg0=$?; wait $G1; rg1=$?; PIDS=""
+if [ "$rg0" = 0 ] && [ "$rg1" = 0 ] && [ "$run6" = "$(ev "$T/x0.jsonl" start run | head -n 1)" ] \
+        && cmp -s "$T/ck2.s1" "$T/ck2/stage.$run6.s1.ckpt" && grep -q "held stage 1 of this run .*kept as" "$T/x1.err"; then
+    echo "ok - a joiner given another stage keeps this run's stage 1 in its folder as stage.$run6.s1.ckpt"
+else
+    echo "FAIL - another stage of this run: exits $rg0 $rg1, folder: $(ls "$T/ck2" 2>&1 | tr '\n' ' ') $(tail -n 1 "$T/x1.err")"
+fi
 # a joiner with --stage auto whose folder holds stage 0 of another run takes
 # the stage this run lacks, not stage 0 again (which left stage 1 unserved)
 mkdir -p "$T/ck3" && cp "$T/ck0/stage.ckpt" "$T/ck3/stage.ckpt"
