@@ -2482,11 +2482,8 @@ static void s_health_of(netside_t *ns, peer_t *p, double now, int live)
     double slow = s_slow_after(p, now, live);
     double quiet = now - p->last_heard;
     char s[9] = "";
-    /* the donor of a download under way: its pings wait behind the chunks queued on the link, so its
-     * silence says nothing until the download's own deadline (s_fetch_progress) */
-    int donor = ns->fetch.active && ns->fetch.donor == p->info.id;
     if (quiet > slow && p->health != PEER_SLOW) node_id_short(p->info.id, s);
-    if (quiet > gone && !donor) {
+    if (quiet > gone) {
         node_id_short(p->info.id, s);
         s_set_health(ns, p, PEER_GONE);
         if (p->rumor > 0) s_ixset_del(&ns->rumor_set, (int)(p - ns->peers.p));
