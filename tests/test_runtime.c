@@ -928,6 +928,9 @@ static void test_opts_parse_good(void)
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0);
     CHECK(o.batch == 64 && strcmp(o.save, "/tmp/x.model") == 0);
     CHECK(s_parse(&o, OPTS_SOLO, "--steps 3 --help", err, sizeof err) == 1);
+    rc = s_parse(&o, OPTS_SOLO, "--metrics=--steps --steps 5 --checkpoint /tmp/ck --save-every 2", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0);   /* joined, a value may start with -- */
+    CHECK(strcmp(o.metrics, "--steps") == 0 && o.steps == 5 && o.save_every == 2);
     rc = s_parse(&o, OPTS_SOLO, "--stages 4 --delay 3,2,1,0 --staleness none", err, sizeof err);
     CHECK(rc == 0 && o.ndelay == 4 && o.delay[0] == 3 && o.delay[3] == 0 && o.staleness == 0);
     rc = s_parse(&o, OPTS_SOLO, "--delay 64", err, sizeof err);
@@ -947,6 +950,28 @@ static void test_opts_parse_good(void)
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 1);
 }
 
+/* opts_take: the small commands' options (keygen, status, sample, assemble,
+ * ticket) take values by opts_parse's rule. */
+static void test_opts_take(void)
+{
+    char *argv[] = { "brigade", "assemble", "--out", "m.bin", "--out=--x", "--outer", "--out", "--prompt", "-1", NULL };
+    int argc = 9, i = 2;
+    const char *v = NULL;
+    char err[256];
+    CHECK(opts_take(argc, argv, &i, "out", "FILE", &v, err, sizeof err) == 1 && i == 3 && strcmp(v, "m.bin") == 0);
+    i = 4;
+    CHECK(opts_take(argc, argv, &i, "out", "FILE", &v, err, sizeof err) == 1 && i == 4 && strcmp(v, "--x") == 0);
+    i = 5;
+    CHECK(opts_take(argc, argv, &i, "out", "FILE", &v, err, sizeof err) == 0 && i == 5);   /* another option */
+    i = 6;
+    CHECK(opts_take(argc, argv, &i, "out", "FILE", &v, err, sizeof err) == -1 && i == 6);
+    CHECKF(strstr(err, "--out needs a value (FILE): '--prompt' is the next option") != NULL, "%s", err);
+    i = 7;
+    CHECK(opts_take(argc, argv, &i, "prompt", "TEXT", &v, err, sizeof err) == 1 && i == 8 && strcmp(v, "-1") == 0);
+    i = 8;
+    CHECK(opts_value(argc, argv, &i, "seed", "S", err, sizeof err) == NULL && strstr(err, "--seed needs a value (S)"));
+}
+
 static void test_opts_parse_bad(void)
 {
     CHECK(s_refused(OPTS_NODE, "--bogus 1", "unknown option"));
@@ -955,6 +980,14 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--save x", "unknown option"));              /* solo only */
     CHECK(s_refused(OPTS_NODE, "stray", "unexpected argument"));
     CHECK(s_refused(OPTS_NODE, "--steps", "needs a value"));
+    /* a value apart that starts with -- is the next option, not the value (a file named --steps was written) */
+    CHECK(s_refused(OPTS_SOLO, "--metrics --steps 5", "--metrics needs a value (FILE): '--steps' is the next option"));
+    CHECK(s_refused(OPTS_NODE, "--metrics --no-listen", "written --metrics=--no-listen"));
+    CHECK(s_refused(OPTS_SIM, "--data --steps 5", "'--steps' is the next option"));
+    CHECK(s_refused(OPTS_SOLO, "--lr -0.1", "--lr -0.1: must be in"));   /* one dash: a value, as before */
+    /* --save-every sets how often --checkpoint is written: alone it would be ignored */
+    CHECK(s_refused(OPTS_SOLO, "--save-every 5", "--save-every 5: needs --checkpoint"));
+    CHECK(s_refused(OPTS_NODE, "--steps 9 --save-every 5", "needs --checkpoint"));
     CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --join", "--join"));
     CHECK(s_refused(OPTS_NODE, "--steps 12x", "not a valid integer"));
     CHECK(s_refused(OPTS_NODE, "--batch 99999999999", "not a valid integer"));
@@ -1973,6 +2006,7 @@ int main(void)
     RUN(test_queue_timeout_empty);
     RUN(test_queue_cross_thread);
     RUN(test_opts_parse_good);
+    RUN(test_opts_take);
     RUN(test_opts_parse_bad);
     RUN(test_opts_run_roundtrip);
     RUN(test_opts_run_truncated);

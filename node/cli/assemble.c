@@ -2,6 +2,7 @@
  * checkpoints of one run into a whole-model file. */
 #include "node/cli/cli.h"
 #include "node/engine/modelfile.h"
+#include "node/runtime/options.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@
  * shown, or 2 after a one-line error. */
 static int s_args(int argc, char **argv, const char **out, const char **dirs, int *nd)
 {
-    char e[300];
+    char e[600];
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: brigade assemble CHECKPOINT_DIR... --out FILE\n"
@@ -21,9 +22,19 @@ static int s_args(int argc, char **argv, const char **out, const char **dirs, in
                    "  into a model file for brigade sample and brigade solo --resume\n");
             return 1;
         }
-        if (!strcmp(argv[i], "--out")) {
-            if (i + 1 >= argc) return cli_fail("assemble: --out needs a FILE");
-            *out = argv[++i];
+        const char *v = NULL, *was = *out;
+        char why[500];
+        int r = opts_take(argc, argv, &i, "out", "FILE", &v, why, sizeof why);
+        if (r < 0) {
+            snprintf(e, sizeof e, "assemble: %s", why);
+            return cli_fail(e);
+        }
+        if (r > 0 && was) {   /* one model file: the last of two is not taken silently */
+            snprintf(e, sizeof e, "assemble: --out given twice ('%s' and '%s'); the model goes to one file", was, v);
+            return cli_fail(e);
+        }
+        if (r > 0) {
+            *out = v;
         } else if (argv[i][0] == '-') {
             snprintf(e, sizeof e, "assemble: unknown option '%s'", argv[i]);
             return cli_fail(e);

@@ -237,7 +237,9 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
         uint8_t key[32];
         if (addr_parse(o->join, host, sizeof host, &port, key, e2, sizeof e2) < 0) { snprintf(err, errlen, "--join %s", e2); return -1; }
     }
-    if (o->keys[0] ? keypair_load(&x->keys, o->keys, err, errlen) < 0 : keypair_generate(&x->keys, err, errlen) < 0) return -1;
+    char why[400];
+    if (o->keys[0] && keypair_load(&x->keys, o->keys, why, sizeof why) < 0) { snprintf(err, errlen, "--keys: %s", why); return -1; }
+    if (!o->keys[0] && keypair_generate(&x->keys, err, errlen) < 0) return -1;
     if (o->owner[0] && o->join[0]) { snprintf(err, errlen, "--owner starts a closed swarm; a joiner passes --ticket instead"); return -1; }
     if (o->owner[0] && o->ticket[0]) { snprintf(err, errlen, "--owner admits this node itself; leave out --ticket"); return -1; }
     if (o->ticket[0] && !o->join[0]) { snprintf(err, errlen, "--ticket admits a joiner: pass it with --join"); return -1; }
@@ -245,7 +247,7 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
         /* a closed swarm: the run carries the owner's public key; this node admits itself */
         owner_keys_t ok;
         ticket_t t;
-        if (owner_keys_load(&ok, o->owner, err, errlen) < 0) return -1;
+        if (owner_keys_load(&ok, o->owner, why, sizeof why) < 0) { snprintf(err, errlen, "--owner: %s", why); return -1; }
         o->closed = 1;
         memcpy(o->owner_pub, ok.pub, 32);
         int r2 = ticket_issue(&t, &ok, x->keys.pub, 0, err, errlen);
@@ -493,9 +495,11 @@ int cmd_keygen(int argc, char **argv)
                    "  (brigade node --owner DIR starts a closed swarm; brigade ticket --owner DIR admits peers)\n");
             return 0;
         }
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(argv[i], "--out")) return cli_fail("keygen: --out needs a value (usage: brigade keygen --out DIR)");
-        else { char e[300]; snprintf(e, sizeof e, "keygen: unknown option '%s' (usage: brigade keygen --out DIR)", argv[i]); return cli_fail(e); }
+        char why[400], e[600];
+        int r = opts_take(argc, argv, &i, "out", "DIR", &dir, why, sizeof why);
+        if (r < 0) snprintf(e, sizeof e, "keygen: %s", why);
+        else if (r == 0) snprintf(e, sizeof e, "keygen: unknown option '%s' (usage: brigade keygen --out DIR)", argv[i]);
+        if (r <= 0) return cli_fail(e);
     }
     if (!dir) return cli_fail("keygen: --out DIR is required");
     keypair_t kp;
@@ -621,18 +625,20 @@ int cmd_status(int argc, char **argv)
     char host[ADDR_HOST_MAX], err[512];
     const char *keys = NULL, *tk = NULL;
     for (int i = 3; i < argc; i++) {
-        if (!strcmp(argv[i], "--keys") && i + 1 < argc) keys = argv[++i];
-        else if (!strcmp(argv[i], "--ticket") && i + 1 < argc) tk = argv[++i];
-        else if (!strcmp(argv[i], "--keys") || !strcmp(argv[i], "--ticket")) {
-            snprintf(err, sizeof err, "status: %s needs a value (see brigade status --help)", argv[i]);
-            return cli_fail(err);
-        } else { snprintf(err, sizeof err, "status: unknown option '%s' (see brigade status --help)", argv[i]); return cli_fail(err); }
+        char why[400];
+        int r = opts_take(argc, argv, &i, "keys", "DIR", &keys, why, sizeof why);
+        if (r == 0) r = opts_take(argc, argv, &i, "ticket", "T|@FILE", &tk, why, sizeof why);
+        if (r < 0) snprintf(err, sizeof err, "status: %s", why);
+        else if (r == 0) snprintf(err, sizeof err, "status: unknown option '%s' (see brigade status --help)", argv[i]);
+        if (r <= 0) return cli_fail(err);
     }
     int port;
     uint8_t key[32];
     if (addr_parse(argv[2], host, sizeof host, &port, key, err, sizeof err) < 0) return cli_fail(err);
     keypair_t kp;
-    if (keys ? keypair_load(&kp, keys, err, sizeof err) < 0 : keypair_generate(&kp, err, sizeof err) < 0) return cli_fail(err);
+    char why[400];
+    if (keys && keypair_load(&kp, keys, why, sizeof why) < 0) { snprintf(err, sizeof err, "status: --keys: %s", why); return cli_fail(err); }
+    if (!keys && keypair_generate(&kp, err, sizeof err) < 0) return cli_fail(err);
     uint8_t tbytes[TICKET_LEN];
     int r = tk ? s_read_ticket(tk, tbytes, err, sizeof err) : 0;
     if (r == 0) r = s_status_query(host, port, key, &kp, tk ? tbytes : NULL, err, sizeof err);

@@ -3,6 +3,7 @@
 #include "node/engine/model.h"
 #include "node/engine/modelfile.h"
 #include "node/engine/rng.h"
+#include "node/runtime/options.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,23 +49,27 @@ typedef struct {
 static int s_parse(sample_opts_t *o, int argc, char **argv)
 {
     *o = (sample_opts_t){ .prompt = "\n", .length = 200, .temp = 0.8, .seed = 1 };
-    static const char *const known[] = { "--model-file", "--prompt", "--length", "--temperature", "--seed" };
+    static const char *const known[][2] = { { "model-file", "FILE" }, { "prompt", "TEXT" }, { "length", "N" },
+                                            { "temperature", "X" }, { "seed", "S" } };
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { s_help(); return 1; }
-        int is_known = 0;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= !strcmp(a, known[k]);
-        char e[256];
-        if (!is_known) { snprintf(e, sizeof e, "unknown option '%s' (see brigade sample --help)", a); return cli_fail(e); }
-        if (i + 1 >= argc) { snprintf(e, sizeof e, "%s: needs a value (see brigade sample --help)", a); return cli_fail(e); }
-        const char *v = argv[++i];
+        const char *v = NULL, *name = NULL;
+        char e[300], why[400];
+        int r = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0] && r == 0; k++) {
+            r = opts_take(argc, argv, &i, known[k][0], known[k][1], &v, why, sizeof why);
+            name = known[k][0];
+        }
+        if (r == 0) { snprintf(e, sizeof e, "unknown option '%s' (see brigade sample --help)", a); return cli_fail(e); }
+        if (r < 0) return cli_fail(why);
         double x = 0;
-        if (!strcmp(a, "--model-file")) o->file = v;
-        else if (!strcmp(a, "--prompt")) o->prompt = v;
-        else if (!strcmp(a, "--length")) {
+        if (!strcmp(name, "model-file")) o->file = v;
+        else if (!strcmp(name, "prompt")) o->prompt = v;
+        else if (!strcmp(name, "length")) {
             if (s_number(v, &x) < 0 || x != floor(x) || x < 1 || x > 100000) return cli_fail("--length: want a whole number 1..100000");
             o->length = (int)x;
-        } else if (!strcmp(a, "--temperature")) {
+        } else if (!strcmp(name, "temperature")) {
             if (s_number(v, &o->temp) < 0 || o->temp < 0 || o->temp > 100) return cli_fail("--temperature: want a number 0..100");
         } else {   /* --seed */
             char *end = NULL;
@@ -153,7 +158,11 @@ int cmd_sample(int argc, char **argv)
     int64_t updates;
     size_t n;
     float *params = modelfile_load(o.file, &cfg, &updates, &n, err, sizeof err);
-    if (!params) return cli_fail(err);
+    if (!params) {   /* the reason begins with the file's name */
+        char e2[600];
+        snprintf(e2, sizeof e2, "--model-file %s", err);
+        return cli_fail(e2);
+    }
     stage_t s;
     if (cfg.kind != MODEL_GPT) rc = cli_fail("sample: the model file holds a classifier, not a gpt");
     else if (stage_init(&s, &cfg, 0, 1, err, sizeof err) < 0) rc = cli_fail(err);

@@ -151,13 +151,13 @@ static int s_parse(sim_opts_t *so, int argc, char **argv, char **rest, int *nres
             name[n] = '\0';
             d = s_find(name);
         }
-        if (!d) {
+        if (!d) {   /* a run option with its value apart, unless the next argument is an option (opts_value) */
             rest[(*nrest)++] = argv[i];
-            if (strncmp(a, "--", 2) == 0 && !eq && i + 1 < argc) rest[(*nrest)++] = argv[++i];
+            if (strncmp(a, "--", 2) == 0 && !eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) rest[(*nrest)++] = argv[++i];
             continue;
         }
-        if (!eq && i + 1 >= argc) { snprintf(err, errlen, "--%s needs a value (%s)", d->name, d->arg); return -1; }
-        if (s_set(so, d, eq ? eq + 1 : argv[++i], err, errlen) < 0) return -1;
+        const char *v = eq ? eq + 1 : opts_value(argc, argv, &i, d->name, d->arg, err, errlen);
+        if (!v || s_set(so, d, v, err, errlen) < 0) return -1;
     }
     return 0;
 }

@@ -206,8 +206,12 @@ static int s_load_resume(solo_t *s, char *err, size_t errlen)
     opts_t *o = &s->o;
     model_config_t rcfg;
     size_t n = 0;
-    s->resume = modelfile_load(o->resume, &rcfg, &s->resume_version, &n, err, errlen);
-    if (!s->resume) return -1;
+    char why[400];
+    s->resume = modelfile_load(o->resume, &rcfg, &s->resume_version, &n, why, sizeof why);
+    if (!s->resume) {   /* the reason begins with the file's name */
+        snprintf(err, errlen, "--resume %s", why);
+        return -1;
+    }
     if (!opts_model_given(o)) return opts_resolve_model(o, &rcfg, err, errlen);
     if (opts_resolve(o, err, errlen) < 0) return -1;
     rcfg.split = o->cfg.split;   /* how the stages are cut is this run's choice, not the model file's */
@@ -311,8 +315,10 @@ static int s_checkpoint_save(solo_t *s)
 static int s_make_buffers(solo_t *s, char *err, size_t errlen)
 {
     const opts_t *o = &s->o;
-    s->data = data_open(o->data, model_data_kind(&o->cfg), o->cfg.maxT, o->seed, err, errlen);
-    if (!s->data || model_check_data(&o->cfg, s->data, o->data, err, errlen) < 0) return -1;
+    char why[400];
+    s->data = data_open(o->data, model_data_kind(&o->cfg), o->cfg.maxT, o->seed, why, sizeof why);
+    if (!s->data) { snprintf(err, errlen, "--data: %s", why); return -1; }
+    if (model_check_data(&o->cfg, s->data, o->data, err, errlen) < 0) return -1;
     int T = o->cfg.kind == MODEL_GPT ? o->cfg.maxT : 1;
     if (data_batch_alloc(s->data, &s->batch, o->batch) < 0) { snprintf(err, errlen, "out of memory for a batch"); return -1; }
     for (int k = 0; k < s->K; k++) {

@@ -3,6 +3,7 @@
 #include "net/keys.h"
 #include "net/ticket.h"
 #include "node/cli/cli.h"
+#include "node/runtime/options.h"
 
 #include <ctype.h>
 #include <stdint.h>
@@ -11,7 +12,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define S_USAGE "usage: brigade ticket --owner DIR --peer PUBKEY [--expires T]\n"
+#define S_USAGE_LINE "brigade ticket --owner DIR --peer PUBKEY [--expires T]"
+#define S_USAGE "usage: " S_USAGE_LINE "\n"
 
 /* Parses T: 0 (never), N seconds, or N with a unit s/m/h/d/w.  Returns 0
  * with the seconds in *secs, or -1. */
@@ -83,13 +85,13 @@ int cmd_ticket(int argc, char **argv)
                    "prints the ticket (192 characters) on stdout; the node passes it at join\n");
             return 0;
         }
-        if (!strcmp(argv[i], "--owner") && i + 1 < argc) owner_dir = argv[++i];
-        else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer = argv[++i];
-        else if (!strcmp(argv[i], "--expires") && i + 1 < argc) expires = argv[++i];
-        else {
-            snprintf(err, sizeof err, "ticket: unknown option or missing value '%s' (" "brigade ticket --owner DIR --peer PUBKEY [--expires T])", argv[i]);
-            return cli_fail(err);
-        }
+        char why[400];
+        int r = opts_take(argc, argv, &i, "owner", "DIR", &owner_dir, why, sizeof why);
+        if (r == 0) r = opts_take(argc, argv, &i, "peer", "PUBKEY", &peer, why, sizeof why);
+        if (r == 0) r = opts_take(argc, argv, &i, "expires", "T", &expires, why, sizeof why);
+        if (r < 0) snprintf(err, sizeof err, "ticket: %s", why);
+        else if (r == 0) snprintf(err, sizeof err, "ticket: unknown option '%s' (" S_USAGE_LINE ")", argv[i]);
+        if (r <= 0) return cli_fail(err);
     }
     if (!owner_dir) return cli_fail("ticket: --owner DIR is required");
     if (!peer) return cli_fail("ticket: --peer PUBKEY is required");

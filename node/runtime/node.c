@@ -448,7 +448,9 @@ int node_prepare(node_t *n, const checkpoint_info_t *ck, const float *ck_state, 
     cc.donor = donor;
     if (donor) fprintf(stderr, "brigade node: downloading stage %d's state from a peer...\n", stage);
     if (stage == 0) {
-        cc.data = data_open(n->o.data, model_data_kind(&n->o.cfg), n->o.cfg.maxT, n->o.seed, err, errlen);
+        char why[400];
+        cc.data = data_open(n->o.data, model_data_kind(&n->o.cfg), n->o.cfg.maxT, n->o.seed, why, sizeof why);
+        if (!cc.data) snprintf(err, errlen, "--data: %s", why);
         if (cc.data && model_check_data(&n->o.cfg, cc.data, n->o.data, err, errlen) < 0) data_close(&cc.data);
         if (!cc.data) { stage_state_destroy(&cc.st); free(cc.view); return -1; }
     }

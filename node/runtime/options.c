@@ -72,7 +72,7 @@ static const opt_def_t s_opts[] = {
     { "eval-batches", T_INT, O(eval_batches), 0, BOTH, "N", "held-out batches per evaluation, 0 = all (default 32 gpt, all mlp)", RUN(0, OPTS_EVAL_BATCHES_MAX) },
     { "metrics", T_STR, O(metrics), S(metrics), BOTH, "FILE", "append JSON Lines metrics to FILE", LOCAL_ANY },
     { "checkpoint", T_STR, O(checkpoint), S(checkpoint), OPTS_SOLO | OPTS_NODE, "DIR", "stage checkpoints in DIR; a restart resumes", LOCAL_ANY },
-    { "save-every", T_INT, O(save_every), 0, OPTS_SOLO | OPTS_NODE, "N", "checkpoint every N updates (default 50)", LOCAL(1, NMAX) },
+    { "save-every", T_INT, O(save_every), 0, OPTS_SOLO | OPTS_NODE, "N", "with --checkpoint: save every N updates (default 50; refused without it)", LOCAL(1, NMAX) },
     { "save", T_STR, O(save), S(save), OPTS_SOLO, "FILE", "write the whole model to FILE at the end", LOCAL_ANY },
     { "resume", T_STR, O(resume), S(resume), OPTS_SOLO, "FILE", "start from a model file", LOCAL_ANY },
     { "listen", T_STR, O(listen), S(listen), OPTS_NODE, "HOST:PORT", "where this node listens (default 0.0.0.0:7700)", LOCAL_ANY },
@@ -265,6 +265,36 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
     return 0;
 }
 
+const char *opts_value(int argc, char **argv, int *i, const char *name, const char *arg, char *err, size_t errlen)
+{
+    if (*i + 1 >= argc) {
+        snprintf(err, errlen, "--%s needs a value (%s)", name, arg);
+        return NULL;
+    }
+    const char *v = argv[*i + 1];
+    if (strncmp(v, "--", 2) == 0) {
+        snprintf(err, errlen, "--%s needs a value (%s): '%s' is the next option (a value that starts with -- is "
+                 "written --%s=%s)", name, arg, v, name, v);
+        return NULL;
+    }
+    ++*i;
+    return v;
+}
+
+int opts_take(int argc, char **argv, int *i, const char *name, const char *arg, const char **value, char *err, size_t errlen)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, n) != 0 || (a[2 + n] && a[2 + n] != '='))
+        return 0;
+    if (a[2 + n] == '=') {
+        *value = a + 3 + n;
+        return 1;
+    }
+    *value = opts_value(argc, argv, i, name, arg, err, errlen);
+    return *value ? 1 : -1;
+}
+
 int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err, size_t errlen)
 {
     for (int i = first; i < argc; i++) {
@@ -292,13 +322,8 @@ int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err
             if (v) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
             v = "1";
         }
-        if (!v) {
-            if (i + 1 >= argc) {
-                snprintf(err, errlen, "--%s needs a value (%s)", name, d->arg);
-                return -1;
-            }
-            v = argv[++i];
-        }
+        if (!v && !(v = opts_value(argc, argv, &i, name, d->arg, err, errlen)))
+            return -1;
         if (s_set(o, d, v, err, errlen) < 0)
             return -1;
         int k = (int)(d - s_opts);
@@ -395,6 +420,10 @@ static int s_resolve_run(opts_t *o, char *err, size_t errlen)
         o->max_delay = o->stash == STASH_2BW ? 1 : o->optim.kind == OPTIM_MUON ? 3 : 2;
     if (opts_check_run(o, err, errlen) < 0 || s_check_bounds(o, 0, err, errlen) < 0)
         return -1;
+    if (opts_given(o, "save-every") && !o->checkpoint[0]) {   /* it would be ignored: there is nothing to save to */
+        snprintf(err, errlen, "--save-every %d: needs --checkpoint DIR (it sets how often that checkpoint is written)", o->save_every);
+        return -1;
+    }
     if (o->advertise[0] && !peer_addr_valid(o->advertise)) {
         snprintf(err, errlen, "--advertise %s: want HOST:PORT (a hostname or IP address, port 1..65535)", o->advertise);
         return -1;

@@ -66,10 +66,24 @@ void opts_defaults(opts_t *o, int which);
  * Returns 0; 1 when --help was asked (help printed to stdout); -1 with a
  * one-line reason in err for a bad option or value. */
 int opts_parse(opts_t *o, int which, int argc, char **argv, int first, char *err, size_t errlen);
+/* The one rule by which every brigade command takes the value of an option
+ * (solo, node and sim through opts_parse; keygen, status, sample, assemble
+ * and ticket through opts_take).  A value is written joined, "--out=VALUE"
+ * (any text), or apart, "--out VALUE".  opts_value: the value apart of
+ * option `name` (without dashes; `arg` names the value for the message):
+ * argv[*i + 1], with *i moved onto it.  NULL with a one-line reason in err
+ * when there is none, or when it starts with "--": that is the next option
+ * (`--metrics --steps 5` must not write a file named --steps), and such a
+ * value is written joined.  One dash passes (--lr -0.1). */
+const char *opts_value(int argc, char **argv, int *i, const char *name, const char *arg, char *err, size_t errlen);
+/* Whether argv[*i] is option `name` (without dashes), joined or apart as
+ * opts_value takes it.  1 with *value set (*i moved past a value apart), 0
+ * when argv[*i] is another argument, -1 with a one-line reason in err. */
+int opts_take(int argc, char **argv, int *i, const char *name, const char *arg, const char **value, char *err, size_t errlen);
 /* Resolves the model (preset and overrides) and the batch default, then
  * checks the run config (opts_check_run) and this node's own options (every
- * bound of the option table, --advertise).  Returns 0, or -1 with a one-line
- * reason naming the option. */
+ * bound of the option table, --advertise, --save-every only with
+ * --checkpoint).  Returns 0, or -1 with a one-line reason naming the option. */
 int opts_resolve(opts_t *o, char *err, size_t errlen);
 /* As opts_resolve, with the model given whole (a model file's) instead of
  * --model and its overrides; the defaults that follow the model (--batch,

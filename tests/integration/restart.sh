@@ -75,7 +75,7 @@ else echo "FAIL - assemble incomplete: exit $rc: $(cat "$T/asm2")"; fi
 # a joiner that downloaded its stage's state and is stopped before an update of
 # its own keeps that state, also when the version is one --save-every would
 # have saved (it did not: the version came by the download)
-RUN3="--model gpt-tiny --data synthetic --stages 2 --steps 100000 --seed 5 --threads 1 --save-every 1000"
+RUN3="--model gpt-tiny --data synthetic --stages 2 --steps 100000 --seed 5 --threads 1"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) $RUN3 --metrics "$T/d0.jsonl" 2>"$T/d0.err" &
 D0=$!; PIDS="$D0"
 for _ in $(seq 150); do A=$(ev "$T/d0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done

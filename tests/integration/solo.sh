@@ -156,7 +156,7 @@ expect2() {
 expect2 "solo unknown option" solo --bogus-option 1
 expect2 "solo --model nope" solo --model nope
 expect2 "solo option holding a newline" -m "unknown option '--bogus?option'" solo "$(printf -- '--bogus\noption')"
-expect2 "solo --data text:/nonexistent" solo --data text:/nonexistent --steps 1
+expect2 "solo --data text:/nonexistent" -m "--data: text: /nonexistent:" solo --data text:/nonexistent --steps 1
 expect2 "solo --data fmnist:<empty dir>" solo --model mlp-fmnist --data "fmnist:$T/empty" --steps 1
 expect2 "sample truncated model file" sample --model-file "$T/trunc.bin"
 expect2 "sample --length 4294967297" -m "--length" sample --model-file "$T/m.bin" --length 4294967297
@@ -197,7 +197,7 @@ expect2 "no command" -m "no command given"
 expect2 "version with an option" -m "version takes no options" version --bogus
 expect2 "keygen --out without a value" -m "--out needs a value" keygen --out
 expect2 "sample unknown option" -m "unknown option '--bogus'" sample --bogus
-expect2 "sample --seed without a value" -m "--seed: needs a value" sample --seed
+expect2 "sample --seed without a value" -m "--seed needs a value" sample --seed
 expect2 "status with an option for the address" -m "the node's address" status --bogus
 expect2 "status --keys without a value" -m "--keys needs a value" status 127.0.0.1:9/AAAA --keys
 expect2 "node --relay-mbit 0" -m "--relay-mbit 0: must be in (0" node --relay-mbit 0
@@ -210,6 +210,36 @@ expect2 "solo --lr 1e-46 (below a float)" -m "--lr 1e-46: out of range" solo --l
 expect2 "node --staleness dc" -m "--staleness dc: solo only" node --staleness predict+dc
 expect2 "sim --staleness dc" -m "--staleness dc: solo only" sim --staleness dc
 expect2 "node --ticket without --join" -m "--ticket admits a joiner" node --ticket AAAA
+# 7a. An option's value apart that starts with -- is the next option: refused (solo --metrics --steps 5
+#     wrote a metrics file named --steps, node --metrics --no-listen took the flag as the file); joined,
+#     --NAME=VALUE, a value may start with --; one dash is a value (--lr -0.1 is checked as a number).
+#     in_t runs expect2 in $T: a brigade that takes such a value writes its file or folder there.
+BA=$(cd "$(dirname "$BRIGADE")" && pwd)/$(basename "$BRIGADE")
+in_t() { (cd "$T" && B="timeout 120 $BA" && expect2 "$@"); }
+in_t "solo --metrics --steps 5" -m "--metrics needs a value (FILE): '--steps' is the next option" solo --metrics --steps 5
+[ -e "$T/--steps" ] && bad "solo --metrics --steps 5" "a file named --steps was written"
+in_t "node --metrics --no-listen" -m "'--no-listen' is the next option" node --metrics --no-listen
+expect2 "sim --plan --nodes 4" -m "--plan needs a value" sim --plan --nodes 4
+expect2 "sim --metrics --steps 5 (a run option)" -m "'--steps' is the next option" sim --metrics --steps 5
+expect2 "solo --lr -0.1 (one dash: a value)" -m "--lr -0.1: must be in" solo --lr -0.1
+expect2 "sample --model-file --prompt" -m "'--prompt' is the next option" sample --model-file --prompt x
+in_t "keygen --out --x" -m "keygen: --out needs a value (DIR): '--x' is the next option" keygen --out --x
+expect2 "status --keys --ticket" -m "status: --keys needs a value" status 127.0.0.1:9/AAAA --keys --ticket x
+expect2 "ticket --owner --peer" -m "ticket: --owner needs a value" ticket --owner --peer x
+in_t "assemble --out --x" -m "assemble: --out needs a value" assemble "$T" --out --x
+if $B solo --model gpt-tiny --data synthetic --steps 1 --metrics="$T/--m.jsonl" >/dev/null 2>&1 && [ -s "$T/--m.jsonl" ] &&
+   [ -f "$T/m.bin" ] && $B sample --model-file="$T/m.bin" --prompt=--x --length=3 >/dev/null 2>&1; then
+    ok "--NAME=VALUE takes a value that starts with -- (solo --metrics, sample --prompt)"
+else bad "--NAME=VALUE" "solo --metrics=$T/--m.jsonl or sample --prompt=--x failed"; fi
+# A file option that cannot be read names the option (solo --resume said only 'nonexist: No such file')
+expect2 "solo --resume of no file" -m "--resume $T/none.bin: No such file" solo --resume "$T/none.bin"
+expect2 "sample --model-file of no file" -m "--model-file $T/none.bin: No such file" sample --model-file "$T/none.bin"
+expect2 "node --keys of no folder" -m "--keys: $T/none/node.key: no such file" node --keys "$T/none"
+expect2 "node --owner of no folder" -m "--owner: $T/none/owner.sign: no such file" node --owner "$T/none"
+# --save-every without --checkpoint was ignored; assemble --out twice took the last
+expect2 "solo --save-every without --checkpoint" -m "--save-every 5: needs --checkpoint" solo --steps 1 --save-every 5
+expect2 "node --save-every without --checkpoint" -m "--save-every 5: needs --checkpoint" node --save-every 5
+[ -f "$T/ck/stage.ckpt" ] && expect2 "assemble --out twice" -m "assemble: --out given twice" assemble "$T/ck" --out "$T/a.bin" --out "$T/b.bin"
 [ -f "$T/m.bin" ] && expect2 "solo --resume past --steps" -m "is at update 20 already" solo --resume "$T/m.bin" --steps 19
 if [ -f "$T/ck/stage.ckpt" ]; then
     sum=$(cksum <"$T/ck/stage.ckpt")
