@@ -1816,6 +1816,15 @@ static void s_hand_clear(hand_t *h)
     h->nout = 0;
 }
 
+/* Node options of a small gpt cut into `stages` stages of one layer each. */
+static void s_hand_opts(opts_t *o, char *stages)
+{
+    char err[256];
+    char *argv[] = { "node", "--stages", stages, "--layers", stages, "--dim", "16", "--heads", "1", "--ctx", "8", "--batch", "1" };
+    opts_defaults(o, OPTS_NODE);
+    CHECKF(opts_parse(o, OPTS_NODE, 13, argv, 1, err, sizeof err) == 0 && opts_resolve(o, err, sizeof err) == 0, "%s", err);
+}
+
 /* The peer a MAIL_FETCH among the posted mail asks (0: a backup), or -1. */
 static int64_t s_hand_fetch(const hand_t *h)
 {
@@ -1845,9 +1854,7 @@ static void test_mover_fetches_elsewhere(void)
 {
     opts_t o;
     char err[256];
-    char *argv[] = { "node", "--stages", "4", "--layers", "4", "--dim", "16", "--heads", "1", "--ctx", "8", "--batch", "1" };
-    opts_defaults(&o, OPTS_NODE);
-    CHECKF(opts_parse(&o, OPTS_NODE, 13, argv, 1, err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0, "%s", err);
+    s_hand_opts(&o, "4");
     const struct { uint64_t id; int stage; float rate; uint32_t version; } ps[] = {
         {10, 0, 10.0f, 0}, {50, 1, 1.0f, 0}, {60, 2, 0.05f, 500}, {61, 2, 0.05f, 499}, {70, 3, 10.0f, 0}};
     peer_view_t *v = peer_view_new(5);
@@ -1919,9 +1926,7 @@ static void test_restart_keeps_checkpoint(void)
 {
     opts_t o;
     char err[256];
-    char *argv[] = { "node", "--stages", "2", "--layers", "2", "--dim", "16", "--heads", "1", "--ctx", "8", "--batch", "1" };
-    opts_defaults(&o, OPTS_NODE);
-    CHECKF(opts_parse(&o, OPTS_NODE, 13, argv, 1, err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0, "%s", err);
+    s_hand_opts(&o, "2");
     peer_view_t *v = peer_view_new(2);
     v->p[0] = (view_peer_t){.id = 10, .stage = 0, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN};
     v->p[1] = (view_peer_t){.id = 60, .stage = 1, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN,
