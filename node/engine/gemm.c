@@ -24,7 +24,18 @@
  * packing reads every source row in order, and blocks of 84 rows rather
  * than 140 keep the packed A nearer; together 1.13 x the products' speed
  * with cold operands (tests/bench/RESULTS.md, "The own matrix product with
- * operands from memory"). */
+ * operands from memory").
+ *
+ * op(A) is packed only where it must be: where its rows are contiguous in k
+ * (A as stored) or its rows' terms lie side by side (A transposed), the
+ * micro-kernel broadcasts them from where they lie (s_gemm_kernel_rows),
+ * which saves the packing's pass (its copy, and the transposes of the rows
+ * contiguous in k): a gpt-small step 3% and a gpt-tiny one 5% faster
+ * (tests/bench/RESULTS.md).  Rows a multiple of 4 KiB apart (1024 floats)
+ * are still packed: their lines share one set of the first-level cache, and
+ * read in place they made the step 4% slower.  So is a block with an odd
+ * number of rows, whose last tile would read one row past it.  The sums
+ * are the same either way, so are the bits. */
 #include "node/engine/gemm.h"
 #include "compress/cpu.h"
 
@@ -147,12 +158,14 @@ S_TARGET static inline void s_store(float *c, __mmask16 mask, __m512 acc, __m512
 }
 
 /* C rows [0, mr) x columns [0, nr) (mr <= R <= S_MR, nr <= S_NR) = alpha
- * (the panels' product over kc terms) + beta C, with R rows of accumulators
- * (a constant in each copy below): an edge tile of a few rows runs a kernel
- * of a few rows, not all S_MR. */
+ * (op(A)'s rows times the B panel over kc terms) + beta C, with R rows of
+ * accumulators (a constant in each copy below): an edge tile of a few rows
+ * runs a kernel of a few rows, not all S_MR.  Term k of row i is
+ * ap[i*as + k*ak]: a packed panel (as 1, ak S_MR) or op(A) where it lies
+ * (as lda, ak 1); rows [0, R) must be readable. */
 S_TARGET S_UNCHECKED static inline __attribute__((always_inline)) void
-s_gemm_tile(int kc, const float *restrict ap, const float *restrict bp, float *c, size_t ldc, int mr, int nr,
-            float alpha, float beta, const int R)
+s_gemm_tile(int kc, const float *restrict ap, size_t as, size_t ak, const float *restrict bp, float *c,
+            size_t ldc, int mr, int nr, float alpha, float beta, const int R)
 {
     __m512 c0[S_MR], c1[S_MR];
     /* in a training step C's tile is rarely in cache: fetch it while the sums run */
@@ -164,11 +177,11 @@ s_gemm_tile(int kc, const float *restrict ap, const float *restrict bp, float *c
     }
 #pragma GCC unroll 14
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
-    for (int k = 0; k < kc; k++, ap += S_MR, bp += S_NR) {
+    for (int k = 0; k < kc; k++, ap += ak, bp += S_NR) {
         __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
         for (int i = 0; i < R; i++) {
-            __m512 a = _mm512_set1_ps(ap[i]);
+            __m512 a = _mm512_set1_ps(ap[(size_t)i * as]);
             c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
         }
@@ -184,21 +197,40 @@ s_gemm_tile(int kc, const float *restrict ap, const float *restrict bp, float *c
     }
 }
 
-/* The micro-kernel: s_gemm_tile with mr rounded up to even rows (a tile at
- * the bottom edge of a product runs only the rows it has, within one; each
- * entry's sums are the same for every R). */
+/* s_gemm_tile with mr rounded up to even rows (a tile at the bottom edge of
+ * a product runs only the rows it has, within one; each entry's sums are the
+ * same for every R). */
+S_TARGET S_UNCHECKED static inline __attribute__((always_inline)) void
+s_gemm_rows(int kc, const float *restrict ap, size_t as, size_t ak, const float *restrict bp, float *c,
+            size_t ldc, int mr, int nr, float alpha, float beta)
+{
+    switch ((mr + 1) / 2) {
+    case 1: s_gemm_tile(kc, ap, as, ak, bp, c, ldc, mr, nr, alpha, beta, 2); break;
+    case 2: s_gemm_tile(kc, ap, as, ak, bp, c, ldc, mr, nr, alpha, beta, 4); break;
+    case 3: s_gemm_tile(kc, ap, as, ak, bp, c, ldc, mr, nr, alpha, beta, 6); break;
+    case 4: s_gemm_tile(kc, ap, as, ak, bp, c, ldc, mr, nr, alpha, beta, 8); break;
+    case 5: s_gemm_tile(kc, ap, as, ak, bp, c, ldc, mr, nr, alpha, beta, 10); break;
+    case 6: s_gemm_tile(kc, ap, as, ak, bp, c, ldc, mr, nr, alpha, beta, 12); break;
+    default: s_gemm_tile(kc, ap, as, ak, bp, c, ldc, mr, nr, alpha, beta, S_MR); break;
+    }
+}
+
+/* The micro-kernel on a packed panel of op(A). */
 S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap, const float *restrict bp,
                                                float *c, size_t ldc, int mr, int nr, float alpha, float beta)
 {
-    switch ((mr + 1) / 2) {
-    case 1: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 2); break;
-    case 2: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 4); break;
-    case 3: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 6); break;
-    case 4: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 8); break;
-    case 5: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 10); break;
-    case 6: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, 12); break;
-    default: s_gemm_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, S_MR); break;
-    }
+    s_gemm_rows(kc, ap, 1, S_MR, bp, c, ldc, mr, nr, alpha, beta);
+}
+
+/* The micro-kernel on rows of op(A) read where they lie, lda floats apart
+ * and contiguous in k (no packing, no transpose); the rows up to mr rounded
+ * up to even must exist. */
+S_TARGET S_UNCHECKED static void s_gemm_kernel_rows(int kc, const float *restrict a, size_t as, size_t ak,
+                                                    const float *restrict bp, float *c, size_t ldc, int mr,
+                                                    int nr, float alpha, float beta)
+{
+    if (ak == 1) s_gemm_rows(kc, a, as, 1, bp, c, ldc, mr, nr, alpha, beta);
+    else s_gemm_rows(kc, a, 1, ak, bp, c, ldc, mr, nr, alpha, beta);
 }
 
 /* The own product on an AVX-512 CPU (gemm_own's contract, the CPU taken as
@@ -231,12 +263,21 @@ S_TARGET static int s_gemm_packed(int trans_a, int trans_b, int M, int N, int K,
             s_gemm_pack(bpk, S_NR, B + (size_t)p0 * bk + (size_t)j0 * bj, bj, bk, nc, kc);
             for (int i0 = 0; i0 < M; i0 += S_MC) {
                 int mc = M - i0 < S_MC ? M - i0 : S_MC;
-                s_gemm_pack(apk, S_MR, A + (size_t)i0 * ai + (size_t)p0 * ak, ai, ak, mc, kc);
+                const float *ablk = A + (size_t)i0 * ai + (size_t)p0 * ak;
+                /* op(A) read where it lies, or packed (the file's comment) */
+                int direct = mc % 2 == 0 && ((ak == 1 && ai % 1024 != 0) || (ai == 1 && ak % 1024 != 0));
+                if (!direct) s_gemm_pack(apk, S_MR, ablk, ai, ak, mc, kc);
                 for (int jr = 0; jr < nc; jr += S_NR)
-                    for (int ir = 0; ir < mc; ir += S_MR)
-                        s_gemm_kernel(kc, apk + (size_t)ir * kc, bpk + (size_t)jr * kc,
-                                      C + (size_t)(i0 + ir) * ldc + j0 + jr, (size_t)ldc,
-                                      mc - ir < S_MR ? mc - ir : S_MR, nc - jr < S_NR ? nc - jr : S_NR, alpha, bt);
+                    for (int ir = 0; ir < mc; ir += S_MR) {
+                        float *ct = C + (size_t)(i0 + ir) * ldc + j0 + jr;
+                        int mr = mc - ir < S_MR ? mc - ir : S_MR, nr = nc - jr < S_NR ? nc - jr : S_NR;
+                        if (direct)
+                            s_gemm_kernel_rows(kc, ablk + (size_t)ir * ai, ai, ak, bpk + (size_t)jr * kc, ct,
+                                               (size_t)ldc, mr, nr, alpha, bt);
+                        else
+                            s_gemm_kernel(kc, apk + (size_t)ir * kc, bpk + (size_t)jr * kc, ct, (size_t)ldc, mr,
+                                          nr, alpha, bt);
+                    }
                 if (epi && p0 + kc == K)   /* the block is whole, and in cache */
                     epi(ctx, C + (size_t)i0 * ldc + j0, ldc, mc, nc, i0, j0);
             }
