@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <sodium.h>
 
@@ -293,18 +294,25 @@ static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
 /* A joiner whose --checkpoint folder holds another run's stage, or another
  * stage of this run than the one it serves (--stage N): that file is renamed
  * to DIR/stage.RUN.ckpt (RUN its run id), or DIR/stage.RUN.sK.ckpt (K its
- * stage), before this node's first save would overwrite it, and the node
- * says so; -1 if it cannot be kept. */
+ * stage), or where a file of that name was kept before, to the first free
+ * DIR/stage.RUN[.sK].N.ckpt (N from 2), before this node's first save would
+ * overwrite it, and the node says so; -1 if it cannot be kept. */
 static int s_keep_aside(node_cmd_t *x, char *err, size_t errlen)
 {
     int same_run = x->ck.run == node_run_id(x->node);
-    char kept[sizeof x->ckpt_path + 32], what[64];
+    char kept[sizeof x->ckpt_path + 48], what[64], stage[16] = "";
     if (same_run) {
-        snprintf(kept, sizeof kept, "%s/stage.%016llx.s%d.ckpt", x->o.checkpoint, (unsigned long long)x->ck.run, x->ck.stage);
+        snprintf(stage, sizeof stage, ".s%d", x->ck.stage);
         snprintf(what, sizeof what, "stage %d of this run", x->ck.stage);
     } else {
-        snprintf(kept, sizeof kept, "%s/stage.%016llx.ckpt", x->o.checkpoint, (unsigned long long)x->ck.run);
         snprintf(what, sizeof what, "stage %d of run %016llx", x->ck.stage, (unsigned long long)x->ck.run);
+    }
+    struct stat sb;
+    for (int k = 1; k < 1000; k++) {   /* the folder's lock is ours: no one else names files here */
+        char nth[16] = "";
+        if (k > 1) snprintf(nth, sizeof nth, ".%d", k);
+        snprintf(kept, sizeof kept, "%s/stage.%016llx%s%s.ckpt", x->o.checkpoint, (unsigned long long)x->ck.run, stage, nth);
+        if (lstat(kept, &sb) < 0 && errno == ENOENT) break;
     }
     if (rename(x->ckpt_path, kept) < 0) {
         snprintf(err, errlen, "--checkpoint %s: holds %s and it could not be kept as %s (%s); use another folder",

@@ -1,5 +1,6 @@
 /* modelfile.c: model files and stage checkpoints (modelfile.h). */
 #include "node/engine/modelfile.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -392,6 +393,22 @@ static int s_lock_folder(const char *dir, char *why, size_t whylen)
     return fd;
 }
 
+/* Removes dir/stage.ckpt.tmp.PID files: saves cut short (a process killed
+ * between its write and its rename).  Only the holder of the folder's lock
+ * saves into it, so none of them is being written. */
+static void s_sweep_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    static const char prefix[] = "stage.ckpt.tmp.";
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, sizeof prefix - 1) != 0) continue;
+        char p[4096];
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < sizeof p) unlink(p);
+    }
+    closedir(d);
+}
+
 int checkpoint_find(const char *dir, char *path, size_t pathlen, checkpoint_info_t *info, float **state, size_t *n,
                     int *lock, char *err, size_t errlen)
 {
@@ -407,6 +424,7 @@ int checkpoint_find(const char *dir, char *path, size_t pathlen, checkpoint_info
         snprintf(err, errlen, "--checkpoint %s: %s", dir, why);
         return -1;
     }
+    s_sweep_tmp(dir);
     struct stat sb;
     if (stat(path, &sb) < 0) return 0;
     if (!(*state = checkpoint_load(path, info, n, err, errlen))) {

@@ -69,7 +69,8 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
  * the descriptor goes to *lock, and the caller closes it when done with the
  * folder, or the process's end releases it; two processes saving into one
  * folder overwrote each other's stage), puts dir/stage.ckpt in path (pathlen
- * bytes), checks that a checkpoint can be written there and reads the one
+ * bytes), removes what saves cut short left there (stage.ckpt.tmp.PID
+ * files), checks that a checkpoint can be written there and reads the one
  * there, if any (*state as checkpoint_load returns it, the caller frees it).
  * 1 when one was read, 0 when there is none yet (*state NULL), -1 with a
  * one-line reason that names the folder or the file (another process holds

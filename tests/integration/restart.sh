@@ -121,8 +121,10 @@ else
     echo "FAIL - another run's checkpoint: exits $re0 $re1, runs '$run5' '$run6', folder: $(ls "$T/ck2" 2>&1 | tr '\n' ' ') $(tail -n 1 "$T/e1.err")"
 fi
 # a joiner asked for another stage (--stage 0) than its folder holds of this run (stage 1) keeps that file aside
-# as DIR/stage.RUN.s1.ckpt (it wrote its stage 0 over it, silently)
+# as DIR/stage.RUN.s1.ckpt (it wrote its stage 0 over it, silently); one kept there before stays, and this one
+# goes to DIR/stage.RUN.s1.2.ckpt (it replaced the earlier one)
 cp "$T/ck2/stage.ckpt" "$T/ck2.s1" 2>/dev/null
+echo "kept before" > "$T/ck2/stage.$run6.s1.ckpt"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 20 --seed 6 --threads 1 \
     --stage 1 --metrics "$T/x0.jsonl" 2>"$T/x0.err" &
 G0=$!; PIDS="$G0"
@@ -136,8 +138,9 @@ for p in $G0 $G1; do
 done
 kill -9 $G0 $G1 2>/dev/null; wait $G0; rg0=$?; wait $G1; rg1=$?; PIDS=""
 if [ "$rg0" = 0 ] && [ "$rg1" = 0 ] && [ "$run6" = "$(ev "$T/x0.jsonl" start run | head -n 1)" ] \
-        && cmp -s "$T/ck2.s1" "$T/ck2/stage.$run6.s1.ckpt" && grep -q "held stage 1 of this run .*kept as" "$T/x1.err"; then
-    echo "ok - a joiner given another stage keeps this run's stage 1 in its folder as stage.$run6.s1.ckpt"
+        && cmp -s "$T/ck2.s1" "$T/ck2/stage.$run6.s1.2.ckpt" && [ "$(cat "$T/ck2/stage.$run6.s1.ckpt")" = "kept before" ] \
+        && grep -q "held stage 1 of this run .*kept as .*stage.$run6.s1.2.ckpt" "$T/x1.err"; then
+    echo "ok - a joiner given another stage keeps this run's stage 1 in its folder as stage.$run6.s1.2.ckpt, beside the one kept before"
 else
     echo "FAIL - another stage of this run: exits $rg0 $rg1, folder: $(ls "$T/ck2" 2>&1 | tr '\n' ' ') $(tail -n 1 "$T/x1.err")"
 fi

@@ -289,6 +289,17 @@ if [ $rc1 = 2 ] && [ $rc2 = 2 ] && [ "$(wc -l <"$T/lk1.err")" = 1 ] && grep -q "
     && grep -q "in use by another brigade process" "$T/lk2.err"; then ok "a --checkpoint folder in use is refused: $(cat "$T/lk1.err")"
 else bad "a --checkpoint folder in use" "exit $rc1 / $rc2: $(cat "$T/lk1.err" "$T/lk2.err" | tr '\n' ' ')"; fi
 
+# 7c. a save cut short (kill -9 between the write and the rename) left stage.ckpt.tmp.PID in the folder for good:
+#     the next process that takes the folder removes it, and keeps the checkpoint
+mkdir -p "$T/sw"
+$B solo --model gpt-tiny --data synthetic --steps 3 --checkpoint "$T/sw" >/dev/null 2>&1
+head -c 1000 /dev/urandom > "$T/sw/stage.ckpt.tmp.99999"
+: > "$T/sw/notes.tmp.1"
+$B solo --model gpt-tiny --data synthetic --steps 3 --checkpoint "$T/sw" >"$T/sw.out" 2>&1; rc=$?
+if [ $rc = 0 ] && [ ! -e "$T/sw/stage.ckpt.tmp.99999" ] && [ -e "$T/sw/notes.tmp.1" ] && grep -q "resumed at update 3" "$T/sw.out"; then
+    ok "a save cut short: its temporary file removed when the folder is next taken"
+else bad "a save cut short" "exit $rc; $(ls "$T/sw" | tr '\n' ' '); $(tail -n 1 "$T/sw.out")"; fi
+
 # 7b. a checkpoint folder on a full file system (a 1 MiB tmpfs): each checkpoint not written is a line (a node
 #     said so only in its metrics), and a run whose final state was not written exits 1 (it exited 0)
 mkdir -p "$T/tfs"
