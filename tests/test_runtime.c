@@ -1834,6 +1834,22 @@ static int64_t s_hand_fetch(const hand_t *h)
     return donor;
 }
 
+/* A checked tensor (ACT or GRAD) from the network side, as a compute side driven by hand gets it:
+ * mb's attempt, n floats, targets bytes of targets (ACT). */
+static mail_t *s_hand_tensor(int type, uint64_t mb, int stage, unsigned attempt, uint64_t from, size_t n, size_t targets)
+{
+    mail_t *m = mail_new(MAIL_TENSOR);
+    wire_hdr_init(&m->hdr, (uint8_t)type);
+    m->hdr.mb = mb;
+    m->hdr.stage = (uint16_t)stage;
+    m->hdr.flags = attempt << MB_ATTEMPT_SHIFT;
+    m->peer = m->hdr.sender = from;
+    m->n = n;
+    m->aux_len = targets;
+    m->aux = targets ? calloc(targets, 1) : NULL;
+    return m;
+}
+
 /* The network side ends a fetch of stage's state from donor with nothing. */
 static void s_hand_fetch_fails(compute_t *c, hand_t *h, int stage, uint64_t donor)
 {
@@ -1880,16 +1896,7 @@ static void test_mover_fetches_elsewhere(void)
         if (h.out[i]->kind == MAIL_SELF) in_n = h.out[i]->self.in_n;
     s_hand_clear(&h);
     /* one microbatch in a second here: stage 2 is the slowest by far */
-    mail_t *act = mail_new(MAIL_TENSOR);
-    wire_hdr_init(&act->hdr, WIRE_ACT);
-    act->hdr.mb = 12345;
-    act->hdr.stage = 1;
-    act->hdr.flags = 1u << MB_ATTEMPT_SHIFT;
-    act->peer = act->hdr.sender = 10;
-    act->n = in_n;
-    act->aux_len = (size_t)o.batch * (size_t)o.cfg.maxT;   /* its targets */
-    act->aux = calloc(act->aux_len, 1);
-    compute_on_mail(c, act);
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 12345, 1, 1, 10, in_n, (size_t)o.batch * (size_t)o.cfg.maxT));
     compute_step(c, NULL);
     compute_account(c, 1.0);
     compute_flush(c);
@@ -1912,6 +1919,60 @@ static void test_mover_fetches_elsewhere(void)
     compute_result_t r;
     compute_result(c, &r);
     CHECK(r.stage == 2);
+    s_hand_clear(&h);
+    compute_destroy(&c);
+    metrics_close(&mt);
+}
+
+/* A re-issued activation of a microbatch held here that does not fit this
+ * stage (another stage or size) is dropped, and the held one stays: its
+ * gradient is still taken (the held record was freed before the check, so
+ * a bad copy cost a good microbatch). */
+static void test_bad_reissue_keeps_held(void)
+{
+    opts_t o;
+    char err[256];
+    s_hand_opts(&o, "3");
+    peer_view_t *v = peer_view_new(2);
+    v->p[0] = (view_peer_t){.id = 10, .stage = 0, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN};
+    v->p[1] = (view_peer_t){.id = 70, .stage = 2, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN};
+    v->plan = SPLIT_EVEN;
+    peer_view_index(v);
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    memset(&net, 0, sizeof net);
+    metrics_t *mt = metrics_open(NULL, "reissue", err, sizeof err);
+    compute_cfg_t cc = {.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN, .net = &net, .view = v, .metrics = mt,
+                        .clock = {.arg = &h, .now = s_hand_now, .wall_ms = s_hand_wall},
+                        .post = s_hand_post, .post_arg = &h, .obs = {.arg = &h, .say = s_hand_say}, .modelled = 1};
+    compute_t *c = compute_new(&cc, err, sizeof err);
+    CHECKF(c != NULL, "%s", err);
+    if (!c) { metrics_close(&mt); return; }
+    compute_flush(c);
+    size_t in_n = 0, out_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
+    for (int i = 0; i < h.nout; i++)
+        if (h.out[i]->kind == MAIL_SELF) { in_n = h.out[i]->self.in_n; out_n = h.out[i]->self.out_n; }
+    s_hand_clear(&h);
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 1, 1, 10, in_n, targets));
+    compute_step(c, NULL);
+    compute_flush(c);
+    int sent_on = 0;
+    for (int i = 0; i < h.nout; i++) sent_on += h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_ACT && h.out[i]->peer == 70;
+    CHECKF(sent_on == 1, "the activation went on to stage 2 %d times", sent_on);
+    s_hand_clear(&h);
+    /* attempt 2 of the same microbatch, one float short, then of another stage */
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 1, 2, 10, in_n - 1, targets));
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 2, 3, 10, in_n, targets));
+    compute_step(c, NULL);
+    compute_flush(c);
+    s_hand_clear(&h);
+    compute_on_mail(c, s_hand_tensor(WIRE_GRAD, 777, 1, 1, 70, out_n, 0));
+    compute_step(c, NULL);
+    compute_flush(c);
+    int sent_back = 0;
+    for (int i = 0; i < h.nout; i++)
+        sent_back += h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_GRAD && h.out[i]->peer == 10 && h.out[i]->hdr.mb == 777;
+    CHECKF(sent_back == 1, "the held microbatch's gradient went back %d times (want 1)", sent_back);
     s_hand_clear(&h);
     compute_destroy(&c);
     metrics_close(&mt);
@@ -2029,6 +2090,7 @@ int main(void)
     RUN(test_split_auto_plan);
     RUN(test_mover_fetches_elsewhere);
     RUN(test_restart_keeps_checkpoint);
+    RUN(test_bad_reissue_keeps_held);
     RUN(test_json_quote);
     RUN(test_metrics_lines_are_json);
     char cmd[128];

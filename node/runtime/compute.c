@@ -1158,9 +1158,15 @@ static void s_eval_batch(compute_t *c, uint32_t round, int final, int nval, int 
 }
 
 /* Copies a tensor mail's values into slot's input (its length was checked by the network side for the stage it had). */
+/* An activation m is for this stage and of its input's size. */
+static int s_input_fits(const compute_t *c, const mail_t *m)
+{
+    return m->n == c->in_n && m->hdr.stage == c->stage;
+}
+
 static int s_take_input(compute_t *c, int slot, const mail_t *m)
 {
-    if (m->n != c->in_n || m->hdr.stage != c->stage) return -1;
+    if (!s_input_fits(c, m)) return -1;
     if (c->pool[slot] && m->x) memcpy(c->pool[slot]->in, m->x, sizeof(float) * c->in_n);
     return 0;
 }
@@ -1245,6 +1251,10 @@ static int s_on_act(compute_t *c, const mail_t *m)
 {
     if (m->hdr.flags & ACT_FLAG_EVAL) return s_on_eval_act(c, m);
     if (s_closed_to_training(c)) return 0;   /* the run is complete: only its final evaluation is still wanted */
+    if (!s_input_fits(c, m)) {   /* before a held attempt of its microbatch is let go for it */
+        s_drop(c, "tensor for another stage or size", m->peer);
+        return 0;
+    }
     if (s_applied(c, m->hdr.mb, m->hdr.flags)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
     if (old && s_attempt_older(MB_ATTEMPT(m->hdr.flags), (unsigned)old->attempt)) {
@@ -1259,7 +1269,7 @@ static int s_on_act(compute_t *c, const mail_t *m)
     }
     int slot = s_slot_get(c);
     if (slot < 0) return -1;
-    if (s_take_input(c, slot, m) < 0) { c->slot_used[slot] = 0; s_drop(c, "tensor for another stage or size", m->peer); return 0; }
+    s_take_input(c, slot, m);   /* it fits */
     mbrec_t *r = s_rec_new(c);
     if (!r) { c->slot_used[slot] = 0; return -1; }
     r->mb = m->hdr.mb;
