@@ -524,6 +524,7 @@ typedef struct {
     uint8_t *keep[B_TYPES][3];  /* the frames of the last message of each type */
     size_t keep_len[B_TYPES][3];
     int keep_n[B_TYPES];
+    int refuse_type;            /* nonzero: sends of this type fail, as to a link whose queue is full */
 } box_t;
 
 /* The clock of one test node: a double of seconds the test moves by hand. */
@@ -555,6 +556,7 @@ static int s_box_send(void *a, int link, const transport_msg_t *to, const wire_h
     box_t *b = a;
     (void)link; (void)to; (void)virt;
     int t = h->type < B_TYPES ? h->type : 0;
+    if (b->refuse_type && t == b->refuse_type) return 1;
     b->sent[t]++;
     b->last_type = t;
     for (int i = 0; i < b->keep_n[t]; i++) free(b->keep[t][i]);
@@ -576,8 +578,6 @@ static void s_box_free(box_t *b)
     memset(b, 0, sizeof *b);
 }
 
-static void s_post_none(void *a, mail_t *m) { (void)a; mail_free(m); }
-
 /* A node: its options, keys, port and netside. */
 typedef struct {
     opts_t o;
@@ -586,13 +586,25 @@ typedef struct {
     netside_t *ns;
     double clock;               /* its seconds (s_clk) */
     char adv[PEER_ADDR_MAX];
+    int states;                 /* MAIL_STATEs posted to the compute side with a state in them */
 } tnode_t;
+
+/* The compute side of a test node: counts the states that come, drops the rest. */
+static void s_post_tally(void *a, mail_t *m)
+{
+    tnode_t *n = a;
+    n->states += m->kind == MAIL_STATE && m->state != NULL;
+    mail_free(m);
+}
+
+enum { TN_ADOPT = 1, TN_RELAY = 2 };
 
 /* A node serving `stage` of a 4-stage gpt-tiny run (the creator when stage >= 0,
  * a joiner waiting for its WELCOME when stage < 0); modelled: tensors and
- * state are sizes only (no buffers of the stage's size go by); adopting: its
- * port adopts the connections outward-only peers open to it (s_box_adopt). */
-static int s_tnode_as(tnode_t *n, int stage, int modelled, const char *adv, int adopting)
+ * state are sizes only (no buffers of the stage's size go by); flags TN_ADOPT:
+ * its port adopts the connections outward-only peers open to it
+ * (s_box_adopt); TN_RELAY: it relays for outward-only peers. */
+static int s_tnode_as(tnode_t *n, int stage, int modelled, const char *adv, int flags)
 {
     char err[300];
     memset(n, 0, sizeof *n);
@@ -609,9 +621,11 @@ static int s_tnode_as(tnode_t *n, int stage, int modelled, const char *adv, int 
     c.keys = &n->kp;
     c.adv = n->adv;
     c.clock = (rt_clock_t){ &n->clock, s_clk, s_wall };
-    c.port = (rt_port_t){ &n->box, s_box_connect, s_box_disconnect, s_box_send, adopting ? s_box_adopt : NULL };
-    c.post = s_post_none;
+    c.port = (rt_port_t){ &n->box, s_box_connect, s_box_disconnect, s_box_send, (flags & TN_ADOPT) ? s_box_adopt : NULL };
+    c.post = s_post_tally;
+    c.post_arg = n;
     c.modelled = modelled;
+    c.relay = (flags & TN_RELAY) != 0;
     n->ns = netside_new(&c, err, sizeof err);
     if (!n->ns) { printf("  netside: %s\n", err); return -1; }
     if (stage >= 0) {
@@ -1343,7 +1357,7 @@ static void t_adopted_link_not_leaked(void)
     tnode_t a;
     keypair_t ka, kb;
     char err[300];
-    if (s_tnode_as(&a, 0, 1, "127.0.0.1:7000", 1) < 0) { CHECK(0); return; }
+    if (s_tnode_as(&a, 0, 1, "127.0.0.1:7000", TN_ADOPT) < 0) { CHECK(0); return; }
     CHECK(keypair_generate(&ka, err, sizeof err) == 0 && keypair_generate(&kb, err, sizeof err) == 0);
     s_send_join(a.ns, &kb, "127.0.0.1:7101", 1, 1);
     s_send_join_as(a.ns, &ka, "127.0.0.1:7200", 1, JOIN_FLAG_INTRO | JOIN_FLAG_OUTWARD, 0);
@@ -1379,6 +1393,118 @@ static void t_status_keeps_rumors(void)
     s_tnode_free(&a);
 }
 
+/* A backup fetch (from whichever holder answers) is not taken over by a
+ * malformed STATE reply: the first one, from a key not even known here, made
+ * every chunk of the real holder be discarded, and the stage fell to its
+ * initial weights. */
+static void t_backup_fetch_not_taken_over(void)
+{
+    tnode_t b;
+    keypair_t holder, rogue;
+    char err[300];
+    if (s_tnode(&b, 1, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&holder, err, sizeof err) == 0 && keypair_generate(&rogue, err, sizeof err) == 0);
+    s_send_join(b.ns, &holder, "127.0.0.1:7001", 0, 1);
+    mail_t *f = mail_new(MAIL_FETCH);   /* stage 2's state from any holder of its backup */
+    f->hdr.stage = 2;
+    f->peer = 0;
+    f->hdr.mb = 30000;
+    netside_on_mail(b.ns, f);
+    uint8_t junk[3] = { 1, 2, 3 };
+    const void *jf[2] = { junk, junk };
+    size_t jl[2] = { sizeof junk, 0 };
+    s_deliver(b.ns, &rogue, WIRE_STATE, 2, STATE_FLAG_BACKUP | STATE_FLAG_REPLY, 0, jf, jl, 2);
+    size_t total = s_state_bytes(&b.o, 2);
+    uint32_t chunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
+    for (uint32_t i = 0; i < chunks; i++) {
+        uint8_t pre[32];
+        wbuf_t w;
+        wbuf_init_fixed(&w, pre, sizeof pre);
+        wbuf_put_u64(&w, total);
+        wbuf_put_u32(&w, 0);
+        wbuf_put_u64(&w, 7);
+        wbuf_put_u32(&w, chunks);
+        const void *cf[2] = { pre, pre };
+        size_t cl[2] = { w.len, 0 };
+        s_deliver(b.ns, &holder, WIRE_STATE, 2, STATE_FLAG_BACKUP | STATE_FLAG_REPLY, i, cf, cl, 2);
+    }
+    CHECKF(b.states == 1, "after one junk reply the holder's %u chunks gave %d states (want 1)", chunks, b.states);
+    s_tnode_free(&b);
+}
+
+/* A relay forwards envelopes it cannot open: those that do not open at the
+ * receiver are counted, not held against the relay (25 of a hostile
+ * sealer's got an honest relay banned, cutting every pair it served). */
+static void t_relay_not_blamed_for_sealer(void)
+{
+    tnode_t relay, recv;
+    keypair_t evil;
+    char err[300];
+    if (s_tnode_as(&relay, 0, 1, "127.0.0.1:7000", TN_ADOPT | TN_RELAY) < 0 || s_tnode(&recv, 1, 1, "127.0.0.1:7002") < 0) {
+        CHECK(0);
+        return;
+    }
+    CHECK(keypair_generate(&evil, err, sizeof err) == 0);
+    s_send_join_as(relay.ns, &recv.kp, "127.0.0.1:7002", 1, JOIN_FLAG_INTRO | JOIN_FLAG_OUTWARD, 0);
+    s_send_join_as(relay.ns, &evil, "127.0.0.1:7003", 1, JOIN_FLAG_INTRO | JOIN_FLAG_OUTWARD, 0);
+    s_send_join(recv.ns, &relay.kp, "127.0.0.1:7000", 0, 1);
+    s_send_join_as(recv.ns, &evil, "127.0.0.1:7003", 1, JOIN_FLAG_INTRO | JOIN_FLAG_OUTWARD, 0);
+    uint64_t recv_id = node_id_from_pubkey(recv.kp.pub), evil_id = node_id_from_pubkey(evil.pub);
+    int forwarded = 0;
+    uint64_t d0 = s_drops(&recv);
+    for (int k = 0; k < 25; k++) {
+        uint8_t env[200];
+        for (size_t i = 0; i < sizeof env; i++) env[i] = (uint8_t)(i * 7 + (size_t)k);
+        const void *ef[1] = { env };
+        size_t el[1] = { sizeof env };
+        int before = relay.box.sent[WIRE_RELAY];
+        s_deliver(relay.ns, &evil, WIRE_RELAY, 1, 0, recv_id, ef, el, 1);
+        if (relay.box.sent[WIRE_RELAY] == before) continue;
+        forwarded++;
+        s_deliver(recv.ns, &relay.kp, WIRE_RELAY, 0, RELAY_FLAG_FWD, evil_id,
+                  (const void *const *)relay.box.keep[WIRE_RELAY], relay.box.keep_len[WIRE_RELAY], 1);
+        recv.clock += 0.05;
+        relay.clock += 0.05;
+    }
+    const peer_t *rp = peers_find((peers_t *)netside_peers(recv.ns), node_id_from_pubkey(relay.kp.pub));
+    CHECKF(forwarded == 25 && s_drops(&recv) - d0 == 25, "%d forwarded, %llu dropped at the receiver (want 25, 25)",
+           forwarded, (unsigned long long)(s_drops(&recv) - d0));
+    CHECKF(rp && rp->banned_until == 0 && rp->strikes == 0, "the relay: banned until %.1f, %d strikes (want neither)",
+           rp ? rp->banned_until : -1.0, rp ? rp->strikes : -1);
+    s_tnode_free(&relay);
+    s_tnode_free(&recv);
+}
+
+/* A send of ours that fails (the peer's link queue full: a slow or paused
+ * peer) is counted, not held against that peer (20 got it banned, and its
+ * messages were then ignored for 60 s). */
+static void t_failed_send_not_blamed(void)
+{
+    tnode_t a;
+    keypair_t next;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    CHECK(keypair_generate(&next, err, sizeof err) == 0);
+    s_send_join(a.ns, &next, "127.0.0.1:7001", 1, 1);
+    uint64_t id = node_id_from_pubkey(next.pub), d0 = s_drops(&a);
+    a.box.refuse_type = WIRE_ACT;
+    for (int k = 0; k < 25; k++) {
+        mail_t *m = mail_new(MAIL_SEND);
+        wire_hdr_init(&m->hdr, WIRE_ACT);
+        m->hdr.stage = 1;
+        m->hdr.mb = (uint64_t)k;
+        m->peer = id;
+        m->n = 16;
+        netside_on_mail(a.ns, m);
+        a.clock += 0.05;
+    }
+    const peer_t *p = peers_find((peers_t *)netside_peers(a.ns), id);
+    CHECKF(s_drops(&a) - d0 == 25, "%llu of 25 failed sends counted", (unsigned long long)(s_drops(&a) - d0));
+    CHECKF(p && p->banned_until == 0 && p->strikes == 0, "the peer: banned until %.1f, %d strikes (want neither)",
+           p ? p->banned_until : -1.0, p ? p->strikes : -1);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -1399,6 +1525,9 @@ int main(int argc, char **argv)
         RUN(t_full_table_forgets_long_gone);
         RUN(t_adopted_link_not_leaked);
         RUN(t_status_keeps_rumors);
+        RUN(t_backup_fetch_not_taken_over);
+        RUN(t_relay_not_blamed_for_sealer);
+        RUN(t_failed_send_not_blamed);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

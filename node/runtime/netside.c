@@ -294,7 +294,10 @@ static void s_forgive(peer_t *p, double now)
     p->strike_t += k * STRIKE_FORGIVE_S;
 }
 
-static void s_drop(netside_t *ns, const char *why, uint64_t from)
+/* A message not taken, counted (and the first ones and every 100th a
+ * metrics event), with no blame on `from`: what it could not have known or
+ * helped (a relay forwards envelopes it cannot open; our own send failed). */
+static void s_count_drop(netside_t *ns, const char *why, uint64_t from)
 {
     uint64_t k = atomic_fetch_add(&ns->ctr.drops, 1) + 1;
     char id[9];
@@ -302,7 +305,15 @@ static void s_drop(netside_t *ns, const char *why, uint64_t from)
     if (k <= DROP_LOG_FIRST || k % 100 == 0)
         metrics_event(ns->c.metrics, "drop", "\"why\":%s,\"from\":%s,\"drops\":%llu", why, from ? id : NULL,
                       (unsigned long long)k);
+}
+
+/* A message refused as an offence of `from`: counted, and a strike on it. */
+static void s_drop(netside_t *ns, const char *why, uint64_t from)
+{
+    s_count_drop(ns, why, from);
     /* a repeat offender is ignored for a while */
+    char id[9];
+    node_id_short(from, id);
     peer_t *p = from != ns->id ? peers_find(&ns->peers, from) : NULL;
     if (p) s_forgive(p, s_now(ns));
     if (p && ++p->strikes >= BAN_STRIKES) {
@@ -1416,7 +1427,8 @@ static void s_on_send(netside_t *ns, mail_t *m)
     if (m->peer) {
         peer_t *to = peers_find(&ns->peers, m->peer);
         if (to && (h.type == WIRE_ACT || h.type == WIRE_GRAD)) s_traffic(ns, to);
-        if (s_send(ns, m->peer, &h, f, l, nf, m->raw_bytes, virt) != 0) s_drop(ns, "send failed (peer unknown or its queue full)", m->peer);
+        if (s_send(ns, m->peer, &h, f, l, nf, m->raw_bytes, virt) != 0)   /* not the peer's offence */
+            s_count_drop(ns, "send failed (peer unknown or its queue full)", m->peer);
         else if (m->state_bytes) atomic_fetch_add(&ns->ctr.bytes_sent_state, WIRE_HDR_LEN + l[0] + (nf > 1 ? l[1] : 0));
     } else {
         uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
@@ -1690,10 +1702,11 @@ static void s_on_state(netside_t *ns, const transport_msg_t *m)
     fetch_t *f = &ns->fetch;
     if (!f->active || m->hdr.stage != f->stage) { s_discard(ns); return; }  /* a late chunk of a download already done */
     state_rx_t *x = &f->rx;
-    if (x->donor == 0) x->donor = m->sender;  /* a backup fetch takes the first holder that answers */
-    if (m->sender != x->donor) { s_discard(ns); return; }
+    if (x->donor ? m->sender != x->donor : !peers_find(&ns->peers, m->sender)) { s_discard(ns); return; }
     uint32_t got = x->got;
     if (s_state_chunk(ns, x, m) < 0) return;
+    /* a backup fetch takes the first known holder whose chunk is taken (a malformed reply of anyone took it over) */
+    if (x->donor == 0) x->donor = m->sender;
     if (x->got > got) s_fetch_progress(ns, f);
     if (!x->complete) return;
     s_fetch_end(ns, s_blob(ns, f->stage, x->buf, x->total, x->version, f->donor == 0));
@@ -1904,11 +1917,7 @@ static void s_dispatch(netside_t *ns, const transport_msg_t *m);
 static void s_refuse_relay(netside_t *ns, const char *why, uint64_t from)
 {
     atomic_fetch_add(&ns->ctr.relay_refused, 1);
-    uint64_t k = atomic_fetch_add(&ns->ctr.drops, 1) + 1;
-    char id[9];
-    node_id_short(from, id);
-    if (k <= DROP_LOG_FIRST || k % 100 == 0)
-        metrics_event(ns->c.metrics, "drop", "\"why\":%s,\"from\":%s,\"drops\":%llu", why, id, (unsigned long long)k);
+    s_count_drop(ns, why, from);
 }
 
 /* The relay both ends of an outward-only pair pick: the live relaying peer
@@ -2038,21 +2047,26 @@ static void s_relay_forward(netside_t *ns, const transport_msg_t *m)
  * envelope that does not open (altered) counts against the relay. */
 static void s_relay_receive(netside_t *ns, const transport_msg_t *m)
 {
+    /* The relay cannot open what it forwards: an envelope that does not open, or one from a sealer
+     * unknown here, is counted without a strike on the relay (its sealer got honest relays banned);
+     * one that opens and is wrong inside is its sealer's offence. */
     peer_t *src = peers_find(&ns->peers, m->hdr.mb);
-    if (!src || src->info.id == ns->id) { s_drop(ns, "relayed message from an unknown peer", m->sender); return; }
-    if (s_box(ns, src) < 0) { s_drop(ns, "relayed message from a peer with a bad key", m->sender); return; }
+    if (!src || src->info.id == ns->id) { s_count_drop(ns, "relayed message from an unknown peer", m->sender); return; }
+    if (s_box(ns, src) < 0) { s_count_drop(ns, "relayed message from a peer with a bad key", m->sender); return; }
     uint8_t *plain = malloc(m->len[0] ? m->len[0] : 1);
     if (!plain) { s_discard(ns); return; }
     relay_msg_t r;
     char err[160];
-    const char *bad = NULL;
-    if (relay_open(&r, plain, m->frame[0], m->len[0], src->box, err, sizeof err) < 0) bad = err;
+    const char *bad = NULL, *unopened = NULL;
+    if (relay_open(&r, plain, m->frame[0], m->len[0], src->box, err, sizeof err) < 0) unopened = err;
+    else if (r.seq <= src->seq_in) unopened = "relayed message replayed (an old counter)";
     else if (r.hdr.sender != src->info.id) bad = "relayed message whose header names another sender";
     else if (r.hdr.type == WIRE_RELAY || r.hdr.type == WIRE_STATUS_REQ || r.hdr.type == WIRE_DIAL
              || (r.hdr.type == WIRE_JOIN && !(r.hdr.flags & JOIN_FLAG_INTRO)))
         bad = "relayed message of a type that is not relayed";
-    else if (r.seq <= src->seq_in) bad = "relayed message replayed (an old counter)";
-    if (bad) { s_drop(ns, bad, m->sender); free(plain); return; }
+    if (unopened) s_count_drop(ns, unopened, m->sender);
+    else if (bad) s_drop(ns, bad, src->info.id);
+    if (unopened || bad) { free(plain); return; }
     src->seq_in = r.seq;
     transport_msg_t in;
     memset(&in, 0, sizeof in);
