@@ -78,6 +78,7 @@ static int s_number(const char *name, const char *v, double lo, double hi, doubl
 static int s_range(const char *name, const char *v, double hi, double *a, double *b, char *err, size_t errlen)
 {
     char buf[64];
+    if (strlen(v) >= sizeof buf) { snprintf(err, errlen, "--%s %.40s...: too long for A or A:B", name, v); return -1; }
     snprintf(buf, sizeof buf, "%s", v);
     char *colon = strchr(buf, ':');
     if (colon) *colon = 0;
@@ -94,6 +95,10 @@ static int s_range(const char *name, const char *v, double hi, double *a, double
 static int s_set(sim_opts_t *so, const sim_arg_t *d, const char *v, char *err, size_t errlen)
 {
     double x, y;
+    if (!*v) {   /* an unset shell variable: not the same as leaving the option out (as the run options) */
+        snprintf(err, errlen, "--%s: empty value (leave the option out for its default)", d->name);
+        return -1;
+    }
     switch (d->type) {
     case A_INT:
         if (s_number(d->name, v, 0, 100000, &x, err, errlen) < 0 || x != floor(x) || (x < 1 && !strcmp(d->name, "nodes"))) {

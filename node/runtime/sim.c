@@ -73,7 +73,8 @@ typedef struct {
     double paused_until;       /* plan pause: its events wait until then (0: never paused) */
     double bps;                /* uplink, bits per second (0: unlimited) */
     double egress_free;        /* when its uplink is free again */
-    int rogue;
+    int rogue;                 /* plan rogue: it sends garbage every ROGUE_EVERY_S while alive, restarts too */
+    int killed_early;          /* plan kill before its first start: it does not start (a restart starts it) */
     int joiner, joined;        /* it joins through another node; it has been welcomed */
     int finished;              /* its compute ended (or its join failed for good) */
     int closed;                /* its compute side's outcome was counted */
@@ -111,6 +112,7 @@ struct sim {
     int npairs, cappairs;
     uint64_t trace;
     double done_at;            /* when the run completed (INFINITY: not yet) */
+    double pause_end;          /* the latest end of a plan pause (nodes paused then may end only after it) */
     uint64_t sent_dead, recv_dead;  /* counters of nodes that are gone */
     double wall0, cpu0;        /* wall and CPU clocks at the start */
     uint64_t best_done;        /* the run's progress as the last node that left saw it */
@@ -575,7 +577,7 @@ static void s_node_start(snode_t *n)
     n->cwake = INFINITY;
     n->nlinks = 0;
     n->started_at = s->now;
-    n->paused_until = 0;
+    if (n->inc > 1) n->paused_until = 0;   /* a pause planned before its first start holds */
     n->closed = 0;
     n->issued = n->resolved = 0;
     if (n->inc > 1) {
@@ -590,6 +592,7 @@ static void s_node_start(snode_t *n)
     n->joiner = n->idx != 0 || n->inc > 1;
     n->o.stage = 0;
     int via = -1;
+    if (n->rogue) s_push(s, s->now + ROGUE_EVERY_S, EV_ROGUE, n->idx, (uint64_t)n->inc, NULL);
     if (n->joiner) {
         via = s_bootstrap(s, n->idx);
         if (via < 0) { n->alive = 0; n->finished = 1; return; }   /* nobody left to join */
@@ -867,18 +870,27 @@ static void s_apply_plan(sim_t *s, const plan_ev_t *p)
         fputc('\n', s->log);
     }
     switch (p->kind) {
-    case PLAN_KILL: if (n) s_node_stop(n, 1); break;
+    case PLAN_KILL:
+        if (n && n->inc == 0) n->killed_early = 1;   /* not started yet */
+        if (n) s_node_stop(n, 1);
+        break;
     case PLAN_RESTART: if (n && !n->alive && !isfinite(s->done_at)) s_node_start(n); break;
     case PLAN_SLOW: if (n) n->slow = p->factor; break;
-    case PLAN_PAUSE: if (n && n->alive) n->paused_until = fmax(n->paused_until, s->now + p->factor); break;
+    case PLAN_PAUSE:   /* a node not started yet is paused from its start */
+        if (n && (n->alive || n->inc == 0)) n->paused_until = fmax(n->paused_until, s->now + p->factor);
+        if (n) s->pause_end = fmax(s->pause_end, n->paused_until);
+        break;
     case PLAN_PARTITION:
         memset(s->part, 0, (size_t)s->nnodes);
         for (int i = 0; i < p->nset; i++) if (p->set[i] < s->nnodes) s->part[p->set[i]] = 1;
         s->part_active = 1;
         break;
     case PLAN_HEAL: s->part_active = 0; break;
-    case PLAN_ROGUE:
-        if (n && !n->rogue) { n->rogue = 1; s_push(s, s->now + ROGUE_EVERY_S, EV_ROGUE, n->idx, 0, NULL); }
+    case PLAN_ROGUE:   /* a node not alive now starts sending at its (re)start */
+        if (n && !n->rogue) {
+            n->rogue = 1;
+            if (n->alive) s_push(s, s->now + ROGUE_EVERY_S, EV_ROGUE, n->idx, (uint64_t)n->inc, NULL);
+        }
         break;
     default: break;
     }
@@ -954,7 +966,7 @@ static void s_step(sim_t *s, ev_t *e)
     if (s_held(s, e, n)) return;
     s_fold(s, ((uint64_t)e->type << 32) ^ (uint64_t)(e->node + 1) ^ (uint64_t)(s->now * 1e6));
     switch (e->type) {
-    case EV_START: if (n && !n->alive) s_node_start(n); break;
+    case EV_START: if (n && !n->alive && !(n->inc == 0 && n->killed_early)) s_node_start(n); break;
     case EV_DELIVER: s_deliver(s, e->msg); break;
     case EV_NET:
         if (n && n->alive && n->net && e->gen == n->ngen) {
@@ -980,10 +992,10 @@ static void s_step(sim_t *s, ev_t *e)
         break;
     case EV_PLAN: s_apply_plan(s, &s->plan[e->node]); break;
     case EV_CHURN: s_churn(s); break;
-    case EV_ROGUE:
-        if (n && n->alive && n->rogue) {
+    case EV_ROGUE:   /* one chain per incarnation */
+        if (n && n->alive && n->rogue && (int)e->gen == n->inc) {
             s_rogue_send(s, n);
-            s_push(s, s->now + ROGUE_EVERY_S, EV_ROGUE, n->idx, 0, NULL);
+            s_push(s, s->now + ROGUE_EVERY_S, EV_ROGUE, n->idx, e->gen, NULL);
         }
         break;
     case EV_PROGRESS:
@@ -1011,6 +1023,14 @@ static double s_mb_flops(const sim_opts_t *so)
     return 6.0 * P * so->o.batch * T;
 }
 
+/* By when every node must have ended once the run completed: a grace
+ * after the completion, or after the end of the last plan pause (a paused
+ * node ends only after it resumes). */
+static double s_end_deadline(const sim_t *s)
+{
+    return fmax(s->done_at, s->pause_end) + END_GRACE_S;
+}
+
 static void s_finish(sim_t *s)
 {
     sim_result_t *r = s->res;
@@ -1019,7 +1039,8 @@ static void s_finish(sim_t *s)
     for (int i = 0; i < s->nnodes; i++) {
         snode_t *n = s->node[i];
         if (!n->alive) continue;
-        if (complete) s_violation(s, "node %d still running %.0f s after the run completed", i, s->now - s->done_at);
+        if (complete && s->now >= s_end_deadline(s))
+            s_violation(s, "node %d still running %.0f s after the run completed", i, s->now - s->done_at);
         if (n->net) {
             uint64_t c;
             double l;
@@ -1109,9 +1130,11 @@ static int s_load_plan(sim_t *s, char *err, size_t errlen)
         if (text) {   /* all of it or nothing: a folder, a read error or a cut last line is no plan */
             size_t got = fread(text, 1, (1 << 20) - 1, f);
             int more = got == (1 << 20) - 1 && fgetc(f) != EOF;
+            const char *nul = memchr(text, 0, got);
             if (ferror(f)) snprintf(e2, sizeof e2, "cannot read it: %s", strerror(errno));
             else if (more) snprintf(e2, sizeof e2, "longer than 1 MiB");
-            if (ferror(f) || more) { free(text); text = NULL; }
+            else if (nul) snprintf(e2, sizeof e2, "a NUL byte at offset %zu: not a text file", (size_t)(nul - text));
+            if (ferror(f) || more || nul) { free(text); text = NULL; }
         }
         fclose(f);
         s->nplan = text ? sim_plan_parse(text, so->nodes, &s->plan, e2, sizeof e2) : -1;
@@ -1142,8 +1165,8 @@ static void s_event_loop(sim_t *s)
     double end = so->sim_seconds > 0 ? so->sim_seconds : 86400.0;
     uint64_t steps = 0;
     while (s->nheap) {
-        if (s->heap[0].t > end) { s->now = end; break; }
-        if (isfinite(s->done_at) && s->heap[0].t > s->done_at + END_GRACE_S) { s->now = s->done_at + END_GRACE_S; break; }
+        if (s->heap[0].t > end) { s->now = end; break; }   /* nodes still leaving then are no fault */
+        if (isfinite(s->done_at) && s->heap[0].t > s_end_deadline(s)) { s->now = s_end_deadline(s); break; }
         ev_t e = s_pop(s);
         s->now = e.t;
         s_step(s, &e);

@@ -405,3 +405,34 @@ else echo "FAIL - --name=value: exit $rc: $(head -n 2 "$T/eq.err" | tr '\n' ' ')
 "$BRIGADE" sim --nodes= --stages 2 >/dev/null 2>"$T/eq2.err"; rc=$?
 if [ $rc = 2 ] && [ "$(wc -l <"$T/eq2.err")" = 1 ]; then echo "ok - --nodes= (empty): $(cat "$T/eq2.err")"
 else echo "FAIL - --nodes= (empty): exit $rc: $(cat "$T/eq2.err")"; fi
+# an empty --plan ran with no plan; a NUL byte ended the plan where it stood; a range past 63 characters was cut
+"$BRIGADE" sim --nodes 4 --stages 2 --plan "" >/dev/null 2>"$T/ep.err"; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/ep.err")" = 1 ] && grep -q -- "--plan: empty value" "$T/ep.err"; then echo "ok - --plan '': $(cat "$T/ep.err")"
+else echo "FAIL - --plan '': exit $rc: $(cat "$T/ep.err")"; fi
+printf '1 kill 1\n\0junk\n2 explode 3\n' >"$T/nul.plan"
+"$BRIGADE" sim --nodes 4 --stages 2 --plan "$T/nul.plan" >/dev/null 2>"$T/np.err"; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/np.err")" = 1 ] && grep -q "a NUL byte" "$T/np.err"; then echo "ok - plan with a NUL byte: $(cat "$T/np.err")"
+else echo "FAIL - plan with a NUL byte: exit $rc: $(cat "$T/np.err")"; fi
+"$BRIGADE" sim --nodes 4 --stages 2 --latency-ms "1:2.$(printf '%070d' 0)x" >/dev/null 2>"$T/ll.err"; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/ll.err")" = 1 ]; then echo "ok - a long --latency-ms: $(cat "$T/ll.err")"
+else echo "FAIL - a long --latency-ms: exit $rc: $(cat "$T/ll.err")"; fi
+
+# 7. plans and bounds near the end: a run that completes just before --sim-seconds, and one with a pause past the
+#    end of the run (longer than the grace after completion), were invariant breaks (exit 1); a kill or rogue
+#    planned before its node started was lost (the node ran as if unplanned)
+"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --seed 3 --sim-seconds 3.3 >"$T/e7.out" 2>"$T/e7.err"; rc=$?
+if [ $rc = 0 ]; then echo "ok - completed just before --sim-seconds: exit 0"
+else echo "FAIL - completed just before --sim-seconds: exit $rc: $(tail -n 2 "$T/e7.err" | tr '\n' ' ')"; fi
+printf '1 pause 3 1000\n' >"$T/lp.plan"
+"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --seed 3 --sim-seconds 5000 --plan "$T/lp.plan" >"$T/lp.out" 2>"$T/lp.err"; rc=$?
+if [ $rc = 0 ]; then echo "ok - a pause of 1000 s past the run's end: exit 0"
+else echo "FAIL - a pause of 1000 s past the run's end: exit $rc: $(grep -m1 invariant "$T/lp.err")"; fi
+sent() { grep -o 'bytes sent [0-9]*' "$1" | head -n 1; }
+"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --seed 3 >"$T/p0.out" 2>/dev/null
+printf '0.3 kill 1\n' >"$T/ek.plan"
+"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --seed 3 --plan "$T/ek.plan" >"$T/ek.out" 2>/dev/null
+printf '0 rogue 3\n' >"$T/er.plan"
+"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --seed 3 --plan "$T/er.plan" >"$T/er.out" 2>/dev/null
+if [ -n "$(sent "$T/p0.out")" ] && [ "$(sent "$T/ek.out")" != "$(sent "$T/p0.out")" ] && [ "$(sent "$T/er.out")" != "$(sent "$T/p0.out")" ]; then
+    echo "ok - a kill and a rogue planned before their node starts take effect ($(sent "$T/p0.out"); $(sent "$T/ek.out"); $(sent "$T/er.out"))"
+else echo "FAIL - plans before a node starts: $(sent "$T/p0.out"); kill: $(sent "$T/ek.out"); rogue: $(sent "$T/er.out")"; fi
