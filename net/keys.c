@@ -114,7 +114,7 @@ int keypair_save(const keypair_t *kp, const char *dir, char *err, size_t errlen)
 
 int keyfile_read(const char *path, char *out, size_t outlen, int secret, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a pipe must not hold the open */
     if (fd < 0) {
         if (errno == ENOENT) {
             net_errf(err, errlen, "%s: no such file (make one with: brigade keygen --out DIR)", path);

@@ -33,6 +33,10 @@ static int s_args(int argc, char **argv, const char **out, const char **dirs, in
             snprintf(e, sizeof e, "assemble: --out given twice ('%s' and '%s'); the model goes to one file", was, v);
             return cli_fail(e);
         }
+        if ((r > 0 && !*v) || (r == 0 && !argv[i][0])) {   /* a write of all the stages would fail at its end */
+            snprintf(e, sizeof e, "assemble: %s: empty value", r > 0 ? "--out" : "a checkpoint folder");
+            return cli_fail(e);
+        }
         if (r > 0) {
             *out = v;
         } else if (argv[i][0] == '-') {

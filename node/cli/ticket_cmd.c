@@ -6,6 +6,7 @@
 #include "node/runtime/options.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,16 +55,11 @@ static int s_parse_peer(uint8_t pub[32], const char *s, char *err, size_t errlen
     }
     if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/node.pub", s);
     else snprintf(path, sizeof path, "%s", s);
-    FILE *f = fopen(path, "r");
-    char line[128] = "";
-    if (!f || !fgets(line, sizeof line, f)) {
-        if (f) fclose(f);
-        snprintf(err, errlen, "ticket: --peer: cannot read %s", path);
+    char line[128] = "", why[300];
+    if (keyfile_read(path, line, sizeof line, 0, why, sizeof why) != 0) {   /* not a regular file: refused, a pipe too */
+        snprintf(err, errlen, "ticket: --peer: %s", why);
         return -1;
     }
-    fclose(f);
-    size_t n = strlen(line);
-    while (n > 0 && isspace((unsigned char)line[n - 1])) line[--n] = '\0';
     if (key_from_z85(pub, line) != 0) {
         snprintf(err, errlen, "ticket: --peer: %s does not hold a 40-character Z85 key", path);
         return -1;
@@ -125,6 +121,10 @@ int cmd_ticket(int argc, char **argv)
         if (gmtime_r(&tt, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
     }
     printf("%s\n", text);
+    if (fflush(stdout) != 0 || ferror(stdout)) {   /* the ticket is the whole output: 1, as sample */
+        fprintf(stderr, "brigade: ticket: the ticket could not be written: %s\n", strerror(errno));
+        return 1;
+    }
     fprintf(stderr, "ticket for %s, expires %s\n", z85, when);
     return 0;
 }

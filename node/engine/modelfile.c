@@ -177,6 +177,8 @@ static int s_write_to(const char *target, const char *path, const uint8_t *h, si
     if (!tmp) return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); free(tmp); return -1; }
+    struct stat sb;
+    if (stat(target, &sb) == 0) (void)fchmod(fd, sb.st_mode & 07777);   /* a rewrite keeps the file's permissions */
     FILE *fp = fdopen(fd, "wb");
     int ok = fp && fwrite(h, 1, hlen, fp) == hlen;
     for (int i = 0; ok && i < narr; i++) ok = fwrite(arr[i], sizeof(float), n, fp) == n;

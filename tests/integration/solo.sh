@@ -241,6 +241,20 @@ expect2 "solo --save-every without --checkpoint" -m "--save-every 5: needs --che
 expect2 "node --save-every without --checkpoint" -m "--save-every 5: needs --checkpoint" node --save-every 5
 [ -f "$T/ck/stage.ckpt" ] && expect2 "assemble --out twice" -m "assemble: --out given twice" assemble "$T/ck" --out "$T/a.bin" --out "$T/b.bin"
 [ -f "$T/m.bin" ] && expect2 "solo --resume past --steps" -m "is at update 20 already" solo --resume "$T/m.bin" --steps 19
+# assemble --out "" loaded every stage and failed at its rename ("brigade: : write failed"); a key file that is a
+# pipe held ticket in its open; a ticket that could not be written exited 0; a rewritten model file became 0644
+[ -f "$T/ck/stage.ckpt" ] && expect2 "assemble --out ''" -m "assemble: --out: empty value" assemble "$T/ck" --out ""
+mkfifo "$T/kfifo" && mkdir -p "$T/ownf" && mkfifo "$T/ownf/owner.sign" &&
+    $B keygen --out "$T/kown" >/dev/null 2>&1 && $B keygen --out "$T/kpeer" >/dev/null 2>&1
+expect2 "ticket --peer a pipe" -m "not a regular file" ticket --owner "$T/kown" --peer "$T/kfifo"
+expect2 "ticket --owner holding a pipe" -m "not a regular file" ticket --owner "$T/ownf" --peer "$T/kpeer"
+$B ticket --owner "$T/kown" --peer "$T/kpeer" >/dev/full 2>"$T/tfull.err"; rc=$?
+[ $rc = 1 ] && grep -q "could not be written" "$T/tfull.err" && ok "a ticket that cannot be written: exit 1, $(cat "$T/tfull.err")" ||
+    bad "a ticket into a full device" "exit $rc: $(cat "$T/tfull.err")"
+if [ -f "$T/m.bin" ] && [ -f "$T/ck/stage.ckpt" ] && cp "$T/m.bin" "$T/priv.bin" && chmod 600 "$T/priv.bin" &&
+   $B assemble "$T/ck" --out "$T/priv.bin" >/dev/null 2>&1 && [ "$(stat -c %a "$T/priv.bin")" = 600 ]; then
+    ok "a model file written over keeps its permissions (600)"
+else bad "a model file written over" "mode $(stat -c %a "$T/priv.bin" 2>&1)"; fi
 if [ -f "$T/ck/stage.ckpt" ]; then
     sum=$(cksum <"$T/ck/stage.ckpt")
     expect2 "solo --save over a checkpoint" -m "holds a checkpoint" solo --steps 1 --save "$T/ck/stage.ckpt"
