@@ -429,9 +429,8 @@ int checkpoint_find(const char *dir, char *path, size_t pathlen, checkpoint_info
     s_sweep_tmp(dir);
     struct stat sb;
     if (stat(path, &sb) < 0) return 0;
-    if (!(*state = checkpoint_load(path, info, n, err, errlen))) {
-        size_t k = strlen(err);
-        snprintf(err + k, errlen - k, " (move it away or use another --checkpoint folder)");
+    if (!(*state = checkpoint_load(path, info, n, why, sizeof why))) {
+        snprintf(err, errlen, "--checkpoint %s: %s (move it away or use another folder)", dir, why);
         close(*lock);
         *lock = -1;
         return -1;

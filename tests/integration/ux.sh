@@ -118,7 +118,7 @@ else bad "--checkpoint FILE" "exit $rc: $(tail -n 2 "$T/e" | tr '\n' ' ')"; fi
 # a folder whose stage.ckpt this brigade cannot read (an older format): one line naming it, the file kept
 mkdir -p "$T/oldck" && { printf 'BRGDCKPT\001\000\000\000'; head -c 244 /dev/zero; } >"$T/oldck/stage.ckpt"
 "$BRIGADE" node --listen 127.0.0.1:0 --checkpoint "$T/oldck" --stages 1 --steps 2 --threads 1 >"$T/e" 2>&1; rc=$?
-if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q "oldck/stage.ckpt: format version 1, .*move it away" "$T/e" \
+if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q -- "--checkpoint $T/oldck: .*oldck/stage.ckpt: format version 1, .*move it away" "$T/e" \
     && [ "$(wc -c <"$T/oldck/stage.ckpt")" = 256 ]; then ok "checkpoint of an older format: one line, exit 2, kept: $(cat "$T/e")"
 else bad "checkpoint of an older format" "exit $rc: $(tail -n 2 "$T/e" | tr '\n' ' ')"; fi
 # solo --save into a folder that is not there: refused before training, not after it
