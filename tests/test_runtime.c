@@ -1825,6 +1825,42 @@ static void s_hand_opts(opts_t *o, char *stages)
     CHECKF(opts_parse(o, OPTS_NODE, 13, argv, 1, err, sizeof err) == 0 && opts_resolve(o, err, sizeof err) == 0, "%s", err);
 }
 
+/* A compute side on cc driven by hand: its clock, mail and lines go to h,
+ * its counters to net, its metrics (named name) to *mt; flushed once, and
+ * the tensor sizes it said it takes into *in_n and *out_n (either NULL).
+ * NULL (a failed check) when it cannot be made. */
+static compute_t *s_hand_compute(hand_t *h, net_counters_t *net, metrics_t **mt, compute_cfg_t cc, const char *name,
+                                 size_t *in_n, size_t *out_n)
+{
+    char err[256];
+    memset(net, 0, sizeof *net);
+    *mt = metrics_open(NULL, name, err, sizeof err);
+    cc.net = net;
+    cc.metrics = *mt;
+    cc.clock = (rt_clock_t){.arg = h, .now = s_hand_now, .wall_ms = s_hand_wall};
+    cc.post = s_hand_post;
+    cc.post_arg = h;
+    cc.obs = (node_observer_t){.arg = h, .say = s_hand_say};
+    compute_t *c = compute_new(&cc, err, sizeof err);
+    CHECKF(c != NULL, "%s", err);
+    if (!c) { metrics_close(mt); return NULL; }
+    compute_flush(c);
+    for (int i = 0; i < h->nout; i++)
+        if (h->out[i]->kind == MAIL_SELF) {
+            if (in_n) *in_n = h->out[i]->self.in_n;
+            if (out_n) *out_n = h->out[i]->self.out_n;
+        }
+    return c;
+}
+
+/* Ends what s_hand_compute started. */
+static void s_hand_end(hand_t *h, compute_t **c, metrics_t **mt)
+{
+    s_hand_clear(h);
+    compute_destroy(c);
+    metrics_close(mt);
+}
+
 /* The peer a MAIL_FETCH among the posted mail asks (0: a backup), or -1. */
 static int64_t s_hand_fetch(const hand_t *h)
 {
@@ -1869,7 +1905,6 @@ static void s_hand_fetch_fails(compute_t *c, hand_t *h, int stage, uint64_t dono
 static void test_mover_fetches_elsewhere(void)
 {
     opts_t o;
-    char err[256];
     s_hand_opts(&o, "4");
     const struct { uint64_t id; int stage; float rate; uint32_t version; } ps[] = {
         {10, 0, 10.0f, 0}, {50, 1, 1.0f, 0}, {60, 2, 0.05f, 500}, {61, 2, 0.05f, 499}, {70, 3, 10.0f, 0}};
@@ -1882,18 +1917,11 @@ static void test_mover_fetches_elsewhere(void)
     peer_view_index(v);
     hand_t h = {.now = 100.0};
     net_counters_t net;
-    memset(&net, 0, sizeof net);
-    metrics_t *mt = metrics_open(NULL, "mover", err, sizeof err);
-    compute_cfg_t cc = {.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN, .net = &net, .view = v, .metrics = mt,
-                        .clock = {.arg = &h, .now = s_hand_now, .wall_ms = s_hand_wall},
-                        .post = s_hand_post, .post_arg = &h, .obs = {.arg = &h, .say = s_hand_say}, .modelled = 1};
-    compute_t *c = compute_new(&cc, err, sizeof err);
-    CHECKF(c != NULL, "%s", err);
-    if (!c) { metrics_close(&mt); return; }
-    compute_flush(c);
+    metrics_t *mt;
     size_t in_n = 0;   /* the activation size the node said it takes */
-    for (int i = 0; i < h.nout; i++)
-        if (h.out[i]->kind == MAIL_SELF) in_n = h.out[i]->self.in_n;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "mover", &in_n, NULL);
+    if (!c) return;
     s_hand_clear(&h);
     /* one microbatch in a second here: stage 2 is the slowest by far */
     compute_on_mail(c, s_hand_tensor(WIRE_ACT, 12345, 1, 1, 10, in_n, (size_t)o.batch * (size_t)o.cfg.maxT));
@@ -1919,9 +1947,7 @@ static void test_mover_fetches_elsewhere(void)
     compute_result_t r;
     compute_result(c, &r);
     CHECK(r.stage == 2);
-    s_hand_clear(&h);
-    compute_destroy(&c);
-    metrics_close(&mt);
+    s_hand_end(&h, &c, &mt);
 }
 
 /* A re-issued activation of a microbatch held here that does not fit this
@@ -1931,7 +1957,6 @@ static void test_mover_fetches_elsewhere(void)
 static void test_bad_reissue_keeps_held(void)
 {
     opts_t o;
-    char err[256];
     s_hand_opts(&o, "3");
     peer_view_t *v = peer_view_new(2);
     v->p[0] = (view_peer_t){.id = 10, .stage = 0, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN};
@@ -1940,18 +1965,11 @@ static void test_bad_reissue_keeps_held(void)
     peer_view_index(v);
     hand_t h = {.now = 100.0};
     net_counters_t net;
-    memset(&net, 0, sizeof net);
-    metrics_t *mt = metrics_open(NULL, "reissue", err, sizeof err);
-    compute_cfg_t cc = {.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN, .net = &net, .view = v, .metrics = mt,
-                        .clock = {.arg = &h, .now = s_hand_now, .wall_ms = s_hand_wall},
-                        .post = s_hand_post, .post_arg = &h, .obs = {.arg = &h, .say = s_hand_say}, .modelled = 1};
-    compute_t *c = compute_new(&cc, err, sizeof err);
-    CHECKF(c != NULL, "%s", err);
-    if (!c) { metrics_close(&mt); return; }
-    compute_flush(c);
+    metrics_t *mt;
     size_t in_n = 0, out_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
-    for (int i = 0; i < h.nout; i++)
-        if (h.out[i]->kind == MAIL_SELF) { in_n = h.out[i]->self.in_n; out_n = h.out[i]->self.out_n; }
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "reissue", &in_n, &out_n);
+    if (!c) return;
     s_hand_clear(&h);
     compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 1, 1, 10, in_n, targets));
     compute_step(c, NULL);
@@ -1973,9 +1991,7 @@ static void test_bad_reissue_keeps_held(void)
     for (int i = 0; i < h.nout; i++)
         sent_back += h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_GRAD && h.out[i]->peer == 10 && h.out[i]->hdr.mb == 777;
     CHECKF(sent_back == 1, "the held microbatch's gradient went back %d times (want 1)", sent_back);
-    s_hand_clear(&h);
-    compute_destroy(&c);
-    metrics_close(&mt);
+    s_hand_end(&h, &c, &mt);
 }
 
 /* A node restarted from its checkpoint (version 630) while a peer of its
@@ -2006,16 +2022,11 @@ static void test_restart_keeps_checkpoint(void)
     st->version = 630;
     hand_t h = {.now = 100.0};
     net_counters_t net;
-    memset(&net, 0, sizeof net);
-    metrics_t *mt = metrics_open(NULL, "restart", err, sizeof err);
-    compute_cfg_t cc = {.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN, .net = &net, .view = v, .metrics = mt,
-                        .st = st, .start = start, .donor = donor,
-                        .clock = {.arg = &h, .now = s_hand_now, .wall_ms = s_hand_wall},
-                        .post = s_hand_post, .post_arg = &h, .obs = {.arg = &h, .say = s_hand_say}};
-    compute_t *c = compute_new(&cc, err, sizeof err);
-    CHECKF(c != NULL, "%s", err);
-    if (!c) { metrics_close(&mt); return; }
-    compute_flush(c);
+    metrics_t *mt;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .st = st, .start = start, .donor = donor},
+                                  "restart", NULL, NULL);
+    if (!c) return;
     /* every download ends with nothing; every backup that comes is older than the checkpoint */
     int downloads = 0, backups = 0;
     for (int64_t d; downloads + backups < 12 && (d = s_hand_fetch(&h)) >= 0;) {
@@ -2041,9 +2052,7 @@ static void test_restart_keeps_checkpoint(void)
            (long long)r.version, now ? now->params[0] : -1.0);
     CHECKF(h.nsaid > 0 && strstr(h.said[(h.nsaid - 1) % 8], "resumes from its checkpoint at version 630"),
            "said: '%s'", h.nsaid ? h.said[(h.nsaid - 1) % 8] : "");
-    s_hand_clear(&h);
-    compute_destroy(&c);
-    metrics_close(&mt);
+    s_hand_end(&h, &c, &mt);
 }
 
 int main(void)
