@@ -38,6 +38,8 @@ typedef struct {
     float *ring[MODEL_STAGES_MAX];        /* --delay: delay[k] + 1 forward-weight versions of stage k, by version mod delay[k] + 1 */
     const float *w[MODEL_STAGES_MAX];     /* the weights stage k's passes of this microbatch use */
     int budget[MODEL_STAGES_MAX];         /* --delay: stage k's delay budget this update, in microbatches */
+    int64_t floor;                        /* the first version the rings hold: no weights before it are read */
+    int64_t ck_version;                   /* the version resumed from --checkpoint, or -1 */
     progress_t prog;                      /* the progress lines */
     char ckpt[OPT_PATH + 16];             /* --checkpoint DIR: DIR/stage.ckpt, or "" */
     int ckpt_lock;                        /* the lock of --checkpoint DIR (checkpoint_find), or -1 */
@@ -172,16 +174,16 @@ static double s_store_weights(solo_t *s, int64_t t)
 }
 
 /* Points s->w[k] at the weights microbatch m of update t runs with: those of
- * version t - stale_micro_delay(budget) (never before `first`, the first
- * version this process has), as a pipeline stage whose window holds
+ * version t - stale_micro_delay(budget) (never before s->floor, the first
+ * version the rings hold), as a pipeline stage whose window holds
  * micro + budget microbatches. */
-static void s_point_weights(solo_t *s, int64_t t, int64_t first, int m)
+static void s_point_weights(solo_t *s, int64_t t, int m)
 {
     for (int k = 0; k < s->K; k++) {
         int d = s_delay(s, k);
         if (d == 0) { s->w[k] = s->st[k]->params; continue; }
         int64_t u = t - stale_micro_delay(s->budget[k], s->o.micro, m);
-        if (u < first) u = first;
+        if (u < s->floor) u = s->floor;
         s->w[k] = s->ring[k] + (size_t)(u % (d + 1)) * s->st[k]->s.nparams;
     }
 }
@@ -276,9 +278,58 @@ static int s_checkpoint_resume(solo_t *s, int64_t *first, char *err, size_t errl
         st->version = ck.version;
     }
     free(x);
-    *first = ck.version;
+    *first = s->ck_version = ck.version;
     fprintf(stderr, "brigade solo: resumed at update %lld from %s\n", (long long)ck.version, s->ckpt);
     return 0;
+}
+
+/* What a restart needs besides the stages' state to go on as the run would
+ * have (--checkpoint: DIR/stage.ckpt.solo): each stage's error-feedback
+ * residuals (a lossy --grad-codec) and --delay's ring of earlier weights.
+ * Copies them into buf (out 1) or from it (out 0); buf NULL: only counts.
+ * Returns the floats. */
+static size_t s_extra_io(solo_t *s, float *buf, int out)
+{
+    int T = s->o.cfg.kind == MODEL_GPT ? s->o.cfg.maxT : 1;
+    size_t at = 0;
+    for (int k = 0; k < s->K; k++) {
+        float *arr[2] = { s->residual[k], s->ring[k] };   /* the residuals change only with a --grad-codec */
+        size_t len[2] = { s->residual[k] && s->grad_codec != CODEC_FP32 ? stage_out_size(&s->st[k]->s, s->o.batch, T) : 0,
+                          s->ring[k] ? s->st[k]->s.nparams * (size_t)(s_delay(s, k) + 1) : 0 };
+        for (int i = 0; i < 2; i++) {
+            if (buf && len[i]) memcpy(out ? buf + at : arr[i], out ? arr[i] : buf + at, len[i] * sizeof(float));
+            at += len[i];
+        }
+    }
+    return at;
+}
+
+/* DIR/stage.ckpt.solo in path (pathlen bytes). */
+static void s_extra_path(const solo_t *s, char *path, size_t pathlen)
+{
+    snprintf(path, pathlen, "%s.solo", s->ckpt);
+}
+
+/* After the buffers: a run resumed from its checkpoint takes the extra
+ * state saved with it; without it (a checkpoint of an older brigade, a save
+ * cut short between the two files) the residuals and rings start afresh,
+ * and a line says the losses differ from an uninterrupted run's. */
+static void s_extra_resume(solo_t *s)
+{
+    size_t n = s_extra_io(s, NULL, 0);
+    if (s->ck_version < 0 || n == 0) return;
+    char path[sizeof s->ckpt + 8], err[600];
+    s_extra_path(s, path, sizeof path);
+    int64_t floor;
+    float *x = ckpt_extra_load(path, opts_run_id(&s->o), s->ck_version, &floor, n, err, sizeof err);
+    if (!x) {
+        fprintf(stderr, "brigade solo: %s: --delay's earlier weights and the error feedback start afresh (the losses "
+                        "differ from an uninterrupted run's)\n", err);
+        return;
+    }
+    s_extra_io(s, x, 0);
+    s->floor = floor;
+    free(x);
 }
 
 /* Writes the state of every stage to --checkpoint (s_checkpoint_resume); a
@@ -299,7 +350,15 @@ static int s_checkpoint_save(solo_t *s)
     }
     checkpoint_info_t info = { .cfg = s->o.cfg, .run = opts_run_id(&s->o), .stage = 0, .nstages = 1, .version = v,
                                .cursor = (uint64_t)v * (uint64_t)s->o.micro * (uint64_t)s->o.batch, .completed = (uint64_t)v * (uint64_t)s->o.micro };
-    if (!all || checkpoint_save(s->ckpt, &info, all, all + n, all + 2 * n, n, err, sizeof err) < 0) {
+    size_t nx = s_extra_io(s, NULL, 0);
+    float *extra = nx ? malloc(nx * sizeof(float)) : NULL;
+    char xpath[sizeof s->ckpt + 8];
+    s_extra_path(s, xpath, sizeof xpath);
+    if (extra) s_extra_io(s, extra, 1);
+    int bad = !all || (nx && !extra) || checkpoint_save(s->ckpt, &info, all, all + n, all + 2 * n, n, err, sizeof err) < 0
+              || (nx && ckpt_extra_save(xpath, info.run, v, s->floor, extra, nx, err, sizeof err) < 0);
+    free(extra);
+    if (bad) {
         metrics_event(s->metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
         progress_done(&s->prog);
         fprintf(stderr, "brigade solo: checkpoint at update %lld not written: %s\n", (long long)v, err);
@@ -329,7 +388,7 @@ static int s_make_buffers(solo_t *s, char *err, size_t errlen)
         if (!s->acts[k] || !s->gs[k] || (nout && !s->residual[k])) { snprintf(err, errlen, "out of memory for activations"); return -1; }
         s->w[k] = s->st[k]->params;
         if (s_delay(s, k) > 0) {
-            s->ring[k] = malloc(sizeof(float) * s->st[k]->s.nparams * (size_t)(s_delay(s, k) + 1));
+            s->ring[k] = calloc(s->st[k]->s.nparams * (size_t)(s_delay(s, k) + 1), sizeof(float));   /* saved whole */
             if (!s->ring[k]) { snprintf(err, errlen, "--delay: out of memory for the weight versions"); return -1; }
         }
     }
@@ -372,14 +431,14 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
     for (int64_t step = first; step < o->steps; step++) {
         double loss_sum = 0.0, delay0 = s_store_weights(s, step);
         for (int m = 0; m < o->micro; m++) {
-            s_point_weights(s, step, first, m);
+            s_point_weights(s, step, m);
             data_next_train(s->data, &s->batch, 0, 1, &cursor);
             s_load_batch(s, &s->batch);
             if (s_forward(s) < 0 || s_backward(s, scale) < 0) { *why = "non-finite values at a stage cut (training diverged)"; return 1; }
             loss_sum += s->acts[s->K - 1]->loss;
             *tokens += per_mb;
         }
-        s_point_weights(s, step, first, 0);   /* dc: the weights of the most delayed microbatch */
+        s_point_weights(s, step, 0);   /* dc: the weights of the most delayed microbatch */
         s_step(s);
         double loss = loss_sum / o->micro, el = metrics_now() - t0;
         if (!isfinite(loss)) { *why = "loss is not finite (training diverged; lower --lr)"; return 1; }
@@ -460,8 +519,12 @@ static int s_setup(solo_t *s, int64_t *first, char *err, size_t errlen)
     int r = s_make_stages(s, s->resume, *first, err, errlen);
     free(s->resume);
     s->resume = NULL;
+    s->ck_version = -1;
     if (r == 0) r = s_checkpoint_resume(s, first, err, errlen);
-    return r < 0 ? -1 : s_make_buffers(s, err, errlen);
+    s->floor = *first;
+    if (r < 0 || s_make_buffers(s, err, errlen) < 0) return -1;
+    s_extra_resume(s);
+    return 0;
 }
 
 int cmd_solo(int argc, char **argv)

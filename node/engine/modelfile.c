@@ -19,6 +19,7 @@ _Static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
 #define CFG_LEN (7 * 4 + 24)
 #define MODEL_HDR_LEN (8 + 4 + CFG_LEN + 8 + 8)
 #define CKPT_HDR_LEN (8 + 4 + CFG_LEN + 8 + 4 + 4 + 4 + 8 + 8 + 8 + 8)
+#define EXTRA_HDR_LEN (8 + 4 + 8 + 8 + 8 + 8)
 
 size_t model_num_params(const model_config_t *cfg)
 {
@@ -368,6 +369,43 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
     return x;
 }
 
+int ckpt_extra_save(const char *path, uint64_t run, int64_t version, int64_t floor, const float *x, size_t n,
+                    char *err, size_t errlen)
+{
+    uint8_t h[EXTRA_HDR_LEN], *p = h;
+    memcpy(p, "BRGDSXTR", 8); p += 8;
+    p = s_put32(p, CKPT_EXTRA_VERSION);
+    p = s_put64(p, run);
+    p = s_put64(p, (uint64_t)version);
+    p = s_put64(p, (uint64_t)floor);
+    s_put64(p, n);
+    const float *arr[1] = { x };
+    return s_write(path, h, sizeof h, arr, 1, n, err, errlen);
+}
+
+float *ckpt_extra_load(const char *path, uint64_t run, int64_t version, int64_t *floor, size_t n, char *err,
+                       size_t errlen)
+{
+    uint8_t h[EXTRA_HDR_LEN];
+    FILE *fp = s_open(path, "BRGDSXTR", CKPT_EXTRA_VERSION, h, sizeof h, "checkpoint's extra state", err, errlen);
+    if (!fp) return NULL;
+    const uint8_t *p = h + 12;
+    uint64_t r = s_get64(&p);
+    int64_t v = (int64_t)s_get64(&p), f = (int64_t)s_get64(&p);
+    uint64_t count = s_get64(&p);
+    float *x = NULL;
+    if (r != run || v != version)
+        snprintf(err, errlen, "%s: of another checkpoint (version %lld, the checkpoint's %lld)", path, (long long)v,
+                 (long long)version);
+    else if (count != n || f < 0 || f > v)
+        snprintf(err, errlen, "%s: %llu values from version %lld, this run keeps %zu", path, (unsigned long long)count,
+                 (long long)f, n);
+    else if ((x = s_read_body(fp, path, h, sizeof h, n, err, errlen)))
+        *floor = f;
+    fclose(fp);
+    return x;
+}
+
 /* Takes the lock of checkpoint folder dir (checkpoint_find).  The
  * descriptor, or -1 with the reason in why. */
 static int s_lock_folder(const char *dir, char *why, size_t whylen)
@@ -395,16 +433,20 @@ static int s_lock_folder(const char *dir, char *why, size_t whylen)
     return fd;
 }
 
-/* Removes dir/stage.ckpt.tmp.PID files: saves cut short (a process killed
- * between its write and its rename).  Only the holder of the folder's lock
- * saves into it, so none of them is being written. */
+/* Removes dir/stage.ckpt.tmp.PID and dir/stage.ckpt.solo.tmp.PID files:
+ * saves cut short (a process killed between its write and its rename).
+ * Only the holder of the folder's lock saves into it, so none of them is
+ * being written. */
 static void s_sweep_tmp(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d) return;
-    static const char prefix[] = "stage.ckpt.tmp.";
+    static const char prefix[] = "stage.ckpt", extra[] = ".solo";
     for (struct dirent *e; (e = readdir(d));) {
+        const char *rest = e->d_name + sizeof prefix - 1;
         if (strncmp(e->d_name, prefix, sizeof prefix - 1) != 0) continue;
+        if (strncmp(rest, extra, sizeof extra - 1) == 0) rest += sizeof extra - 1;
+        if (strncmp(rest, ".tmp.", 5) != 0) continue;
         char p[4096];
         if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < sizeof p) unlink(p);
     }

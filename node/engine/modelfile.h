@@ -13,6 +13,11 @@
  *   u64 weight version, u64 data cursor, u64
  *   microbatches completed, u64 parameter count n, then params, m and v (3n
  *   f32), u32 CRC-32.
+ * solo's extra state beside its checkpoint (file DIR/stage.ckpt.solo), what
+ * a restart needs besides the stages' state to go on as an uninterrupted
+ * run would: magic "BRGDSXTR", u32 format version, u64 run id, u64 the
+ * checkpoint's weight version, u64 the first version its weight rings hold,
+ * u64 count n, n f32 (solo.c says which), u32 CRC-32.
  * All integers little-endian.  Files are written atomically: a temporary
  * file, fsync, rename, so a crash mid-write leaves the previous file.
  */
@@ -24,6 +29,7 @@
 
 #define MODELFILE_VERSION 1
 #define CHECKPOINT_VERSION 2   /* 2: the split rule after the stage count */
+#define CKPT_EXTRA_VERSION 1
 
 /* Writes cfg and params (n floats, the whole model) to path atomically.
  * 0, or -1 with a reason. */
@@ -64,6 +70,17 @@ int checkpoint_save(const char *path, const checkpoint_info_t *info, const float
 /* Reads a stage checkpoint: fills info and returns a malloc'd array of 3n
  * floats (params, m, v) with n in *n.  NULL with a reason. */
 float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, char *err, size_t errlen);
+/* Writes solo's extra state of checkpoint version `version` of run `run`
+ * (floor: the first version its weight rings hold; x: n floats) to path
+ * atomically.  0, or -1 with a reason. */
+int ckpt_extra_save(const char *path, uint64_t run, int64_t version, int64_t floor, const float *x, size_t n,
+                    char *err, size_t errlen);
+/* Reads the extra state at path, which must be of run `run`, checkpoint
+ * version `version` and n floats: a malloc'd array of n floats, the floor
+ * in *floor.  NULL with a one-line reason naming the file (missing, damaged,
+ * or of another checkpoint: a save cut short between the two files). */
+float *ckpt_extra_load(const char *path, uint64_t run, int64_t version, int64_t *floor, size_t n, char *err,
+                       size_t errlen);
 /* A checkpoint folder (--checkpoint dir): makes dir if it is missing, takes
  * its lock (an exclusive flock of dir/.lock, which holds the owner's pid:
  * the descriptor goes to *lock, and the caller closes it when done with the

@@ -101,15 +101,20 @@ else: print("ok version 21, loss %.4f (fresh start %.4f)" % (resumed["loss"], fr
 else bad "solo --save" "exit: $(why save)"; bad "sample" "no model file"; bad "solo --resume" "no model file"; fi
 
 # 5b. --checkpoint DIR: a run killed after a checkpoint restarts from it, with the same losses as a run that
-# went through (2 stages, 2 microbatches per update); DIR of another run is refused.
-C="--model gpt-tiny --data synthetic --stages 2 --micro 2 --batch 64 --steps 8 --seed 5 --save-every 3 --threads 1"
-if $B solo $C --checkpoint "$T/ckref" --metrics "$T/ckref.jsonl" >"$T/ckref.out" 2>&1; then
+# went through (2 stages, 2 microbatches per update); also with --delay and a lossy --grad-codec, whose earlier
+# weights and error-feedback residuals go to DIR/stage.ckpt.solo (their losses differed after a restart); DIR of
+# another run is refused.
+ck_resumes() {   # NAME OPTIONS...: the run in $T/NAME, killed after update 4, resumed
+    name=$1; shift
+    if ! $B solo "$@" --checkpoint "$T/${name}ref" --metrics "$T/${name}ref.jsonl" >"$T/${name}ref.out" 2>&1; then
+        bad "solo --checkpoint $name" "exit: $(why "${name}ref")"; return 1
+    fi
     # not through timeout: kill -9 must stop the run itself (a run left behind went on saving into the folder)
-    "$BRIGADE" solo $C --checkpoint "$T/ck" --metrics "$T/ck1.jsonl" >"$T/ck1.out" 2>&1 &
+    "$BRIGADE" solo "$@" --checkpoint "$T/$name" --metrics "$T/${name}1.jsonl" >"$T/${name}1.out" 2>&1 &
     KP=$!
-    for _ in $(seq 600); do grep -q '"version":4,' "$T/ck1.jsonl" 2>/dev/null && break; sleep 0.05; done
+    for _ in $(seq 600); do grep -q '"version":4,' "$T/${name}1.jsonl" 2>/dev/null && break; sleep 0.05; done
     kill -9 $KP 2>/dev/null; wait $KP 2>/dev/null
-    $B solo $C --checkpoint "$T/ck" --metrics "$T/ck2.jsonl" >"$T/ck2.out" 2>&1; rc2=$?
+    $B solo "$@" --checkpoint "$T/$name" --metrics "$T/${name}2.jsonl" >"$T/${name}2.out" 2>&1; rc2=$?
     r=$(python3 -c '
 import json, sys
 def ups(f): return {e["version"]: e["loss"] for e in map(json.loads, open(f)) if e["event"] == "update"}
@@ -118,12 +123,22 @@ if sys.argv[3] != "0": print("the resumed run exited %s" % sys.argv[3])
 elif not got or min(got) < 2: print("resumed at %s, want a checkpoint version" % (min(got) - 1 if got else "none"))
 elif sorted(got) != list(range(min(got), 9)): print("updates %s, want %d..8" % (sorted(got), min(got)))
 elif any(ref[v] != got[v] for v in got): print("losses differ: %s vs %s" % (got, ref))
-else: print("ok resumed at update %d, updates %d..8 as in one run" % (min(got) - 1, min(got)))' "$T/ckref.jsonl" "$T/ck2.jsonl" "$rc2" 2>&1)
-    case $r in ok*) ok "solo --checkpoint resumes (${r#ok })" ;; *) bad "solo --checkpoint resumes" "$r: $(why ck2)" ;; esac
+else: print("ok resumed at update %d, updates %d..8 as in one run" % (min(got) - 1, min(got)))' "$T/${name}ref.jsonl" "$T/${name}2.jsonl" "$rc2" 2>&1)
+    case $r in ok*) ok "solo --checkpoint resumes, $name (${r#ok })" ;; *) bad "solo --checkpoint resumes, $name" "$r: $(why "${name}2")" ;; esac
+}
+C="--model gpt-tiny --data synthetic --stages 2 --micro 2 --batch 64 --steps 8 --seed 5 --save-every 3 --threads 1"
+if ck_resumes ck $C; then
     $B solo $C --seed 6 --checkpoint "$T/ck" >"$T/ck3.out" 2>&1; rc=$?
     [ $rc = 2 ] && [ "$(wc -l <"$T/ck3.out")" = 1 ] && grep -q "holds another run" "$T/ck3.out" \
         && ok "solo --checkpoint of another run: one line, exit 2" || bad "solo --checkpoint of another run" "exit $rc: $(why ck3)"
-else bad "solo --checkpoint" "exit: $(why ckref)"; fi
+fi
+if ck_resumes ckd $C --delay 2,0 --grad-codec int8 && [ -s "$T/ckd/stage.ckpt.solo" ]; then
+    # without its extra state (a checkpoint of an older brigade) a restart goes on and says what starts afresh
+    rm -f "$T/ckd/stage.ckpt.solo"
+    $B solo $C --delay 2,0 --grad-codec int8 --steps 8 --checkpoint "$T/ckd" >"$T/ckd4.out" 2>&1; rc=$?
+    [ $rc = 0 ] && grep -q "stage.ckpt.solo: .*start afresh" "$T/ckd4.out" \
+        && ok "solo --checkpoint without its extra state: goes on, says so" || bad "solo --checkpoint without its extra state" "exit $rc: $(why ckd4)"
+fi
 
 # 6. --delay: stage k computes at the weights of Dk updates earlier.  gpt-tiny on fortunes, 4 stages, 150 updates
 # of 8 x 64 tokens: with the default correction (predict+ramp) delays 3,2,1,0 end within 2% of no delay (measured
