@@ -1434,6 +1434,37 @@ static void test_checkpoint_roundtrip(void)
     s_ckpt_free(&k);
 }
 
+/* solo's extra state beside a checkpoint: read back as written; one of
+ * another version or run, another size or with a flipped byte is refused
+ * with a reason naming the file (a save cut short between the two files
+ * leaves one of another version). */
+static void test_checkpoint_extra(void)
+{
+    char path[128], err[512] = "";
+    s_path(path, sizeof path, "stage.ckpt.solo");
+    float x[100];
+    for (int i = 0; i < 100; i++) x[i] = (float)i * 0.5f - 7.0f;
+    CHECKF(ckpt_extra_save(path, 77, 12, 9, x, 100, err, sizeof err) == 0, "%s", err);
+    int64_t floor = -1;
+    float *y = ckpt_extra_load(path, 77, 12, &floor, 100, err, sizeof err);
+    CHECKF(y && floor == 9 && memcmp(x, y, sizeof x) == 0, "read back: %s", y ? "other values" : err);
+    free(y);
+    const struct { uint64_t run; int64_t version; size_t n; const char *why; } bad[] = {
+        { 77, 15, 100, "of another checkpoint" }, { 78, 12, 100, "of another checkpoint" }, { 77, 12, 99, "this run keeps 99" } };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        err[0] = '\0';
+        y = ckpt_extra_load(path, bad[k].run, bad[k].version, &floor, bad[k].n, err, sizeof err);
+        CHECKF(!y && strstr(err, path) && strstr(err, bad[k].why), "case %zu: '%s'", k, err);
+        free(y);
+    }
+    FILE *f = fopen(path, "r+b");
+    CHECK(f && fseek(f, 60, SEEK_SET) == 0 && fputc(0x55, f) != EOF);
+    if (f) fclose(f);
+    y = ckpt_extra_load(path, 77, 12, &floor, 100, err, sizeof err);
+    CHECKF(!y && strstr(err, "checksum"), "a flipped byte: '%s'", y ? "read" : err);
+    free(y);
+}
+
 static void test_checkpoint_damaged(void)
 {
     ckpt_case_t k;
@@ -2093,6 +2124,7 @@ int main(void)
     RUN(test_opts_stages_max);
     RUN(test_opts_eval_batches);
     RUN(test_checkpoint_roundtrip);
+    RUN(test_checkpoint_extra);
     RUN(test_checkpoint_damaged);
     RUN(test_checkpoint_bad_values);
     RUN(test_sim_plan_random_partitions);
