@@ -1157,13 +1157,13 @@ static void s_eval_batch(compute_t *c, uint32_t round, int final, int nval, int 
     else if (final_whole) c->final_early_t = out[k - 1].first_t;   /* its first batch: the nearest to its sending */
 }
 
-/* Copies a tensor mail's values into slot's input (its length was checked by the network side for the stage it had). */
 /* An activation m is for this stage and of its input's size. */
 static int s_input_fits(const compute_t *c, const mail_t *m)
 {
     return m->n == c->in_n && m->hdr.stage == c->stage;
 }
 
+/* Copies a tensor mail's values into slot's input (its length was checked by the network side for the stage it had). */
 static int s_take_input(compute_t *c, int slot, const mail_t *m)
 {
     if (!s_input_fits(c, m)) return -1;

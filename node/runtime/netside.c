@@ -2044,12 +2044,13 @@ static void s_relay_forward(netside_t *ns, const transport_msg_t *m)
 
 /* At the receiver: opens an envelope its sealer sent through relay
  * m->sender and handles what was inside as the sealer's own message.  An
- * envelope that does not open (altered) counts against the relay. */
+ * envelope that does not open, a replayed one or one of a sealer unknown
+ * here is counted, with no strike: the receiver cannot tell a relay that
+ * altered it from a sealer that sent garbage (whose envelopes got honest
+ * relays banned); one that opens and is wrong inside is its sealer's
+ * offence. */
 static void s_relay_receive(netside_t *ns, const transport_msg_t *m)
 {
-    /* The relay cannot open what it forwards: an envelope that does not open, or one from a sealer
-     * unknown here, is counted without a strike on the relay (its sealer got honest relays banned);
-     * one that opens and is wrong inside is its sealer's offence. */
     peer_t *src = peers_find(&ns->peers, m->hdr.mb);
     if (!src || src->info.id == ns->id) { s_count_drop(ns, "relayed message from an unknown peer", m->sender); return; }
     if (s_box(ns, src) < 0) { s_count_drop(ns, "relayed message from a peer with a bad key", m->sender); return; }
