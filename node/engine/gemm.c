@@ -222,8 +222,9 @@ S_TARGET S_UNCHECKED static void s_gemm_kernel(int kc, const float *restrict ap,
     s_gemm_rows(kc, ap, 1, S_MR, bp, c, ldc, mr, nr, alpha, beta);
 }
 
-/* The micro-kernel on rows of op(A) read where they lie, lda floats apart
- * and contiguous in k (no packing, no transpose); the rows up to mr rounded
+/* The micro-kernel on op(A) read where it lies (no packing, no transpose):
+ * term k of row i at a[i*as + k*ak], with either as or ak 1 (rows
+ * contiguous in k, or their terms side by side); the rows up to mr rounded
  * up to even must exist. */
 S_TARGET S_UNCHECKED static void s_gemm_kernel_rows(int kc, const float *restrict a, size_t as, size_t ak,
                                                     const float *restrict bp, float *c, size_t ldc, int mr,
