@@ -14,8 +14,7 @@ fi
 W=$(mktemp -d /tmp/brigade-page.XXXXXX)
 PID=""
 trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; rm -rf "$W"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-P=$(port); H=$(port)
+set -- $(python3 tests/harness --free-ports 2); P=$1 H=$2
 "$BUILD/brigade" node --listen 127.0.0.1:$P --http $H --model gpt-tiny --data synthetic --stages 1 \
     --steps 100000 --threads 1 --metrics "$W/m.jsonl" 2>"$W/n.err" &
 PID=$!

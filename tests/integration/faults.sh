@@ -10,7 +10,6 @@ trap '[ -n "$HOLDER" ] && kill "$HOLDER" 2>/dev/null; [ -n "$KEEP" ] || rm -rf "
 trap 'exit 1' INT TERM HUP
 
 . "$(dirname "$0")/hx.inc"
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 TINY="--model gpt-tiny --data synthetic"
 
 # kill -9 one peer of a 2-peer stage once 60 losses are logged.

@@ -9,7 +9,6 @@ cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 . "$(dirname "$0")/hx.inc"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ev() {  # ev FILE EVENT KEY: that key of every EVENT line, one per line
     python3 -c 'import json,sys
 for l in open(sys.argv[1]):
@@ -18,7 +17,7 @@ for l in open(sys.argv[1]):
     if e.get("event")==sys.argv[2] and e.get(sys.argv[3]) is not None: print(e[sys.argv[3]])' "$1" "$2" "$3" 2>/dev/null
 }
 "$BRIGADE" keygen --out "$T/k0" >/dev/null && "$BRIGADE" keygen --out "$T/k1" >/dev/null || { echo "FAIL - keygen"; exit 0; }
-P0=$(free_port); P1=$(free_port)
+set -- $(free_ports 2); P0=$1 P1=$2
 RUN="--model gpt-tiny --data synthetic --stages 2 --steps 400 --seed 4 --threads 1 --save-every 20"
 start() {  # start ROUND
     "$BRIGADE" node --listen 127.0.0.1:$P0 --keys "$T/k0" --checkpoint "$T/ck0" $RUN --metrics "$T/n0.$1.jsonl" 2>"$T/n0.$1.err" &

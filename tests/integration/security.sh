@@ -71,24 +71,6 @@ elif cmd == "prefix":       # FILE EVENT KEY PREFIX: events whose key starts wit
     print(sum(1 for e in events(args[0]) if e.get("event") == args[1] and str(e.get(args[2])).startswith(args[3])))
 elif cmd == "lt":           # A B F: exit 0 when A < F * B
     sys.exit(0 if float(args[0]) < float(args[2]) * float(args[1]) else 1)
-elif cmd == "ports":        # N: a random base in 30000..39000 with N free ports after it
-    import random, socket
-    n = int(args[0])
-    for _ in range(50):
-        base = random.randint(30000, 39000 - n)
-        ok = True
-        for p in range(base, base + n):
-            s = socket.socket()
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                ok = False
-            s.close()
-            if not ok:
-                break
-        if ok:
-            print(base)
-            break
 EOF
 M() { python3 "$T/m.py" "$@"; }
 
@@ -156,16 +138,16 @@ creator() {
     RID=$(M get "$T/$name.jsonl" start run)
 }
 
-BASE=$(M ports 12)
-[ -n "$BASE" ] || { echo "FAIL - ports: no free port range in 30000..39000"; exit 1; }
+PORTS=$(free_ports 9) || { echo "FAIL - ports: $PORTS"; exit 1; }
+port() { echo "$PORTS" | cut -d ' ' -f $(($1 + 1)); }     # port K: the K-th of PORTS, from 0
 RUN="--model gpt-tiny --data synthetic --threads 1 --codec int8 --grad-codec int8"
 
 # ---- rogue ----------------------------------------------------------------
 if ! [ -x "$ROGUE" ]; then
     echo "FAIL - rogue: $ROGUE not built (make $ROGUE)"
 else
-    if creator rc0 rogue "$BASE" --steps 300 --seed 3; then
-        start rc1 "$BRIGADE" node --listen "127.0.0.1:$((BASE + 1))" --join "$ADDR" --threads 1 \
+    if creator rc0 rogue "$(port 0)" --steps 300 --seed 3; then
+        start rc1 "$BRIGADE" node --listen "127.0.0.1:$(port 1)" --join "$ADDR" --threads 1 \
             --metrics "$T/rc1.jsonl"
         J=$LAST
         wait_event "$T/rc1.jsonl" start 15 "$J"
@@ -209,7 +191,7 @@ fi
 
 # ---- transport drops ------------------------------------------------------
 if [ -x "$ROGUE" ]; then
-    if creator td0 "transport drops" "$((BASE + 10))" --steps 1000 --seed 5; then
+    if creator td0 "transport drops" "$(port 2)" --steps 1000 --seed 5; then
         start tdr "$ROGUE" --target "$ADDR" --run "$RID" --seconds 2 --rate 5 --only wrong_magic
         finish "$LAST" 30; rrc=$RC
         sleep 1
@@ -248,7 +230,7 @@ EXPIRED_AT=$(date +%s)
 "$BRIGADE" ticket --owner "$T/other" --peer "$T/c" --expires 1h >"$T/t_foreign" 2>/dev/null
 [ "$(wc -c <"$T/t_good")" -ge 100 ] || { echo "FAIL - closed: brigade ticket printed '$(oneline "$T/t_good")'"; exit 0; }
 
-start cc0 "$BRIGADE" node --listen "127.0.0.1:$((BASE + 4))" --keys "$T/owner" --owner "$T/owner" \
+start cc0 "$BRIGADE" node --listen "127.0.0.1:$(port 3)" --keys "$T/owner" --owner "$T/owner" \
     $RUN --stages 2 --stage 0 --steps 40 --seed 4 --metrics "$T/cc0.jsonl"
 C=$LAST
 if ! wait_event "$T/cc0.jsonl" start 15 "$C"; then
@@ -261,15 +243,15 @@ while [ "$(date +%s)" -le $((EXPIRED_AT + 1)) ]; do sleep 0.2; done
 
 # the refused ones first, all at once: the run cannot start without stage 1
 T0=$(date +%s)
-start no_ticket "$BRIGADE" node --listen "127.0.0.1:$((BASE + 5))" --keys "$T/b" --join "$ADDR" --threads 1
+start no_ticket "$BRIGADE" node --listen "127.0.0.1:$(port 4)" --keys "$T/b" --join "$ADDR" --threads 1
 P1=$LAST
-start expired "$BRIGADE" node --listen "127.0.0.1:$((BASE + 6))" --keys "$T/b" --join "$ADDR" --threads 1 \
+start expired "$BRIGADE" node --listen "127.0.0.1:$(port 5)" --keys "$T/b" --join "$ADDR" --threads 1 \
     --ticket "@$T/t_expired"
 P2=$LAST
-start other_key "$BRIGADE" node --listen "127.0.0.1:$((BASE + 7))" --keys "$T/c" --join "$ADDR" --threads 1 \
+start other_key "$BRIGADE" node --listen "127.0.0.1:$(port 6)" --keys "$T/c" --join "$ADDR" --threads 1 \
     --ticket "@$T/t_good"
 P3=$LAST
-start other_owner "$BRIGADE" node --listen "127.0.0.1:$((BASE + 8))" --keys "$T/c" --join "$ADDR" --threads 1 \
+start other_owner "$BRIGADE" node --listen "127.0.0.1:$(port 7)" --keys "$T/c" --join "$ADDR" --threads 1 \
     --ticket "@$T/t_foreign"
 P4=$LAST
 for pair in "no_ticket:$P1" "expired:$P2" "other_key:$P3" "other_owner:$P4"; do
@@ -287,7 +269,7 @@ for pair in "no_ticket:$P1" "expired:$P2" "other_key:$P3" "other_owner:$P4"; do
 done
 nref=$(M count "$T/cc0.jsonl" peer what refused)
 
-start good "$BRIGADE" node --listen "127.0.0.1:$((BASE + 9))" --keys "$T/a" --join "$ADDR" --threads 1 \
+start good "$BRIGADE" node --listen "127.0.0.1:$(port 8)" --keys "$T/a" --join "$ADDR" --threads 1 \
     --ticket "@$T/t_good" --metrics "$T/good.jsonl"
 G=$LAST
 finish "$C" 40; crc=$RC

@@ -310,7 +310,7 @@ fi
 $BRIGADE solo --model gpt-tiny --data synthetic --steps 100000 --checkpoint "$T/lk" >/dev/null 2>&1 &
 lkpid=$!
 for i in $(seq 1 100); do [ -s "$T/lk/.lock" ] && break; sleep 0.1; done
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 $B solo --model gpt-tiny --data synthetic --steps 3 --checkpoint "$T/lk" >/dev/null 2>"$T/lk1.err"; rc1=$?
 $B node --listen 127.0.0.1:$port --stages 1 --steps 3 --checkpoint "$T/lk" >/dev/null 2>"$T/lk2.err"; rc2=$?
 kill $lkpid 2>/dev/null; wait $lkpid 2>/dev/null
@@ -337,7 +337,7 @@ if mount -t tmpfs -o size=1m tmpfs "$T/tfs" 2>/dev/null; then
     [ $rc = 1 ] && grep -q "checkpoint at update 2 not written: .*No space left" "$T/tfs1.err" \
         && tail -n 1 "$T/tfs1.err" | grep -q "final checkpoint was not written" \
         && ok "solo, checkpoints on a full file system: a line each, exit 1" || bad "solo, checkpoints on a full file system" "exit $rc: $(tail -n 2 "$T/tfs1.err" | tr '\n' ' ')"
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(free_port)
     timeout 120 $B node --listen 127.0.0.1:$port --stages 1 --model gpt-tiny --data synthetic --steps 12 --save-every 5 \
         --threads 1 --checkpoint "$T/tfs/nck" >/dev/null 2>"$T/tfs2.err"; rc=$?
     [ $rc = 1 ] && [ "$(grep -c "checkpoint at version [0-9]* not written: .*No space left" "$T/tfs2.err")" = 1 ] \

@@ -18,7 +18,6 @@ gone() {
     kill -0 "$1" 2>/dev/null || return 0
     kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; return 1
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # help: every command and option a volunteer needs is there
 "$BRIGADE" --help >"$T/h" 2>&1 && "$BRIGADE" node --help >"$T/hn" 2>&1 || bad help "--help exited non-zero"
@@ -127,7 +126,7 @@ if [ $rc = 2 ] && [ "$(wc -l <"$T/e")" = 1 ] && grep -q -- "--save $T/none/m.bin
 else bad "solo --save into no folder" "exit $rc: $(tr '\n' ' ' <"$T/e")"; fi
 
 # the status page and brigade status against a single-stage node
-P=$(free_port); H=$(free_port)
+set -- $(free_ports 2); P=$1 H=$2
 "$BRIGADE" node --listen 127.0.0.1:$P --http $H --model gpt-tiny --data synthetic --stages 1 --steps 100000 \
     --threads 1 --checkpoint "$T/ck" --save-every 100000 --metrics "$T/m.jsonl" 2>"$T/n.err" &
 PID=$!

@@ -28,7 +28,6 @@ hx tsan-kill-join-move --stages 3 --nodes 5 --node 3 "--stage 1" --node 4 "--sta
 
 # the status page's thread reads a node that has made no update yet (no
 # report: the page shows what it knew at start) while its I/O thread runs
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 H=$(free_port)
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) $SMALL --stages 2 --stage 1 --steps 10 --http $H --metrics "$T/page.jsonl" \
     2>"$T/page.err" &
