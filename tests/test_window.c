@@ -178,6 +178,35 @@ static void test_forgets_a_faster_path(void)
     CHECKF(s_level(&w) >= 10 && s_level(&w) > before, "window %d (was %d)", s_level(&w), before);
 }
 
+/* Turnarounds of `turn` s every 0.1 s from t0 to t1, the window full; 1
+ * when a probe at the floor started meanwhile. */
+static int s_feed(window_t *w, double t0, double t1, double turn)
+{
+    int probed = 0;
+    for (double t = t0; t < t1; t += 0.1) {
+        window_on_turn(w, t, turn, 8, 1);
+        probed |= w->probe_start > 0;
+    }
+    return probed;
+}
+
+/* A path that got faster is the one a later standing queue is judged
+ * against: the queue (turnarounds 0.9 s on a 0.5 s path) starts a probe as
+ * it does on a path 0.5 s from the start (the last probe's 1.0 s stayed the
+ * reference, and the queue passed for the path). */
+static void test_learns_a_faster_path(void)
+{
+    window_t a, b;
+    window_init(&a, 8, 1, 64);
+    window_init(&b, 8, 1, 64);
+    s_feed(&a, 0, 40, 1.0);
+    s_feed(&a, 40, 100, 0.5);
+    s_feed(&b, 0, 100, 0.5);
+    int pa = s_feed(&a, 100, 200, 0.9), pb = s_feed(&b, 100, 200, 0.9);
+    CHECKF(pb, "a queue on a path 0.5 s from the start: no probe");
+    CHECKF(pa, "a queue on a path that got faster (1.0 s, then 0.5 s): no probe, base %g", window_base(&a));
+}
+
 int main(void)
 {
     RUN(test_settles_at_the_bottleneck);
@@ -186,5 +215,6 @@ int main(void)
     RUN(test_unused_window_does_not_grow);
     RUN(test_bounds_and_bad_input);
     RUN(test_forgets_a_faster_path);
+    RUN(test_learns_a_faster_path);
     CHECK_EXIT();
 }

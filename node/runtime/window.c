@@ -62,6 +62,7 @@ static void s_note_min(window_t *w, double now_s, double turn_s)
         /* a period whose minimum came back near the last clean one confirmed it: no probe */
         if (w->clean <= 0) w->clean = w->min_now;
         int confirmed = w->min_now <= WINDOW_SAME * w->clean;
+        if (confirmed && w->min_now > 0 && w->min_now < w->clean) w->clean = w->min_now;   /* the path got faster */
         w->min_prev = w->min_now;
         w->min_now = 0;
         w->period_end = s_period_end(now_s, base);
@@ -80,7 +81,7 @@ static void s_note_min(window_t *w, double now_s, double turn_s)
  * standing.  Below what the path holds, on the best of the last
  * WINDOW_ROUNDS rounds: a stall of the machine's CPU can hold up a whole
  * round's returns, a queue the window made would stand through them all.
- * Up by one, or down by the excess over WINDOW_QUEUE_HI. */
+ * Up by one, or down by the excess over WINDOW_QUEUE_HI (at least one). */
 static void s_end_round(window_t *w, double now_s)
 {
     double base = window_base(w), best = w->round_min;

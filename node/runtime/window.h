@@ -10,7 +10,7 @@
  * shaped uplink, a busy stage).  Judged once per round trip on the round's
  * smallest turnaround (a burst's later microbatches wait behind its first
  * by design), the window grows by one while fewer than WINDOW_QUEUE_LO wait
- * and shrinks by the excess while more than WINDOW_QUEUE_HI do, so the
+ * and shrinks by the excess (at least one) while more than WINDOW_QUEUE_HI do, so the
  * slowest link or stage always has work and its queue stays under about one
  * microbatch: more in flight would only lengthen every round trip (and
  * every ping behind it).  Below what the caller reckons the path holds
