@@ -1981,6 +1981,18 @@ static void test_mover_fetches_elsewhere(void)
     s_hand_end(&h, &c, &mt);
 }
 
+/* A view of n alive peers, ids[i] serving stages[i], 20 ms away, even plan. */
+static peer_view_t *s_hand_view(int n, const uint64_t *ids, const int *stages)
+{
+    peer_view_t *v = peer_view_new(n);
+    for (int i = 0; i < n; i++)
+        v->p[i] = (view_peer_t){.id = ids[i], .stage = stages[i], .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20,
+                                .rate = 1, .loss = NAN};
+    v->plan = SPLIT_EVEN;
+    peer_view_index(v);
+    return v;
+}
+
 /* A re-issued activation of a microbatch held here that does not fit this
  * stage (another stage or size) is dropped, and the held one stays: its
  * gradient is still taken (the held record was freed before the check, so
@@ -1989,11 +2001,7 @@ static void test_bad_reissue_keeps_held(void)
 {
     opts_t o;
     s_hand_opts(&o, "3");
-    peer_view_t *v = peer_view_new(2);
-    v->p[0] = (view_peer_t){.id = 10, .stage = 0, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN};
-    v->p[1] = (view_peer_t){.id = 70, .stage = 2, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN};
-    v->plan = SPLIT_EVEN;
-    peer_view_index(v);
+    peer_view_t *v = s_hand_view(2, (uint64_t[]){10, 70}, (int[]){0, 2});
     hand_t h = {.now = 100.0};
     net_counters_t net;
     metrics_t *mt;
@@ -2022,6 +2030,74 @@ static void test_bad_reissue_keeps_held(void)
     for (int i = 0; i < h.nout; i++)
         sent_back += h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_GRAD && h.out[i]->peer == 10 && h.out[i]->hdr.mb == 777;
     CHECKF(sent_back == 1, "the held microbatch's gradient went back %d times (want 1)", sent_back);
+    s_hand_end(&h, &c, &mt);
+}
+
+/* A second copy of the attempt held here (from another previous-stage peer:
+ * ids are easy to guess) is dropped: taking it forwarded the microbatch
+ * again, possibly to another next-stage peer that applied it too, and sent
+ * the honest gradient to the copy's sender. */
+static void test_same_attempt_copy_dropped(void)
+{
+    opts_t o;
+    s_hand_opts(&o, "3");
+    peer_view_t *v = s_hand_view(4, (uint64_t[]){10, 11, 70, 71}, (int[]){0, 0, 2, 2});
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    size_t in_n = 0, out_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "copy", &in_n, &out_n);
+    if (!c) return;
+    uint64_t first_to = 0, again = 0;
+    for (int k = 0; k < 3; k++) {   /* the held copy from 10, then twice the same attempt from 11 */
+        s_hand_clear(&h);
+        compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 1, 1, k ? 11 : 10, in_n, targets));
+        compute_step(c, NULL);
+        compute_flush(c);
+        for (int i = 0; i < h.nout; i++)
+            if (h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_ACT) *(k ? &again : &first_to) = h.out[i]->peer;
+    }
+    compute_result_t r;
+    compute_result(c, &r);
+    CHECKF(first_to != 0 && again == 0 && r.drops == 2, "held copy sent to %llu; the same attempt again sent to %llu, drops %llu (want 2)",
+           (unsigned long long)first_to, (unsigned long long)again, (unsigned long long)r.drops);
+    s_hand_clear(&h);
+    compute_on_mail(c, s_hand_tensor(WIRE_GRAD, 777, 1, 1, first_to, out_n, 0));
+    compute_step(c, NULL);
+    compute_flush(c);
+    uint64_t back_to = 0;
+    for (int i = 0; i < h.nout; i++) if (h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_GRAD) back_to = h.out[i]->peer;
+    CHECKF(back_to == 10, "the gradient went back to %llu, want the held copy's sender 10", (unsigned long long)back_to);
+    s_hand_end(&h, &c, &mt);
+}
+
+/* An evaluation activation whose id names no batch of its round (index at
+ * or past the round's count) is dropped and counted, before any forward. */
+static void test_bad_eval_act_counted(void)
+{
+    opts_t o;
+    s_hand_opts(&o, "3");
+    peer_view_t *v = s_hand_view(2, (uint64_t[]){10, 50}, (int[]){0, 1});
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    size_t in_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 2, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "evalbad", &in_n, NULL);
+    if (!c) return;
+    uint64_t ids[] = {(5ull << 32) | (0 << 16) | 3, (5ull << 32) | (4 << 16) | 9, (5ull << 32) | (4 << 16) | 4};
+    for (int k = 0; k < 3; k++) {
+        mail_t *m = s_hand_tensor(WIRE_ACT, ids[k], 2, 1, 50, in_n, targets);
+        m->hdr.flags |= ACT_FLAG_EVAL;
+        compute_on_mail(c, m);
+        compute_step(c, NULL);
+    }
+    compute_flush(c);
+    compute_result_t r;
+    compute_result(c, &r);
+    CHECKF(r.drops == 3, "3 evaluation activations naming no batch (count 0; index 9 and 4 of 4): %llu drops counted",
+           (unsigned long long)r.drops);
     s_hand_end(&h, &c, &mt);
 }
 
@@ -2132,6 +2208,8 @@ int main(void)
     RUN(test_mover_fetches_elsewhere);
     RUN(test_restart_keeps_checkpoint);
     RUN(test_bad_reissue_keeps_held);
+    RUN(test_same_attempt_copy_dropped);
+    RUN(test_bad_eval_act_counted);
     RUN(test_json_quote);
     RUN(test_metrics_lines_are_json);
     char cmd[128];

@@ -481,9 +481,10 @@ static int s_window_held(const compute_t *c)
 }
 
 /* The most microbatches the automatic window lets the data stage keep in
- * flight: 8 x stages microbatches of 8 sequences or more, 64 x stages
- * sequences of smaller ones (each holds activations at every stage, so the
- * cap is one of memory), within the activation slots. */
+ * flight: 8 x stages microbatches of 8 sequences or more, of smaller ones
+ * 8 x stages x (8 / sequences, rounded down), at most 64 x stages sequences
+ * (each holds activations at every stage, so the cap is one of memory),
+ * within the activation slots. */
 static int s_window_cap(const compute_t *c)
 {
     int cap = 8 * c->nstages * (c->B < 8 ? 8 / c->B : 1);
@@ -1174,19 +1175,20 @@ static int s_take_input(compute_t *c, int slot, const mail_t *m)
 /* An evaluation microbatch: forward only; the last stage accumulates. */
 static int s_on_eval_act(compute_t *c, const mail_t *m)
 {
+    uint32_t round = (uint32_t)(m->hdr.mb >> 32);
+    int nval = (int)((m->hdr.mb >> 16) & 0xffff), i = (int)(m->hdr.mb & 0xffff);
+    if (i >= nval) { s_drop(c, "evaluation batch out of its round's count", m->peer); return 0; }
     int slot = s_eval_slot(c);
     if (slot < 0) return -1;
     if (s_take_input(c, slot, m) < 0) { s_drop(c, "tensor for another stage or size", m->peer); return 0; }
     acts_t *a = c->pool[slot];
-    uint32_t round = (uint32_t)(m->hdr.mb >> 32);
-    int nval = (int)((m->hdr.mb >> 16) & 0xffff);
     c->flops += s_fwd_flops(c);
     if (s_last(c)) {
         if (a) {
             for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
             stage_forward(&c->lay, s_params(c), a);
         }
-        s_eval_batch(c, round, (m->hdr.flags & ACT_FLAG_FINAL) != 0, nval, (int)(m->hdr.mb & 0xffff), a);
+        s_eval_batch(c, round, (m->hdr.flags & ACT_FLAG_FINAL) != 0, nval, i, a);
     } else {
         if (a) stage_forward(&c->lay, s_params(c), a);
         s_send_out(c, slot, m->hdr.mb, m->hdr.flags & (ACT_FLAG_EVAL | ACT_FLAG_FINAL), m->aux, 0);
@@ -1257,9 +1259,12 @@ static int s_on_act(compute_t *c, const mail_t *m)
     }
     if (s_applied(c, m->hdr.mb, m->hdr.flags)) { s_send_dup(c, m->peer, m->hdr.mb, m->hdr.flags); return 0; }
     mbrec_t *old = s_rec_find(c, m->hdr.mb);
-    if (old && s_attempt_older(MB_ATTEMPT(m->hdr.flags), (unsigned)old->attempt)) {
-        /* a late copy of an attempt the data stage has re-issued since: the newer one held here stays */
-        s_drop(c, "an older attempt of a microbatch held here", m->peer);
+    unsigned attempt = MB_ATTEMPT(m->hdr.flags);
+    if (old && (attempt == (unsigned)old->attempt || s_attempt_older(attempt, (unsigned)old->attempt))) {
+        /* a late copy of an attempt the data stage has re-issued since, or a second copy of the one held
+         * here (a re-issue raises the attempt; taking a copy would send the gradient to whoever sent it):
+         * the one held here stays */
+        s_drop(c, "a copy of an attempt held here, or an older one", m->peer);
         return 0;
     }
     if (old) {
@@ -1275,7 +1280,7 @@ static int s_on_act(compute_t *c, const mail_t *m)
     r->mb = m->hdr.mb;
     r->slot = slot;
     r->from = m->peer;
-    r->attempt = (int)MB_ATTEMPT(m->hdr.flags);
+    r->attempt = (int)attempt;
     acts_t *a = c->pool[slot];
     if (s_last(c)) {
         if (a) for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
