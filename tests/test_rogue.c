@@ -1313,8 +1313,8 @@ static void t_full_table_forgets_long_gone(void)
 
 /* kp's record with its signed announcement (sequence seq) of addr, as a
  * PEERS from `from` carries it (from's own record first, on its word). */
-static void s_send_announce(netside_t *ns, const keypair_t *from, const char *from_adv, const keypair_t *kp,
-                            const char *addr, int stage, uint64_t seq)
+static void s_send_announce_as(netside_t *ns, const keypair_t *from, const char *from_adv, const keypair_t *kp,
+                               const char *addr, int stage, uint64_t seq, int forge)
 {
     char err[200];
     peer_info_t recs[2];
@@ -1331,6 +1331,7 @@ static void s_send_announce(netside_t *ns, const keypair_t *from, const char *fr
     uint8_t blob[ANNOUNCE_LEN];
     if (announce_sign(&a, &recs[1], seq, kp, err, sizeof err) != 0) return;
     announce_encode(blob, &a);
+    if (forge) blob[ANNOUNCE_LEN - 1] ^= 1;   /* its signature no longer checks */
     wbuf_t w;
     wbuf_init(&w, 4096);
     peers_encode(&w, recs, 2);
@@ -1345,6 +1346,12 @@ static void s_send_announce(netside_t *ns, const keypair_t *from, const char *fr
     size_t l[1] = { w.len };
     if (!wbuf_error(&w)) s_deliver(ns, from, WIRE_PEERS, stage, 0, 0, f, l, 1);
     wbuf_free(&w);
+}
+
+static void s_send_announce(netside_t *ns, const keypair_t *from, const char *from_adv, const keypair_t *kp,
+                            const char *addr, int stage, uint64_t seq)
+{
+    s_send_announce_as(ns, from, from_adv, kp, addr, stage, seq, 0);
 }
 
 /* An outward-only peer whose adopted link was closed (its announcement
@@ -1505,6 +1512,117 @@ static void t_failed_send_not_blamed(void)
     s_tnode_free(&a);
 }
 
+/* A peer back at another address (restarted with its keys on another
+ * port) is sent to there: the link opened to its old address is closed, by
+ * its JOIN and by its own record in a PEERS alike (both took the new
+ * address after the check for a change, so the link stayed on the dead
+ * address until the peer was forgotten, and a restarted node got no work). */
+static void t_new_address_closes_link(void)
+{
+    char err[300];
+    for (int way = 0; way < 2; way++) {
+        tnode_t a;
+        if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+        keypair_t b, c;
+        CHECK(keypair_generate(&b, err, sizeof err) == 0 && keypair_generate(&c, err, sizeof err) == 0);
+        s_send_join(a.ns, &b, "127.0.0.1:7100", 1, 1);
+        for (int t = 0; t < 40 && a.box.nconn == 0; t++) { netside_tick(a.ns); a.clock += 0.5; }
+        int opened = a.box.nconn, closed = a.box.ndisc;
+        if (way == 0) s_send_join(a.ns, &b, "127.0.0.1:7200", 1, 1);
+        else s_send_announce(a.ns, &b, "127.0.0.1:7200", &c, "127.0.0.1:7300", 1, 1);
+        const peer_t *p = peers_find((peers_t *)netside_peers(a.ns), node_id_from_pubkey(b.pub));
+        CHECKF(opened == 1 && a.box.ndisc == closed + 1 && p && strcmp(p->info.addr, "127.0.0.1:7200") == 0,
+               "%s: %d links opened, %d closed at the new address, address now %s", way ? "PEERS" : "JOIN", opened,
+               a.box.ndisc - closed, p ? p->info.addr : "?");
+        s_tnode_free(&a);
+    }
+}
+
+/* An announcement whose signature does not check is the sender's doing (a
+ * node passes on only those it checked): the PEERS is dropped and counted
+ * at the first, and the records after it are not taken (each cost a
+ * signature check, and none was counted). */
+static void t_forged_announcement_dropped(void)
+{
+    tnode_t a;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    keypair_t h, f;
+    CHECK(keypair_generate(&h, err, sizeof err) == 0 && keypair_generate(&f, err, sizeof err) == 0);
+    s_send_join(a.ns, &h, "127.0.0.1:7100", 1, 1);
+    uint64_t d0 = s_drops(&a);
+    s_send_announce_as(a.ns, &h, "127.0.0.1:7100", &f, "127.0.0.1:7200", 1, 1, 1);
+    CHECKF(s_drops(&a) == d0 + 1 && !s_knows(&a, &f), "a forged announcement: %llu drops counted (want 1), its peer %s",
+           (unsigned long long)(s_drops(&a) - d0), s_knows(&a, &f) ? "taken" : "not taken");
+    s_send_announce(a.ns, &h, "127.0.0.1:7100", &f, "127.0.0.1:7200", 1, 1);
+    CHECKF(s_drops(&a) == d0 + 1 && s_knows(&a, &f), "the same announcement signed: %s, drops %llu",
+           s_knows(&a, &f) ? "taken" : "not taken", (unsigned long long)(s_drops(&a) - d0));
+    s_tnode_free(&a);
+}
+
+/* One PEERS from `from` (its own record first, at from_adv) with the
+ * records of kp[0..n-1] at stage 1, each with its own signed announcement
+ * (self-signed peers cost nothing to make). */
+static void s_send_signed_many(netside_t *ns, const keypair_t *from, const char *from_adv, const keypair_t *kp, int n)
+{
+    char err[200];
+    peer_info_t *recs = calloc((size_t)n + 1, sizeof *recs);
+    uint8_t (*blob)[ANNOUNCE_LEN] = calloc((size_t)n + 1, ANNOUNCE_LEN);
+    wbuf_t w;
+    wbuf_init(&w, 1 << 22);
+    for (int i = 0; recs && blob && i <= n; i++) {
+        const keypair_t *k = i ? &kp[i - 1] : from;
+        recs[i].id = node_id_from_pubkey(k->pub);
+        memcpy(recs[i].pubkey, k->pub, 32);
+        if (i) snprintf(recs[i].addr, sizeof recs[i].addr, "10.0.%d.%d:7000", i >> 8, i & 255);
+        else snprintf(recs[i].addr, sizeof recs[i].addr, "%s", from_adv);
+        recs[i].stage = 1;
+        announce_t a;
+        if (i && announce_sign(&a, &recs[i], 1, k, err, sizeof err) == 0) announce_encode(blob[i], &a);
+    }
+    if (recs && blob) {
+        peers_encode(&w, recs, n + 1);
+        wbuf_put_u32(&w, (uint32_t)n + 1);
+        for (int i = 0; i <= n; i++) wbuf_put_bytes(&w, blob[i], i ? ANNOUNCE_LEN : 0);
+        wbuf_put_u64(&w, 0);   /* completed */
+        wbuf_put_f32(&w, 0);   /* loss */
+        wbuf_put_u8(&w, 0);    /* done */
+        wbuf_put_u32(&w, 0);   /* progress records */
+        const void *f[1] = { w.data };
+        size_t l[1] = { w.len };
+        if (!wbuf_error(&w)) s_deliver(ns, from, WIRE_PEERS, 1, 0, 0, f, l, 1);
+    }
+    wbuf_free(&w);
+    free(recs);
+    free(blob);
+}
+
+/* A member's gossip introduces new peers within a budget: one PEERS of 300
+ * self-signed peers filled 300 records (4094 filled the table, and an
+ * honest newcomer found no room), and opened a link to each. */
+static void t_gossip_introduces_within_budget(void)
+{
+    enum { FAKES = 300 };
+    tnode_t a;
+    char err[300];
+    if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+    keypair_t h, *fake = calloc(FAKES, sizeof *fake);
+    CHECK(fake && keypair_generate(&h, err, sizeof err) == 0);
+    for (int i = 0; fake && i < FAKES; i++) keypair_generate(&fake[i], err, sizeof err);
+    s_send_join(a.ns, &h, "127.0.0.1:7100", 1, 1);
+    int n0 = netside_peers(a.ns)->n;
+    uint64_t d0 = s_drops(&a);
+    if (fake) s_send_signed_many(a.ns, &h, "127.0.0.1:7100", fake, FAKES);
+    int learnt = netside_peers(a.ns)->n - n0;
+    CHECKF(learnt == 64 && s_drops(&a) == d0 + 1, "one PEERS of %d new peers: %d taken (want 64), %llu drops counted (want 1)",
+           FAKES, learnt, (unsigned long long)(s_drops(&a) - d0));
+    a.clock += 10;   /* 40 more may come */
+    if (fake) s_send_signed_many(a.ns, &h, "127.0.0.1:7100", fake, FAKES);
+    CHECKF(netside_peers(a.ns)->n - n0 == 64 + 40, "10 s later: %d taken in all (want 104)", netside_peers(a.ns)->n - n0);
+    free(fake);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -1528,6 +1646,9 @@ int main(int argc, char **argv)
         RUN(t_backup_fetch_not_taken_over);
         RUN(t_relay_not_blamed_for_sealer);
         RUN(t_failed_send_not_blamed);
+        RUN(t_new_address_closes_link);
+        RUN(t_forged_announcement_dropped);
+        RUN(t_gossip_introduces_within_budget);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -18,6 +18,8 @@
 #define GOSSIP_EVERY_S 1.0
 #define GOSSIP_FANOUT 3         /* PEERS go to this many random live peers each round, */
 #define GOSSIP_RECORDS 24       /* with this many records besides the sender's own: changed ones first */
+#define GOSSIP_LEARN_BURST 64   /* new peers one member's gossip may introduce at once (self-signed announcements */
+#define GOSSIP_LEARN_PER_S 4.0  /* cost nothing to make: one PEERS filled the table), and per second after */
 #define PROGRESS_MAX 256        /* last-stage progress entries in one PEERS */
 #define PING_EVERY_S 0.5
 #define PING_PARTNERS 6         /* each round pings up to this many partners (tensor traffic in the last PARTNER_S) */
@@ -121,29 +123,6 @@ typedef struct {
     int stage, shard;       /* what its WELCOME will say */
     transport_msg_t to;     /* its JOIN (routing fields only, no frames): the WELCOME answers it */
 } probe_t;
-
-/* A token bucket: `tokens` refill at a rate up to a burst; `last` is when it was last refilled. */
-typedef struct {
-    double tokens, last;
-} bucket_t;
-
-/* A bucket that is full at time now (clamped to its burst on first use). */
-static bucket_t s_bucket_full(double now)
-{
-    return (bucket_t){ 1e300, now };
-}
-
-/* Refills b at `rate` per second up to `burst` and takes `cost` from it.
- * 1 when it held that much (taken), 0 when not (nothing taken). */
-static int s_bucket_take(bucket_t *b, double now, double rate, double burst, double cost)
-{
-    b->tokens += (now - b->last) * rate;
-    if (b->tokens > burst) b->tokens = burst;
-    b->last = now;
-    if (b->tokens < cost) return 0;
-    b->tokens -= cost;
-    return 1;
-}
 
 struct netside {
     netside_cfg_t c;            /* configuration (o points at the node's options) */
@@ -671,14 +650,18 @@ static int s_fresh(netside_t *ns, peer_t *p, uint64_t seen_ms)
     return 1;
 }
 
-/* 1 when blob is a valid announcement (into *a): checked once, then found in the verified cache. */
-static int s_announce_ok(netside_t *ns, announce_t *a, const uint8_t *blob, size_t len, char *err, size_t errlen)
+/* 1 when blob is a valid announcement (into *a): checked once, then found
+ * in the verified cache; 0 when there is none (len 0) or it says another
+ * thing than rec; -1 when its signature does not check (a node passes on
+ * only announcements it checked: the sender's doing). */
+static int s_announce_ok(netside_t *ns, announce_t *a, const uint8_t *blob, size_t len, const peer_info_t *rec)
 {
+    char err[160];
     if (len != ANNOUNCE_LEN) return 0;
-    if (vcache_has(ns->vcache, blob, len)) return announce_decode(a, blob, len, err, errlen) == 0;
-    if (announce_verify(a, blob, len, err, errlen) != 0) return 0;
+    if (vcache_has(ns->vcache, blob, len)) return announce_decode(a, blob, len, err, sizeof err) == 0 && announce_matches(a, rec);
+    if (announce_verify(a, blob, len, err, sizeof err) != 0) return -1;
     vcache_add(ns->vcache, blob, len);
-    return 1;
+    return announce_matches(a, rec);
 }
 
 /* Closes the link to p, whichever kind it is (one we opened, or the one it
@@ -720,13 +703,24 @@ static void s_adopt(netside_t *ns, peer_t *p, const transport_msg_t *m)
     s_introduce(ns, l);   /* as on a link we open: it learns our ticket (closed swarm) before our first message */
 }
 
+/* 1 when sender's gossip may introduce one more new peer now (taken from its learn bucket). */
+static int s_may_learn(netside_t *ns, uint64_t sender)
+{
+    peer_t *p = peers_find(&ns->peers, sender);
+    return p && bucket_take(&p->learn, s_now(ns), GOSSIP_LEARN_PER_S, GOSSIP_LEARN_BURST, 1);
+}
+
 /* Takes the records of a table sent by `sender`: its own record on its word
  * (the link authenticated it), anyone else's only with that peer's valid
  * signed announcement, newer than the one held, vouching for the record's
- * address and stage.  Returns -1 when the announcement part is malformed. */
+ * address and stage; new peers in gossip (why "gossip") within the
+ * sender's learn bucket.  Returns -1 when the announcement part is
+ * malformed, -2 at the first announcement whose signature does not check
+ * (what came before it stays taken). */
 static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k, uint64_t sender,
                         const uint8_t sender_pub[32], const char *why)
 {
+    int gossip = strcmp(why, "gossip") == 0, refused = 0;
     uint32_t nb = rbuf_get_u32(r);
     if (rbuf_error(r) || nb != (uint32_t)k) return -1;
     for (int i = 0; i < k; i++) {
@@ -737,12 +731,11 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
         if (rec->id == ns->id) continue;
         peer_t *p = peers_find(&ns->peers, rec->id);
         announce_t a;
-        char err[160];
         int valid = 0;
         if (len == ANNOUNCE_LEN && p && p->announce_seq && announce_seq_of(blob) <= p->announce_seq)
             valid = 0;  /* not newer than the one we hold (seqs only grow): nothing new, no signature to check */
-        else
-            valid = s_announce_ok(ns, &a, blob, len, err, sizeof err) && announce_matches(&a, rec);
+        else if ((valid = s_announce_ok(ns, &a, blob, len, rec)) < 0)
+            return -2;
         if (rec->id == sender) {
             if (memcmp(rec->pubkey, sender_pub, 32) != 0) continue;
             s_add_peer(ns, rec, s_now(ns), why);
@@ -757,6 +750,9 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
             if (!valid) continue;
         } else if (!valid) {
             continue;   /* a third party's word alone is not enough */
+        } else if (gossip && !s_may_learn(ns, sender)) {
+            refused++;
+            continue;
         } else {
             /* as fresh as the sender's word of it, not as this moment: a peer that died a while ago
              * would otherwise look alive here for a whole silence allowance, and draw work */
@@ -775,6 +771,7 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
             peers_set_announce(p, blob, a.seq);
         }
     }
+    if (refused) s_count_drop(ns, "gossip of more new peers than a member may introduce (the rest not taken)", sender);
     return 0;
 }
 
@@ -872,6 +869,13 @@ static int s_replace_peer(netside_t *ns, const peer_info_t *info, double heard)
 static void s_add_peer(netside_t *ns, const peer_info_t *info, double heard, const char *why)
 {
     if (info->id == ns->id) return;
+    peer_t *was = peers_find(&ns->peers, info->id);
+    if (was && (was->info.stage != info->stage || strcmp(was->info.addr, info->addr) != 0)) {
+        /* back at another address (a restart with its keys): the link we opened goes to the old one; an
+         * adopted link is the one it opened to us, and follows its messages.  Its peers hear of the move. */
+        if (strcmp(was->info.addr, info->addr) != 0 && !was->adopted) s_close_link(ns, was);
+        s_rumor(ns, was);
+    }
     int r = peers_upsert(&ns->peers, info, heard);
     int ix = ns->peers.n - 1;   /* where a new record is: the last, */
     if (r < 0 && ns->peers.n == PEERS_CAP && (ix = s_replace_peer(ns, info, heard)) >= 0) r = 1;   /* or a forgotten one's */
@@ -892,7 +896,7 @@ static void s_add_peer(netside_t *ns, const peer_info_t *info, double heard, con
 /* 1 when another JOIN may be answered now. */
 static int s_join_allowed(netside_t *ns)
 {
-    return s_bucket_take(&ns->join_bucket, s_now(ns), JOIN_PER_S, JOIN_PER_S, 1);
+    return bucket_take(&ns->join_bucket, s_now(ns), JOIN_PER_S, JOIN_PER_S, 1);
 }
 
 /* Closed swarm: checks the ticket of a JOIN; 0 admitted until *expires
@@ -1088,13 +1092,10 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     memcpy(info.pubkey, m->sender_pub, 32);
     info.stage = (int16_t)stage;
     s_add_peer(ns, &info, s_now(ns), "join");
-    /* a re-join after a restart: mark it alive, and reconnect to its (possibly new) address */
+    /* a re-join after a restart: alive again (s_add_peer took its stage and its possibly new address, and
+     * closed a link to the old one) */
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (p) {
-        p->info.stage = (int16_t)stage;
-        if (strcmp(p->info.addr, adv) != 0) s_close_link(ns, p);
-        peers_touch(&ns->peers, p);
-        snprintf(p->info.addr, sizeof p->info.addr, "%s", adv);
         s_set_health(ns, p, PEER_ALIVE);
         p->last_heard = s_now(ns);
         s_admit(p, 1, until);
@@ -1752,10 +1753,10 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
     peer_info_t *recs = s_recs_for(m->frame[0], m->len[0], &max);
     int k = 0;
     char err[200];
-    int bad = !recs || peers_decode(&r, recs, max, &k, err, sizeof err) < 0
-              || s_take_table(ns, &r, recs, k, m->sender, m->sender_pub, "gossip") < 0;
+    int bad = !recs || peers_decode(&r, recs, max, &k, err, sizeof err) < 0 ? -1
+              : s_take_table(ns, &r, recs, k, m->sender, m->sender_pub, "gossip");
     free(recs);
-    if (bad) { s_drop(ns, "malformed PEERS", m->sender); return; }
+    if (bad < 0) { s_drop(ns, bad == -2 ? "PEERS with a forged announcement" : "malformed PEERS", m->sender); return; }
     uint64_t completed = rbuf_get_u64(&r);
     float loss = rbuf_get_f32(&r);
     int done = rbuf_get_u8(&r);
@@ -1834,7 +1835,7 @@ static void s_put_links(netside_t *ns, wbuf_t *w)
 
 static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
 {
-    if (!s_bucket_take(&ns->status_bucket, s_now(ns), STATUS_PER_S, STATUS_PER_S, 1)) {
+    if (!bucket_take(&ns->status_bucket, s_now(ns), STATUS_PER_S, STATUS_PER_S, 1)) {
         s_drop(ns, "STATUS_REQ over the rate limit", m->sender);
         return;
     }
@@ -1994,7 +1995,7 @@ static int s_relay_budget(netside_t *ns, size_t bytes)
     double rate = (ns->c.relay_mbit > 0 ? ns->c.relay_mbit : RELAY_MBIT_DEFAULT) * 1e6 / 8;
     double cap = rate * RELAY_BURST_S;
     if (cap < 2.5 * (1 << 20)) cap = 2.5 * (1 << 20);
-    return s_bucket_take(&ns->relay_bucket, s_now(ns), rate, cap, (double)bytes) ? 0 : -1;
+    return bucket_take(&ns->relay_bucket, s_now(ns), rate, cap, (double)bytes) ? 0 : -1;
 }
 
 /* At the relay: passes a sealed envelope on to its receiver (which opened
@@ -2684,9 +2685,9 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->plan = ns->me.plan = cfg->o->split == SPLIT_AUTO ? -1 : cfg->o->split;
     ns->outward = cfg->no_listen;
     ns->relays = cfg->relay;
-    ns->relay_bucket = s_bucket_full(s_now(ns));
-    ns->status_bucket = s_bucket_full(s_now(ns));
-    ns->join_bucket = s_bucket_full(s_now(ns));
+    ns->relay_bucket = bucket_full(s_now(ns));
+    ns->status_bucket = bucket_full(s_now(ns));
+    ns->join_bucket = bucket_full(s_now(ns));
     ns->join_link = -1;
     ns->live_set.ok = 1;
     ns->rumor_set.ok = 1;

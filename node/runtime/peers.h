@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "net/ticket.h"
 #include "net/wire.h"
+#include "node/runtime/bucket.h"
 #include "node/runtime/idmap.h"
 #include "node/runtime/mail.h"
 
@@ -62,6 +63,7 @@ typedef struct {
     uint64_t seq_in;        /* the highest counter opened from it (older ones are replays) */
     int relay_noted;        /* we relayed for it (the `relay` metrics event was written) */
     double relay_intro_next; /* when our introduction goes through the relay to it again */
+    bucket_t learn;         /* the new peers its gossip may still introduce (GOSSIP_LEARN_*) */
 } peer_t;
 
 typedef struct {
