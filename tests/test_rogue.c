@@ -1623,6 +1623,35 @@ static void t_gossip_introduces_within_budget(void)
     s_tnode_free(&a);
 }
 
+/* A member's word "heard from it just now" of a peer that answers our
+ * pings nothing does not keep it alive here: it is taken for gone as
+ * without that word (it stayed alive, drawing work, for as long as the
+ * member said so). */
+static void t_hearsay_keeps_no_dead_peer_alive(void)
+{
+    char err[300];
+    for (int lie = 0; lie < 2; lie++) {
+        tnode_t a;
+        if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+        keypair_t h, d;
+        CHECK(keypair_generate(&h, err, sizeof err) == 0 && keypair_generate(&d, err, sizeof err) == 0);
+        s_send_join(a.ns, &h, "127.0.0.1:7100", 1, 1);
+        s_send_join(a.ns, &d, "127.0.0.1:7200", 1, 1);   /* then d dies */
+        for (int t = 0; t < 240; t++) {   /* 120 s: h answers and vouches for d every 2 s */
+            if (t % 4 == 0) {
+                s_deliver(a.ns, &h, WIRE_PING, -1, 0, (uint64_t)t, NULL, NULL, 0);
+                if (lie) s_send_announce(a.ns, &h, "127.0.0.1:7100", &d, "127.0.0.1:7200", 1, 1);
+            }
+            netside_tick(a.ns);
+            a.clock += 0.5;
+        }
+        const peer_t *p = peers_find((peers_t *)netside_peers(a.ns), node_id_from_pubkey(d.pub));
+        CHECKF(p && p->health == PEER_GONE, "%s: a peer silent to us for 120 s has health %d (want %d, gone)",
+               lie ? "vouched for by a member" : "no word of it", p ? (int)p->health : -1, PEER_GONE);
+        s_tnode_free(&a);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -1649,6 +1678,7 @@ int main(int argc, char **argv)
         RUN(t_new_address_closes_link);
         RUN(t_forged_announcement_dropped);
         RUN(t_gossip_introduces_within_budget);
+        RUN(t_hearsay_keeps_no_dead_peer_alive);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -639,14 +639,27 @@ static void s_revive(netside_t *ns, peer_t *p, const char *why)
     metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"joined\",\"why\":%s,\"peer_stage\":%d", s, why, p->info.stage);
 }
 
+/* A peer pinged by us that has answered nothing for longer than makes it
+ * slow: its silence to us is what counts, whatever third parties say (a
+ * member's word "heard from it just now" kept a dead peer alive here, and
+ * drawing work, for as long as it said so). */
+static int s_ignores_us(const peer_t *p, double now, double slow)
+{
+    return p->unanswered > 0 && now - p->unanswered > slow;
+}
+
+static double s_slow_after(const peer_t *p, double now, int live);
+
 /* What a third party says of a peer's freshness: heard from seen_ms ago.
- * Recent word brings a peer taken for gone back (a partition healed there). */
+ * Recent word brings a peer taken for gone back (a partition healed there),
+ * unless it answers our pings nothing (s_ignores_us). */
 static int s_fresh(netside_t *ns, peer_t *p, uint64_t seen_ms)
 {
     double now = s_now(ns), at = now - (double)seen_ms * 1e-3;
     if (at <= p->last_heard || p->banned_until > now) return 0;
     p->last_heard = at;
-    if (p->health == PEER_GONE && now - at < GONE_MIN_S) s_revive(ns, p, "heard of again");
+    if (p->health == PEER_GONE && now - at < GONE_MIN_S && !s_ignores_us(p, now, s_slow_after(p, now, ns->live)))
+        s_revive(ns, p, "heard of again");
     return 1;
 }
 
@@ -823,6 +836,7 @@ static void s_heard(netside_t *ns, uint64_t id)
     double now = s_now(ns), since = p->last_direct > 0 ? p->last_direct : p->last_heard;
     if (since > 0 && now - since > s_slow_after(p, now, ns->live)) p->silent_until = now;
     p->last_heard = p->last_direct = now;
+    p->unanswered = 0;
     if (p->health == PEER_GONE) s_revive(ns, p, "heard again");
 }
 
@@ -2353,7 +2367,7 @@ static void s_ping(netside_t *ns, peer_t *p, double now)
     s_hdr(ns, &h, WIRE_PING);
     h.mb = (uint64_t)(now * 1e6);
     p->last_ping = now;
-    s_send(ns, p->info.id, &h, NULL, NULL, 0, 0, 0);
+    if (s_send(ns, p->info.id, &h, NULL, NULL, 0, 0, 0) == 0 && p->unanswered == 0) p->unanswered = now;
 }
 
 static int s_partner(const peer_t *p, double now)
@@ -2497,6 +2511,7 @@ static void s_health_of(netside_t *ns, peer_t *p, double now, int live)
     double gone = s_gone_after(p, now, live);
     double slow = s_slow_after(p, now, live);
     double quiet = now - p->last_heard;
+    if (s_ignores_us(p, now, slow)) quiet = fmax(quiet, now - (p->last_direct > 0 ? p->last_direct : p->unanswered));
     char s[9] = "";
     if (quiet > slow && p->health != PEER_SLOW) node_id_short(p->info.id, s);
     if (quiet > gone) {

@@ -30,6 +30,7 @@ typedef struct {
     double last_direct;     /* clock time of the last message from it itself */
     double last_traffic;    /* clock time of the last tensor to or from it (a partner: pinged every round) */
     double last_ping;       /* clock time of our last PING to it */
+    double unanswered;      /* clock time of our first PING it has not answered (0: none; any word from it answers) */
     double banned_until;    /* clock time before which it is ignored */
     double rtt_ms;          /* EWMA of our PING round trips, 0 unknown */
     double rtt_dev_ms;      /* EWMA of |rtt - mean| */
