@@ -1313,8 +1313,10 @@ static void t_full_table_forgets_long_gone(void)
 
 /* kp's record with its signed announcement (sequence seq) of addr, as a
  * PEERS from `from` carries it (from's own record first, on its word). */
+enum { SPOIL_NONE, SPOIL_SIGNATURE, SPOIL_CUT };   /* s_send_announce_as: a valid PEERS, or one spoilt so */
+
 static void s_send_announce_as(netside_t *ns, const keypair_t *from, const char *from_adv, const keypair_t *kp,
-                               const char *addr, int stage, uint64_t seq, int forge)
+                               const char *addr, int stage, uint64_t seq, int spoil)
 {
     char err[200];
     peer_info_t recs[2];
@@ -1331,7 +1333,7 @@ static void s_send_announce_as(netside_t *ns, const keypair_t *from, const char 
     uint8_t blob[ANNOUNCE_LEN];
     if (announce_sign(&a, &recs[1], seq, kp, err, sizeof err) != 0) return;
     announce_encode(blob, &a);
-    if (forge) blob[ANNOUNCE_LEN - 1] ^= 1;   /* its signature no longer checks */
+    if (spoil == SPOIL_SIGNATURE) blob[ANNOUNCE_LEN - 1] ^= 1;   /* its signature no longer checks */
     wbuf_t w;
     wbuf_init(&w, 4096);
     peers_encode(&w, recs, 2);
@@ -1343,7 +1345,7 @@ static void s_send_announce_as(netside_t *ns, const keypair_t *from, const char 
     wbuf_put_u8(&w, 0);    /* done */
     wbuf_put_u32(&w, 0);   /* progress records */
     const void *f[1] = { w.data };
-    size_t l[1] = { w.len };
+    size_t l[1] = { w.len - (spoil == SPOIL_CUT ? 3 : 0) };   /* cut: its progress records' count short */
     if (!wbuf_error(&w)) s_deliver(ns, from, WIRE_PEERS, stage, 0, 0, f, l, 1);
     wbuf_free(&w);
 }
@@ -1351,7 +1353,7 @@ static void s_send_announce_as(netside_t *ns, const keypair_t *from, const char 
 static void s_send_announce(netside_t *ns, const keypair_t *from, const char *from_adv, const keypair_t *kp,
                             const char *addr, int stage, uint64_t seq)
 {
-    s_send_announce_as(ns, from, from_adv, kp, addr, stage, seq, 0);
+    s_send_announce_as(ns, from, from_adv, kp, addr, stage, seq, SPOIL_NONE);
 }
 
 /* An outward-only peer whose adopted link was closed (its announcement
@@ -1541,7 +1543,8 @@ static void t_new_address_closes_link(void)
 /* An announcement whose signature does not check is the sender's doing (a
  * node passes on only those it checked): the PEERS is dropped and counted
  * at the first, and the records after it are not taken (each cost a
- * signature check, and none was counted). */
+ * signature check, and none was counted).  A PEERS cut short is dropped
+ * before any of it is taken. */
 static void t_forged_announcement_dropped(void)
 {
     tnode_t a;
@@ -1551,11 +1554,14 @@ static void t_forged_announcement_dropped(void)
     CHECK(keypair_generate(&h, err, sizeof err) == 0 && keypair_generate(&f, err, sizeof err) == 0);
     s_send_join(a.ns, &h, "127.0.0.1:7100", 1, 1);
     uint64_t d0 = s_drops(&a);
-    s_send_announce_as(a.ns, &h, "127.0.0.1:7100", &f, "127.0.0.1:7200", 1, 1, 1);
+    s_send_announce_as(a.ns, &h, "127.0.0.1:7100", &f, "127.0.0.1:7200", 1, 1, SPOIL_SIGNATURE);
     CHECKF(s_drops(&a) == d0 + 1 && !s_knows(&a, &f), "a forged announcement: %llu drops counted (want 1), its peer %s",
            (unsigned long long)(s_drops(&a) - d0), s_knows(&a, &f) ? "taken" : "not taken");
+    s_send_announce_as(a.ns, &h, "127.0.0.1:7100", &f, "127.0.0.1:7200", 1, 1, SPOIL_CUT);
+    CHECKF(s_drops(&a) == d0 + 2 && !s_knows(&a, &f), "a PEERS cut short after its announcements: %llu drops counted (want 2), "
+           "its peer %s", (unsigned long long)(s_drops(&a) - d0), s_knows(&a, &f) ? "taken" : "not taken");
     s_send_announce(a.ns, &h, "127.0.0.1:7100", &f, "127.0.0.1:7200", 1, 1);
-    CHECKF(s_drops(&a) == d0 + 1 && s_knows(&a, &f), "the same announcement signed: %s, drops %llu",
+    CHECKF(s_drops(&a) == d0 + 2 && s_knows(&a, &f), "the same announcement signed, the PEERS whole: %s, drops %llu",
            s_knows(&a, &f) ? "taken" : "not taken", (unsigned long long)(s_drops(&a) - d0));
     s_tnode_free(&a);
 }

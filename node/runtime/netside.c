@@ -1758,6 +1758,26 @@ static void s_stop_compute(netside_t *ns)
     s_post(ns, mail_new(MAIL_STOP));
 }
 
+/* The rest of a PEERS after its k records (r at them) is whole: k
+ * announcements, the sender's progress and end, the progress records.
+ * Checked before any of it is taken (a PEERS cut short was counted as
+ * malformed after its table had been taken). */
+static int s_peers_rest_ok(const rbuf_t *at, int k)
+{
+    rbuf_t r = *at;
+    size_t len;
+    if (rbuf_get_u32(&r) != (uint32_t)k) return 0;
+    for (int i = 0; i < k && !rbuf_error(&r); i++) rbuf_get_bytes(&r, ANNOUNCE_LEN, &len);
+    rbuf_get_u64(&r);   /* completed */
+    rbuf_get_f32(&r);   /* loss */
+    rbuf_get_u8(&r);    /* done */
+    uint32_t np = rbuf_get_u32(&r);
+    if (rbuf_error(&r) || np > PROGRESS_MAX) return 0;
+    for (uint32_t i = 0; i < np; i++) { rbuf_get_u64(&r); rbuf_get_u64(&r); }
+    if (rbuf_remaining(&r) >= 8) rbuf_get_u64(&r);   /* the run's progress (older senders end before it) */
+    return !rbuf_error(&r);
+}
+
 static void s_on_peers(netside_t *ns, const transport_msg_t *m)
 {
     if (m->nframes < 1) { s_drop(ns, "PEERS without body", m->sender); return; }
@@ -1767,7 +1787,7 @@ static void s_on_peers(netside_t *ns, const transport_msg_t *m)
     peer_info_t *recs = s_recs_for(m->frame[0], m->len[0], &max);
     int k = 0;
     char err[200];
-    int bad = !recs || peers_decode(&r, recs, max, &k, err, sizeof err) < 0 ? -1
+    int bad = !recs || peers_decode(&r, recs, max, &k, err, sizeof err) < 0 || !s_peers_rest_ok(&r, k) ? -1
               : s_take_table(ns, &r, recs, k, m->sender, m->sender_pub, "gossip");
     free(recs);
     if (bad < 0) { s_drop(ns, bad == -2 ? "PEERS with a forged announcement" : "malformed PEERS", m->sender); return; }
