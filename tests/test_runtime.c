@@ -23,7 +23,9 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1789,6 +1791,52 @@ static void test_metrics_lines_are_json(void)
     CHECK(strstr(lines[5], "\"event\":\"ev\\\"il\"") != NULL && strstr(lines[5], "\"stage\":null") != NULL);
 }
 
+/* 1 when metrics_event(fields, arg) in a child process dies by an assert
+ * (SIGABRT); its message goes to /dev/null. */
+static int s_metrics_refuses(const char *fields, int arg)
+{
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        char path[300], err[256];
+        snprintf(path, sizeof path, "%s/refused.jsonl", s_dir);
+        metrics_t *m = metrics_open(path, "n", err, sizeof err);
+        if (!m) _exit(3);
+        metrics_event(m, "x", fields, arg);
+        metrics_close(&m);
+        _exit(0);
+    }
+    int st = 0;
+    if (child < 0 || waitpid(child, &st, 0) != child) return 0;
+    return WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
+}
+
+/* A bare value that printf would write as "+1", "ff", "1." or "007" is not
+ * JSON: the format is refused; inside the format's quotes it is a string. */
+static void test_metrics_refuses_non_json_conversions(void)
+{
+    const char *bad[] = {"\"n\":%+d", "\"n\":%x", "\"n\":%X", "\"n\":%#x", "\"n\":%05d", "\"n\":%+.1f",
+                         "\"n\":%#.0f"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECKF(s_metrics_refuses(bad[i], 1), "%s written", bad[i]);
+    const char *good[] = {"\"n\":%d", "\"n\":\"%x\"", "\"n\":\"%+05d\"", "\"n\":% d", "\"n\":%-4d"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        CHECKF(!s_metrics_refuses(good[i], 1), "%s refused", good[i]);
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/quoted.jsonl", s_dir);
+    unlink(path);
+    metrics_t *m = metrics_open(path, "n", err, sizeof err);
+    CHECK(m != NULL);
+    if (!m) return;
+    metrics_event(m, "x", "\"h\":\"%X\",\"p\":\"%+d\",\"z\":\"%03d\",\"s\":% d", 255, 5, 7, 2);
+    metrics_close(&m);
+    static char lines[2][8192];
+    CHECK(s_read_lines(path, lines, 2) == 1);
+    CHECKF(json_valid(lines[0], strlen(lines[0])), "%s", lines[0]);
+    CHECKF(strstr(lines[0], "\"h\":\"FF\",\"p\":\"+5\",\"z\":\"007\",\"s\": 2}") != NULL, "%s", lines[0]);
+}
+
 /* ---- sim's random fault plans --------------------------------------------- */
 
 /* A random partition names 1..64 nodes (the size of plan_ev_t's set), each
@@ -2212,6 +2260,7 @@ int main(void)
     RUN(test_bad_eval_act_counted);
     RUN(test_json_quote);
     RUN(test_metrics_lines_are_json);
+    RUN(test_metrics_refuses_non_json_conversions);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) printf("  could not remove %s\n", s_dir);

@@ -150,11 +150,18 @@ typedef struct {
     char len;       /* length modifier */
 } s_spec_t;
 
-/* Parses the conversion at f (which points at '%'); returns the characters used. */
-static size_t s_spec(s_spec_t *sp, const char *f)
+/* Parses the conversion at f (which points at '%'); returns the characters
+ * used.  Outside the format's own quotes (quoted 0) a conversion writes a
+ * bare JSON value, which the '+', '#' and '0' flags ("+1", "1.", "007") and
+ * hexadecimal (%x, %X: "ff") would make invalid: those are programmer
+ * errors (assert), as an unsupported conversion is. */
+static size_t s_spec(s_spec_t *sp, const char *f, int quoted)
 {
     size_t i = 1;
-    while (f[i] && strchr("-+ #0", f[i])) i++;
+    while (f[i] && strchr("-+ #0", f[i])) {
+        assert((quoted || !strchr("+#0", f[i])) && "metrics format: flag + # or 0 outside quotes (invalid JSON)");
+        i++;
+    }
     while (isdigit((unsigned char)f[i])) i++;
     if (f[i] == '.') { i++; while (isdigit((unsigned char)f[i])) i++; }
     sp->len = 0;
@@ -163,6 +170,7 @@ static size_t s_spec(s_spec_t *sp, const char *f)
     else if (f[i] == 'z' || f[i] == 'j' || f[i] == 't') sp->len = f[i++];
     sp->conv = f[i];
     assert(sp->conv && "metrics format ends inside a conversion");
+    assert((quoted || (sp->conv != 'x' && sp->conv != 'X')) && "metrics format: %x or %X outside quotes (invalid JSON)");
     i++;
     assert(i < sizeof sp->text && "metrics format conversion too long");
     memcpy(sp->text, f, i);
@@ -196,7 +204,7 @@ static void s_put_fields(FILE *out, const char *f, va_list *ap)
             continue;
         }
         s_spec_t sp;
-        f += s_spec(&sp, f);
+        f += s_spec(&sp, f, quoted);
         switch (sp.conv) {
         case '%':
             fputc('%', out);

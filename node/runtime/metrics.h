@@ -30,12 +30,15 @@ void metrics_set_node(metrics_t *self, const char *node);
  *              (quoted and escaped; NULL is null; cut at METRICS_STR_MAX
  *              bytes), so the format says "\"why\":%s", never quotes
  *              around %s;
- *   %d %i %u %x %X with hh h l ll z j t: integers, as printf writes them;
- *   %f %e %g (any flags, width, precision): a number, or null when the
- *              value is NaN or infinite;
+ *   %d %i %u with hh h l ll z j t: integers, as printf writes them;
+ *   %f %e %g (width, precision, the '-' and ' ' flags): a number, or null
+ *              when the value is NaN or infinite;
  *   %%.
  * Quotes in the format's own text are the caller's (e.g. "\"run\":\"%016llx\"");
- * a %s inside them, or any other conversion, is a programmer error (assert). */
+ * inside them %x and %X and the '+', '#' and '0' flags are written as printf
+ * writes them too.  A %s inside quotes, %x, %X or the '+', '#' or '0' flag
+ * outside them (they would write "ff", "+1", "1." or "007", which are not
+ * JSON), or any other conversion, is a programmer error (assert). */
 void metrics_event(metrics_t *self, const char *event, const char *fields, ...)
     __attribute__((format(printf, 3, 4)));
 #define METRICS_STR_MAX 1024   /* bytes of one string value written, at most */
