@@ -125,7 +125,7 @@ static void fill_snapshot(status_snapshot_t *s)
     s->uptime_s = 12.5;
     s->updates = 42;
     s->version = 42;
-    s->tokens = 1e6;
+    s->tokens = 1000000;
     s->tokens_per_s = 5000;
     s->loss = 2.5;
     s->bytes_sent = 1000;
@@ -487,6 +487,27 @@ static void test_json_escapes_and_nonfinite(void)
     free(s);
 }
 
+/* Counters print exactly, as the metrics do: 1234567891 tokens is not
+ * 1.23456789e+09; the progress card says what it counts. */
+static void test_exact_counters(void)
+{
+    status_snapshot_t *s = calloc(1, sizeof *s);
+    s->tokens = 1234567891ull;
+    s->steps_done = 12;
+    s->steps_total = 40;
+    http_reply_t o = {0};
+    CHECK(status_render_json(&o, s) == 0);
+    CHECKF(strstr(o.body, "\"tokens\":1234567891,") != NULL, "%s", o.body);
+    http_reply_free(&o);
+    CHECK(status_render_html(&o, s) == 0);
+    CHECK(strstr(o.body, ">1234567891<") != NULL);
+    CHECK(strstr(o.body, "e+09") == NULL);
+    CHECK(strstr(o.body, "run microbatches") != NULL && strstr(o.body, "run steps") == NULL);
+    CHECK(strstr(o.body, "tokens/s since start") != NULL);
+    http_reply_free(&o);
+    free(s);
+}
+
 static void test_empty_snapshot(void)
 {
     status_snapshot_t *s = calloc(1, sizeof *s);
@@ -677,6 +698,7 @@ int main(void)
     RUN(test_reply_buffer);
     RUN(test_history);
     RUN(test_empty_snapshot);
+    RUN(test_exact_counters);
     RUN(test_json_escapes_and_nonfinite);
     RUN(test_serves_pages);
     RUN(test_port_in_use);

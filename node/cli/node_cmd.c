@@ -102,8 +102,8 @@ static int s_http(void *arg, const char *path, http_reply_t *r)
     s->uptime_s = metrics_now() - v->t0;
     s->version = s->updates = (uint64_t)last.version;
     s->steps_total = (uint64_t)o->steps * (uint64_t)o->micro;
-    s->tokens = (double)last.tokens;
-    s->tokens_per_s = s->uptime_s > 0 ? s->tokens / s->uptime_s : 0;
+    s->tokens = last.tokens;
+    s->tokens_per_s = s->uptime_s > 0 ? (double)s->tokens / s->uptime_s : 0;
     s->bytes_sent = last.bytes_sent;
     s->bytes_sent_raw = last.bytes_sent_raw;
     s->bytes_recv = last.bytes_recv;

@@ -182,7 +182,7 @@ int status_render_json(http_reply_t *o, const status_snapshot_t *s)
     s_json_key(o, "version", 0);     http_reply_printf(o, "%" PRIu64, s->version);
     s_json_key(o, "steps_done", 0);  http_reply_printf(o, "%" PRIu64, s->steps_done);
     s_json_key(o, "steps_total", 0); http_reply_printf(o, "%" PRIu64, s->steps_total);
-    s_json_key(o, "tokens", 0);      s_json_num(o, s->tokens);
+    s_json_key(o, "tokens", 0);      http_reply_printf(o, "%" PRIu64, s->tokens);
     s_json_key(o, "tokens_per_s", 0); s_json_num(o, s->tokens_per_s);
     s_json_key(o, "loss", 0);        s_json_num(o, s->loss);
     s_json_key(o, "bytes_sent", 0);  http_reply_printf(o, "%" PRIu64, s->bytes_sent);
@@ -447,11 +447,12 @@ int status_render_html(http_reply_t *o, const status_snapshot_t *s)
     s_card(o, a, "weight version");
     if (s->steps_total) {
         snprintf(a, sizeof a, "%" PRIu64 " / %" PRIu64, s->steps_done, s->steps_total);
-        s_card(o, a, "run steps");
+        s_card(o, a, "run microbatches");
     }
     s_card(o, s_fmt(a, sizeof a, "%.4f", s->loss), "loss");
-    s_card(o, s_fmt(a, sizeof a, "%.0f", s->tokens_per_s), "tokens/s");
-    s_card(o, s_fmt(a, sizeof a, "%.4g", s->tokens), "tokens");
+    s_card(o, s_fmt(a, sizeof a, "%.0f", s->tokens_per_s), "tokens/s since start");
+    snprintf(a, sizeof a, "%" PRIu64, s->tokens);
+    s_card(o, a, "tokens");
     snprintf(c, sizeof c, "%s sent (%s raw)", s_fmt_bytes(a, sizeof a, s->bytes_sent),
              s_fmt_bytes(b, sizeof b, s->bytes_sent_raw));
     s_card(o, c, "on the wire");

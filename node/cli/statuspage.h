@@ -39,10 +39,10 @@ typedef struct {
     double uptime_s;        /* seconds since start */
     uint64_t updates;       /* optimizer updates of this node */
     uint64_t version;       /* current weight version */
-    uint64_t steps_done;    /* run progress: last-stage steps completed, 0 unknown */
-    uint64_t steps_total;   /* --steps, 0 unknown */
-    double tokens;          /* tokens processed by this node */
-    double tokens_per_s;    /* recent throughput */
+    uint64_t steps_done;    /* run progress: microbatches the last stage has completed, 0 unknown */
+    uint64_t steps_total;   /* microbatches the run needs (--steps x --micro), 0 unknown */
+    uint64_t tokens;        /* tokens processed by this node (the metrics' count, exact) */
+    double tokens_per_s;    /* tokens / uptime_s: the average since start */
     double loss;            /* last training loss (NaN: none yet) */
     uint64_t bytes_sent;    /* on the wire, cumulative */
     uint64_t bytes_sent_raw;/* the same tensors as raw fp32 */
@@ -82,7 +82,8 @@ void status_history_copy(status_snapshot_t *out, const status_history_t *h);
 /* Appends the snapshot as one JSON object: always valid JSON (strings
  * escaped, bytes >= 0x80 as \u00XX, non-finite numbers as null).  Keys:
  * node, role, stage, nstages, model, run, join_addr, uptime_s, updates,
- * version, steps_done, steps_total, tokens, tokens_per_s, loss, bytes_sent,
+ * version, steps_done and steps_total (microbatches), tokens, tokens_per_s
+ * (the average since start), loss, bytes_sent,
  * bytes_sent_raw, bytes_recv, compression (raw/sent or null), drops,
  * inflight, stages [{stage, peers, alive}], peers [{id, stage, addr, rate
  * (microbatches/s), rtt_ms, health, version, self}], loss_history
