@@ -3,6 +3,7 @@
 #include "node/cli/cli.h"
 #include "node/cli/progress.h"
 #include "node/cli/statuspage.h"
+#include "node/cli/stopsig.h"
 #include "node/engine/gemm.h"
 #include "node/engine/modelfile.h"
 #include "node/runtime/netside.h"
@@ -13,7 +14,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,23 +190,14 @@ typedef struct {
     metrics_t *metrics;
     node_t *node;
     view_t view;
+    stopsig_target_t stop;     /* what a signal calls: node_interrupt(node) */
     double t0;
 } node_cmd_t;
 
-static atomic_uintptr_t s_running;   /* the node a signal stops */
-static atomic_int s_stopped_by;      /* the signal that stopped it, 0 none */
-
-static void s_on_signal(int sig)
+/* A signal's call (async-signal-safe, as node_interrupt is). */
+static void s_interrupt(void *node)
 {
-    atomic_store(&s_stopped_by, sig);
-    node_t *n = (node_t *)atomic_load(&s_running);
-    if (n) node_interrupt(n);
-}
-
-/* "interrupted by SIGINT (Ctrl-C)" (or SIGTERM, SIGHUP) into err. */
-static void s_interrupted(int sig, char *err, size_t errlen)
-{
-    snprintf(err, errlen, "interrupted by %s", sig == SIGINT ? "SIGINT (Ctrl-C)" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+    node_interrupt(node);
 }
 
 /* Parses and checks the command line, loads keys and tickets.  0, or -1 with a reason. */
@@ -354,9 +345,9 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
         if (!x->view.http) return -1;
     }
     x->node = node_new(&nc, err, errlen);
-    if (x->node) {
-        atomic_store(&s_running, (uintptr_t)x->node);   /* a signal from now on stops it (while it joins too) */
-        if (atomic_load(&s_stopped_by)) node_interrupt(x->node);
+    if (x->node) {   /* a signal from now on stops it (while it joins too) */
+        x->stop = (stopsig_target_t){ .fn = s_interrupt, .arg = x->node };
+        stopsig_watch(&x->stop);
     }
     if (x->view.http)   /* known now: it answers 503 while the node joins */
         fprintf(stderr, "status page: http://127.0.0.1:%d/ (and /status.json)\n", http_port(x->view.http));
@@ -423,7 +414,7 @@ static void s_end(node_cmd_t *x, int status, const char *why)
 
 static void s_cleanup(node_cmd_t *x)
 {
-    atomic_store(&s_running, (uintptr_t)0);
+    stopsig_watch(NULL);
     http_stop(&x->view.http);
     free(x->view.snap);
     free(x->view.rows);
@@ -461,26 +452,24 @@ int cmd_node(int argc, char **argv)
         return cli_fail(err);
     }
     /* from here on every path ends with the `end` event (a signal while joining too) */
-    signal(SIGINT, s_on_signal);
-    signal(SIGTERM, s_on_signal);
-    signal(SIGHUP, s_on_signal);   /* its terminal closed (an ssh session dropped): stopped as by SIGTERM */
+    stopsig_install();   /* SIGINT, SIGTERM, SIGHUP (its terminal closed: an ssh session dropped) */
     if (s_checkpoint(x, err, sizeof err) == 0 && s_start(x, err, sizeof err) == 0) {
         status = node_run(x->node);
         progress_done(&x->view.prog);
         node_result_t res;
         node_result(x->node, &res);
         snprintf(err, sizeof err, "%s", res.c.why);
-        int sig = atomic_load(&s_stopped_by);
+        int sig = stopsig_caught();
         if (res.c.done == 2 && status == 0) {   /* stopped early on purpose: 128 + the signal, as a shell says */
-            s_interrupted(sig, err, sizeof err);
-            status = 128 + (sig ? sig : SIGTERM);
+            stopsig_reason(sig, err, sizeof err);
+            status = stopsig_status(sig);
         }
         s_end(x, status, err);
         if (status && status < 128) fprintf(stderr, "brigade node: %s\n", err);
-    } else if (atomic_load(&s_stopped_by)) {   /* stopped while starting (joining) */
-        int sig = atomic_load(&s_stopped_by);
-        s_interrupted(sig, err, sizeof err);
-        status = 128 + sig;
+    } else if (stopsig_caught()) {   /* stopped while starting (joining) */
+        int sig = stopsig_caught();
+        stopsig_reason(sig, err, sizeof err);
+        status = stopsig_status(sig);
         s_end(x, status, err);   /* its line, once the node exists */
         if (!x->node) fprintf(stderr, "brigade node: %s while starting\n", err);
     } else {

@@ -13,6 +13,7 @@
 #include "node/engine/modelfile.h"
 #include "node/runtime/options.h"
 #include "node/cli/progress.h"
+#include "node/cli/stopsig.h"
 #include "node/engine/staleness.h"
 #include "node/engine/train.h"
 #include "compress/codec.h"
@@ -418,8 +419,11 @@ static void s_announce(solo_t *s)
 }
 
 /* Trains from version `first` to --steps, evaluating every --eval-every
- * updates; *tokens counts the positions trained.  0, or 1 with *why when
- * training diverged or the final checkpoint was not written. */
+ * updates; *tokens counts the positions trained.  A signal (stopsig.h) stops
+ * it at the next update boundary: the state is then saved to --checkpoint
+ * as at the end of the run (a node stopped by a signal saves too), without
+ * the final evaluation.  0, 2 when a signal stopped it before --steps, or 1
+ * with *why when training diverged or the last checkpoint was not written. */
 static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
 {
     const opts_t *o = &s->o;
@@ -428,7 +432,9 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
     float scale = 1.0f / ((float)per_mb * o->micro);
     double t0 = metrics_now();
     int saved = 0;   /* the last checkpoint written: 0, or -1 not written */
+    int stopped = 0;
     for (int64_t step = first; step < o->steps; step++) {
+        if (stopsig_caught()) { stopped = 1; break; }   /* an update boundary */
         double loss_sum = 0.0, delay0 = s_store_weights(s, step);
         for (int m = 0; m < o->micro; m++) {
             s_point_weights(s, step, m);
@@ -454,9 +460,9 @@ static int s_train(solo_t *s, int64_t first, int64_t *tokens, const char **why)
     progress_done(&s->prog);
     int64_t v = s->st[0]->version;
     if (s->ckpt[0] && v % o->save_every != 0) saved = s_checkpoint_save(s);   /* the final state, as a node leaves it */
-    if (o->eval_every == 0 || v % o->eval_every != 0) s_emit_eval(s, v);
+    if (!stopped && (o->eval_every == 0 || v % o->eval_every != 0)) s_emit_eval(s, v);
     if (saved < 0) { *why = "the final checkpoint was not written (the line above says why)"; return 1; }
-    return 0;
+    return stopped ? 2 : 0;
 }
 
 /* --save FILE: every stage's parameters in one model file.  0, or -1 with a reason. */
@@ -542,20 +548,27 @@ int cmd_solo(int argc, char **argv)
         free(s);
         return r == 1 ? 0 : cli_fail(err);
     }
+    stopsig_install();   /* from here on a signal stops the run with its `end` event, as a node's */
     s_announce(s);
     double t0 = metrics_now();
     const char *why = "ok";
     int status = s_train(s, first, &tokens, &why);
     double wall = metrics_now() - t0;
     if (status == 0 && s->o.save[0] && s_save(s, err, sizeof err) < 0) { status = 1; why = err; }
+    if (status == 2) {   /* stopped by a signal: the node's status, reason and exit code */
+        stopsig_reason(stopsig_caught(), err, sizeof err);
+        why = err;
+        status = stopsig_status(stopsig_caught());
+    }
     int64_t v = s->st[0]->version;
     metrics_event(s->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%lld,\"wall_s\":%.3f,\"lost_microbatches\":0,\"why\":%s",
-                  status ? "error" : "ok", (long long)v, (long long)tokens, wall, status ? why : "completed");
+                  status == 0 ? "ok" : status > 128 ? "interrupted" : "error", (long long)v, (long long)tokens, wall,
+                  status ? why : "completed");
     fprintf(stderr, "done: %lld updates, %lld tokens in %.1f s (%.0f tok/s)\n", (long long)v, (long long)tokens, wall,
             wall > 0 ? tokens / wall : 0.0);
     s_destroy(s);
     free(s);
     if (!status) return 0;
     fprintf(stderr, "brigade solo: %s\n", why);   /* an error during the run: exit 1, as a node's (2: bad command line) */
-    return 1;
+    return status;
 }

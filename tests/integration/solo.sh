@@ -352,5 +352,19 @@ if run k100 --model mlp-fmnist --layers 100 --dim 8 --data synthetic --stages 10
     && [ "$(last_of "$T/k100.jsonl" start stages)" = 100 ] && [ "$(last_of "$T/k100.jsonl" end status)" = ok ]; then
     ok "solo --stages 100: a 100-stage split runs"
 else bad "solo --stages 100" "$(why k100)"; fi
+# 9. Ctrl-C stops solo as it stops a node: at an update boundary, its `end` event "interrupted" with the
+#    signal's reason, its state in --checkpoint (the run resumes there), exit 130 (it died with no end event)
+rm -f "$T/int.jsonl"
+timeout --preserve-status -s INT 3 $BRIGADE solo --model gpt-tiny --data synthetic --steps 100000 --save-every 100000 \
+    --threads 1 --checkpoint "$T/ick" --metrics "$T/int.jsonl" >"$T/int.out" 2>&1; rc=$?
+st=$(last_of "$T/int.jsonl" end status); u=$(last_of "$T/int.jsonl" end updates); w=$(last_of "$T/int.jsonl" end why)
+lu=$(last_of "$T/int.jsonl" update version)
+if [ $rc = 130 ] && [ "$st" = interrupted ] && [ "$w" = "interrupted by SIGINT (Ctrl-C)" ] && [ "$u" = "$lu" ] \
+    && [ "$(tail -n 1 "$T/int.jsonl" | grep -c '"event":"end"')" = 1 ] && tail -n 1 "$T/int.out" | grep -q "interrupted by SIGINT"; then
+    timeout --preserve-status -s INT 2 $BRIGADE solo --model gpt-tiny --data synthetic --steps 100000 --save-every 100000 \
+        --threads 1 --checkpoint "$T/ick" >"$T/int2.out" 2>&1
+    if grep -q "resumed at update $u from" "$T/int2.out"; then ok "SIGINT stops solo: exit 130, end event 'interrupted' after $u updates, resumed there"
+    else bad "SIGINT stops solo: resumed where it stopped" "$(head -n 2 "$T/int2.out" | tr '\n' ' ')"; fi
+else bad "SIGINT stops solo" "exit $rc, end status $st ($w), $u updates of $lu; $(tail -n 1 "$T/int.out")"; fi
 hx_jsonl
 exit 0
