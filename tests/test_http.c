@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static void test_json_validator_itself(void)
@@ -33,7 +34,7 @@ static void test_json_validator_itself(void)
 
 /* ---- a tiny HTTP client ---- */
 
-static int connect_local(int port)
+static int connect_to(const char *ip, int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
@@ -41,9 +42,14 @@ static int connect_local(int port)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, ip, &sa.sin_addr);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) { close(fd); return -1; }
     return fd;
+}
+
+static int connect_local(int port)
+{
+    return connect_to("127.0.0.1", port);
 }
 
 typedef struct {
@@ -326,7 +332,7 @@ static void test_hostile_clients(void)
     CHECKF(g_calls == 0, "handler called %d times for bad requests", g_calls);
     pthread_mutex_unlock(&g_lock);
 
-    /* a silent client: the next request waits for the read timeout, then is served */
+    /* a silent client: the next request is served meanwhile; the silent one gets its 408 */
     int silent = connect_local(port);
     CHECK(silent >= 0);
     r = get(port, "/status.json");
@@ -354,6 +360,120 @@ static void test_hostile_clients(void)
     http_stop(&srv);
     CHECK(srv == NULL);
     if (silent >= 0) close(silent);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Idle connections do not hold the server: with 8 of them open (then 40,
+ * more than its HTTP_CLIENTS_MAX slots) a request is answered at once.  It
+ * took 2 s per idle connection when one client was served at a time; 1.5 s
+ * is a generous bound on "at once", not a speed benchmark. */
+static void test_idle_clients_do_not_delay(void)
+{
+    fill_snapshot(&g_snap);
+    http_server_t *srv = start();
+    if (!srv) return;
+    int port = http_port(srv);
+    int idle[40];
+    int counts[] = {8, 40};
+    for (int k = 0; k < 2; k++) {
+        int n = counts[k];
+        for (int i = 0; i < n; i++) idle[i] = connect_local(port);
+        if (n < HTTP_CLIENTS_MAX) send(idle[0], "GET / HT", 8, MSG_NOSIGNAL);   /* half a request line */
+        usleep(100 * 1000);   /* accepted by now */
+        double t = now_s();
+        resp_t r = get(port, "/status.json");
+        double dt = now_s() - t;
+        CHECKF(r.status == 200, "%d idle: status %d", n, r.status);
+        CHECKF(dt < 1.5, "%d idle connections delayed a request by %.2f s", n, dt);
+        resp_free(&r);
+        for (int i = 0; i < n; i++) if (idle[i] >= 0) close(idle[i]);
+    }
+    /* an idle client that stays still gets its 408 after HTTP_READ_TIMEOUT_MS */
+    int fd = connect_local(port);
+    double t = now_s();
+    resp_t s = {0};
+    if (fd >= 0) { read_all(fd, &s); close(fd); }
+    double dt = now_s() - t;
+    CHECKF(s.status == 408 && dt > HTTP_READ_TIMEOUT_MS / 1e3 - 0.2 && dt < HTTP_READ_TIMEOUT_MS / 1e3 + 1,
+           "idle client: %d after %.2f s", s.status, dt);
+    resp_free(&s);
+    http_stop(&srv);
+}
+
+/* Sends a GET of /status.json with the given header lines (each ending in
+ * CRLF) and returns the status. */
+static int get_with(const char *ip, int port, const char *version, const char *headers)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof req, "GET /status.json %s\r\n%s\r\n", version, headers);
+    resp_t r = {.status = -1};
+    int fd = connect_to(ip, port);
+    if (fd >= 0) {
+        send(fd, req, (size_t)n, MSG_NOSIGNAL);
+        read_all(fd, &r);
+        close(fd);
+    }
+    int status = r.status;
+    resp_free(&r);
+    return status;
+}
+
+/* DNS rebinding: a page of evil.example whose name resolves to 127.0.0.1
+ * sends Host: evil.example; the server answers it 421, without the swarm's
+ * join address or its peers. */
+static void test_host_header(void)
+{
+    fill_snapshot(&g_snap);
+    http_server_t *srv = start();
+    if (!srv) return;
+    int port = http_port(srv);
+    char good[6][64], bad[9][64];
+    snprintf(good[0], 64, "Host: 127.0.0.1:%d\r\n", port);
+    snprintf(good[1], 64, "Host: 127.0.0.1\r\n");
+    snprintf(good[2], 64, "HOST:LocalHost:%d  \r\n", port);
+    snprintf(good[3], 64, "host: localhost\r\n");
+    snprintf(good[4], 64, "Host: [::1]:%d\r\n", port);
+    snprintf(good[5], 64, "User-Agent: x\r\nHost: [::1]\r\n");
+    for (int i = 0; i < 6; i++) CHECKF(get_with("127.0.0.1", port, "HTTP/1.1", good[i]) == 200, "%s refused", good[i]);
+    CHECK(get_with("127.0.0.1", port, "HTTP/1.0", "") == 200);   /* no Host at all */
+    snprintf(bad[0], 64, "Host: evil.example\r\n");
+    snprintf(bad[1], 64, "Host: evil.example:%d\r\n", port);
+    snprintf(bad[2], 64, "Host: 127.0.0.1:%d\r\n", port == 1 ? 2 : 1);
+    snprintf(bad[3], 64, "Host: localhost.evil.example:%d\r\n", port);
+    snprintf(bad[4], 64, "Host: 127.0.0.1.evil.example\r\n");
+    snprintf(bad[5], 64, "Host: \r\n");
+    snprintf(bad[6], 64, "Host: [::1]x\r\n");
+    snprintf(bad[7], 64, "Host: localhost:%dx\r\n", port);
+    snprintf(bad[8], 64, "Host: 0.0.0.0:%d\r\n", port);
+    for (int i = 0; i < 9; i++) CHECKF(get_with("127.0.0.1", port, "HTTP/1.1", bad[i]) == 421, "%s served", bad[i]);
+    char two[128];
+    snprintf(two, sizeof two, "Host: localhost\r\nHost: evil.example\r\n");
+    CHECK(get_with("127.0.0.1", port, "HTTP/1.1", two) == 400);
+    pthread_mutex_lock(&g_lock);
+    g_calls = 0;
+    pthread_mutex_unlock(&g_lock);
+    CHECK(get_with("127.0.0.1", port, "HTTP/1.1", bad[0]) == 421);
+    pthread_mutex_lock(&g_lock);
+    CHECKF(g_calls == 0, "handler called for a foreign Host");
+    pthread_mutex_unlock(&g_lock);
+    http_stop(&srv);
+
+    /* bound to one address (127.0.0.2 here): that address names it too */
+    char err[256] = "";
+    srv = http_start("127.0.0.2", 0, handler, NULL, err, sizeof err);
+    if (!srv) { printf("  skip: cannot bind 127.0.0.2: %s\n", err); return; }
+    port = http_port(srv);
+    snprintf(good[0], 64, "Host: 127.0.0.2:%d\r\n", port);
+    CHECKF(get_with("127.0.0.2", port, "HTTP/1.1", good[0]) == 200, "%s refused", good[0]);
+    CHECK(get_with("127.0.0.2", port, "HTTP/1.1", "Host: localhost\r\n") == 200);
+    CHECK(get_with("127.0.0.2", port, "HTTP/1.1", "Host: 127.0.0.3\r\n") == 421);
+    http_stop(&srv);
 }
 
 static void test_port_in_use(void)
@@ -703,6 +823,8 @@ int main(void)
     RUN(test_serves_pages);
     RUN(test_port_in_use);
     RUN(test_hostile_clients);
+    RUN(test_idle_clients_do_not_delay);
+    RUN(test_host_header);
     RUN(test_status_command_hostile_reply);
     CHECK_EXIT();
 }

@@ -150,6 +150,25 @@ PY
 then ok "/status.json is JSON with the node, its peers and the loss curve"; else bad "/status.json" "$(head -c 300 "$T/s.json")"; fi
 curl -sf "http://127.0.0.1:$H/" | grep -q '<svg' && ok "status page draws the loss curve (svg)" || bad "status page" "no <svg> on /"
 curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$H/nope" | grep -q 404 && ok "unknown page is 404" || bad "404" "unknown path not 404"
+c=$(curl -s -o "$T/rb" -w '%{http_code}' -H 'Host: evil.example' "http://127.0.0.1:$H/status.json")
+[ "$c" = 421 ] && ! grep -q join_addr "$T/rb" && ok "a request for another Host (DNS rebinding) is 421, without the page" \
+    || bad "foreign Host" "status $c: $(head -c 100 "$T/rb")"
+# 10 idle connections do not hold up the page (served one at a time, each held it 2 s: 22 s for this request)
+dt=$(python3 - "$H" <<'PY'
+import socket, sys, time, urllib.request
+port = int(sys.argv[1])
+idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+time.sleep(0.2)
+t = time.time()
+try:
+    urllib.request.urlopen("http://127.0.0.1:%d/status.json" % port, timeout=30).read()
+    print("%.2f" % (time.time() - t))
+except Exception as e:
+    print("failed after %.2f s: %s" % (time.time() - t, e))
+PY
+)
+python3 -c "import sys; sys.exit(0 if float('$dt') < 1.5 else 1)" 2>/dev/null && ok "10 idle connections: /status.json answered in $dt s" \
+    || bad "10 idle connections hold up the page" "$dt s"
 "$BRIGADE" status "$A" >"$T/st" 2>&1 && grep -q "127.0.0.1:$P" "$T/st" && grep -q "1 stages, split even," "$T/st" \
     && ok "brigade status shows the swarm map and the split" \
     || bad "brigade status" "$(cat "$T/st")"
