@@ -455,6 +455,11 @@ static void test_host_header(void)
     char two[128];
     snprintf(two, sizeof two, "Host: localhost\r\nHost: evil.example\r\n");
     CHECK(get_with("127.0.0.1", port, "HTTP/1.1", two) == 400);
+    /* a NUL before the Host line hides nothing */
+    const char nul[] = "GET /status.json HTTP/1.1\r\nX-A: \0\r\nHost: evil.example\r\n\r\n";
+    resp_t r = request(port, nul, sizeof nul - 1);
+    CHECKF(r.status == 400, "NUL in a header: status %d", r.status);
+    resp_free(&r);
     pthread_mutex_lock(&g_lock);
     g_calls = 0;
     pthread_mutex_unlock(&g_lock);

@@ -310,8 +310,8 @@ static void s_answer(http_server_t *self, s_client_t *c)
 }
 
 /* Reads what arrived of the request head; answers once the blank line that
- * ends it is in (what follows it is ignored), 431 when it does not fit;
- * closes when the client closed or failed. */
+ * ends it is in (what follows it is ignored; a NUL byte in it is a 400), 431
+ * when it does not fit; closes when the client closed or failed. */
 static void s_client_read(http_server_t *self, s_client_t *c)
 {
     size_t cap = sizeof c->head;
@@ -325,7 +325,8 @@ static void s_client_read(http_server_t *self, s_client_t *c)
         if (c->head[i] != '\n') continue;
         if ((i >= 1 && c->head[i - 1] == '\n') || (i >= 2 && c->head[i - 1] == '\r' && c->head[i - 2] == '\n')) {
             c->head[i + 1] = '\0';
-            s_answer(self, c);
+            if (memchr(c->head, '\0', i + 1)) s_client_error(c, 400);   /* text only: a NUL would hide a Host after it */
+            else s_answer(self, c);
             return;
         }
     }
