@@ -394,7 +394,7 @@ static int s_start(node_cmd_t *x, char *err, size_t errlen)
 /* The `end` event and the last line: written on every path once metrics are open. */
 static void s_end(node_cmd_t *x, int status, const char *why)
 {
-    const char *word = status == 0 ? "ok" : status > 128 ? "interrupted" : "error";
+    const char *word = stopsig_end_status(status);
     node_result_t r = {0};
     if (x->node) node_result(x->node, &r);
     double wall = metrics_now() - x->t0;

@@ -562,13 +562,12 @@ int cmd_solo(int argc, char **argv)
     }
     int64_t v = s->st[0]->version;
     metrics_event(s->metrics, "end", "\"status\":%s,\"updates\":%lld,\"tokens\":%lld,\"wall_s\":%.3f,\"lost_microbatches\":0,\"why\":%s",
-                  status == 0 ? "ok" : status > 128 ? "interrupted" : "error", (long long)v, (long long)tokens, wall,
-                  status ? why : "completed");
+                  stopsig_end_status(status), (long long)v, (long long)tokens, wall, status ? why : "completed");
     fprintf(stderr, "done: %lld updates, %lld tokens in %.1f s (%.0f tok/s)\n", (long long)v, (long long)tokens, wall,
             wall > 0 ? tokens / wall : 0.0);
     s_destroy(s);
     free(s);
     if (!status) return 0;
-    fprintf(stderr, "brigade solo: %s\n", why);   /* an error during the run: exit 1, as a node's (2: bad command line) */
+    fprintf(stderr, "brigade solo: %s\n", why);   /* as a node's: 1 an error during the run, 128 + a signal (2: bad command line) */
     return status;
 }

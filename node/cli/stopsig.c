@@ -48,3 +48,8 @@ int stopsig_status(int sig)
 {
     return 128 + (sig ? sig : SIGTERM);
 }
+
+const char *stopsig_end_status(int status)
+{
+    return status == 0 ? "ok" : status > 128 ? "interrupted" : "error";
+}

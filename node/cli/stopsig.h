@@ -29,4 +29,7 @@ void stopsig_watch(const stopsig_target_t *t);
 void stopsig_reason(int sig, char *err, size_t errlen);
 /* The exit status of a run sig stopped: 128 + sig (SIGTERM's when sig is 0). */
 int stopsig_status(int sig);
+/* The `end` event's status for a run's exit status: "ok" (0), "interrupted"
+ * (above 128: stopsig_status), else "error". */
+const char *stopsig_end_status(int status);
 #endif
