@@ -158,7 +158,7 @@ static void s_endpoint(char *out, size_t outlen, const char *host, int port)
 static void s_apply_defaults(transport_opts_t *o)
 {
     if (!o->listen_host) o->listen_host = "127.0.0.1";
-    if (o->max_msg_bytes <= 0) o->max_msg_bytes = 64ll << 20;
+    if (o->max_msg_bytes <= 0) o->max_msg_bytes = WIRE_FRAME_BYTES_MAX;
     if (o->sndhwm <= 0) o->sndhwm = 100;
     if (o->rcvhwm <= 0) o->rcvhwm = 1000;
     if (o->linger_ms <= 0) o->linger_ms = 200;

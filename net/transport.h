@@ -65,7 +65,7 @@ typedef struct {
     void *admit_arg;
     transport_drop_fn on_drop;   /* optional */
     void *drop_arg;
-    int64_t max_msg_bytes;       /* largest frame accepted; 0: 64 MiB (libzmq's limit is per
+    int64_t max_msg_bytes;       /* largest frame accepted; 0: WIRE_FRAME_BYTES_MAX (libzmq's limit is per
                                   * frame: a message of many frames is held whole before
                                   * transport_poll can refuse it) */
     int sndhwm;                  /* per-socket send queue, messages; 0: 100 */

@@ -27,6 +27,8 @@
 #define WIRE_VERSION    1
 #define WIRE_HDR_LEN    42
 #define WIRE_STAGE_NONE 0xFFFFu      /* header stage of a node without a stage */
+#define WIRE_FRAME_BYTES_MAX (64u << 20) /* the largest frame of a message a node takes (the transport's limit):
+                                           * a larger one never arrives (its connection is reset) */
 
 typedef enum {
     WIRE_JOIN = 1,     /* joiner -> member: please admit me */

@@ -1001,6 +1001,16 @@ static void test_opts_parse_bad(void)
     /* a stage cut over FRAME_MAX_VALUES (2^16 x 64 x 128 = 2^29) could never be sent */
     CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --stages 2 --batch 65536", "between stages 0 and 1"));
     CHECK(s_refused(OPTS_SOLO, "--model gpt-tiny --stages 2 --batch 65536 --codec int8", "more than a frame carries"));
+    /* a cut of 2^25 values (4096 x 64 x 128) fits a frame's count, but not its bytes (WIRE_FRAME_BYTES_MAX,
+     * 64 MiB) in fp32 or fp16: the receiver's transport reset the connection at each, the microbatch lost */
+    CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --stages 2 --batch 4096 --codec fp32 --grad-codec int8", "its --codec fp32"));
+    CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --stages 2 --batch 4096 --codec int8 --grad-codec fp16", "its --grad-codec fp16"));
+    {
+        opts_t o;
+        char err[512];
+        int rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny --stages 2 --batch 4096 --codec int8 --grad-codec int8", err, sizeof err);
+        CHECKF(rc == 0 && opts_resolve(&o, err, sizeof err) == 0, "a cut of 2^25 values in int8 both ways (32 MiB): %s", err);
+    }
     CHECK(s_refused(OPTS_NODE, "--stage middle", "want auto"));
     CHECK(s_refused(OPTS_NODE, "--stage -1", "--stage"));
     CHECK(s_refused(OPTS_NODE, "--schedule sync", "async or gpipe"));
@@ -1433,6 +1443,20 @@ static void test_checkpoint_roundtrip(void)
     char tmpname[160];
     snprintf(tmpname, sizeof tmpname, "%s.tmp.%d", path, (int)getpid());
     CHECK(access(tmpname, F_OK) != 0);
+    /* a version or completed count no run reaches, with a valid CRC (a rewritten file): refused (one restarted
+     * a 3-step run as complete, or at update 2^63) */
+    int64_t versions[] = { CKPT_VERSION_MAX + 1, 7 };
+    uint64_t completed[] = { 0, UINT64_MAX };
+    for (int i = 0; i < 2; i++) {
+        k.info.version = versions[i];
+        k.info.completed = completed[i];
+        CHECK(checkpoint_save(path, &k.info, k.p, k.m, k.v, k.n, err, sizeof err) == 0);
+        err[0] = 0;
+        x = checkpoint_load(path, &got, &n, err, sizeof err);
+        CHECKF(!x && strstr(err, "invalid weight version"), "version %lld, completed %llu: %s", (long long)versions[i],
+               (unsigned long long)completed[i], x ? "loaded" : err);
+        free(x);
+    }
     s_ckpt_free(&k);
 }
 
@@ -1593,7 +1617,7 @@ static void test_opts_same_bounds_both_sides(void)
 {
     static const struct { const char *name, *v[4]; } cases[] = {   /* below, lowest, highest, above; NULL: skip */
         {"steps",        {"0", "1", "100000000", "100000001"}},
-        {"batch",        {"0", "1", "65536", "65537"}},
+        {"batch",        {"0", "1", NULL, "65537"}},            /* 65536 x 32 x 64 values: more than a frame's bytes */
         {"micro",        {"0", "1", "65536", "65537"}},
         {"lr",           {"0", "1e-9", "10", "10.001"}},
         {"wd",           {"-0.001", "0", "10", "10.001"}},

@@ -358,8 +358,13 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
     uint64_t count = s_get64(&p);
     stage_t s;
     char why[200];
-    if (stage_init(&s, &info->cfg, info->stage, info->nstages, why, sizeof why) < 0 || info->version < 0) {
+    if (stage_init(&s, &info->cfg, info->stage, info->nstages, why, sizeof why) < 0) {
         snprintf(err, errlen, "%s: invalid stage split", path);
+    } else if (info->version < 0 || info->version > CKPT_VERSION_MAX || info->completed > CKPT_COMPLETED_MAX) {
+        /* (the CRC checks what was written, not that a writer was honest: a rewritten one restarted a 3-step
+         * run as complete) */
+        snprintf(err, errlen, "%s: invalid weight version %lld or completed count %llu", path, (long long)info->version,
+                 (unsigned long long)info->completed);
     } else if (count != s.nparams) {
         snprintf(err, errlen, "%s: %llu parameters, stage %d needs %zu", path, (unsigned long long)count, info->stage, s.nparams);
     } else if ((x = s_read_body(fp, path, h, sizeof h, 3 * s.nparams, err, errlen))) {

@@ -23,6 +23,7 @@
  */
 #ifndef BRIGADE_MODELFILE_H
 #define BRIGADE_MODELFILE_H
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "node/engine/model.h"
@@ -53,6 +54,12 @@ int modelfile_check_writable(const char *path, char *err, size_t errlen);
 int modelfile_check_model_target(const char *path, char *err, size_t errlen);
 /* Parameters of the whole model (all stages of a 1-stage split). */
 size_t model_num_params(const model_config_t *cfg);
+
+/* What a checkpoint may say it is at: a weight version an optimizer counts
+ * in an int, and no more microbatches than --steps x --micro at their
+ * bounds (1e8 x 65536) could complete.  checkpoint_load refuses others. */
+#define CKPT_VERSION_MAX   ((int64_t)INT32_MAX - 1)
+#define CKPT_COMPLETED_MAX (100000000ull * 65536ull)
 
 /* What a stage checkpoint records besides the tensors. */
 typedef struct {

@@ -144,6 +144,7 @@ struct compute {
     double final_wait_from;       /* last stage: when it began waiting for the final evaluation (a final
                                      round begun before came too early: not the one awaited) */
     uint64_t ckpt_failures;       /* periodic checkpoints not written */
+    int avg_refused;              /* this stage's weights take more than a frame may: said once, not averaged */
     int closing;                  /* the run is complete: no more training here, only its final evaluation (sent by
                                      the data stage, seen passing by a middle stage, awaited by the last stage) */
     double passed_t;              /* a stage after the data stage: when the final evaluation passed (closing; 0: not) */
@@ -674,6 +675,18 @@ static void s_save_periodic(compute_t *c)
  * averaging: the replicas converge, and the bytes do not grow with the stage). */
 static void s_average(compute_t *c)
 {
+    if (frame_bound(c->lay.nparams, codec_from_name("fp16")) > WIRE_FRAME_BYTES_MAX) {
+        /* a frame this big never arrives (the receiver's transport resets the connection) */
+        if (!c->avg_refused) {
+            char line[300];
+            snprintf(line, sizeof line, "this stage's %zu parameters take more than %u MiB in fp16, more than a message's "
+                     "frame may: its replicas are not averaged (more stages make each smaller)", c->lay.nparams,
+                     WIRE_FRAME_BYTES_MAX >> 20);
+            s_say(c, line);
+        }
+        c->avg_refused = 1;
+        return;
+    }
     int n;
     const int *ix = s_stage_peers(c, c->stage, &n);
     uint64_t round = (uint64_t)c->version / AVG_EVERY;

@@ -388,13 +388,23 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
         return -1;
     }
     /* every cut between stages crosses as one tensor frame, which holds at
-     * most FRAME_MAX_VALUES values (a bigger one could never be sent) */
+     * most FRAME_MAX_VALUES values and WIRE_FRAME_BYTES_MAX bytes in either
+     * direction's codec (a bigger one could never be sent: the receiver's
+     * transport resets the connection, and the microbatch is lost each time) */
     for (int k = 0; k + 1 < o->stages; k++) {
         if (stage_init(&probe, c, k, o->stages, err, errlen) < 0) return -1;
         size_t n = stage_out_size(&probe, o->batch, c->maxT);
         if (n > FRAME_MAX_VALUES) {
             snprintf(err, errlen, "--batch %d: the tensor between stages %d and %d holds %zu values, more than a "
                      "frame carries (%u); lower --batch, --ctx or --dim", o->batch, k, k + 1, n, FRAME_MAX_VALUES);
+            return -1;
+        }
+        const char *big = frame_bound(n, codec_from_name(o->codec)) > WIRE_FRAME_BYTES_MAX ? "--codec"
+                          : frame_bound(n, codec_from_name(o->grad_codec)) > WIRE_FRAME_BYTES_MAX ? "--grad-codec" : NULL;
+        if (big) {
+            snprintf(err, errlen, "--batch %d: the tensor between stages %d and %d (%zu values) can take more than %u MiB "
+                     "in its %s %s, more than a message's frame may; lower --batch, --ctx or --dim, or pick a smaller codec",
+                     o->batch, k, k + 1, n, WIRE_FRAME_BYTES_MAX >> 20, big, strcmp(big, "--codec") ? o->grad_codec : o->codec);
             return -1;
         }
     }
