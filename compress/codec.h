@@ -11,9 +11,11 @@
  *   int4  the same with codes in [-7,7], two per byte
  *
  * and then always through zstd (the raw payload is stored instead when zstd
- * does not save at least FRAME_ZSTD_MIN_SAVING_PCT percent; a header flag says
- * which).  int8/int4 also carry a per-tensor power-of-two exponent applied on
- * top of the fp16 block scales, so any finite float32 tensor is representable.
+ * does not save at least FRAME_ZSTD_MIN_SAVING_PCT percent: zstd's z bytes
+ * are kept only when z * 100 <= raw * (100 - FRAME_ZSTD_MIN_SAVING_PCT); a
+ * header flag says which).  int8/int4 also carry a per-tensor power-of-two
+ * exponent applied on top of the fp16 block scales, so any finite float32
+ * tensor is representable.
  *
  * Error bounds (per value, x the input, y the decoded value, amax the
  * tensor's largest |x|, plus 2^-133 for values in float's denormal range):
@@ -21,9 +23,15 @@
  *   fp16: |y-x| <= 2^-11 |x| + amax*2^-38.
  *   int8/int4 with round to nearest: |y-x| <= 0.5*d*(1+2^-10) + amax*2^-36,
  *   d = block amax / 127 (int8) or / 7 (int4); with stochastic rounding the
- *   bound is d*(1+2^-10) + amax*2^-36 and the rounding is unbiased.
+ *   bound is d*(1+2^-10) + amax*2^-36.
  *   Block scales are rounded toward zero, so |y| never exceeds the block amax
- *   (FLT_MAX inputs decode finite).
+ *   (FLT_MAX inputs decode finite).  The stored scale ds is then a little
+ *   below d (ds > d*(1-2^-10) for a normal half), and values above qmax*ds
+ *   (qmax = 127 or 7) clamp to +-qmax*ds.  So stochastic rounding is
+ *   unbiased (E[y] = x, up to float rounding and the 2^-24 grain of its
+ *   random offsets) only for |x| <= qmax*ds; a value between qmax*ds and the
+ *   block amax decodes to qmax*ds every time, a bias toward zero of at most
+ *   2^-10 of the block amax + amax*2^-36.
  *
  * NaN and Inf: the encoder refuses a tensor holding any NaN or Inf (returns
  * -1, "non-finite input at index i"): the caller must not send such a tensor.
@@ -51,10 +59,11 @@
  * Raw payload layouts:
  *   fp32/fp16/bf16: n elements split into byte planes (plane k = byte k of
  *                   every element, little-endian), which zstd compresses better.
- *   int8:  nb fp16 scales (2 bytes each), then n int8 codes.
+ *   int8:  nb fp16 scales (2 bytes each), then n int8 codes (-127..127).
  *   int4:  nb fp16 scales, then ceil(n/2) bytes; value i is the nibble
- *          (i&1 ? high : low) of byte i/2, stored as code+8 (1..15).
- *   nb = ceil(n / block size).
+ *          (i&1 ? high : low) of byte i/2, stored as code+8 (1..15); when
+ *          n is odd the high nibble of the last byte is 0.
+ *   nb = ceil(n / block size).  The decoder refuses any other code.
  *
  * Threads: a codec_ctx_t is used by one thread at a time; make one per thread.
  */
@@ -94,7 +103,8 @@ typedef struct {
     float *residual;    /* error feedback: n floats, or NULL.  x + residual is
                            encoded and residual becomes (x + residual) - decoded.
                            Start it at zeros; one buffer per stream. */
-    int zstd;           /* 0 auto (skip when it saves < 3%), 1 never, 2 always */
+    int zstd;           /* 0 auto (skip when it saves < FRAME_ZSTD_MIN_SAVING_PCT
+                           percent), 1 never, 2 always */
 } encode_opts_t;
 
 /* What frame_peek() reads from a header. */
@@ -152,16 +162,18 @@ long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
  * block size, exponent, shape (product <= FRAME_MAX_VALUES), raw length
  * against the codec and shape, payload length against len.  Does not verify
  * the checksum nor touch the payload.  Returns 0 and fills info, or -1 with
- * info->error and err set.  len may exceed the frame only when the frame
- * is not the last thing in the buffer: payload_len must equal
- * len - header_len. */
+ * info->error and err set.  in[0..len) must hold exactly one frame: its
+ * payload_len must equal len - header_len (a frame followed by any other
+ * byte is refused, FRAME_E_PAYLOADLEN). */
 int frame_peek(frame_info_t *info, const uint8_t *in, size_t len,
                char *err, size_t errlen);
 
 /* Decodes the frame in[0..len) into out (cap_values floats), writing its
  * shape (FRAME_MAX_NDIM entries are enough) and ndim when those are not
  * NULL.  Every length and id is checked before anything is allocated, the
- * checksum is verified, NaN/Inf scales are refused.  Returns the number of
+ * checksum is verified, a zstd payload must be exactly one zstd frame
+ * (nothing after it, FRAME_E_ZSTD), NaN/Inf scales and int codes outside
+ * the format (FRAME_E_VALUE) are refused.  Returns the number of
  * values, or -1 with the reason in err and codec_ctx_error(ctx); out may be
  * partly written on error. */
 long frame_decode(codec_ctx_t *ctx, float *out, size_t cap_values,

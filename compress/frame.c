@@ -16,7 +16,6 @@
 #endif
 
 #define S_MAX_LEVEL 19
-#define S_WINDOW_LOG_MAX 24        /* decoder memory bound: 16 MiB window */
 #define S_MIN_EXP (-126)
 #define S_MAX_EXP 126
 
@@ -173,8 +172,7 @@ codec_ctx_t *codec_ctx_new(int zstd_level)
     if (!self->cctx || !self->dctx ||
         ZSTD_isError(ZSTD_CCtx_setParameter(self->cctx, ZSTD_c_compressionLevel, zstd_level)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(self->cctx, ZSTD_c_checksumFlag, 0)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(self->cctx, ZSTD_c_contentSizeFlag, 1)) ||
-        ZSTD_isError(ZSTD_DCtx_setParameter(self->dctx, ZSTD_d_windowLogMax, S_WINDOW_LOG_MAX))) {
+        ZSTD_isError(ZSTD_CCtx_setParameter(self->cctx, ZSTD_c_contentSizeFlag, 1))) {
         codec_ctx_destroy(&self);
         return NULL;
     }
@@ -248,7 +246,8 @@ static void s_f16_clip_top(uint8_t *raw, size_t n, float p2e)
     }
 }
 
-/* raw must be 2-byte aligned.  Returns 0, or -1 for a bad scale/value. */
+/* raw must be 2-byte aligned.  Returns 0; for int8/int4 QUANT_E_SCALE or
+ * QUANT_E_CODE (quant.h); for the float codecs -1 for a NaN/Inf value. */
 static int s_dequantize(float *y, const uint8_t *raw, size_t n, int codec, int bs, float p2e)
 {
     size_t nb = bs > 0 ? (n + (size_t)bs - 1) / (size_t)bs : 0;
@@ -295,19 +294,17 @@ static int s_encode_check(codec_ctx_t *ctx, const uint8_t *out, const float *x, 
 }
 
 /* The payload after hdr bytes of out: ctx->raw (raw_len bytes) through zstd
- * when opts->zstd asks for it and it saves enough, else as it is.  Returns
- * its length; *flags gains FRAME_FLAG_ZSTD when compressed. */
+ * when opts->zstd asks for it and, in auto mode, the z bytes it gives save at
+ * least FRAME_ZSTD_MIN_SAVING_PCT percent (z * 100 <= raw_len * (100 - pct),
+ * exactly), else as it is.  zstd gets all of cap - hdr: with less room it
+ * can fail on output that would fit.  Returns the payload length; *flags
+ * gains FRAME_FLAG_ZSTD when compressed. */
 static size_t s_encode_payload(codec_ctx_t *ctx, uint8_t *out, size_t cap, size_t hdr, size_t raw_len, int zstd,
                                unsigned *flags)
 {
     if (zstd != 1 && raw_len > 0) {
-        size_t zcap = cap - hdr;
-        if (zstd == 0) {
-            size_t want = raw_len - raw_len * FRAME_ZSTD_MIN_SAVING_PCT / 100;
-            zcap = want < zcap ? want : zcap;
-        }
-        size_t z = zcap ? ZSTD_compress2(ctx->cctx, out + hdr, zcap, ctx->raw, raw_len) : 0;
-        if (zcap && !ZSTD_isError(z)) {
+        size_t z = ZSTD_compress2(ctx->cctx, out + hdr, cap - hdr, ctx->raw, raw_len);
+        if (!ZSTD_isError(z) && (zstd == 2 || z * 100 <= raw_len * (100 - FRAME_ZSTD_MIN_SAVING_PCT))) {
             *flags |= FRAME_FLAG_ZSTD;
             return z;
         }
@@ -485,6 +482,67 @@ int frame_peek(frame_info_t *info, const uint8_t *in, size_t len, char *err, siz
     return 0;
 }
 
+/* The zstd payload p[0..len) into ctx->raw (raw_len bytes).  It must
+ * be exactly one zstd frame whose header says raw_len: ZSTD_decompressDCtx
+ * alone would also decode frames after it and skip skippable ones.  Memory
+ * is bounded by raw_len (checked against the shape): the one-shot decoder
+ * writes into ctx->raw directly and allocates no window buffer, whatever
+ * window size the zstd frame header announces (zstd.h, ZSTD_d_windowLogMax:
+ * "only useful in streaming mode").  Returns 0, or the s_fail code. */
+static int s_unzstd(codec_ctx_t *ctx, const uint8_t *p, size_t len, size_t raw_len, char *err, size_t errlen)
+{
+    frame_error_t *slot = &ctx->error;
+    size_t flen = ZSTD_findFrameCompressedSize(p, len);
+    if (ZSTD_isError(flen) || flen != len)
+        return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd payload of %zu bytes is not one zstd frame (%s)",
+                      len, ZSTD_isError(flen) ? ZSTD_getErrorName(flen) : "bytes after it");
+    unsigned long long fcs = ZSTD_getFrameContentSize(p, len);
+    if (fcs == ZSTD_CONTENTSIZE_ERROR || fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs != raw_len)
+        return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd content size %s (want %zu)",
+                      fcs == ZSTD_CONTENTSIZE_ERROR ? "unreadable" :
+                      fcs == ZSTD_CONTENTSIZE_UNKNOWN ? "unknown" : "mismatch", raw_len);
+    if (s_grow((void **)&ctx->raw, &ctx->raw_cap, raw_len + 1) < 0)
+        return s_fail(slot, FRAME_E_NOMEM, err, errlen, "decode: out of memory");
+    size_t r = ZSTD_decompressDCtx(ctx->dctx, ctx->raw, raw_len, p, len);
+    if (ZSTD_isError(r))
+        return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd: %s", ZSTD_getErrorName(r));
+    if (r != raw_len)
+        return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd gave %zu bytes, want %zu", r, raw_len);
+    return 0;
+}
+
+/* The fi->n_values > 0 values of the raw payload raw (2-byte aligned) into
+ * out.  Refuses NaN/Inf/negative scales, int codes outside the format,
+ * NaN/Inf float values and values that overflow.  0, or the s_fail code. */
+static int s_decode_values(codec_ctx_t *ctx, float *out, const uint8_t *raw, const frame_info_t *fi,
+                           char *err, size_t errlen)
+{
+    frame_error_t *slot = &ctx->error;
+    size_t n = (size_t)fi->n_values;
+    int bs = fi->block_size, near_top = 0, is_int = s_is_int(fi->codec);
+    if (is_int) {
+        size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
+        float ms = quant_max_scale((const uint16_t *)raw, nb);
+        if (!isfinite(ms))
+            return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf scale");
+        /* codes are at most qmax in magnitude (dequantize refuses others):
+         * only near the top of the float range can a decoded value overflow,
+         * and only then is it checked */
+        double qmax = fi->codec == CODEC_INT8 ? 127.0 : 7.0;
+        near_top = (double)ms * qmax * ldexp(1.0, fi->scale_exp) >= (double)FLT_MAX;
+    }
+    int rc = s_dequantize(out, raw, n, fi->codec, bs, ldexpf(1.0f, fi->scale_exp));
+    if (is_int && rc == QUANT_E_SCALE)
+        return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf/negative scale");
+    if (is_int && rc == QUANT_E_CODE)
+        return s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: %s code out of range", codec_name(fi->codec));
+    if (rc < 0)
+        return s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: NaN/Inf value");
+    if (near_top && quant_absmax_bits(out, n) >= 0x7f800000u)
+        return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: scale x 2^%d overflows float", fi->scale_exp);
+    return 0;
+}
+
 long frame_decode(codec_ctx_t *ctx, float *out, size_t cap_values,
                   uint32_t *shape, int *ndim, const uint8_t *in, size_t len,
                   char *err, size_t errlen)
@@ -510,18 +568,8 @@ long frame_decode(codec_ctx_t *ctx, float *out, size_t cap_values,
 
     const uint8_t *raw = in + hdr;
     if (fi.flags & FRAME_FLAG_ZSTD) {
-        unsigned long long fcs = ZSTD_getFrameContentSize(raw, (size_t)fi.payload_len);
-        if (fcs == ZSTD_CONTENTSIZE_ERROR || fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs != raw_len)
-            return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd content size %s (want %zu)",
-                          fcs == ZSTD_CONTENTSIZE_ERROR ? "unreadable" :
-                          fcs == ZSTD_CONTENTSIZE_UNKNOWN ? "unknown" : "mismatch", raw_len);
-        if (s_grow((void **)&ctx->raw, &ctx->raw_cap, raw_len + 1) < 0)
-            return s_fail(slot, FRAME_E_NOMEM, err, errlen, "decode: out of memory");
-        size_t r = ZSTD_decompressDCtx(ctx->dctx, ctx->raw, raw_len, raw, (size_t)fi.payload_len);
-        if (ZSTD_isError(r))
-            return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd: %s", ZSTD_getErrorName(r));
-        if (r != raw_len)
-            return s_fail(slot, FRAME_E_ZSTD, err, errlen, "decode: zstd gave %zu bytes, want %zu", r, raw_len);
+        if (s_unzstd(ctx, raw, (size_t)fi.payload_len, raw_len, err, errlen) < 0)
+            return -1;
         raw = ctx->raw;
     } else if (((uintptr_t)raw & 1u) && raw_len > 0) {
         if (s_grow((void **)&ctx->raw, &ctx->raw_cap, raw_len + 1) < 0)
@@ -529,23 +577,8 @@ long frame_decode(codec_ctx_t *ctx, float *out, size_t cap_values,
         memcpy(ctx->raw, raw, raw_len);
         raw = ctx->raw;
     }
-
-    float p2e = ldexpf(1.0f, fi.scale_exp);
-    int bs = fi.block_size, near_top = 0;
-    if (s_is_int(fi.codec) && n > 0) {
-        size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
-        float ms = quant_max_scale((const uint16_t *)raw, nb);
-        if (!isfinite(ms))
-            return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf scale");
-        /* codes are at most 128 in magnitude: only near the top of the float
-         * range can a decoded value overflow, and only then is it checked */
-        near_top = (double)ms * 128.0 * ldexp(1.0, fi.scale_exp) >= (double)FLT_MAX;
-    }
-    if (n > 0 && s_dequantize(out, raw, n, fi.codec, bs, p2e) < 0)
-        return s_is_int(fi.codec) ? s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf/negative scale")
-                                  : s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: NaN/Inf value");
-    if (near_top && quant_absmax_bits(out, n) >= 0x7f800000u)
-        return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: scale x 2^%d overflows float", fi.scale_exp);
+    if (n > 0 && s_decode_values(ctx, out, raw, &fi, err, errlen) < 0)
+        return -1;
     if (shape)
         memcpy(shape, fi.shape, sizeof(uint32_t) * (size_t)fi.ndim);
     if (ndim)

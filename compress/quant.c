@@ -236,15 +236,18 @@ void quant_q8_ref(block_q8_t *y, const float *x, size_t nb, float p2ne,
     }
 }
 
-void dequant_q8_ref(float *y, const block_q8_t *x, size_t nb, float p2e)
+int dequant_q8_ref(float *y, const block_q8_t *x, size_t nb, float p2e)
 {
+    int bad = 0;
     for (size_t b = 0; b < nb; b++) {
         float d = quant_f16_to_f32(x[b].d);
         for (int j = 0; j < QK; j++) {
+            bad |= x[b].q[j] == -128;
             float v = (float)x[b].q[j] * d;
             y[b * QK + j] = v * p2e;
         }
     }
+    return bad ? QUANT_E_CODE : 0;
 }
 
 void quant_q4_ref(block_q4_t *y, const float *x, size_t nb, float p2ne,
@@ -272,17 +275,20 @@ void quant_q4_ref(block_q4_t *y, const float *x, size_t nb, float p2ne,
     }
 }
 
-void dequant_q4_ref(float *y, const block_q4_t *x, size_t nb, float p2e)
+int dequant_q4_ref(float *y, const block_q4_t *x, size_t nb, float p2e)
 {
+    int bad = 0;
     for (size_t b = 0; b < nb; b++) {
         float d = quant_f16_to_f32(x[b].d);
         for (int j = 0; j < QK / 2; j++) {
+            bad |= (x[b].qs[j] & 0x0f) == 0 || (x[b].qs[j] >> 4) == 0;
             float v0 = (float)((x[b].qs[j] & 0x0f) - 8) * d;
             float v1 = (float)((x[b].qs[j] >> 4) - 8) * d;
             y[b * QK + 2 * j] = v0 * p2e;
             y[b * QK + 2 * j + 1] = v1 * p2e;
         }
     }
+    return bad ? QUANT_E_CODE : 0;
 }
 
 /* ---------------------------------------------------------------- planar */
@@ -444,58 +450,80 @@ static inline int s_bad_scale(uint16_t h)
     return (h & 0x8000u) || (h & 0x7c00u) == 0x7c00u;
 }
 
-/* y[j, m) from int8 codes; the plain path and the tail of the fast one. */
-static void s_dq8_block_c(float *y, const int8_t *q, size_t j, size_t m, float s, float p2e)
+/* y[j, m) from int8 codes; the plain path and the tail of the fast one.
+ * Returns 1 if a code is -128 (outside the format), else 0. */
+static int s_dq8_block_c(float *y, const int8_t *q, size_t j, size_t m, float s, float p2e)
 {
+    int bad = 0;
     for (; j < m; j++) {
+        bad |= q[j] + 127;                            /* negative only for -128 */
         float v = (float)q[j] * s;
         y[j] = v * p2e;
     }
+    return bad < 0;
 }
 
-/* y[j, m) from int4 nibbles (j even). */
-static void s_dq4_block_c(float *y, const uint8_t *q, size_t j, size_t m, float s, float p2e)
+/* y[j, m) from int4 nibbles (j even).  Returns 1 if a nibble is 0 (code
+ * -8, outside the format), else 0. */
+static int s_dq4_block_c(float *y, const uint8_t *q, size_t j, size_t m, float s, float p2e)
 {
-    for (; j < m; j++) {
-        int c = (j % 2 == 0 ? q[j / 2] & 0x0f : q[j / 2] >> 4) - 8;
+    int bad = 0;
+    for (; j + 2 <= m; j += 2) {
+        int c0 = (q[j / 2] & 0x0f) - 8, c1 = (q[j / 2] >> 4) - 8;
+        bad |= (c0 + 7) | (c1 + 7);                   /* negative only for -8 */
+        float v0 = (float)c0 * s, v1 = (float)c1 * s;
+        y[j] = v0 * p2e;
+        y[j + 1] = v1 * p2e;
+    }
+    if (j < m) {
+        int c = (q[j / 2] & 0x0f) - 8;
+        bad |= c + 7;
         float v = (float)c * s;
         y[j] = v * p2e;
     }
+    return bad < 0;
 }
 
 #if S_X86
-S_SSE41 static void s_dq8_block_sse41(float *y, const int8_t *q, size_t m, float s, float p2e)
+/* The plain paths' values and result, 16 codes per step. */
+S_SSE41 static int s_dq8_block_sse41(float *y, const int8_t *q, size_t m, float s, float p2e)
 {
     size_t j = 0;
     const __m128 vs = _mm_set1_ps(s), vp = _mm_set1_ps(p2e);
+    const __m128i lo = _mm_set1_epi8(-128);
+    __m128i least = _mm_setzero_si128();
     for (; j + 16 <= m; j += 16) {
         __m128i c = _mm_loadu_si128((const __m128i *)(q + j));
+        least = _mm_min_epi8(least, c);
         for (int k = 0; k < 4; k++) {
             __m128 v = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(c));
             _mm_storeu_ps(y + j + 4 * k, _mm_mul_ps(_mm_mul_ps(v, vs), vp));
             c = _mm_srli_si128(c, 4);
         }
     }
-    s_dq8_block_c(y, q, j, m, s, p2e);
+    return (_mm_movemask_epi8(_mm_cmpeq_epi8(least, lo)) != 0) | s_dq8_block_c(y, q, j, m, s, p2e);
 }
 
-S_SSE41 static void s_dq4_block_sse41(float *y, const uint8_t *q, size_t m, float s, float p2e)
+S_SSE41 static int s_dq4_block_sse41(float *y, const uint8_t *q, size_t m, float s, float p2e)
 {
     size_t j = 0;
     const __m128 vs = _mm_set1_ps(s), vp = _mm_set1_ps(p2e);
     const __m128i m0f = _mm_set1_epi8(0x0f), off = _mm_set1_epi8(8);
+    __m128i least = m0f;
     for (; j + 16 <= m; j += 16) {
         __m128i raw = _mm_loadl_epi64((const __m128i *)(q + j / 2));
         __m128i lo = _mm_and_si128(raw, m0f);
         __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m0f);
-        __m128i c = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), off);
+        __m128i n = _mm_unpacklo_epi8(lo, hi);
+        least = _mm_min_epu8(least, n);
+        __m128i c = _mm_sub_epi8(n, off);
         for (int k = 0; k < 4; k++) {
             __m128 v = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(c));
             _mm_storeu_ps(y + j + 4 * k, _mm_mul_ps(_mm_mul_ps(v, vs), vp));
             c = _mm_srli_si128(c, 4);
         }
     }
-    s_dq4_block_c(y, q, j, m, s, p2e);
+    return (_mm_movemask_epi8(_mm_cmpeq_epi8(least, _mm_setzero_si128())) != 0) | s_dq4_block_c(y, q, j, m, s, p2e);
 }
 #endif
 
@@ -504,22 +532,22 @@ int dequant_q8(float *y, const uint16_t *d, const int8_t *q, size_t n, int bs,
 {
     assert(bs >= 8 && bs % 8 == 0);
     size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
-    int fast = s_sse41();
+    int fast = s_sse41(), bad = 0;
     for (size_t b = 0; b < nb; b++) {
         if (s_bad_scale(d[b]))
-            return -1;
+            return QUANT_E_SCALE;
         size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
         float s = quant_f16_to_f32(d[b]);
 #if S_X86
         if (fast) {
-            s_dq8_block_sse41(y + i0, q + i0, m, s, p2e);
+            bad |= s_dq8_block_sse41(y + i0, q + i0, m, s, p2e);
             continue;
         }
 #endif
         (void)fast;
-        s_dq8_block_c(y + i0, q + i0, 0, m, s, p2e);
+        bad |= s_dq8_block_c(y + i0, q + i0, 0, m, s, p2e);
     }
-    return 0;
+    return bad ? QUANT_E_CODE : 0;
 }
 
 int dequant_q4(float *y, const uint16_t *d, const uint8_t *q, size_t n, int bs,
@@ -527,22 +555,22 @@ int dequant_q4(float *y, const uint16_t *d, const uint8_t *q, size_t n, int bs,
 {
     assert(bs >= 8 && bs % 8 == 0);
     size_t nb = (n + (size_t)bs - 1) / (size_t)bs;
-    int fast = s_sse41();
+    int fast = s_sse41(), bad = (n & 1) && (q[n / 2] >> 4) != 0;   /* the unused nibble is 0 */
     for (size_t b = 0; b < nb; b++) {
         if (s_bad_scale(d[b]))
-            return -1;
+            return QUANT_E_SCALE;
         size_t i0 = b * (size_t)bs, m = n - i0 < (size_t)bs ? n - i0 : (size_t)bs;
         float s = quant_f16_to_f32(d[b]);
 #if S_X86
         if (fast) {
-            s_dq4_block_sse41(y + i0, q + i0 / 2, m, s, p2e);
+            bad |= s_dq4_block_sse41(y + i0, q + i0 / 2, m, s, p2e);
             continue;
         }
 #endif
         (void)fast;
-        s_dq4_block_c(y + i0, q + i0 / 2, 0, m, s, p2e);
+        bad |= s_dq4_block_c(y + i0, q + i0 / 2, 0, m, s, p2e);
     }
-    return 0;
+    return bad ? QUANT_E_CODE : 0;
 }
 
 /* ---------------------------------------------------------- float codecs */

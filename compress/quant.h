@@ -19,6 +19,10 @@
 
 #define QK 64
 
+/* Dequantizer results (0 = the input is well formed). */
+#define QUANT_E_SCALE (-1)   /* a NaN, Inf or negative scale */
+#define QUANT_E_CODE (-2)    /* a code outside [-127,127] (int8) or [-7,7] (int4) */
+
 typedef struct {
     uint16_t d;        /* fp16 scale */
     int8_t q[QK];      /* codes in [-127,127] */
@@ -44,13 +48,15 @@ uint32_t quant_absmax_bits(const float *x, size_t n);
 float quant_sr_uniform(uint64_t seed, uint64_t i);
 
 /* Reference: x is (nb*QK), y is (nb).  i0 is the global index of x[0]
- * (for the stochastic rounding hash). */
+ * (for the stochastic rounding hash).  The dequantizers decode every value
+ * and return QUANT_E_CODE if any code is outside the format (int8 -128,
+ * int4 nibble 0), else 0; they do not check the scales. */
 void quant_q8_ref(block_q8_t *y, const float *x, size_t nb, float p2ne,
                   uint64_t seed, uint64_t i0);
-void dequant_q8_ref(float *y, const block_q8_t *x, size_t nb, float p2e);
+int dequant_q8_ref(float *y, const block_q8_t *x, size_t nb, float p2e);
 void quant_q4_ref(block_q4_t *y, const float *x, size_t nb, float p2ne,
                   uint64_t seed, uint64_t i0);
-void dequant_q4_ref(float *y, const block_q4_t *x, size_t nb, float p2e);
+int dequant_q4_ref(float *y, const block_q4_t *x, size_t nb, float p2e);
 
 /* Planar: x is (n), d is (ceil(n/bs)) fp16 scales, q is (n) int8 codes or
  * (ceil(n/2)) int4 bytes; bs a multiple of 8. */
@@ -58,8 +64,11 @@ void quant_q8(uint16_t *d, int8_t *q, const float *x, size_t n, int bs,
               float p2ne, uint64_t seed);
 void quant_q4(uint16_t *d, uint8_t *q, const float *x, size_t n, int bs,
               float p2ne, uint64_t seed);
-/* Dequantizers check the scales: return -1 if any scale is NaN, Inf or
- * negative, else 0.  y is (n). */
+/* Dequantizers check the scales and the codes: they return QUANT_E_SCALE if
+ * a scale is NaN, Inf or negative (y is then partly written), else
+ * QUANT_E_CODE if a code is outside the format: int8 -128, int4 nibble 0
+ * (code -8) or, n odd, a nonzero unused high nibble in the last byte (y is
+ * then fully written); else 0.  y is (n). */
 int dequant_q8(float *y, const uint16_t *d, const int8_t *q, size_t n, int bs,
                float p2e);
 int dequant_q4(float *y, const uint16_t *d, const uint8_t *q, size_t n, int bs,

@@ -10,6 +10,7 @@
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
+#include <zstd.h>
 
 static uint64_t s_rng = 0x9e3779b97f4a7c15ull;
 
@@ -112,6 +113,35 @@ static void s_set_level(cpu_level_t level)
     setenv("BRIGADE_CPU", cpu_level_name(level), 1);
 }
 
+/* A code outside the format (int8 -128, int4 nibble 0) at one place, in
+ * the reference blocks and the planar arrays (same codes, QK-blocks, d the
+ * scales of both): both decode the same values and say QUANT_E_CODE. */
+static void s_bad_codes_match_reference(block_q8_t *b8, const uint16_t *d, int8_t *q8, block_q4_t *b4, uint8_t *q4,
+                                        size_t nb)
+{
+    size_t n = nb * QK;
+    float *y1 = malloc(n * sizeof *y1), *y2 = malloc(n * sizeof *y2);
+    for (size_t b = 0; b < nb; b++)
+        b8[b].d = d[b];                               /* the scales the planar call gets */
+    const size_t at[] = {0, 15, 16, 3 * QK + 47, n - 1};
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        size_t i = at[k], b = i / QK, j = i % QK;
+        int8_t c8 = q8[i];
+        b8[b].q[j] = q8[i] = -128;
+        CHECK(dequant_q8_ref(y1, b8, nb, 1.0f) == QUANT_E_CODE);
+        CHECKF(dequant_q8(y2, d, q8, n, QK, 1.0f) == QUANT_E_CODE, "int8 code -128 at %zu accepted", i);
+        CHECK(memcmp(y1, y2, n * sizeof *y1) == 0);
+        b8[b].q[j] = q8[i] = c8;
+        uint8_t c4 = q4[i / 2], mask = i & 1 ? 0x0f : 0xf0;
+        b4[b].qs[j / 2] = q4[i / 2] = (uint8_t)(c4 & mask);
+        CHECK(dequant_q4_ref(y1, b4, nb, 1.0f) == QUANT_E_CODE);
+        CHECKF(dequant_q4(y2, d, q4, n, QK, 1.0f) == QUANT_E_CODE, "int4 nibble 0 at %zu accepted", i);
+        CHECK(memcmp(y1, y2, n * sizeof *y1) == 0);
+        b4[b].qs[j / 2] = q4[i / 2] = c4;
+    }
+    free(y1); free(y2);
+}
+
 static void s_planar_matches_reference(void)
 {
     const size_t nb = 37, n = nb * QK;
@@ -139,7 +169,7 @@ static void s_planar_matches_reference(void)
                 diff += memcmp(b8[b].q, q8 + b * QK, QK) != 0;
             }
             CHECKF(diff == 0, "int8 p2ne %g seed %llu: %d blocks differ", p2ne, (unsigned long long)seeds[si], diff);
-            dequant_q8_ref(y1, b8, nb, p2e);
+            CHECK(dequant_q8_ref(y1, b8, nb, p2e) == 0);
             CHECK(dequant_q8(y2, d, q8, n, QK, p2e) == 0);
             CHECK(memcmp(y1, y2, n * sizeof *y1) == 0);
 
@@ -151,10 +181,11 @@ static void s_planar_matches_reference(void)
                 diff += memcmp(b4[b].qs, q4 + b * QK / 2, QK / 2) != 0;
             }
             CHECKF(diff == 0, "int4 p2ne %g seed %llu: %d blocks differ", p2ne, (unsigned long long)seeds[si], diff);
-            dequant_q4_ref(y1, b4, nb, p2e);
+            CHECK(dequant_q4_ref(y1, b4, nb, p2e) == 0);
             CHECK(dequant_q4(y2, d, q4, n, QK, p2e) == 0);
             CHECK(memcmp(y1, y2, n * sizeof *y1) == 0);
         }
+    s_bad_codes_match_reference(b8, d, q8, b4, q4, nb);
     /* a partial last block (scalar tail) gives the codes of the zero-padded block */
     for (uint64_t seed = 0; seed < 2; seed++) {
         float pad[2 * QK] = {0};
@@ -757,6 +788,137 @@ static void test_decoder_reasons(void)
     codec_ctx_destroy(&ctx);
 }
 
+/* frame f (len bytes, header hdr) with tail[0..tl) appended to its payload,
+ * the payload length and the checksum made right; *out_len its length. */
+static uint8_t *s_append(const uint8_t *f, size_t len, size_t hdr, const uint8_t *tail, size_t tl, size_t *out_len)
+{
+    uint8_t *g = malloc(len + tl);
+    memcpy(g, f, len);
+    memcpy(g + len, tail, tl);
+    uint64_t pl = len + tl - hdr;
+    for (int i = 0; i < 8; i++)
+        g[20 + i] = (uint8_t)(pl >> (8 * i));
+    s_reseal(g, len + tl);
+    *out_len = len + tl;
+    return g;
+}
+
+/* A zstd payload is exactly one zstd frame: a skippable frame, an empty
+ * zstd frame or a stray byte after it is refused (ZSTD_decompressDCtx alone
+ * takes the first two); so is a lone skippable frame as the payload of a
+ * frame of no values. */
+static void test_decoder_one_zstd_frame(void)
+{
+    codec_ctx_t *ctx = codec_ctx_new(1);
+    float out[300];
+    char err[256];
+    size_t len, glen;
+    uint8_t *f = s_frame(ctx, CODEC_INT8, 2, &len);
+    CHECK(frame_decode(ctx, out, 300, NULL, NULL, f, len, err, sizeof err) == 300);
+    uint8_t skip[12] = {0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 0xef, 0xbe, 0xad, 0xde}, empty[32], stray[1] = {0};
+    size_t el = ZSTD_compress(empty, sizeof empty, "", 0, 1);
+    CHECK(!ZSTD_isError(el));
+    struct { const uint8_t *tail; size_t len; const char *what; } tails[] = {
+        {skip, sizeof skip, "skippable frame"}, {empty, el, "empty zstd frame"}, {stray, 1, "stray byte"},
+    };
+    for (size_t t = 0; t < sizeof tails / sizeof tails[0]; t++) {
+        uint8_t *g = s_append(f, len, 40, tails[t].tail, tails[t].len, &glen);
+        err[0] = 0;
+        CHECKF(frame_decode(ctx, out, 300, NULL, NULL, g, glen, err, sizeof err) == -1,
+               "zstd payload with a %s after it accepted", tails[t].what);
+        CHECKF(codec_ctx_error(ctx) == FRAME_E_ZSTD && strstr(err, "zstd"), "%s: error %d: %s", tails[t].what,
+               codec_ctx_error(ctx), err);
+        free(g);
+    }
+    free(f);
+    uint32_t shape[1] = {0};
+    uint8_t e[64];
+    long elen = frame_encode(ctx, e, sizeof e, NULL, shape, 1, CODEC_INT8, NULL, err, sizeof err);
+    CHECK(elen == 36 && e[8] == 0);
+    e[8] = FRAME_FLAG_ZSTD;
+    uint8_t *g = s_append(e, (size_t)elen, 36, skip, 8, &glen);   /* a skippable frame of 0 bytes */
+    CHECK(frame_decode(ctx, out, 300, NULL, NULL, g, glen, err, sizeof err) == -1);
+    CHECKF(codec_ctx_error(ctx) == FRAME_E_ZSTD, "skippable frame for 0 values: error %d: %s", codec_ctx_error(ctx), err);
+    free(g);
+    codec_ctx_destroy(&ctx);
+}
+
+/* int8 code -128, int4 nibble 0 (code -8) and, n odd, a set unused high
+ * nibble are outside the format and refused (FRAME_E_VALUE) at every level,
+ * in the vector body of a block and in its scalar tail; codes +-127 and
+ * nibbles 1 and 15 pass. */
+static void test_decoder_refuses_codes(void)
+{
+    enum { N = 301, NB = 5, HDR = 36 };             /* blocks of 64; the last 45 values: 32 vector, 13 tail */
+    codec_ctx_t *ctx = codec_ctx_new(1);
+    float x[N], out[N];
+    for (int i = 0; i < N; i++)
+        x[i] = i % 3 ? s_heavy() : (i % 2 ? 1.0f : -1.0f) * 100.0f;   /* every block holds +-qmax */
+    uint32_t shape[1] = {N};
+    uint8_t f[1024], g[1024];
+    char err[256];
+    encode_opts_t raw = {.zstd = 1};
+    const size_t at[] = {0, 17, 63, 100, 261, 290, 299, 300};
+    for (int l = CPU_GENERIC; l <= (int)cpu_hw_level(); l++) {
+        s_set_level((cpu_level_t)l);
+        for (int codec = CODEC_INT8; codec <= CODEC_INT4; codec++) {
+            long len = frame_encode(ctx, f, sizeof f, x, shape, 1, codec, &raw, err, sizeof err);
+            CHECK(len > 0 && frame_decode(ctx, out, N, NULL, NULL, f, (size_t)len, err, sizeof err) == N);
+            uint8_t *q = g + HDR + 2 * NB;
+            for (size_t k = 0; k <= sizeof at / sizeof at[0]; k++) {
+                memcpy(g, f, (size_t)len);
+                size_t i = k < sizeof at / sizeof at[0] ? at[k] : N;      /* N: the unused nibble */
+                if (codec == CODEC_INT8 && i == N)
+                    continue;
+                if (codec == CODEC_INT8)
+                    q[i] = 0x80;
+                else if (i == N)
+                    q[N / 2] |= 0x10;
+                else
+                    q[i / 2] &= i & 1 ? 0x0f : 0xf0;
+                s_reseal(g, (size_t)len);
+                err[0] = 0;
+                long rc = frame_decode(ctx, out, N, NULL, NULL, g, (size_t)len, err, sizeof err);
+                CHECKF(rc == -1 && codec_ctx_error(ctx) == FRAME_E_VALUE && strstr(err, "code out of range"),
+                       "level %s %s: bad code at %zu: %ld %s", cpu_level_name((cpu_level_t)l), codec_name(codec),
+                       i, rc, err);
+            }
+        }
+    }
+    unsetenv("BRIGADE_CPU");
+    codec_ctx_destroy(&ctx);
+}
+
+/* zstd=0 keeps zstd's z bytes exactly when z * 100 <= raw * (100 -
+ * FRAME_ZSTD_MIN_SAVING_PCT), z as zstd=2 gives it: small tensors of every
+ * codec with a few distinct values, some of them just around the line. */
+static void test_zstd_saving_rule(void)
+{
+    codec_ctx_t *ctx = codec_ctx_new(1);
+    float x[96];
+    uint8_t a[4096], b[4096];
+    int wrong = 0, near = 0;
+    for (int it = 0; it < 3000; it++) {
+        int codec = it % CODEC_COUNT, distinct = 1 + (int)(s_next() % 12);
+        size_t n = 1 + s_next() % 96;
+        for (size_t i = 0; i < n; i++)
+            x[i] = (float)(s_next() % (uint32_t)distinct) * 0.37f - 1.0f;
+        uint32_t shape[1] = {(uint32_t)n};
+        encode_opts_t always = {.zstd = 2}, autom = {.zstd = 0};
+        long la = frame_encode(ctx, a, sizeof a, x, shape, 1, codec, &always, NULL, 0);
+        long lb = frame_encode(ctx, b, sizeof b, x, shape, 1, codec, &autom, NULL, 0);
+        frame_info_t ia, ib;
+        CHECK(la > 0 && lb > 0 && frame_peek(&ia, a, (size_t)la, NULL, 0) == 0 && frame_peek(&ib, b, (size_t)lb, NULL, 0) == 0);
+        uint64_t z = ia.payload_len, r = ia.raw_len;
+        int keep = z * 100 <= r * (100 - FRAME_ZSTD_MIN_SAVING_PCT);
+        near += z * 100 > r * (100 - FRAME_ZSTD_MIN_SAVING_PCT) && z * 100 <= r * (100 - FRAME_ZSTD_MIN_SAVING_PCT) + 100;
+        wrong += ((ib.flags & FRAME_FLAG_ZSTD) != 0) != keep || ib.payload_len != (keep ? z : r);
+    }
+    CHECKF(wrong == 0, "%d of 3000 tensors: zstd kept or skipped against the rule", wrong);
+    CHECKF(near > 0, "no tensor within a byte above the line");
+    codec_ctx_destroy(&ctx);
+}
+
 static void test_peek_and_unaligned(void)
 {
     codec_ctx_t *ctx = codec_ctx_new(1);
@@ -817,6 +979,9 @@ int main(void)
     RUN(test_args_and_context);
     RUN(test_decoder_refuses_damage);
     RUN(test_decoder_reasons);
+    RUN(test_decoder_one_zstd_frame);
+    RUN(test_decoder_refuses_codes);
+    RUN(test_zstd_saving_rule);
     RUN(test_peek_and_unaligned);
     CHECK_EXIT();
 }
