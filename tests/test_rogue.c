@@ -597,13 +597,14 @@ static void s_post_tally(void *a, mail_t *m)
     mail_free(m);
 }
 
-enum { TN_ADOPT = 1, TN_RELAY = 2 };
+enum { TN_ADOPT = 1, TN_RELAY = 2, TN_YOUNG = 4 };
 
 /* A node serving `stage` of a 4-stage gpt-tiny run (the creator when stage >= 0,
  * a joiner waiting for its WELCOME when stage < 0); modelled: tensors and
  * state are sizes only (no buffers of the stage's size go by); flags TN_ADOPT:
  * its port adopts the connections outward-only peers open to it
- * (s_box_adopt); TN_RELAY: it relays for outward-only peers. */
+ * (s_box_adopt); TN_RELAY: it relays for outward-only peers; TN_YOUNG: its
+ * clock (seconds since its process started) begins at 2 s, not 100 s. */
 static int s_tnode_as(tnode_t *n, int stage, int modelled, const char *adv, int flags)
 {
     char err[300];
@@ -614,7 +615,7 @@ static int s_tnode_as(tnode_t *n, int stage, int modelled, const char *adv, int 
     if (opts_resolve(&n->o, err, sizeof err) < 0) { printf("  opts: %s\n", err); return -1; }
     if (keypair_generate(&n->kp, err, sizeof err) < 0) return -1;
     snprintf(n->adv, sizeof n->adv, "%s", adv);
-    n->clock = 100.0;
+    n->clock = (flags & TN_YOUNG) ? 2.0 : 100.0;
     netside_cfg_t c;
     memset(&c, 0, sizeof c);
     c.o = &n->o;
@@ -1658,6 +1659,68 @@ static void t_hearsay_keeps_no_dead_peer_alive(void)
     }
 }
 
+/* Health of kp's record at a (-1 unknown). */
+static int s_health_at(tnode_t *a, const keypair_t *kp)
+{
+    const peer_t *p = peers_find((peers_t *)netside_peers(a->ns), node_id_from_pubkey(kp->pub));
+    return p ? (int)p->health : -1;
+}
+
+/* A node d that died (our pings unanswered) and was taken for gone comes
+ * back: by its own JOIN (at its address or another), or in a member's
+ * newer announcement of its new address.  Alive then, and it stays so: the
+ * pings its dead self left unanswered made it gone again at once. */
+static void t_restarted_peer_not_gone_again(void)
+{
+    char err[300];
+    for (int way = 0; way < 3; way++) {
+        tnode_t a;
+        if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
+        keypair_t h, d;
+        CHECK(keypair_generate(&h, err, sizeof err) == 0 && keypair_generate(&d, err, sizeof err) == 0);
+        s_send_join(a.ns, &h, "127.0.0.1:7100", 1, 1);
+        s_send_join(a.ns, &d, "127.0.0.1:7200", 1, 1);
+        for (int t = 0; t < 60; t++) {   /* 30 s: h answers, d is dead */
+            if (t % 4 == 0) s_deliver(a.ns, &h, WIRE_PING, -1, 0, (uint64_t)t, NULL, NULL, 0);
+            netside_tick(a.ns);
+            a.clock += 0.5;
+        }
+        int before = s_health_at(&a, &d);
+        if (way < 2) s_send_join(a.ns, &d, way ? "127.0.0.1:7300" : "127.0.0.1:7200", 1, 0);
+        else s_send_announce(a.ns, &h, "127.0.0.1:7100", &d, "127.0.0.1:7300", 1, 5000000000000ull);
+        int back = s_health_at(&a, &d);
+        a.clock += 0.3;
+        netside_tick(a.ns);
+        const char *how[] = { "its JOIN at its address", "its JOIN at a new address", "a member's word of its new address" };
+        CHECKF(before == PEER_GONE && back != PEER_GONE && s_health_at(&a, &d) != PEER_GONE,
+               "%s: health before %d, on its return %d, 0.3 s later %d (gone %d)", how[way], before, back,
+               s_health_at(&a, &d), PEER_GONE);
+        s_tnode_free(&a);
+    }
+}
+
+/* A member's first gossip reaches a node 2 s into its process: its 30 new
+ * peers are all taken (a peer's learn bucket starts full; it held 4 x the
+ * process's age, and honest gossip was refused and counted). */
+static void t_young_node_learns_first_gossip(void)
+{
+    enum { N = 30 };
+    char err[300];
+    tnode_t a;
+    if (s_tnode_as(&a, 0, 1, "127.0.0.1:7000", TN_YOUNG) < 0) { CHECK(0); return; }
+    keypair_t h, *k = calloc(N, sizeof *k);
+    CHECK(k && keypair_generate(&h, err, sizeof err) == 0);
+    for (int i = 0; k && i < N; i++) keypair_generate(&k[i], err, sizeof err);
+    s_send_join(a.ns, &h, "127.0.0.1:7100", 1, 1);
+    int n0 = netside_peers(a.ns)->n;
+    uint64_t d0 = s_drops(&a);
+    if (k) s_send_signed_many(a.ns, &h, "127.0.0.1:7100", k, N);
+    CHECKF(netside_peers(a.ns)->n - n0 == N && s_drops(&a) == d0, "%d of %d new peers taken, %llu drops",
+           netside_peers(a.ns)->n - n0, N, (unsigned long long)(s_drops(&a) - d0));
+    free(k);
+    s_tnode_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 1) {
@@ -1685,6 +1748,8 @@ int main(int argc, char **argv)
         RUN(t_forged_announcement_dropped);
         RUN(t_gossip_introduces_within_budget);
         RUN(t_hearsay_keeps_no_dead_peer_alive);
+        RUN(t_restarted_peer_not_gone_again);
+        RUN(t_young_node_learns_first_gossip);
         CHECK_EXIT();
     }
     const char *target = NULL, *runhex = NULL;

@@ -244,7 +244,8 @@ static int s_parse_request_line(const char *head, char *method, size_t mcap,
 
 /* 1 when the Host value v (n bytes) names this server: 127.0.0.1,
  * localhost or [::1] (in any case), or the bound address when it is not a
- * wildcard, without a port or with the bound one. */
+ * wildcard, without a port or with any (a tunnel, ssh -L 9090:localhost:P,
+ * names its own port; the name alone keeps DNS rebinding out). */
 static int s_host_ok(const http_server_t *self, const char *v, size_t n)
 {
     const char *end = v[0] == '[' ? memchr(v, ']', n) : memchr(v, ':', n);
@@ -252,12 +253,8 @@ static int s_host_ok(const http_server_t *self, const char *v, size_t n)
     size_t name = !end ? n : v[0] == '[' ? (size_t)(end - v) + 1 : (size_t)(end - v);
     if (name < n) {   /* ":PORT" */
         if (v[name] != ':' || n - name < 2 || n - name > 6) return 0;
-        int port = 0;
-        for (size_t i = name + 1; i < n; i++) {
+        for (size_t i = name + 1; i < n; i++)
             if (v[i] < '0' || v[i] > '9') return 0;
-            port = port * 10 + (v[i] - '0');
-        }
-        if (port != self->port) return 0;
     }
     const char *ours[] = {"127.0.0.1", "localhost", "[::1]", self->host};
     for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)

@@ -1,7 +1,8 @@
 /* bucket.h: a token bucket, the network side's rate limits (JOINs, status
  * requests, relayed bytes, peers a member's gossip introduces): `tokens`
  * refill at a rate up to a burst; `last` is the clock time of the last
- * refill.  Zeroed, a bucket fills to its burst at its first use. */
+ * refill.  A zeroed bucket holds what it would have refilled since clock
+ * time 0 (a process's clock starts near 0): start one with bucket_full. */
 #ifndef BRIGADE_BUCKET_H
 #define BRIGADE_BUCKET_H
 

@@ -670,8 +670,8 @@ static int s_fresh(netside_t *ns, peer_t *p, uint64_t seen_ms)
 static int s_announce_ok(netside_t *ns, announce_t *a, const uint8_t *blob, size_t len, const peer_info_t *rec)
 {
     char err[160];
-    if (len != ANNOUNCE_LEN) return 0;
-    if (vcache_has(ns->vcache, blob, len)) return announce_decode(a, blob, len, err, sizeof err) == 0 && announce_matches(a, rec);
+    if (len != ANNOUNCE_LEN || announce_decode(a, blob, len, err, sizeof err) != 0) return 0;   /* (a form read elsewhere?) */
+    if (vcache_has(ns->vcache, blob, len)) return announce_matches(a, rec);
     if (announce_verify(a, blob, len, err, sizeof err) != 0) return -1;
     vcache_add(ns->vcache, blob, len);
     return announce_matches(a, rec);
@@ -685,6 +685,16 @@ static void s_close_link(netside_t *ns, peer_t *p)
     ns->c.port.disconnect(ns->c.port.arg, p->link);
     p->link = -1;
     p->adopted = 0;
+}
+
+/* p is at another address now: its link is closed (one we opened goes to
+ * the old address; one it opened to us is adopted again with its next
+ * message), and the pings the old address left unanswered say nothing of
+ * the new one. */
+static void s_moved(netside_t *ns, peer_t *p)
+{
+    s_close_link(ns, p);
+    p->unanswered = 0;
 }
 
 /* What a peer says of its reachability.  A link we opened to a peer that
@@ -720,7 +730,24 @@ static void s_adopt(netside_t *ns, peer_t *p, const transport_msg_t *m)
 static int s_may_learn(netside_t *ns, uint64_t sender)
 {
     peer_t *p = peers_find(&ns->peers, sender);
+    if (p && p->learn.last == 0) p->learn = bucket_full(s_now(ns));   /* a record's bucket starts full */
     return p && bucket_take(&p->learn, s_now(ns), GOSSIP_LEARN_PER_S, GOSSIP_LEARN_BURST, 1);
+}
+
+/* Takes a's address, stage and flags for p (a, in blob, is p's valid
+ * announcement, as new as the one held or newer). */
+static void s_take_announce(netside_t *ns, peer_t *p, const announce_t *a, const uint8_t *blob)
+{
+    int moved = strcmp(p->info.addr, a->addr) != 0;
+    if (moved) s_moved(ns, p);
+    if (moved || p->info.stage != a->stage) { ns->view_dirty = 1; s_rumor(ns, p); }
+    memcpy(p->info.addr, a->addr, sizeof p->info.addr);
+    p->info.stage = a->stage;
+    peers_touch(&ns->peers, p);
+    s_set_outward(ns, p, (a->flags & PEER_FLAG_OUTWARD) != 0);
+    if (p->relays != ((a->flags & PEER_FLAG_RELAY) != 0)) ns->view_dirty = 1;
+    p->relays = (a->flags & PEER_FLAG_RELAY) != 0;
+    peers_set_announce(p, blob, a->seq);
 }
 
 /* Takes the records of a table sent by `sender`: its own record on its word
@@ -752,36 +779,25 @@ static int s_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k
         if (rec->id == sender) {
             if (memcmp(rec->pubkey, sender_pub, 32) != 0) continue;
             s_add_peer(ns, rec, s_now(ns), why);
-        } else if (p) {
-            if (s_fresh(ns, p, rec->seen_ms)) {
-                /* the sender heard from it more lately than we did: its rate and version are newer hints */
-                if (p->info.rate != rec->rate) ns->view_dirty = 1;
-                p->info.rate = rec->rate;
-                p->info.version = rec->version;
-                peers_touch(&ns->peers, p);
-            }
-            if (!valid) continue;
-        } else if (!valid) {
+        } else if (!p && !valid) {
             continue;   /* a third party's word alone is not enough */
-        } else if (gossip && !s_may_learn(ns, sender)) {
+        } else if (!p && gossip && !s_may_learn(ns, sender)) {
             refused++;
             continue;
-        } else {
+        } else if (!p) {
             /* as fresh as the sender's word of it, not as this moment: a peer that died a while ago
              * would otherwise look alive here for a whole silence allowance, and draw work */
             s_add_peer(ns, rec, s_now(ns) - (double)rec->seen_ms * 1e-3, why);
         }
-        p = peers_find(&ns->peers, rec->id);
-        if (p && valid && a.seq >= p->announce_seq) {
-            if (strcmp(p->info.addr, a.addr) != 0) s_close_link(ns, p);
-            if (p->info.stage != a.stage || strcmp(p->info.addr, a.addr) != 0) { ns->view_dirty = 1; s_rumor(ns, p); }
-            memcpy(p->info.addr, a.addr, sizeof p->info.addr);
-            p->info.stage = a.stage;
-            peers_touch(&ns->peers, p);
-            s_set_outward(ns, p, (a.flags & PEER_FLAG_OUTWARD) != 0);
-            if (p->relays != ((a.flags & PEER_FLAG_RELAY) != 0)) ns->view_dirty = 1;
-            p->relays = (a.flags & PEER_FLAG_RELAY) != 0;
-            peers_set_announce(p, blob, a.seq);
+        peer_t *q = peers_find(&ns->peers, rec->id);
+        if (q && valid && a.seq >= q->announce_seq) s_take_announce(ns, q, &a, blob);
+        if (p && rec->id != sender && s_fresh(ns, q, rec->seen_ms)) {
+            /* (after its announcement: word of a peer at a new address is word of the new one) the sender
+             * heard from it more lately than we did: its rate and version are newer hints */
+            if (q->info.rate != rec->rate) ns->view_dirty = 1;
+            q->info.rate = rec->rate;
+            q->info.version = rec->version;
+            peers_touch(&ns->peers, q);
         }
     }
     if (refused) s_count_drop(ns, "gossip of more new peers than a member may introduce (the rest not taken)", sender);
@@ -885,9 +901,8 @@ static void s_add_peer(netside_t *ns, const peer_info_t *info, double heard, con
     if (info->id == ns->id) return;
     peer_t *was = peers_find(&ns->peers, info->id);
     if (was && (was->info.stage != info->stage || strcmp(was->info.addr, info->addr) != 0)) {
-        /* back at another address (a restart with its keys): the link we opened goes to the old one; an
-         * adopted link is the one it opened to us, and follows its messages.  Its peers hear of the move. */
-        if (strcmp(was->info.addr, info->addr) != 0 && !was->adopted) s_close_link(ns, was);
+        /* back at another address (a restart with its keys) or at another stage: its peers hear of it */
+        if (strcmp(was->info.addr, info->addr) != 0) s_moved(ns, was);
         s_rumor(ns, was);
     }
     int r = peers_upsert(&ns->peers, info, heard);
@@ -1109,9 +1124,10 @@ static void s_on_join(netside_t *ns, const transport_msg_t *m)
     /* a re-join after a restart: alive again (s_add_peer took its stage and its possibly new address, and
      * closed a link to the old one) */
     peer_t *p = peers_find(&ns->peers, m->sender);
-    if (p) {
+    if (p) {   /* its own word: pings it left unanswered before its restart count no more */
         s_set_health(ns, p, PEER_ALIVE);
-        p->last_heard = s_now(ns);
+        p->last_heard = p->last_direct = s_now(ns);
+        p->unanswered = 0;
         s_admit(p, 1, until);
     }
     int shard = stage == 0 ? counts[0] : 0;
