@@ -670,7 +670,8 @@ static int s_fresh(netside_t *ns, peer_t *p, uint64_t seen_ms)
 static int s_announce_ok(netside_t *ns, announce_t *a, const uint8_t *blob, size_t len, const peer_info_t *rec)
 {
     char err[160];
-    if (len != ANNOUNCE_LEN || announce_decode(a, blob, len, err, sizeof err) != 0) return 0;   /* (a form read elsewhere?) */
+    if (len != ANNOUNCE_LEN || announce_decode(a, blob, len, err, sizeof err) != 0)
+        return 0;   /* not a form this node reads (a newer node's?): passed over, as before */
     if (vcache_has(ns->vcache, blob, len)) return announce_matches(a, rec);
     if (announce_verify(a, blob, len, err, sizeof err) != 0) return -1;
     vcache_add(ns->vcache, blob, len);
