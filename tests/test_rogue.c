@@ -1630,40 +1630,48 @@ static void t_gossip_introduces_within_budget(void)
     s_tnode_free(&a);
 }
 
+/* Health of kp's record at a (-1 unknown). */
+static int s_health_at(tnode_t *a, const keypair_t *kp)
+{
+    const peer_t *p = peers_find((peers_t *)netside_peers(a->ns), node_id_from_pubkey(kp->pub));
+    return p ? (int)p->health : -1;
+}
+
+/* A node a (stage 0) that knows h at 127.0.0.1:7100 and d at :7200; for
+ * `seconds`, h answers a every 2 s (and, with vouch, says it heard from d
+ * just now) while d, dead, answers nothing.  0, or -1 (a failed check). */
+static int s_with_dead_peer(tnode_t *a, keypair_t *h, keypair_t *d, int seconds, int vouch)
+{
+    char err[300];
+    if (s_tnode(a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return -1; }
+    CHECK(keypair_generate(h, err, sizeof err) == 0 && keypair_generate(d, err, sizeof err) == 0);
+    s_send_join(a->ns, h, "127.0.0.1:7100", 1, 1);
+    s_send_join(a->ns, d, "127.0.0.1:7200", 1, 1);
+    for (int t = 0; t < 2 * seconds; t++) {
+        if (t % 4 == 0) {
+            s_deliver(a->ns, h, WIRE_PING, -1, 0, (uint64_t)t, NULL, NULL, 0);
+            if (vouch) s_send_announce(a->ns, h, "127.0.0.1:7100", d, "127.0.0.1:7200", 1, 1);
+        }
+        netside_tick(a->ns);
+        a->clock += 0.5;
+    }
+    return 0;
+}
+
 /* A member's word "heard from it just now" of a peer that answers our
  * pings nothing does not keep it alive here: it is taken for gone as
  * without that word (it stayed alive, drawing work, for as long as the
  * member said so). */
 static void t_hearsay_keeps_no_dead_peer_alive(void)
 {
-    char err[300];
     for (int lie = 0; lie < 2; lie++) {
         tnode_t a;
-        if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
         keypair_t h, d;
-        CHECK(keypair_generate(&h, err, sizeof err) == 0 && keypair_generate(&d, err, sizeof err) == 0);
-        s_send_join(a.ns, &h, "127.0.0.1:7100", 1, 1);
-        s_send_join(a.ns, &d, "127.0.0.1:7200", 1, 1);   /* then d dies */
-        for (int t = 0; t < 240; t++) {   /* 120 s: h answers and vouches for d every 2 s */
-            if (t % 4 == 0) {
-                s_deliver(a.ns, &h, WIRE_PING, -1, 0, (uint64_t)t, NULL, NULL, 0);
-                if (lie) s_send_announce(a.ns, &h, "127.0.0.1:7100", &d, "127.0.0.1:7200", 1, 1);
-            }
-            netside_tick(a.ns);
-            a.clock += 0.5;
-        }
-        const peer_t *p = peers_find((peers_t *)netside_peers(a.ns), node_id_from_pubkey(d.pub));
-        CHECKF(p && p->health == PEER_GONE, "%s: a peer silent to us for 120 s has health %d (want %d, gone)",
-               lie ? "vouched for by a member" : "no word of it", p ? (int)p->health : -1, PEER_GONE);
+        if (s_with_dead_peer(&a, &h, &d, 120, lie) < 0) return;
+        CHECKF(s_health_at(&a, &d) == PEER_GONE, "%s: a peer silent to us for 120 s has health %d (want %d, gone)",
+               lie ? "vouched for by a member" : "no word of it", s_health_at(&a, &d), PEER_GONE);
         s_tnode_free(&a);
     }
-}
-
-/* Health of kp's record at a (-1 unknown). */
-static int s_health_at(tnode_t *a, const keypair_t *kp)
-{
-    const peer_t *p = peers_find((peers_t *)netside_peers(a->ns), node_id_from_pubkey(kp->pub));
-    return p ? (int)p->health : -1;
 }
 
 /* A node d that died (our pings unanswered) and was taken for gone comes
@@ -1672,19 +1680,10 @@ static int s_health_at(tnode_t *a, const keypair_t *kp)
  * pings its dead self left unanswered made it gone again at once. */
 static void t_restarted_peer_not_gone_again(void)
 {
-    char err[300];
     for (int way = 0; way < 3; way++) {
         tnode_t a;
-        if (s_tnode(&a, 0, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
         keypair_t h, d;
-        CHECK(keypair_generate(&h, err, sizeof err) == 0 && keypair_generate(&d, err, sizeof err) == 0);
-        s_send_join(a.ns, &h, "127.0.0.1:7100", 1, 1);
-        s_send_join(a.ns, &d, "127.0.0.1:7200", 1, 1);
-        for (int t = 0; t < 60; t++) {   /* 30 s: h answers, d is dead */
-            if (t % 4 == 0) s_deliver(a.ns, &h, WIRE_PING, -1, 0, (uint64_t)t, NULL, NULL, 0);
-            netside_tick(a.ns);
-            a.clock += 0.5;
-        }
+        if (s_with_dead_peer(&a, &h, &d, 30, 0) < 0) return;
         int before = s_health_at(&a, &d);
         if (way < 2) s_send_join(a.ns, &d, way ? "127.0.0.1:7300" : "127.0.0.1:7200", 1, 0);
         else s_send_announce(a.ns, &h, "127.0.0.1:7100", &d, "127.0.0.1:7300", 1, 5000000000000ull);

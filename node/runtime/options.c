@@ -399,14 +399,14 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
                      "frame carries (%u); lower --batch, --ctx or --dim", o->batch, k, k + 1, n, FRAME_MAX_VALUES);
             return -1;
         }
-        const char *big = frame_bound(n, codec_from_name(o->codec)) > WIRE_FRAME_BYTES_MAX ? "--codec"
-                          : frame_bound(n, codec_from_name(o->grad_codec)) > WIRE_FRAME_BYTES_MAX ? "--grad-codec" : NULL;
-        if (big) {
-            snprintf(err, errlen, "--batch %d: the tensor between stages %d and %d (%zu values) can take more than %u MiB "
-                     "in its %s %s, more than a message's frame may; lower --batch, --ctx or --dim, or pick a smaller codec",
-                     o->batch, k, k + 1, n, WIRE_FRAME_BYTES_MAX >> 20, big, strcmp(big, "--codec") ? o->grad_codec : o->codec);
-            return -1;
-        }
+        const char *flag[2] = { "--codec", "--grad-codec" }, *codec[2] = { o->codec, o->grad_codec };
+        for (int d = 0; d < 2; d++)
+            if (frame_bound(n, codec_from_name(codec[d])) > WIRE_FRAME_BYTES_MAX) {
+                snprintf(err, errlen, "--batch %d: the tensor between stages %d and %d (%zu values) can take more than "
+                         "%u MiB in its %s %s, more than a message's frame may; lower --batch, --ctx or --dim, or pick "
+                         "a smaller codec", o->batch, k, k + 1, n, WIRE_FRAME_BYTES_MAX >> 20, flag[d], codec[d]);
+                return -1;
+            }
     }
     if (o->stash == STASH_2BW && o->max_delay > 1) {
         snprintf(err, errlen, "--max-delay %d: --stash 2bw keeps two weight versions, so a delay of at most 1", o->max_delay);
