@@ -1,6 +1,6 @@
 /* env.h: what a node's logic takes from the outside, injected: a clock and
  * a network port.  Production wires them to the monotonic clock and the
- * ZeroMQ/CurveZMQ transport (env_zmq.c); the simulator (sim.c) to a
+ * ZeroMQ/CurveZMQ transport (node.c); the simulator (sim.c) to a
  * virtual clock and a virtual network, so the same logic runs in both. */
 #ifndef BRIGADE_RUNTIME_ENV_H
 #define BRIGADE_RUNTIME_ENV_H

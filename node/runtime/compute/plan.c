@@ -1,0 +1,128 @@
+/* plan.c: the run's split at the compute side (internal.h): --split auto's
+ * choice at the data stage before its first update, and its adoption by
+ * every node. */
+#include "node/runtime/compute/internal.h"
+
+#define PLAN_PROBES 3         /* --split auto: forwards the choosing data stage times (the best counts) */
+#define PLAN_WAIT_S 20.0      /* and how long it waits for a round trip to stage 1 before choosing without one */
+
+/* Whether the late split can serve this run at all: a gpt of 3 or more
+ * stages whose window adapts to the round trip (not gpipe, not a fixed
+ * --max-inflight), and whose budget may grow by an update (not 2bw's). */
+static int s_late_split_may_pay(const compute_t *c)
+{
+    return c->cfg.kind == MODEL_GPT && c->nstages >= 3 && c->auto_window && c->o->stash != STASH_2BW;
+}
+
+/* Whether the late split would serve this run better than the even one: it
+ * may pay, and the round trip asks for `need` microbatches in flight, at
+ * least 1.75 times the `holds` the delay budget holds.
+ * Measured (sim, gpt-tiny, 4 stages, micro 4): at 50 ms / 20 Mbit/s (27
+ * asked, 12 held: 2.25 x) and 100 ms / 10 Mbit/s (49) the late split ran
+ * 1-3% faster and ended 0.9-1.0% lower; at 25 ms / 50 Mbit/s (16: 1.33 x) it
+ * ran 6% slower, and gpt-small at 50 ms / 20 Mbit/s, which asks for no more
+ * than it holds, 9%: between 1.33 and 2.25 the gain crosses zero near 1.85
+ * (linearly), and a choice near there costs little either way. */
+int plan_late_split_helps(const compute_t *c, int need, int holds)
+{
+    return s_late_split_may_pay(c) && 4 * need >= 7 * holds;
+}
+
+/* This node's layout follows split `plan` from now on (chosen here, or
+ * said by a peer's message or the network side): before any update, the
+ * initial weights of that split (a download of the stage's state under
+ * way starts again in it).  A split that differs from the layout of a node
+ * that has trained already cannot be taken: the node fails (two data-stage
+ * nodes that each chose, unheard of by the other). */
+void plan_adopt(compute_t *c, int plan, const char *how)
+{
+    if (c->plan >= 0 || plan < 0 || c->phase == PH_DONE) return;
+    if (plan != (int)c->cfg.split) {
+        if (c->version != 0 || c->inflight) {
+            compute_fail(c, "the run chose another split after this node had trained on the even one");
+            return;
+        }
+        model_config_t cfg = c->cfg;
+        cfg.split = (model_split_t)plan;
+        if (state_relayout(c, &cfg, c->stage) < 0) {
+            if (c->phase != PH_DONE) compute_fail(c, "out of memory to lay out the run's split");
+            return;
+        }
+    }
+    c->plan = plan;
+    metrics_event(c->c.metrics, "plan", "\"split\":%s,\"how\":%s", plan == SPLIT_LATE ? "late" : "even", how);
+    compute_send_self(c, MAIL_SELF);   /* the network side sizes state transfers by it */
+    if (c->fetching && plan != SPLIT_EVEN) state_fetch(c, c->fetch_donor);   /* laid out anew: fetched anew */
+}
+
+/* A tensor says the run's split: taken when this node has none yet.  0
+ * when it says another one than this node's (the tensor is dropped). */
+int plan_tensor_split_ok(compute_t *c, const mail_t *m)
+{
+    int said = plan_of_flags(m->hdr.flags);
+    if (c->plan < 0) plan_adopt(c, said, "said by a peer");
+    return said < 0 || said == c->plan;
+}
+
+/* A forward of a validation batch, timed and not sent: what the data
+ * stage reckons the pipeline's compute per microbatch from before the
+ * first update.  -1 when there is no memory for it. */
+static int s_probe(compute_t *c)
+{
+    int slot = eval_slot(c);
+    if (slot < 0) return -1;
+    acts_t *a = c->pool[slot];
+    if (a && c->data) {
+        data_val_batch(c->data, &c->batch, 0);
+        schedule_load_batch(c, slot);
+    }
+    if (a) stage_forward(&c->lay, compute_params(c), a);
+    c->flops += schedule_fwd_flops(c);
+    c->probing = 1;
+    c->probes++;
+    return 0;
+}
+
+/* The data stage's part of --split auto, until the split is chosen: once
+ * every stage has a peer, the live data-stage node of the lowest id
+ * chooses (the others wait to hear it; one that sees no lower one
+ * chooses): late where the round trip asks for at least 1.75 times what the
+ * delay budget holds (plan_late_split_helps, reckoned as delay_window_need does
+ * from the smallest round trip to stage 1 and the best of PLAN_PROBES
+ * timed forwards, a microbatch's compute taken as three forwards), else
+ * even; even too when no round trip is measured PLAN_WAIT_S after it could
+ * choose.  Returns 1 when it ran a forward. */
+int plan_step(compute_t *c)
+{
+    if (!view_all_stages_served(c) || view_stage_lowest(c) != c->c.id) {
+        c->plan_wait_from = 0;   /* not this node's choice now: its wait starts again when it is */
+        return 0;
+    }
+    double now = compute_now(c), mean, rtt;
+    if (c->plan_wait_from == 0) c->plan_wait_from = now;
+    if (!s_late_split_may_pay(c)) { plan_adopt(c, SPLIT_EVEN, "chosen: the late split cannot pay"); return 0; }
+    view_rtt(c, &mean, &rtt);
+    if (rtt <= 0 && now - c->plan_wait_from < PLAN_WAIT_S) return 0;   /* the pings measure it soon */
+    if (rtt > 0 && c->probes < PLAN_PROBES) {
+        if (s_probe(c) == 0) return 1;
+        rtt = 0;   /* no memory to time a forward: even */
+    }
+    int holds = delay_budget_holds(c);   /* --max-delay's: no split chosen yet */
+    int need = delay_inflight_need(c->nstages, rtt, 3.0 * c->probe_best * c->busiest);
+    int late = plan_late_split_helps(c, need, holds);
+    char how[200], line[300];
+    snprintf(how, sizeof how, "chosen: the round trip asks for %d microbatches in flight, the delay budget holds %d", need, holds);
+    plan_adopt(c, late ? SPLIT_LATE : SPLIT_EVEN, how);
+    snprintf(line, sizeof line, "--split auto: the %s split (the round trip asks for %d microbatches in flight; a delay "
+             "budget of %d update%s holds %d at --micro %d)%s", late ? "late" : "even", need, c->o->max_delay,
+             c->o->max_delay == 1 ? "" : "s", holds, c->o->micro,
+             delay_max_delay(c) > c->o->max_delay ? "; stage 0 holds no block now: its budget is one update more" : "");
+    compute_say(c, line);
+    return 0;
+}
+
+int compute_plan(const opts_t *o, int ck_split, int net_plan)
+{
+    if (o->split != SPLIT_AUTO) return o->split;
+    return ck_split >= 0 ? ck_split : net_plan;
+}
