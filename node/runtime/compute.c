@@ -4,14 +4,16 @@
  * here, the schedule, the end of a run, evaluation, state and moves, the
  * split choice and weight delay. */
 #include "node/runtime/compute/internal.h"
+#include "node/engine/modelfile.h"
+#include "node/engine/rng.h"
 
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 
 void compute_fail(compute_t *c, const char *why)
 {
-    snprintf(c->why, sizeof c->why, "%s", why);
-    c->status = 1;
-    c->done = 1;
+    snprintf(c->end.why, sizeof c->end.why, "%s", why);
+    c->end.status = 1;
+    c->end.done = 1;
     c->phase = PH_DONE;
 }
 
@@ -20,19 +22,19 @@ void compute_out(compute_t *c, mail_t *m)
 {
     if (!m) return;
     m->q.next = NULL;
-    if (c->out_tail) c->out_tail->q.next = &m->q;
-    else c->out_head = m;
-    c->out_tail = m;
+    if (c->outbox.tail) c->outbox.tail->q.next = &m->q;
+    else c->outbox.head = m;
+    c->outbox.tail = m;
 }
 
 void compute_flush(compute_t *c)
 {
-    mail_t *m = c->out_head;
-    c->out_head = c->out_tail = NULL;
+    mail_t *m = c->outbox.head;
+    c->outbox.head = c->outbox.tail = NULL;
     while (m) {
         mail_t *next = (mail_t *)m->q.next;
         m->q.next = NULL;
-        c->c.post(c->c.post_arg, m);
+        c->cfg.post(c->cfg.post_arg, m);
         m = next;
     }
 }
@@ -40,15 +42,15 @@ void compute_flush(compute_t *c)
 /* A message refused by the compute side: counted, logged. */
 void compute_drop(compute_t *c, const char *why, uint64_t from)
 {
-    c->drops++;
+    c->count.drops++;
     char id[9];
     node_id_short(from, id);
-    metrics_event(c->c.metrics, "drop", "\"why\":%s,\"from\":%s", why, id);
+    metrics_event(c->cfg.metrics, "drop", "\"why\":%s,\"from\":%s", why, id);
 }
 
 void compute_trace(compute_t *c, int what, uint64_t mb, int64_t v)
 {
-    if (c->c.obs.trace) c->c.obs.trace(c->c.obs.arg, what, mb, v);
+    if (c->cfg.obs.trace) c->cfg.obs.trace(c->cfg.obs.arg, what, mb, v);
 }
 
 /* A SEND of n floats (copied from x; NULL when modelled) to peer. */
@@ -56,7 +58,7 @@ mail_t *compute_tensor_mail(compute_t *c, int type, uint64_t peer, uint64_t mb, 
 {
     mail_t *m = mail_new(MAIL_SEND);
     if (!m) return NULL;
-    if (!c->c.modelled && x) {
+    if (!c->cfg.modelled && x) {
         m->x = malloc(sizeof(float) * n);
         if (!m->x) { mail_free(m); return NULL; }
         memcpy(m->x, x, sizeof(float) * n);
@@ -78,63 +80,63 @@ void compute_send_self(compute_t *c, int kind)
     if (!m) return;
     self_info_t *s = &m->self;
     s->stage = c->stage;
-    s->plan = c->plan;
-    s->in_n = c->in_n;
-    s->out_n = c->out_n;
+    s->plan = c->plan.split;
+    s->in_n = c->shape.in_n;
+    s->out_n = c->shape.out_n;
     s->nparams = c->lay.nparams;
     s->version = c->version;
-    s->rate = c->busy_s >= 0.5 ? (float)(c->fwd_done / c->busy_s) : 0.0f;
-    s->completed = c->completed;
-    s->loss = c->last_loss;
-    s->done = c->done;
-    s->status = c->status;
+    s->rate = c->count.busy_s >= 0.5 ? (float)(c->count.fwd_done / c->count.busy_s) : 0.0f;
+    s->completed = c->count.completed;
+    s->loss = c->upd.last_loss;
+    s->done = c->end.done;
+    s->status = c->end.status;
     compute_out(c, m);
 }
 
 void compute_emit_update(compute_t *c, double loss)
 {
-    const net_counters_t *k = c->c.net;
+    const net_counters_t *k = c->cfg.net;
     uint64_t sent = atomic_load(&k->bytes_sent), raw = atomic_load(&k->bytes_sent_raw);
-    int stash = stash_versions(&c->stash, c->version);
+    int stash = stash_versions(&c->delay.stash, c->version);
     double rtt;   /* the mean round trip to the neighbouring stages' peers */
     view_rtt(c, &rtt, NULL);
-    metrics_event(c->c.metrics, "update",
+    metrics_event(c->cfg.metrics, "update",
                   "\"version\":%lld,\"tokens\":%llu,\"loss\":%.9g,\"bytes_sent\":%llu,\"bytes_sent_raw\":%llu,"
                   "\"bytes_recv\":%llu,\"bytes_sent_state\":%llu,\"stash\":%d,\"inflight\":%d,\"drops\":%llu,\"retries\":%llu,"
                   "\"delay\":%g,\"delay_max\":%d,\"delay_budget\":%d,\"window\":%d,\"micro_needed\":%d,\"stash_mismatch\":%llu,"
                   "\"stash_refused\":%llu,\"rtt_ms\":%.1f,\"queued\":%.2f",
-                  (long long)c->version, (unsigned long long)c->tokens,
+                  (long long)c->version, (unsigned long long)c->count.tokens,
                   compute_last(c) ? loss : NAN,
                   (unsigned long long)sent, (unsigned long long)raw,
                   (unsigned long long)atomic_load(&k->bytes_recv), (unsigned long long)atomic_load(&k->bytes_sent_state),
-                  stash, c->inflight,
-                  (unsigned long long)(atomic_load(&k->drops) + c->drops), (unsigned long long)c->retries,
-                  c->delay_n ? c->delay_sum / c->delay_n : NAN, c->delay_max, delay_budget(c),
-                  c->stage == 0 ? c->max_inflight : 0, delay_micro_needed(c), (unsigned long long)c->stash_mismatch,
-                  (unsigned long long)c->stash_refused, rtt > 0 ? rtt : NAN, c->stage == 0 && c->auto_window ? c->win.queued : NAN);
-    if (!c->c.obs.report) return;
+                  stash, c->work.inflight,
+                  (unsigned long long)(atomic_load(&k->drops) + c->count.drops), (unsigned long long)c->count.retries,
+                  c->delay.n ? c->delay.sum / c->delay.n : NAN, c->delay.max, delay_budget(c),
+                  c->stage == 0 ? c->issue.max_inflight : 0, delay_micro_needed(c), (unsigned long long)c->delay.stash_mismatch,
+                  (unsigned long long)c->delay.stash_refused, rtt > 0 ? rtt : NAN, c->stage == 0 && c->issue.auto_window ? c->issue.win.queued : NAN);
+    if (!c->cfg.obs.report) return;
     node_report_t r = {0};
     r.stage = c->stage;
     r.nstages = c->nstages;
-    r.peers = 1 + c->view_live;
+    r.peers = 1 + c->seen.live;
     r.version = c->version;
-    r.tokens = c->tokens;
+    r.tokens = c->count.tokens;
     r.last = compute_last(c);
     r.loss = r.last ? loss : view_loss(c);
     r.elapsed_s = compute_now(c) - c->t0;
     r.bytes_sent = sent;
     r.bytes_sent_raw = raw;
     r.bytes_recv = atomic_load(&k->bytes_recv);
-    r.drops = atomic_load(&k->drops) + c->drops;
+    r.drops = atomic_load(&k->drops) + c->count.drops;
     r.stash = stash;
-    r.inflight = c->inflight;
+    r.inflight = c->work.inflight;
     r.rtt_ms = rtt;
-    c->c.obs.report(c->c.obs.arg, &r);
+    c->cfg.obs.report(c->cfg.obs.arg, &r);
 }
 
 void compute_say(compute_t *c, const char *line)
 {
-    if (c->c.obs.say) c->c.obs.say(c->c.obs.arg, line);
+    if (c->cfg.obs.say) c->cfg.obs.say(c->cfg.obs.arg, line);
 }
 
 void compute_on_mail(compute_t *c, mail_t *m)
@@ -146,7 +148,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
         if (m->hdr.type == WIRE_AVG) { if (state_on_avg(c, m)) return; break; }
         if (m->hdr.type == WIRE_ACT && (m->hdr.flags & ACT_FLAG_EVAL) && (m->hdr.flags & ACT_FLAG_FINAL) && closing_run_complete(c))
             closing_final_passing(c);
-        if (pending_push(m->hdr.type == WIRE_GRAD ? &c->grads : &c->acts, m) == 0) return;  /* kept */
+        if (pending_push(m->hdr.type == WIRE_GRAD ? &c->work.grads : &c->work.acts, m) == 0) return;  /* kept */
         compute_drop(c, "compute queue full", m->peer);
         break;
     case MAIL_STATE_REQ:
@@ -155,7 +157,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
     case MAIL_VIEW:
         view_take(c, m->view);
         m->view = NULL;
-        if (c->plan < 0 && c->view) plan_adopt(c, c->view->plan, "said by a peer");
+        if (c->plan.split < 0 && c->seen.view) plan_adopt(c, c->seen.view->plan, "said by a peer");
         state_check_donor(c);
         break;
     case MAIL_STATE: state_on_fetched(c, m); break;
@@ -172,7 +174,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
 static void s_check_alone(compute_t *c, double now)
 {
     int live = 0;
-    for (int i = 0; c->view && i < c->view->n && !live; i++) live = c->view->p[i].health != PEER_GONE;
+    for (int i = 0; c->seen.view && i < c->seen.view->n && !live; i++) live = c->seen.view->p[i].health != PEER_GONE;
     if (live) c->last_company = now;
     else if (c->last_company > 0 && now - c->last_company > ALONE_S) {
         char why[128];
@@ -185,67 +187,67 @@ double compute_tick(compute_t *c)
 {
     double now = compute_now(c);
     if (c->phase != PH_DONE && c->nstages > 1) s_check_alone(c, now);
-    if (c->phase == PH_RUN && now >= c->next_timeout) {
+    if (c->phase == PH_RUN && now >= c->issue.next_timeout) {
         schedule_timeouts(c);
         schedule_send_held(c);
-        if (c->auto_window && c->stage == 0) delay_auto_window(c);
+        if (c->issue.auto_window && c->stage == 0) delay_auto_window(c);
         compute_send_self(c, MAIL_SELF);
-        c->next_timeout = now + 0.2;
+        c->issue.next_timeout = now + 0.2;
     }
     if (c->phase == PH_RUN) closing_data_stage_end(c, now);
     closing_last_stage_end(c);
     closing_final_wait_end(c, now);
     eval_stale(c, now);
-    if (c->phase == PH_RUN && c->final_wait_until == 0 && now >= c->next_move) {
+    if (c->phase == PH_RUN && c->closing.final_wait_until == 0 && now >= c->state.next_move) {
         state_consider_move(c);
-        c->next_move = now + 5.0;
+        c->state.next_move = now + 5.0;
     }
-    return c->next_timeout < c->next_move ? c->next_timeout : c->next_move;
+    return c->issue.next_timeout < c->state.next_move ? c->issue.next_timeout : c->state.next_move;
 }
 
 int compute_step(compute_t *c, double *flops)
 {
-    c->flops = 0;
+    c->upd.flops = 0;
     int did = 0;
     if (c->phase == PH_RUN) {
         mail_t *m;
-        if ((m = pending_pop(&c->grads))) {
+        if ((m = pending_pop(&c->work.grads))) {
             schedule_on_grad(c, m);
             mail_free(m);
             did = 1;
-        } else if ((m = pending_peek(&c->acts))) {
+        } else if ((m = pending_peek(&c->work.acts))) {
             if (schedule_on_act(c, m) == 0) {
-                mail_free(pending_pop(&c->acts));
+                mail_free(pending_pop(&c->work.acts));
                 did = 1;
             }
-        } else if (c->plan < 0 && c->stage == 0) {
+        } else if (c->plan.split < 0 && c->stage == 0) {
             did = plan_step(c);
         } else if (schedule_may_issue(c)) {
             /* gpipe: the rest of this update's microbatches at once (a round is cut by the POOL_MAX slots when
              * --micro is larger: the next round then completes the update, never runs past it) */
-            int n = c->o->schedule == SCHED_GPIPE ? c->o->micro - c->bwd_count : 1;
+            int n = c->o->schedule == SCHED_GPIPE ? c->o->micro - c->upd.bwd_count : 1;
             for (int k = 0; k < n; k++)
                 if (schedule_issue(c, NULL) == 0) did = 1;
         }
     }
-    if (flops) *flops = c->flops;
+    if (flops) *flops = c->upd.flops;
     return did;
 }
 
 void compute_account(compute_t *c, double seconds)
 {
-    if (c->probing) {   /* --split auto's timed forward: not the training's compute */
-        c->probing = 0;
-        if (seconds > 0 && (c->probe_best == 0 || seconds < c->probe_best)) c->probe_best = seconds;
+    if (c->plan.probing) {   /* --split auto's timed forward: not the training's compute */
+        c->plan.probing = 0;
+        if (seconds > 0 && (c->plan.probe_best == 0 || seconds < c->plan.probe_best)) c->plan.probe_best = seconds;
     } else if (seconds > 0) {
-        c->busy_s += seconds;
+        c->count.busy_s += seconds;
     }
 }
 
 void compute_stop(compute_t *c, int done)
 {
     if (c->phase == PH_DONE) return;
-    c->done = done;
+    c->end.done = done;
     c->phase = PH_DONE;
 }
 
@@ -257,37 +259,37 @@ int compute_finished(const compute_t *c)
 void compute_result(const compute_t *c, compute_result_t *out)
 {
     memset(out, 0, sizeof *out);
-    out->status = c->status;
-    out->done = c->done;
-    snprintf(out->why, sizeof out->why, "%s", c->status ? c->why : "completed");
+    out->status = c->end.status;
+    out->done = c->end.done;
+    snprintf(out->why, sizeof out->why, "%s", c->end.status ? c->end.why : "completed");
     out->stage = c->stage;
     out->version = c->version;
-    out->tokens = c->tokens;
-    out->completed = c->completed;
-    out->lost = c->lost;
-    out->retries = c->retries;
-    out->drops = c->drops;
-    out->skipped = c->skipped;
-    out->inflight = c->inflight;
-    out->cursor = c->cursor;
-    out->saved = c->saved_version == c->version && c->saved_stage == c->stage;
+    out->tokens = c->count.tokens;
+    out->completed = c->count.completed;
+    out->lost = c->count.lost;
+    out->retries = c->count.retries;
+    out->drops = c->count.drops;
+    out->skipped = c->count.skipped;
+    out->inflight = c->work.inflight;
+    out->cursor = c->issue.cursor;
+    out->saved = c->state.saved_version == c->version && c->state.saved_stage == c->stage;
 }
 
 int compute_save_checkpoint(compute_t *c, char *err, size_t errlen)
 {
-    if (!c->st || !c->c.ckpt_path || !c->c.ckpt_path[0] || c->fetching) return 0;
+    if (!c->st || !c->cfg.ckpt_path || !c->cfg.ckpt_path[0] || c->state.fetching) return 0;
     checkpoint_info_t info = {0};
-    info.cfg = c->cfg;
-    info.run = c->c.run;
+    info.cfg = c->model;
+    info.run = c->cfg.run;
     info.stage = c->stage;
     info.nstages = c->nstages;
     info.version = c->st->version;
-    info.cursor = c->cursor;
-    info.completed = c->completed;
-    if (checkpoint_save(c->c.ckpt_path, &info, c->st->params, c->st->m, c->st->v, c->lay.nparams, err, errlen) < 0)
+    info.cursor = c->issue.cursor;
+    info.completed = c->count.completed;
+    if (checkpoint_save(c->cfg.ckpt_path, &info, c->st->params, c->st->m, c->st->v, c->lay.nparams, err, errlen) < 0)
         return -1;
-    c->saved_stage = c->stage;
-    c->saved_version = c->st->version;
+    c->state.saved_stage = c->stage;
+    c->state.saved_version = c->st->version;
     return 0;
 }
 
@@ -316,51 +318,51 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
 {
     compute_t *c = calloc(1, sizeof *c);
     if (!c) { snprintf(err, errlen, "out of memory"); return NULL; }
-    c->rtt_for = -1;
-    c->c = *cfg;
+    c->seen.rtt_for = -1;
+    c->cfg = *cfg;
     c->o = cfg->o;
     c->st = cfg->st;
-    c->data = cfg->data;
-    c->c.st = NULL;
-    c->c.data = NULL;
-    c->c.view = NULL;
-    router_init(&c->router);
+    c->issue.data = cfg->data;
+    c->cfg.st = NULL;
+    c->cfg.data = NULL;
+    c->cfg.view = NULL;
+    router_init(&c->seen.router);
     evalsum_init(&c->evals);
-    applied_init(&c->applied);
+    applied_init(&c->work.applied);
     c->stage = cfg->stage;
     c->nstages = c->o->stages;
     if (cfg->view) view_take(c, cfg->view);
-    c->B = c->o->batch;
-    c->cfg = c->o->cfg;
-    c->plan = cfg->plan;
-    if (c->plan >= 0) c->cfg.split = (model_split_t)c->plan;
-    c->T = c->cfg.kind == MODEL_GPT ? c->cfg.maxT : 1;
-    c->targets_n = (size_t)c->B * c->T;
-    c->cursor = cfg->cursor;
+    c->shape.B = c->o->batch;
+    c->model = c->o->cfg;
+    c->plan.split = cfg->plan;
+    if (c->plan.split >= 0) c->model.split = (model_split_t)c->plan.split;
+    c->shape.T = c->model.kind == MODEL_GPT ? c->model.maxT : 1;
+    c->shape.targets_n = (size_t)c->shape.B * c->shape.T;
+    c->issue.cursor = cfg->cursor;
     /* microbatch ids: an origin of 32 bits drawn from the node id and the
      * start's wall clock (each start of a node its own, so a node restarted
      * with the same identity never reissues an id peers have seen, and never
      * looks older than its last start: applied.h), then a sequence from 1 */
-    c->mb_origin = rng_mix(c->c.id ^ rng_mix((uint64_t)c->c.clock.wall_ms(c->c.clock.arg))) >> APPLIED_SEQ_BITS;
-    c->mb_seq = 0;
-    c->completed = cfg->completed;
+    c->issue.mb_origin = rng_mix(c->cfg.id ^ rng_mix((uint64_t)c->cfg.clock.wall_ms(c->cfg.clock.arg))) >> APPLIED_SEQ_BITS;
+    c->issue.mb_seq = 0;
+    c->count.completed = cfg->completed;
     c->t0 = compute_now(c);
-    c->last_backup = c->t0;
-    c->last_move = -1e9;
-    c->fetch_from = -1;
-    c->saved_version = -1;
-    c->last_loss = NAN;
+    c->state.last_backup = c->t0;
+    c->state.last_move = -1e9;
+    c->state.fetch_from = -1;
+    c->state.saved_version = -1;
+    c->upd.last_loss = NAN;
     if (c->st) { c->lay = c->st->s; c->version = c->st->version; }
-    else if (stage_init(&c->lay, &c->cfg, c->stage, c->nstages, err, errlen) < 0) { compute_destroy(&c); return NULL; }
+    else if (stage_init(&c->lay, &c->model, c->stage, c->nstages, err, errlen) < 0) { compute_destroy(&c); return NULL; }
     c->lay.threads = c->o->threads;   /* threads of each engine call (--threads) */
     if (c->st) c->st->s.threads = c->o->threads;
-    c->max_inflight = c->o->max_inflight > 0 ? c->o->max_inflight : 2 * c->nstages;
-    if (c->o->schedule == SCHED_GPIPE) c->max_inflight = c->o->micro;
-    c->auto_window = c->o->max_inflight == 0 && c->o->schedule != SCHED_GPIPE;
+    c->issue.max_inflight = c->o->max_inflight > 0 ? c->o->max_inflight : 2 * c->nstages;
+    if (c->o->schedule == SCHED_GPIPE) c->issue.max_inflight = c->o->micro;
+    c->issue.auto_window = c->o->max_inflight == 0 && c->o->schedule != SCHED_GPIPE;
     delay_window_reset(c);
-    metrics_set_stage(c->c.metrics, c->stage);
-    if (c->o->split == SPLIT_AUTO && c->plan >= 0)
-        metrics_event(c->c.metrics, "plan", "\"split\":%s,\"how\":%s", c->plan == SPLIT_LATE ? "late" : "even",
+    metrics_set_stage(c->cfg.metrics, c->stage);
+    if (c->o->split == SPLIT_AUTO && c->plan.split >= 0)
+        metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", c->plan.split == SPLIT_LATE ? "late" : "even",
                       "known at the start (the run's checkpoint here, or its WELCOME)");
     if (state_stage_setup(c) < 0) {
         snprintf(err, errlen, "out of memory for activations");
@@ -369,7 +371,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     }
     c->phase = PH_RUN;
     if (cfg->start != START_AS_IS) state_fetch(c, cfg->start == START_DOWNLOAD ? cfg->donor : 0);
-    else metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version,
+    else metrics_event(c->cfg.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version,
                        c->version > 0 ? "checkpoint" : "initial");
     compute_send_self(c, MAIL_SELF);
     return c;
@@ -380,18 +382,18 @@ void compute_destroy(compute_t **self_p)
     compute_t *c = *self_p;
     if (!c) return;
     state_stage_teardown(c);
-    mail_t *m = c->out_head;
+    mail_t *m = c->outbox.head;
     while (m) { mail_t *next = (mail_t *)m->q.next; mail_free(m); m = next; }
-    router_fini(&c->router);
+    router_fini(&c->seen.router);
     evalsum_fini(&c->evals);
-    free(c->pick_rix);
-    applied_fini(&c->applied);
-    free(c->view);
-    free(c->by_stage);
+    free(c->seen.pick_rix);
+    applied_fini(&c->work.applied);
+    free(c->seen.view);
+    free(c->seen.by_stage);
     stage_state_destroy(&c->st);
-    data_close(&c->data);
-    data_batch_free(&c->batch);
-    free(c->targets8);
+    data_close(&c->issue.data);
+    data_batch_free(&c->issue.batch);
+    free(c->issue.targets8);
     free(c);
     *self_p = NULL;
 }

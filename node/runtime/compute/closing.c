@@ -17,7 +17,7 @@
 /* The run's progress: last-stage microbatches of every peer, and ours. */
 static uint64_t s_progress(const compute_t *c)
 {
-    return (c->view ? c->view->completed : 0) + c->completed;
+    return (c->seen.view ? c->seen.view->completed : 0) + c->count.completed;
 }
 
 int closing_run_complete(const compute_t *c)
@@ -29,7 +29,7 @@ int closing_run_complete(const compute_t *c)
 void closing_finish(compute_t *c)
 {
     eval_flush(c, INFINITY);
-    c->done = 1;
+    c->end.done = 1;
     c->phase = PH_DONE;
 }
 
@@ -40,24 +40,24 @@ void closing_finish(compute_t *c)
  * and the one the batches go to (schedule_next_peer) ends when they are in. */
 static int s_final_eval_coming(const compute_t *c)
 {
-    return c->nstages > 1 && c->o->eval_every > 0 && !c->c.modelled && view_stage_live(c, 0) > 0;
+    return c->nstages > 1 && c->o->eval_every > 0 && !c->cfg.modelled && view_stage_live(c, 0) > 0;
 }
 
 /* Sends the final evaluation now (out of memory: final_due, tried again on
  * each tick by closing_data_stage_end). */
 static void s_send_final(compute_t *c, double now)
 {
-    c->final_sent = now;
-    c->final_due = eval_issue(c, ACT_FLAG_FINAL) < 0;
+    c->closing.final_sent = now;
+    c->closing.final_due = eval_issue(c, ACT_FLAG_FINAL) < 0;
 }
 
 /* The data stage's last evaluation, at the final version; it starts no
  * training microbatch after it (unless closing_data_stage_end reopens). */
 void closing_issue_final(compute_t *c)
 {
-    if (c->closing) return;
-    c->closing = 1;
-    c->final_short = !closing_run_complete(c);
+    if (c->closing.active) return;
+    c->closing.active = 1;
+    c->closing.final_short = !closing_run_complete(c);
     s_send_final(c, compute_now(c));
 }
 
@@ -80,7 +80,7 @@ static uint64_t s_last_stage_short(const compute_t *c)
     int n;
     const int *ix = view_stage_peers(c, c->nstages - 1, &n);
     for (int i = 0; i < n; i++) {
-        const view_peer_t *p = &c->view->p[ix[i]];
+        const view_peer_t *p = &c->seen.view->p[ix[i]];
         if (p->health != PEER_GONE && p->progress_said && p->progress < want && want - p->progress > most)
             most = want - p->progress;
     }
@@ -99,11 +99,11 @@ static uint64_t s_reopened_short(const compute_t *c)
  * reached --steps) with `what` short: it trains on. */
 static void s_train_on(compute_t *c, const char *what)
 {
-    c->closing = 0;
-    c->final_sent = 0;
-    c->final_due = 0;
-    c->reopened = 1;
-    c->count_done_t = 0;   /* complete again: the gradients of the last microbatches come before the evaluation */
+    c->closing.active = 0;
+    c->closing.final_sent = 0;
+    c->closing.final_due = 0;
+    c->closing.reopened = 1;
+    c->closing.count_done_t = 0;   /* complete again: the gradients of the last microbatches come before the evaluation */
     char line[200];
     snprintf(line, sizeof line, "%s %llu microbatches too few: training on", what, (unsigned long long)s_reopened_short(c));
     compute_say(c, line);
@@ -115,13 +115,13 @@ static void s_train_on(compute_t *c, const char *what)
  * node's count stays short REOPEN_S (s_last_stage_short), it trains on. */
 static void s_data_stage_short(compute_t *c, double now)
 {
-    if (c->reopened) return;
+    if (c->closing.reopened) return;
     if (c->version < c->o->steps || !closing_run_complete(c) || !s_last_stage_short(c)) {
-        c->last_short_t = 0;
+        c->closing.last_short_t = 0;
         return;
     }
-    if (c->last_short_t == 0) c->last_short_t = now;
-    if (now - c->last_short_t > REOPEN_S) s_train_on(c, "the last stage counts");
+    if (c->closing.last_short_t == 0) c->closing.last_short_t = now;
+    if (now - c->closing.last_short_t > REOPEN_S) s_train_on(c, "the last stage counts");
 }
 
 /* The end of a run with evaluations, at a data stage: the run is complete by
@@ -135,18 +135,18 @@ void closing_data_stage_end(compute_t *c, double now)
 {
     if (c->stage != 0 || c->nstages == 1) return;
     if (c->o->eval_every <= 0) { s_data_stage_short(c, now); return; }
-    int complete = c->reopened ? s_reopened_short(c) == 0 : closing_run_complete(c);
-    if (complete && c->count_done_t == 0) c->count_done_t = now;
-    double lag = 2 * c->turn_mean > FINAL_LAG_S ? 2 * c->turn_mean : FINAL_LAG_S;
-    if (c->final_due) s_send_final(c, now);
-    if (!c->closing && complete && now - c->count_done_t >= lag) {
+    int complete = c->closing.reopened ? s_reopened_short(c) == 0 : closing_run_complete(c);
+    if (complete && c->closing.count_done_t == 0) c->closing.count_done_t = now;
+    double lag = 2 * c->issue.turn_mean > FINAL_LAG_S ? 2 * c->issue.turn_mean : FINAL_LAG_S;
+    if (c->closing.final_due) s_send_final(c, now);
+    if (!c->closing.active && complete && now - c->closing.count_done_t >= lag) {
         closing_issue_final(c);
-    } else if (c->closing && c->final_short && complete && now - c->count_done_t >= lag) {
+    } else if (c->closing.active && c->closing.final_short && complete && now - c->closing.count_done_t >= lag) {
         /* sent with the count short: once more now that it is complete (a last stage whose count completed
          * REOPEN_S after that first one came waits for another, which this stage had not reopened to send) */
-        c->final_short = 0;
+        c->closing.final_short = 0;
         s_send_final(c, now);
-    } else if (c->closing && c->final_sent > 0 && now - c->final_sent > REOPEN_S && (!complete || s_last_stage_short(c))) {
+    } else if (c->closing.active && c->closing.final_sent > 0 && now - c->closing.final_sent > REOPEN_S && (!complete || s_last_stage_short(c))) {
         s_train_on(c, complete ? "the final evaluation went out, but the last stage counts"
                                : "the final evaluation went out, but the swarm has completed");
     }
@@ -158,14 +158,14 @@ void closing_data_stage_end(compute_t *c, double now)
  * completes the run may be another last-stage node's. */
 void closing_last_stage_end(compute_t *c)
 {
-    if (!compute_last(c) || c->phase != PH_RUN || c->final_wait_until > 0 || !closing_run_complete(c)) return;
+    if (!compute_last(c) || c->phase != PH_RUN || c->closing.final_wait_until > 0 || !closing_run_complete(c)) return;
     double now = compute_now(c);
-    int had_final = c->final_early_t > 0 && now - c->final_early_t < REOPEN_S;
+    int had_final = c->closing.final_early_t > 0 && now - c->closing.final_early_t < REOPEN_S;
     if (s_final_eval_coming(c) && !had_final) {
-        c->closing = 1;
-        c->final_wait_from = now;
-        c->final_wait_until = now + FINAL_EVAL_S;
-        c->final_receiver = view_stage_lowest(c);
+        c->closing.active = 1;
+        c->closing.final_wait_from = now;
+        c->closing.final_wait_until = now + FINAL_EVAL_S;
+        c->closing.final_receiver = view_stage_lowest(c);
     } else {
         closing_finish(c);
     }
@@ -177,9 +177,9 @@ void closing_last_stage_end(compute_t *c)
  * peer's flag alone must not stop this stage's training). */
 void closing_final_passing(compute_t *c)
 {
-    if (c->closing) return;
-    c->closing = 1;
-    c->passed_t = compute_now(c);
+    if (c->closing.active) return;
+    c->closing.active = 1;
+    c->closing.passed_t = compute_now(c);
 }
 
 /* Closing here since the final evaluation passed: a training activation is
@@ -189,10 +189,10 @@ void closing_final_passing(compute_t *c)
  * every one for good, and the run waited for it to the end). */
 int closing_closed_to_training(compute_t *c)
 {
-    if (!c->closing) return 0;
-    if (c->passed_t == 0 || c->final_wait_until > 0 || compute_now(c) - c->passed_t < CLOSED_HOLD_S) return 1;
-    c->closing = 0;
-    c->passed_t = 0;
+    if (!c->closing.active) return 0;
+    if (c->closing.passed_t == 0 || c->closing.final_wait_until > 0 || compute_now(c) - c->closing.passed_t < CLOSED_HOLD_S) return 1;
+    c->closing.active = 0;
+    c->closing.passed_t = 0;
     compute_say(c, "training again after the final evaluation passed: the data stage trains on");
     return 0;
 }
@@ -204,12 +204,12 @@ int closing_closed_to_training(compute_t *c)
  * eval_batch ends it when the round is in. */
 void closing_final_wait_end(compute_t *c, double now)
 {
-    if (c->phase != PH_RUN || c->final_wait_until == 0) return;
+    if (c->phase != PH_RUN || c->closing.final_wait_until == 0) return;
     const evalsum_round_t *fin = evalsum_final(&c->evals);    /* some of a final evaluation's batches came, */
-    int awaited = fin && fin->first_t >= c->final_wait_from;  /* of the one awaited */
-    const view_peer_t *rp = c->final_receiver != c->c.id ? peer_view_find(c->view, c->final_receiver) : NULL;
-    int receiver_gone = c->final_receiver != c->c.id && (!rp || rp->health == PEER_GONE);
-    if (!(now >= c->final_wait_until || view_stage_live(c, 0) == 0 || receiver_gone || (awaited && now - fin->last_t > FINAL_GAP_S)))
+    int awaited = fin && fin->first_t >= c->closing.final_wait_from;  /* of the one awaited */
+    const view_peer_t *rp = c->closing.final_receiver != c->cfg.id ? peer_view_find(c->seen.view, c->closing.final_receiver) : NULL;
+    int receiver_gone = c->closing.final_receiver != c->cfg.id && (!rp || rp->health == PEER_GONE);
+    if (!(now >= c->closing.final_wait_until || view_stage_live(c, 0) == 0 || receiver_gone || (awaited && now - fin->last_t > FINAL_GAP_S)))
         return;
     char line[128];
     if (fin) snprintf(line, sizeof line, "the run is complete; %d of its final evaluation's %d batches arrived", fin->n, fin->nval);
@@ -227,7 +227,7 @@ void closing_final_wait_end(compute_t *c, double now)
  * what the swarm's count still lacks. */
 int closing_steps_covered(const compute_t *c)
 {
-    if (c->reopened) return (uint64_t)c->inflight >= s_reopened_short(c);
-    if (c->version >= c->o->steps) return (uint64_t)c->inflight >= s_run_short(c);
-    return c->version * c->o->micro + c->bwd_count + c->inflight >= (int64_t)c->o->steps * c->o->micro;
+    if (c->closing.reopened) return (uint64_t)c->work.inflight >= s_reopened_short(c);
+    if (c->version >= c->o->steps) return (uint64_t)c->work.inflight >= s_run_short(c);
+    return c->version * c->o->micro + c->upd.bwd_count + c->work.inflight >= (int64_t)c->o->steps * c->o->micro;
 }

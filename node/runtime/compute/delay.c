@@ -2,6 +2,7 @@
  * budget, the weights each version's forwards use, and the data stage's
  * window that the round trip asks for and the budget holds. */
 #include "node/runtime/compute/internal.h"
+#include "node/engine/staleness.h"
 
 /* The delay budget in updates at this (data) stage: --max-delay, and when
  * it was not given, one more when --split auto chose the late split: stage
@@ -10,7 +11,7 @@
  * (README, "Where the blocks sit"). */
 int delay_max_delay(const compute_t *c)
 {
-    return c->o->max_delay + (c->o->split == SPLIT_AUTO && c->plan == SPLIT_LATE && !c->o->max_delay_given);
+    return c->o->max_delay + (c->o->split == SPLIT_AUTO && c->plan.split == SPLIT_LATE && !c->o->max_delay_given);
 }
 
 /* The weight delay budget of the current version in microbatches beyond
@@ -27,14 +28,14 @@ static int s_budget_micro(const compute_t *c)
  * update (delay_micro_needed). */
 int delay_budget_room(const compute_t *c)
 {
-    return c->bwd_count + c->inflight < c->o->micro + s_budget_micro(c);
+    return c->upd.bwd_count + c->work.inflight < c->o->micro + s_budget_micro(c);
 }
 
 /* The window, not the delay budget, is what holds the data stage back
  * from issuing more. */
 int delay_window_held(const compute_t *c)
 {
-    return c->inflight >= c->max_inflight && delay_budget_room(c);
+    return c->work.inflight >= c->issue.max_inflight && delay_budget_room(c);
 }
 
 /* The most microbatches the automatic window lets the data stage keep in
@@ -44,7 +45,7 @@ int delay_window_held(const compute_t *c)
  * within the activation slots. */
 static int s_window_cap(const compute_t *c)
 {
-    int cap = 8 * c->nstages * (c->B < 8 ? 8 / c->B : 1);
+    int cap = 8 * c->nstages * (c->shape.B < 8 ? 8 / c->shape.B : 1);
     return cap > POOL_MAX ? POOL_MAX : cap;
 }
 
@@ -52,7 +53,7 @@ static int s_window_cap(const compute_t *c)
  * stages, within [stages, s_window_cap] as the round trip's need is. */
 void delay_window_reset(compute_t *c)
 {
-    window_init(&c->win, 2 * c->nstages, c->nstages, s_window_cap(c));
+    window_init(&c->issue.win, 2 * c->nstages, c->nstages, s_window_cap(c));
 }
 
 /* The same budget in updates: the most a backward may now be late. */
@@ -66,29 +67,29 @@ int delay_budget(const compute_t *c)
  * --delay does), within the budget. */
 int delay_now(const compute_t *c)
 {
-    int d = c->delay_ewma > 0.05 ? (int)ceil(c->delay_ewma - 0.05) : 0, b = delay_budget(c);
+    int d = c->delay.ewma > 0.05 ? (int)ceil(c->delay.ewma - 0.05) : 0, b = delay_budget(c);
     return d < b ? d : b;
 }
 
 /* The weights the live version's forwards (and so their backwards) use. */
 const float *delay_version_weights(const compute_t *c)
 {
-    return c->fwd_for == c->version ? c->fwd_w : compute_params(c);
+    return c->delay.fwd_for == c->version ? c->delay.fwd_w : compute_params(c);
 }
 
 /* At the first forward of a version: chooses its weights, the live ones or
  * (--staleness predict) those predicted delay_now() updates ahead. */
 void delay_choose_weights(compute_t *c)
 {
-    if (c->fwd_chosen == c->version) return;
-    c->fwd_chosen = c->version;
-    c->fwd_for = -1;
+    if (c->delay.fwd_chosen == c->version) return;
+    c->delay.fwd_chosen = c->version;
+    c->delay.fwd_for = -1;
     int d = delay_now(c);
     if (!c->st || !(c->o->staleness & STALE_PREDICT) || d <= 0 || c->version == 0) return;
-    if (!c->fwd_w && !(c->fwd_w = malloc(sizeof(float) * c->lay.nparams))) return;   /* no memory: live weights */
-    stale_forward_weights(c->fwd_w, &c->st->s, &c->o->optim, c->o->staleness, c->st->params, c->st->m, c->st->v,
+    if (!c->delay.fwd_w && !(c->delay.fwd_w = malloc(sizeof(float) * c->lay.nparams))) return;   /* no memory: live weights */
+    stale_forward_weights(c->delay.fwd_w, &c->st->s, &c->o->optim, c->o->staleness, c->st->params, c->st->m, c->st->v,
                           (int)c->version, d);
-    c->fwd_for = c->version;
+    c->delay.fwd_for = c->version;
 }
 
 /* Microbatches the full delay budget lets the data stage keep in flight:
@@ -106,19 +107,19 @@ int delay_budget_holds(const compute_t *c)
 int delay_micro_needed(const compute_t *c)
 {
     int D = delay_max_delay(c);
-    if (c->stage != 0 || c->o->schedule == SCHED_GPIPE || c->window_need <= delay_budget_holds(c)) return 0;
-    return (c->window_need + D) / (D + 1);
+    if (c->stage != 0 || c->o->schedule == SCHED_GPIPE || c->issue.window_need <= delay_budget_holds(c)) return 0;
+    return (c->issue.window_need + D) / (D + 1);
 }
 
 /* A backward of a microbatch whose forward ran at version v starts now. */
 void delay_note(compute_t *c, int64_t v)
 {
     int d = (int)(c->version - v);
-    c->delay_ewma = c->delay_ewma < 0 ? d : 0.9 * c->delay_ewma + 0.1 * d;
-    if (d > c->delay_max) c->delay_max = d;
-    c->delay_sum += d;
-    c->delay_n++;
-    if (!stash_holds(&c->stash, v, c->version)) c->stash_mismatch++;
+    c->delay.ewma = c->delay.ewma < 0 ? d : 0.9 * c->delay.ewma + 0.1 * d;
+    if (d > c->delay.max) c->delay.max = d;
+    c->delay.sum += d;
+    c->delay.n++;
+    if (!stash_holds(&c->delay.stash, v, c->version)) c->delay.stash_mismatch++;
 }
 
 /* The microbatches in flight that keep K stages busy: one per stage plus
@@ -140,7 +141,7 @@ int delay_window_need(compute_t *c)
 {
     double mean, rtt;
     view_rtt(c, &mean, &rtt);
-    double per_mb = c->fwd_done ? c->busiest * c->busy_s / (double)c->fwd_done : 0;  /* the busiest stage's */
+    double per_mb = c->count.fwd_done ? c->issue.busiest * c->count.busy_s / (double)c->count.fwd_done : 0;  /* the busiest stage's */
     return delay_inflight_need(c->nstages, rtt, per_mb);
 }
 
@@ -152,24 +153,24 @@ int delay_window_need(compute_t *c)
 void delay_auto_window(compute_t *c)
 {
     int K = c->nstages, w = delay_window_need(c), cap = s_window_cap(c);
-    window_set_path(&c->win, w);
+    window_set_path(&c->issue.win, w);
     if (w == 0) w = 2 * K;   /* not measured yet */
-    c->window_need = w;
+    c->issue.window_need = w;
     if (w < 2 * K) w = 2 * K;
     if (w > cap) w = cap;
-    int q = window_limit(&c->win);   /* no more than the queues along the pipeline allow */
-    c->max_inflight = q < w ? q : w;
-    int need = delay_micro_needed(c), said = c->micro_said;
-    int settled = c->fwd_done >= (uint64_t)(8 * K);   /* round trips and compute times measured a while */
+    int q = window_limit(&c->issue.win);   /* no more than the queues along the pipeline allow */
+    c->issue.max_inflight = q < w ? q : w;
+    int need = delay_micro_needed(c), said = c->issue.micro_said;
+    int settled = c->count.fwd_done >= (uint64_t)(8 * K);   /* round trips and compute times measured a while */
     if (settled && need && (!said || 4 * abs(need - said) >= said + 4)) {   /* news: the first, or a change of a quarter */
         char line[384];
         snprintf(line, sizeof line, "the round trip asks for %d microbatches in flight; a delay budget of %d update%s "
-                 "holds %d at --micro %d: --micro %d would keep every stage busy%s", c->window_need, delay_max_delay(c),
+                 "holds %d at --micro %d: --micro %d would keep every stage busy%s", c->issue.window_need, delay_max_delay(c),
                  delay_max_delay(c) == 1 ? "" : "s", delay_budget_holds(c), c->o->micro, need,
-                 c->o->split == SPLIT_EVEN && plan_late_split_helps(c, c->window_need, delay_budget_holds(c)) ? "; on links this slow a run created with --split late trains faster and "
+                 c->o->split == SPLIT_EVEN && plan_late_split_helps(c, c->issue.window_need, delay_budget_holds(c)) ? "; on links this slow a run created with --split late trains faster and "
                                          "better per update" : "");
-        metrics_event(c->c.metrics, "warning", "\"what\":\"window\",\"micro_needed\":%d,\"why\":%s", need, line);
+        metrics_event(c->cfg.metrics, "warning", "\"what\":\"window\",\"micro_needed\":%d,\"why\":%s", need, line);
         compute_say(c, line);
-        c->micro_said = need;
+        c->issue.micro_said = need;
     }
 }

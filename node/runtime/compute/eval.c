@@ -11,7 +11,7 @@ static void s_emit_eval(compute_t *c, const evalsum_round_t *r);
  * held back its final evaluation for good).  -1 when out of memory. */
 int eval_slot(compute_t *c)
 {
-    if (!c->c.modelled && !c->pool[EVAL_SLOT] && !(c->pool[EVAL_SLOT] = acts_new(&c->lay, c->B, c->T))) return -1;
+    if (!c->cfg.modelled && !c->work.pool[EVAL_SLOT] && !(c->work.pool[EVAL_SLOT] = acts_new(&c->lay, c->shape.B, c->shape.T))) return -1;
     return EVAL_SLOT;
 }
 
@@ -32,19 +32,19 @@ void eval_flush(compute_t *c, double before)
  * when out of memory (nothing sent). */
 int eval_issue(compute_t *c, uint32_t flags)
 {
-    if (!c->data) return 0;
-    int nval = opts_eval_batches(c->o, data_val_batches(c->data, c->B));
+    if (!c->issue.data) return 0;
+    int nval = opts_eval_batches(c->o, data_val_batches(c->issue.data, c->shape.B));
     int slot = eval_slot(c);
     if (slot < 0) return -1;
-    acts_t *a = c->pool[slot];
+    acts_t *a = c->work.pool[slot];
     uint32_t round = (uint32_t)c->version;
     for (int i = 0; i < nval; i++) {
-        data_val_batch(c->data, &c->batch, i);
+        data_val_batch(c->issue.data, &c->issue.batch, i);
         schedule_load_batch(c, slot);
         if (a) stage_forward(&c->lay, compute_params(c), a);
-        c->flops += schedule_fwd_flops(c);
+        c->upd.flops += schedule_fwd_flops(c);
         if (c->nstages == 1) eval_batch(c, round, 0, nval, i, a);
-        else schedule_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->targets8, 0);
+        else schedule_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->issue.targets8, 0);
     }
     return 0;
 }
@@ -53,11 +53,11 @@ static void s_emit_eval(compute_t *c, const evalsum_round_t *r)
 {
     if (r->n == 0) return;
     double vl = r->loss / r->n;
-    if (c->cfg.kind == MODEL_MLP)
-        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"val_acc\":%.9g,\"batches\":%d", r->round,
-                      vl, r->correct / ((double)r->n * c->B), r->n);
+    if (c->model.kind == MODEL_MLP)
+        metrics_event(c->cfg.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"val_acc\":%.9g,\"batches\":%d", r->round,
+                      vl, r->correct / ((double)r->n * c->shape.B), r->n);
     else
-        metrics_event(c->c.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"batches\":%d", r->round, vl, r->n);
+        metrics_event(c->cfg.metrics, "eval", "\"version\":%u,\"val_loss\":%.9g,\"batches\":%d", r->round, vl, r->n);
 }
 
 /* Batch i of an evaluation round, evaluated in a: summed, and every round
@@ -72,7 +72,7 @@ void eval_batch(compute_t *c, uint32_t round, int final, int nval, int i, const 
     if (ending) eval_flush(c, INFINITY);   /* the rounds before it first */
     for (int j = 0; j < k; j++) s_emit_eval(c, &out[j]);
     if (ending) closing_finish(c);
-    else if (final_whole) c->final_early_t = out[k - 1].first_t;   /* its first batch: the nearest to its sending */
+    else if (final_whole) c->closing.final_early_t = out[k - 1].first_t;   /* its first batch: the nearest to its sending */
 }
 
 /* An evaluation microbatch: forward only; the last stage accumulates. */
@@ -84,11 +84,11 @@ int eval_on_act(compute_t *c, const mail_t *m)
     int slot = eval_slot(c);
     if (slot < 0) return -1;
     if (schedule_take_input(c, slot, m) < 0) { compute_drop(c, "tensor for another stage or size", m->peer); return 0; }
-    acts_t *a = c->pool[slot];
-    c->flops += schedule_fwd_flops(c);
+    acts_t *a = c->work.pool[slot];
+    c->upd.flops += schedule_fwd_flops(c);
     if (compute_last(c)) {
         if (a) {
-            for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
+            for (size_t i = 0; i < c->shape.targets_n; i++) a->targets[i] = m->aux[i];
             stage_forward(&c->lay, compute_params(c), a);
         }
         eval_batch(c, round, (m->hdr.flags & ACT_FLAG_FINAL) != 0, nval, i, a);

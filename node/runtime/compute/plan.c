@@ -11,7 +11,7 @@
  * --max-inflight), and whose budget may grow by an update (not 2bw's). */
 static int s_late_split_may_pay(const compute_t *c)
 {
-    return c->cfg.kind == MODEL_GPT && c->nstages >= 3 && c->auto_window && c->o->stash != STASH_2BW;
+    return c->model.kind == MODEL_GPT && c->nstages >= 3 && c->issue.auto_window && c->o->stash != STASH_2BW;
 }
 
 /* Whether the late split would serve this run better than the even one: it
@@ -36,23 +36,23 @@ int plan_late_split_helps(const compute_t *c, int need, int holds)
  * nodes that each chose, unheard of by the other). */
 void plan_adopt(compute_t *c, int plan, const char *how)
 {
-    if (c->plan >= 0 || plan < 0 || c->phase == PH_DONE) return;
-    if (plan != (int)c->cfg.split) {
-        if (c->version != 0 || c->inflight) {
+    if (c->plan.split >= 0 || plan < 0 || c->phase == PH_DONE) return;
+    if (plan != (int)c->model.split) {
+        if (c->version != 0 || c->work.inflight) {
             compute_fail(c, "the run chose another split after this node had trained on the even one");
             return;
         }
-        model_config_t cfg = c->cfg;
+        model_config_t cfg = c->model;
         cfg.split = (model_split_t)plan;
         if (state_relayout(c, &cfg, c->stage) < 0) {
             if (c->phase != PH_DONE) compute_fail(c, "out of memory to lay out the run's split");
             return;
         }
     }
-    c->plan = plan;
-    metrics_event(c->c.metrics, "plan", "\"split\":%s,\"how\":%s", plan == SPLIT_LATE ? "late" : "even", how);
+    c->plan.split = plan;
+    metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", plan == SPLIT_LATE ? "late" : "even", how);
     compute_send_self(c, MAIL_SELF);   /* the network side sizes state transfers by it */
-    if (c->fetching && plan != SPLIT_EVEN) state_fetch(c, c->fetch_donor);   /* laid out anew: fetched anew */
+    if (c->state.fetching && plan != SPLIT_EVEN) state_fetch(c, c->state.fetch_donor);   /* laid out anew: fetched anew */
 }
 
 /* A tensor says the run's split: taken when this node has none yet.  0
@@ -60,8 +60,8 @@ void plan_adopt(compute_t *c, int plan, const char *how)
 int plan_tensor_split_ok(compute_t *c, const mail_t *m)
 {
     int said = plan_of_flags(m->hdr.flags);
-    if (c->plan < 0) plan_adopt(c, said, "said by a peer");
-    return said < 0 || said == c->plan;
+    if (c->plan.split < 0) plan_adopt(c, said, "said by a peer");
+    return said < 0 || said == c->plan.split;
 }
 
 /* A forward of a validation batch, timed and not sent: what the data
@@ -71,15 +71,15 @@ static int s_probe(compute_t *c)
 {
     int slot = eval_slot(c);
     if (slot < 0) return -1;
-    acts_t *a = c->pool[slot];
-    if (a && c->data) {
-        data_val_batch(c->data, &c->batch, 0);
+    acts_t *a = c->work.pool[slot];
+    if (a && c->issue.data) {
+        data_val_batch(c->issue.data, &c->issue.batch, 0);
         schedule_load_batch(c, slot);
     }
     if (a) stage_forward(&c->lay, compute_params(c), a);
-    c->flops += schedule_fwd_flops(c);
-    c->probing = 1;
-    c->probes++;
+    c->upd.flops += schedule_fwd_flops(c);
+    c->plan.probing = 1;
+    c->plan.probes++;
     return 0;
 }
 
@@ -94,21 +94,21 @@ static int s_probe(compute_t *c)
  * choose.  Returns 1 when it ran a forward. */
 int plan_step(compute_t *c)
 {
-    if (!view_all_stages_served(c) || view_stage_lowest(c) != c->c.id) {
-        c->plan_wait_from = 0;   /* not this node's choice now: its wait starts again when it is */
+    if (!view_all_stages_served(c) || view_stage_lowest(c) != c->cfg.id) {
+        c->plan.wait_from = 0;   /* not this node's choice now: its wait starts again when it is */
         return 0;
     }
     double now = compute_now(c), mean, rtt;
-    if (c->plan_wait_from == 0) c->plan_wait_from = now;
+    if (c->plan.wait_from == 0) c->plan.wait_from = now;
     if (!s_late_split_may_pay(c)) { plan_adopt(c, SPLIT_EVEN, "chosen: the late split cannot pay"); return 0; }
     view_rtt(c, &mean, &rtt);
-    if (rtt <= 0 && now - c->plan_wait_from < PLAN_WAIT_S) return 0;   /* the pings measure it soon */
-    if (rtt > 0 && c->probes < PLAN_PROBES) {
+    if (rtt <= 0 && now - c->plan.wait_from < PLAN_WAIT_S) return 0;   /* the pings measure it soon */
+    if (rtt > 0 && c->plan.probes < PLAN_PROBES) {
         if (s_probe(c) == 0) return 1;
         rtt = 0;   /* no memory to time a forward: even */
     }
     int holds = delay_budget_holds(c);   /* --max-delay's: no split chosen yet */
-    int need = delay_inflight_need(c->nstages, rtt, 3.0 * c->probe_best * c->busiest);
+    int need = delay_inflight_need(c->nstages, rtt, 3.0 * c->plan.probe_best * c->issue.busiest);
     int late = plan_late_split_helps(c, need, holds);
     char how[200], line[300];
     snprintf(how, sizeof how, "chosen: the round trip asks for %d microbatches in flight, the delay budget holds %d", need, holds);

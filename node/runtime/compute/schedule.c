@@ -1,7 +1,9 @@
 /* schedule.c: the schedule of the compute side (internal.h): activation
  * slots and microbatch records, the data stage's issue and re-issue, forward,
  * backward and routing, the optimizer step and what follows it. */
+#include "compress/codec.h"
 #include "node/runtime/compute/internal.h"
+#include "node/engine/staleness.h"
 
 #define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
 #define MAX_TRIES 20         /* a data-stage microbatch is given up after this many issues */
@@ -11,37 +13,37 @@
  * origin's floor too (applied.h) */
 static int s_applied(const compute_t *c, uint64_t mb, uint32_t flags)
 {
-    return applied_has(&c->applied, mb, MB_ATTEMPT(flags) != 1);
+    return applied_has(&c->work.applied, mb, MB_ATTEMPT(flags) != 1);
 }
 
 /* Remembers that mb's gradient was accumulated here. */
 static void s_mark_applied(compute_t *c, uint64_t mb)
 {
-    applied_mark(&c->applied, mb);
+    applied_mark(&c->work.applied, mb);
     compute_trace(c, TRACE_APPLY, mb, c->version);
 }
 
 static int s_slot_get(compute_t *c)
 {
-    for (int i = 0; i < c->npool; i++)
-        if (!c->slot_used[i]) { c->slot_used[i] = 1; return i; }
-    if (c->npool == POOL_MAX) return -1;
+    for (int i = 0; i < c->work.npool; i++)
+        if (!c->work.slot_used[i]) { c->work.slot_used[i] = 1; return i; }
+    if (c->work.npool == POOL_MAX) return -1;
     acts_t *a = NULL;
-    if (!c->c.modelled && !(a = acts_new(&c->lay, c->B, c->T))) return -1;
-    c->pool[c->npool] = a;
-    c->slot_used[c->npool] = 1;
-    return c->npool++;
+    if (!c->cfg.modelled && !(a = acts_new(&c->lay, c->shape.B, c->shape.T))) return -1;
+    c->work.pool[c->work.npool] = a;
+    c->work.slot_used[c->work.npool] = 1;
+    return c->work.npool++;
 }
 
 static mbrec_t *s_rec_new(compute_t *c)
 {
     for (int i = 0; i < REC_MAX; i++)
-        if (!c->rec[i].used) {
-            memset(&c->rec[i], 0, sizeof c->rec[i]);
-            c->rec[i].used = 1;
-            c->rec[i].slot = -1;
-            c->inflight++;
-            return &c->rec[i];
+        if (!c->work.rec[i].used) {
+            memset(&c->work.rec[i], 0, sizeof c->work.rec[i]);
+            c->work.rec[i].used = 1;
+            c->work.rec[i].slot = -1;
+            c->work.inflight++;
+            return &c->work.rec[i];
         }
     return NULL;
 }
@@ -49,7 +51,7 @@ static mbrec_t *s_rec_new(compute_t *c)
 static mbrec_t *s_rec_find(compute_t *c, uint64_t mb)
 {
     for (int i = 0; i < REC_MAX; i++)
-        if (c->rec[i].used && c->rec[i].mb == mb) return &c->rec[i];
+        if (c->work.rec[i].used && c->work.rec[i].mb == mb) return &c->work.rec[i];
     return NULL;
 }
 
@@ -58,10 +60,10 @@ static void s_rec_free(compute_t *c, mbrec_t *r)
     free(r->targets);
     r->targets = NULL;
     r->held = 0;
-    if (r->slot >= 0) c->slot_used[r->slot] = 0;
-    stash_unref(&c->stash, r->version, c->version);
+    if (r->slot >= 0) c->work.slot_used[r->slot] = 0;
+    stash_unref(&c->delay.stash, r->version, c->version);
     r->used = 0;
-    c->inflight--;
+    c->work.inflight--;
 }
 
 /* The optimizer step, with the lr correction of --staleness (dc is solo's). */
@@ -77,9 +79,9 @@ static void s_step(compute_t *c)
 /* Counts a finished backward; every `micro` of them, one optimizer step. */
 static void s_after_backward(compute_t *c)
 {
-    if (++c->bwd_count < c->o->micro) return;
-    c->bwd_count = 0;
-    if (stash_before_update(&c->stash, c->version, delay_version_weights(c)) < 0) { compute_fail(c, "out of memory for the weight stash"); return; }
+    if (++c->upd.bwd_count < c->o->micro) return;
+    c->upd.bwd_count = 0;
+    if (stash_before_update(&c->delay.stash, c->version, delay_version_weights(c)) < 0) { compute_fail(c, "out of memory for the weight stash"); return; }
     if (c->st) {
         s_step(c);
         if (!isfinite(c->st->last_norm)) { compute_fail(c, "a non-finite gradient (training diverged; lower --lr)"); return; }
@@ -88,28 +90,28 @@ static void s_after_backward(compute_t *c)
     } else {
         c->version++;
     }
-    c->flops += 16.0 * (double)c->lay.nparams;
+    c->upd.flops += 16.0 * (double)c->lay.nparams;
     compute_trace(c, TRACE_UPDATE, (uint64_t)c->stage, c->version);
-    double loss = c->loss_n ? c->loss_sum / c->loss_n : NAN;
-    c->loss_sum = 0;
-    c->loss_n = 0;
+    double loss = c->upd.loss_n ? c->upd.loss_sum / c->upd.loss_n : NAN;
+    c->upd.loss_sum = 0;
+    c->upd.loss_n = 0;
     compute_emit_update(c, loss);
-    c->delay_max = c->delay_n = 0;
-    c->delay_sum = 0;
-    if (compute_last(c) && isfinite(loss)) c->last_loss = loss;
+    c->delay.max = c->delay.n = 0;
+    c->delay.sum = 0;
+    if (compute_last(c) && isfinite(loss)) c->upd.last_loss = loss;
     compute_send_self(c, MAIL_SELF);
     if (c->stage == 0 && c->o->eval_every > 0) {
-        if (c->version >= c->o->steps && !c->reopened) closing_issue_final(c);
+        if (c->version >= c->o->steps && !c->closing.reopened) closing_issue_final(c);
         else if (c->version % c->o->eval_every == 0) eval_issue(c, 0);
     }
     state_maybe_backup(c);
-    if (c->c.ckpt_path && c->c.ckpt_path[0] && c->version % c->o->save_every == 0) state_save_periodic(c);
+    if (c->cfg.ckpt_path && c->cfg.ckpt_path[0] && c->version % c->o->save_every == 0) state_save_periodic(c);
     if (c->version % AVG_EVERY == 0) state_average(c);
 }
 
 double schedule_fwd_flops(const compute_t *c)
 {
-    return 2.0 * (double)c->lay.nparams * (double)c->B * (double)c->T;
+    return 2.0 * (double)c->lay.nparams * (double)c->shape.B * (double)c->shape.T;
 }
 
 /* The peer of the next stage that work with these flags goes to, 0 none: an
@@ -121,7 +123,7 @@ uint64_t schedule_next_peer(compute_t *c, uint32_t flags, uint64_t avoid)
     if ((flags & ACT_FLAG_EVAL) && c->stage + 2 == c->nstages) {
         int n;
         const int *ix = view_stage_peers(c, c->stage + 1, &n);
-        return router_pick_lowest(c->view, ix, n, 0);
+        return router_pick_lowest(c->seen.view, ix, n, 0);
     }
     uint64_t to = view_pick(c, c->stage + 1, avoid);
     if (!to && avoid) to = view_pick(c, c->stage + 1, 0);
@@ -134,15 +136,15 @@ uint64_t schedule_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, 
 {
     uint64_t to = schedule_next_peer(c, flags, avoid);
     if (!to) return 0;
-    const float *out = c->pool[slot] ? c->pool[slot]->out : NULL;
-    mail_t *m = compute_tensor_mail(c, WIRE_ACT, to, mb, out, c->out_n, codec_from_name(c->o->codec));
+    const float *out = c->work.pool[slot] ? c->work.pool[slot]->out : NULL;
+    mail_t *m = compute_tensor_mail(c, WIRE_ACT, to, mb, out, c->shape.out_n, codec_from_name(c->o->codec));
     if (!m) return 0;
-    m->aux = malloc(c->targets_n);
+    m->aux = malloc(c->shape.targets_n);
     if (!m->aux) { mail_free(m); return 0; }
-    if (targets) memcpy(m->aux, targets, c->targets_n);
-    else memset(m->aux, 0, c->targets_n);
-    m->aux_len = c->targets_n;
-    m->raw_bytes += c->targets_n * sizeof(float);  /* the targets are a tensor too: 4 bytes each as raw fp32, 1 on the wire */
+    if (targets) memcpy(m->aux, targets, c->shape.targets_n);
+    else memset(m->aux, 0, c->shape.targets_n);
+    m->aux_len = c->shape.targets_n;
+    m->raw_bytes += c->shape.targets_n * sizeof(float);  /* the targets are a tensor too: 4 bytes each as raw fp32, 1 on the wire */
     m->hdr.flags = flags;
     compute_out(c, m);
     return to;
@@ -155,14 +157,14 @@ uint64_t schedule_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, 
 static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t avoid)
 {
     if (!r->targets) {
-        if (!(r->targets = malloc(c->targets_n))) return -2;
-        memcpy(r->targets, targets, c->targets_n);
+        if (!(r->targets = malloc(c->shape.targets_n))) return -2;
+        memcpy(r->targets, targets, c->shape.targets_n);
     }
     uint64_t to = schedule_send_out(c, r->slot, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT, r->targets, avoid);
     r->to = to;
     r->held = !to;
     if (!to) return -1;
-    router_sent(&c->router, to);
+    router_sent(&c->seen.router, to);
     return 0;
 }
 
@@ -171,28 +173,28 @@ static void s_forward(compute_t *c, mbrec_t *r)
 {
     delay_choose_weights(c);
     r->version = c->version;
-    stash_ref(&c->stash, r->version);
-    if (!c->c.modelled) stage_forward(&c->lay, delay_version_weights(c), c->pool[r->slot]);
-    c->tokens += (uint64_t)c->B * c->T;
-    c->fwd_done++;
-    c->flops += schedule_fwd_flops(c);
+    stash_ref(&c->delay.stash, r->version);
+    if (!c->cfg.modelled) stage_forward(&c->lay, delay_version_weights(c), c->work.pool[r->slot]);
+    c->count.tokens += (uint64_t)c->shape.B * c->shape.T;
+    c->count.fwd_done++;
+    c->upd.flops += schedule_fwd_flops(c);
     r->t = compute_now(c);
 }
 
 /* Backward of record r (dout in its slot unless last); sends din upstream. */
 static void s_backward(compute_t *c, mbrec_t *r)
 {
-    acts_t *a = c->pool[r->slot];
+    acts_t *a = c->work.pool[r->slot];
     delay_note(c, r->version);
-    if (!c->c.modelled) {
-        const float *w = stash_params(&c->stash, r->version, c->version, delay_version_weights(c));
-        float scale = 1.0f / ((float)c->B * c->T * c->o->micro);
-        stage_backward(&c->lay, w, c->st->grads, a, c->gs, scale);
+    if (!c->cfg.modelled) {
+        const float *w = stash_params(&c->delay.stash, r->version, c->version, delay_version_weights(c));
+        float scale = 1.0f / ((float)c->shape.B * c->shape.T * c->o->micro);
+        stage_backward(&c->lay, w, c->st->grads, a, c->work.gs, scale);
     }
     s_mark_applied(c, r->mb);
-    c->flops += 2 * schedule_fwd_flops(c);
+    c->upd.flops += 2 * schedule_fwd_flops(c);
     if (c->stage > 0) {
-        mail_t *m = compute_tensor_mail(c, WIRE_GRAD, r->from, r->mb, a ? a->din : NULL, c->in_n, codec_from_name(c->o->grad_codec));
+        mail_t *m = compute_tensor_mail(c, WIRE_GRAD, r->from, r->mb, a ? a->din : NULL, c->shape.in_n, codec_from_name(c->o->grad_codec));
         if (m) {
             m->feedback = 1;
             m->hdr.flags = (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT;
@@ -205,7 +207,7 @@ static void s_backward(compute_t *c, mbrec_t *r)
  * progress), maybe update, and end the run when enough are done. */
 static void s_completed_one(compute_t *c)
 {
-    c->completed++;
+    c->count.completed++;
     s_after_backward(c);
     closing_last_stage_end(c);
 }
@@ -213,19 +215,19 @@ static void s_completed_one(compute_t *c)
 /* Fills slot's inputs with the data stage's current batch. */
 void schedule_load_batch(compute_t *c, int slot)
 {
-    acts_t *a = c->pool[slot];
-    const model_config_t *cfg = &c->cfg;
-    for (size_t i = 0; i < c->targets_n; i++) c->targets8[i] = (uint8_t)c->batch.targets[i];
+    acts_t *a = c->work.pool[slot];
+    const model_config_t *cfg = &c->model;
+    for (size_t i = 0; i < c->shape.targets_n; i++) c->issue.targets8[i] = (uint8_t)c->issue.batch.targets[i];
     if (!a) return;
-    if (cfg->kind == MODEL_GPT) memcpy(a->tokens, c->batch.tokens, sizeof(int) * (size_t)c->B * c->T);
-    else memcpy(a->x, c->batch.x, sizeof(float) * (size_t)c->B * cfg->D);
+    if (cfg->kind == MODEL_GPT) memcpy(a->tokens, c->issue.batch.tokens, sizeof(int) * (size_t)c->shape.B * c->shape.T);
+    else memcpy(a->x, c->issue.batch.x, sizeof(float) * (size_t)c->shape.B * cfg->D);
 }
 
 static void s_retry_event(compute_t *c, const mbrec_t *old)
 {
     char why[64];
     snprintf(why, sizeof why, "no gradient after %.1f s", compute_now(c) - old->t);
-    metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":%s", (unsigned long long)old->mb, why);
+    metrics_event(c->cfg.metrics, "retry", "\"mb\":%llu,\"why\":%s", (unsigned long long)old->mb, why);
 }
 
 /* The data stage starts a new microbatch (or re-issues `old`).  -1 when
@@ -238,22 +240,22 @@ int schedule_issue(compute_t *c, mbrec_t *old)
     int slot = old && old->slot >= 0 ? old->slot : s_slot_get(c);
     if (slot < 0) return -1;
     mbrec_t *r = old ? old : s_rec_new(c);
-    if (!r) { c->slot_used[slot] = 0; return -1; }
+    if (!r) { c->work.slot_used[slot] = 0; return -1; }
     uint64_t avoid = 0;
     if (old) {
         avoid = old->to;
-        stash_unref(&c->stash, old->version, c->version);
+        stash_unref(&c->delay.stash, old->version, c->version);
         view_peer_returned(c, old->to, 0, 0);
-        c->retries++;
+        c->count.retries++;
         s_retry_event(c, old);
     } else {
-        r->cursor = c->cursor;
+        r->cursor = c->issue.cursor;
     }
     r->slot = slot;
     r->from = 0;
     if (!old) {
         /* the id stays across re-issues: every node applies a microbatch at most once */
-        r->mb = (c->mb_origin << APPLIED_SEQ_BITS) | (++c->mb_seq & ((1ULL << APPLIED_SEQ_BITS) - 1));
+        r->mb = (c->issue.mb_origin << APPLIED_SEQ_BITS) | (++c->issue.mb_seq & ((1ULL << APPLIED_SEQ_BITS) - 1));
         compute_trace(c, TRACE_ISSUE, r->mb, c->version);
     }
     r->tries++;
@@ -261,27 +263,27 @@ int schedule_issue(compute_t *c, mbrec_t *old)
     uint64_t cur = r->cursor;
     /* the first data-stage node reads the stream solo reads (shard 0 of 1: parity);
      * the k-th reads shard k of k+1, another random stream of the same data */
-    if (c->data) data_next_train(c->data, &c->batch, c->c.shard, c->c.shard + 1, &cur);
+    if (c->issue.data) data_next_train(c->issue.data, &c->issue.batch, c->cfg.shard, c->cfg.shard + 1, &cur);
     else cur++;
-    if (!old) c->cursor = cur;
+    if (!old) c->issue.cursor = cur;
     schedule_load_batch(c, slot);
-    acts_t *a = c->pool[slot];
+    acts_t *a = c->work.pool[slot];
     if (c->nstages == 1) {
         /* a single stage: forward, loss and backward here */
-        if (a) memcpy(a->targets, c->batch.targets, sizeof(int) * c->targets_n);
+        if (a) memcpy(a->targets, c->issue.batch.targets, sizeof(int) * c->shape.targets_n);
         s_forward(c, r);
-        c->loss_sum += a ? a->loss : 0;
-        c->loss_n++;
+        c->upd.loss_sum += a ? a->loss : 0;
+        c->upd.loss_n++;
         s_backward(c, r);
         s_rec_free(c, r);
         s_completed_one(c);
     } else {
         s_forward(c, r);
-        if (s_send_act(c, r, c->targets8, avoid) == -2) {
+        if (s_send_act(c, r, c->issue.targets8, avoid) == -2) {
             /* out of memory to hold its output: given up (the cursor has moved past it), counted as lost */
-            c->lost++;
+            c->count.lost++;
             compute_trace(c, TRACE_LOST, r->mb, c->version);
-            metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"given up: no memory to hold its output\"",
+            metrics_event(c->cfg.metrics, "retry", "\"mb\":%llu,\"why\":\"given up: no memory to hold its output\"",
                           (unsigned long long)r->mb);
             s_rec_free(c, r);
         }
@@ -293,8 +295,8 @@ int schedule_issue(compute_t *c, mbrec_t *old)
 void schedule_send_held(compute_t *c)
 {
     /* sending makes and frees no record: once the records in use are seen, none is left */
-    for (int i = 0, left = c->inflight; i < REC_MAX && left > 0; i++) {
-        mbrec_t *r = &c->rec[i];
+    for (int i = 0, left = c->work.inflight; i < REC_MAX && left > 0; i++) {
+        mbrec_t *r = &c->work.rec[i];
         if (!r->used) continue;
         left--;
         if (!r->held) continue;
@@ -306,14 +308,14 @@ void schedule_send_held(compute_t *c)
 /* An activation m is for this stage and of its input's size. */
 static int s_input_fits(const compute_t *c, const mail_t *m)
 {
-    return m->n == c->in_n && m->hdr.stage == c->stage;
+    return m->n == c->shape.in_n && m->hdr.stage == c->stage;
 }
 
 /* Copies a tensor mail's values into slot's input (its length was checked by the network side for the stage it had). */
 int schedule_take_input(compute_t *c, int slot, const mail_t *m)
 {
     if (!s_input_fits(c, m)) return -1;
-    if (c->pool[slot] && m->x) memcpy(c->pool[slot]->in, m->x, sizeof(float) * c->in_n);
+    if (c->work.pool[slot] && m->x) memcpy(c->work.pool[slot]->in, m->x, sizeof(float) * c->shape.in_n);
     return 0;
 }
 
@@ -371,17 +373,17 @@ int schedule_on_act(compute_t *c, const mail_t *m)
     if (slot < 0) return -1;
     schedule_take_input(c, slot, m);   /* it fits */
     mbrec_t *r = s_rec_new(c);
-    if (!r) { c->slot_used[slot] = 0; return -1; }
+    if (!r) { c->work.slot_used[slot] = 0; return -1; }
     r->mb = m->hdr.mb;
     r->slot = slot;
     r->from = m->peer;
     r->attempt = (int)attempt;
-    acts_t *a = c->pool[slot];
+    acts_t *a = c->work.pool[slot];
     if (compute_last(c)) {
-        if (a) for (size_t i = 0; i < c->targets_n; i++) a->targets[i] = m->aux[i];
+        if (a) for (size_t i = 0; i < c->shape.targets_n; i++) a->targets[i] = m->aux[i];
         s_forward(c, r);
-        c->loss_sum += a ? a->loss : 0;
-        c->loss_n++;
+        c->upd.loss_sum += a ? a->loss : 0;
+        c->upd.loss_n++;
         s_backward(c, r);
         s_rec_free(c, r);
         s_completed_one(c);
@@ -397,7 +399,7 @@ int schedule_on_act(compute_t *c, const mail_t *m)
 static void s_skip(compute_t *c, mbrec_t *r)
 {
     if (c->stage > 0) s_send_dup(c, r->from, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT);
-    else { c->skipped++; compute_trace(c, TRACE_SKIP, r->mb, c->version); }
+    else { c->count.skipped++; compute_trace(c, TRACE_SKIP, r->mb, c->version); }
     s_rec_free(c, r);
 }
 
@@ -409,7 +411,7 @@ void schedule_on_grad(compute_t *c, const mail_t *m)
         return;
     }
     int dup = (m->hdr.flags & GRAD_FLAG_DUP) != 0;   /* applied further on already: nothing to apply here */
-    if (!dup && (m->n != c->out_n || m->hdr.stage != c->stage)) {   /* the record stays, its peer still owing it */
+    if (!dup && (m->n != c->shape.out_n || m->hdr.stage != c->stage)) {   /* the record stays, its peer still owing it */
         compute_drop(c, "tensor for another stage or size", m->peer);
         return;
     }
@@ -422,20 +424,20 @@ void schedule_on_grad(compute_t *c, const mail_t *m)
         s_skip(c, r);
         return;
     }
-    if (c->o->stash == STASH_2BW && !stash_holds(&c->stash, r->version, c->version)) {
+    if (c->o->stash == STASH_2BW && !stash_holds(&c->delay.stash, r->version, c->version)) {
         /* 2bw folded its forward's weights away (a later stage fed by several data-stage nodes, or peers of
          * different speeds, can see more delay than the budget): a backward on other weights would be wrong,
          * a third version is what 2bw does not keep */
-        c->stash_refused++;
+        c->delay.stash_refused++;
         s_skip(c, r);
         return;
     }
-    if (c->stage == 0 && !(held_silent && c->turn_mean > 0)) {
-        c->turn_mean = c->turn_mean > 0 ? 0.9 * c->turn_mean + 0.1 * turn : turn;
-        c->turn_dev = 0.9 * c->turn_dev + 0.1 * fabs(turn - c->turn_mean);
-        if (c->auto_window) window_on_turn(&c->win, compute_now(c), turn, c->inflight, delay_window_held(c));
+    if (c->stage == 0 && !(held_silent && c->issue.turn_mean > 0)) {
+        c->issue.turn_mean = c->issue.turn_mean > 0 ? 0.9 * c->issue.turn_mean + 0.1 * turn : turn;
+        c->issue.turn_dev = 0.9 * c->issue.turn_dev + 0.1 * fabs(turn - c->issue.turn_mean);
+        if (c->issue.auto_window) window_on_turn(&c->issue.win, compute_now(c), turn, c->work.inflight, delay_window_held(c));
     }
-    if (c->pool[r->slot] && m->x) memcpy(c->pool[r->slot]->dout, m->x, sizeof(float) * c->out_n);
+    if (c->work.pool[r->slot] && m->x) memcpy(c->work.pool[r->slot]->dout, m->x, sizeof(float) * c->shape.out_n);
     s_backward(c, r);
     s_rec_free(c, r);
     s_after_backward(c);
@@ -451,35 +453,35 @@ void schedule_timeouts(compute_t *c)
     /* the deadline comes from measured turnarounds; before the first, from the heartbeats' round trips */
     double rtt;
     view_rtt(c, &rtt, NULL);
-    double deadline = c->turn_mean > 0 ? 4 * c->turn_mean + 8 * c->turn_dev
+    double deadline = c->issue.turn_mean > 0 ? 4 * c->issue.turn_mean + 8 * c->issue.turn_dev
                       : rtt > 0 ? 5.0 + 8.0 * (c->nstages - 1) * rtt * 1e-3 : 30.0;
     if (deadline < 5.0) deadline = 5.0;
     /* records are only freed here, never made: once the used ones at the start are seen, none is left */
-    for (int i = 0, left = c->inflight; i < REC_MAX && left > 0; i++) {
-        mbrec_t *r = &c->rec[i];
+    for (int i = 0, left = c->work.inflight; i < REC_MAX && left > 0; i++) {
+        mbrec_t *r = &c->work.rec[i];
         if (!r->used) continue;
         left--;
         int gone = 0;
         if (r->to) {
-            const view_peer_t *p = peer_view_find(c->view, r->to);
+            const view_peer_t *p = peer_view_find(c->seen.view, r->to);
             gone = !p || p->health == PEER_GONE || p->stage != c->stage + 1;
         }
         if (c->stage == 0) {
             if (r->held) continue;   /* waits for a route */
             if ((gone || now - r->t > deadline) && r->tries >= MAX_TRIES) {
-                c->lost++;
+                c->count.lost++;
                 compute_trace(c, TRACE_LOST, r->mb, c->version);
-                metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"given up after %d tries\"", (unsigned long long)r->mb, r->tries);
+                metrics_event(c->cfg.metrics, "retry", "\"mb\":%llu,\"why\":\"given up after %d tries\"", (unsigned long long)r->mb, r->tries);
                 view_peer_returned(c, r->to, 0, 0);
                 s_rec_free(c, r);
             } else if (gone || now - r->t > deadline) {
-                if (c->closing) {
+                if (c->closing.active) {
                     continue;   /* beyond the run's last, not issued again: in flight until the node ends */
                 } else if (schedule_issue(c, r) < 0) {
                     continue;   /* no slot: it is tried again later; the records after it may still be given up */
                 }
             }
-        } else if (gone && r->targets && !c->closing) {
+        } else if (gone && r->targets && !c->closing.active) {
             /* its output went to a peer now gone: to another peer of that stage (held when there is
              * none), so the microbatch goes on at once instead of after the data stage's deadline */
             uint64_t was = r->to;
@@ -487,8 +489,8 @@ void schedule_timeouts(compute_t *c)
             int rc = s_send_act(c, r, r->targets, was);
             if (rc == 0) {
                 r->t = now;   /* the new peer's turnaround counts from here */
-                c->retries++;
-                metrics_event(c->c.metrics, "retry", "\"mb\":%llu,\"why\":\"its next-stage peer is gone: sent to another\"",
+                c->count.retries++;
+                metrics_event(c->cfg.metrics, "retry", "\"mb\":%llu,\"why\":\"its next-stage peer is gone: sent to another\"",
                               (unsigned long long)r->mb);
             } else if (rc == -2) {
                 s_rec_free(c, r);
@@ -504,8 +506,8 @@ void schedule_timeouts(compute_t *c)
 int schedule_may_issue(const compute_t *c)
 {
     if (c->stage != 0 || !view_all_stages_served(c)) return 0;
-    if (c->closing) return 0;
+    if (c->closing.active) return 0;
     if (closing_steps_covered(c)) return 0;
-    if (c->o->schedule == SCHED_GPIPE) return c->inflight == 0;
-    return c->inflight < c->max_inflight && delay_budget_room(c);
+    if (c->o->schedule == SCHED_GPIPE) return c->work.inflight == 0;
+    return c->work.inflight < c->issue.max_inflight && delay_budget_room(c);
 }

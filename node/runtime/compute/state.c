@@ -1,6 +1,7 @@
 /* state.c: the stage's state at the compute side (internal.h): snapshots
  * out (downloads, backups, within-stage averaging, checkpoints), fetches
  * in, the per-stage objects, and moves to other stages. */
+#include "compress/codec.h"
 #include "node/runtime/compute/internal.h"
 
 #define AVG_PEERS 2          /* to this many live peers of the stage, in turn (bounded: a stage may have hundreds) */
@@ -23,8 +24,8 @@ void state_save_periodic(compute_t *c)
 {
     char err[300], line[400];
     if (compute_save_checkpoint(c, err, sizeof err) == 0) return;
-    metrics_event(c->c.metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
-    if (c->ckpt_failures++ % 10 != 0) return;
+    metrics_event(c->cfg.metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
+    if (c->state.ckpt_failures++ % 10 != 0) return;
     snprintf(line, sizeof line, "checkpoint at version %lld not written: %s", (long long)c->version, err);
     compute_say(c, line);
 }
@@ -36,22 +37,22 @@ void state_average(compute_t *c)
 {
     if (frame_bound(c->lay.nparams, codec_from_name("fp16")) > WIRE_FRAME_BYTES_MAX) {
         /* a frame this big never arrives (the receiver's transport resets the connection) */
-        if (!c->avg_refused) {
+        if (!c->state.avg_refused) {
             char line[300];
             snprintf(line, sizeof line, "this stage's %zu parameters take more than %u MiB in fp16, more than a message's "
                      "frame may: its replicas are not averaged (more stages make each smaller)", c->lay.nparams,
                      WIRE_FRAME_BYTES_MAX >> 20);
             compute_say(c, line);
         }
-        c->avg_refused = 1;
+        c->state.avg_refused = 1;
         return;
     }
     int n;
     const int *ix = view_stage_peers(c, c->stage, &n);
     uint64_t round = (uint64_t)c->version / AVG_EVERY;
-    int start = n ? (int)(((c->c.id ^ round) * 0x9e3779b97f4a7c15ULL) >> 33) % n : 0;
+    int start = n ? (int)(((c->cfg.id ^ round) * 0x9e3779b97f4a7c15ULL) >> 33) % n : 0;
     for (int k = 0, sent = 0; k < n && sent < AVG_PEERS; k++) {
-        const view_peer_t *p = &c->view->p[ix[(start + k) % n]];
+        const view_peer_t *p = &c->seen.view->p[ix[(start + k) % n]];
         if (p->health == PEER_GONE) continue;
         compute_out(c, compute_tensor_mail(c, WIRE_AVG, p->id, (uint64_t)c->version, compute_params(c), c->lay.nparams, codec_from_name("fp16")));
         sent++;
@@ -60,11 +61,11 @@ void state_average(compute_t *c)
 
 void state_maybe_backup(compute_t *c)
 {
-    uint64_t sent = atomic_load(&c->c.net->bytes_sent), snapshot = 3 * c->lay.nparams * sizeof(float);
-    if (c->nstages > 1 && c->version % BACKUP_EVERY == 0 && compute_now(c) - c->last_backup >= BACKUP_MIN_S
-        && (double)(sent - c->backup_sent_mark) * BACKUP_BUDGET >= (double)snapshot) {
-        c->last_backup = compute_now(c);
-        c->backup_sent_mark = sent;
+    uint64_t sent = atomic_load(&c->cfg.net->bytes_sent), snapshot = 3 * c->lay.nparams * sizeof(float);
+    if (c->nstages > 1 && c->version % BACKUP_EVERY == 0 && compute_now(c) - c->state.last_backup >= BACKUP_MIN_S
+        && (double)(sent - c->state.backup_sent_mark) * BACKUP_BUDGET >= (double)snapshot) {
+        c->state.last_backup = compute_now(c);
+        c->state.backup_sent_mark = sent;
         s_backup(c);
     }
 }
@@ -73,9 +74,9 @@ void state_maybe_backup(compute_t *c)
  * a later one replacing it.  1 when m was kept (owned here now). */
 int state_on_avg(compute_t *c, mail_t *m)
 {
-    if (c->c.modelled || !c->st || m->n != c->lay.nparams || m->hdr.stage != c->stage || !m->x) return 0;
-    mail_free(c->avg_pending);
-    c->avg_pending = m;
+    if (c->cfg.modelled || !c->st || m->n != c->lay.nparams || m->hdr.stage != c->stage || !m->x) return 0;
+    mail_free(c->state.avg_pending);
+    c->state.avg_pending = m;
     return 1;
 }
 
@@ -84,9 +85,9 @@ int state_on_avg(compute_t *c, mail_t *m)
  * (replicas drift apart slowly; a far copy is a bad peer). */
 void state_apply_avg(compute_t *c)
 {
-    mail_t *m = c->avg_pending;
+    mail_t *m = c->state.avg_pending;
     if (!m) return;
-    c->avg_pending = NULL;
+    c->state.avg_pending = NULL;
     if (c->st && m->n == c->lay.nparams && m->hdr.stage == c->stage) {
         float *p = c->st->params;
         double d2 = 0, p2 = 0;
@@ -111,7 +112,7 @@ void state_send(compute_t *c, uint64_t peer, uint32_t flags)
 {
     mail_t *m = mail_new(MAIL_STATE_OUT);
     size_t np = c->lay.nparams;
-    if (!m || !(m->state = state_blob_new(c->stage, c->c.modelled ? 0 : np))) { mail_free(m); return; }
+    if (!m || !(m->state = state_blob_new(c->stage, c->cfg.modelled ? 0 : np))) { mail_free(m); return; }
     m->state->nparams = np;
     m->state->version = c->version;
     if (c->st) {
@@ -130,8 +131,8 @@ static void s_backup(compute_t *c)
 {
     uint64_t holder = 0;
     int alone = 1;
-    for (int i = 0; c->view && i < c->view->n; i++) {
-        const view_peer_t *p = &c->view->p[i];
+    for (int i = 0; c->seen.view && i < c->seen.view->n; i++) {
+        const view_peer_t *p = &c->seen.view->p[i];
         if (p->health == PEER_GONE) continue;
         if (p->stage == c->stage) alone = 0;
         /* the holder: a peer of the next stage, else of any other stage */
@@ -146,14 +147,14 @@ void state_fetch(compute_t *c, uint64_t donor)
 {
     mail_t *m = mail_new(MAIL_FETCH);
     if (!m) return;
-    c->fetch_donor = donor;
-    c->fetch_tries++;
+    c->state.fetch_donor = donor;
+    c->state.fetch_tries++;
     m->hdr.stage = (uint16_t)c->stage;
     m->peer = donor;
     m->hdr.mb = (uint64_t)((donor ? FETCH_DOWNLOAD_S : FETCH_BACKUP_S) * 1000);
-    c->fetch_kind = donor ? START_DOWNLOAD : START_BACKUP;
+    c->state.fetch_kind = donor ? START_DOWNLOAD : START_BACKUP;
     c->phase = PH_FETCH;
-    c->fetching = 1;
+    c->state.fetching = 1;
     compute_out(c, m);
 }
 
@@ -163,8 +164,8 @@ static uint64_t s_stage_donor(const compute_t *c, uint64_t skip, uint32_t min)
 {
     uint64_t donor = 0;
     uint32_t best = 0;
-    for (int i = 0; c->view && i < c->view->n; i++) {
-        const view_peer_t *p = &c->view->p[i];
+    for (int i = 0; c->seen.view && i < c->seen.view->n; i++) {
+        const view_peer_t *p = &c->seen.view->p[i];
         if (p->stage == c->stage && p->health != PEER_GONE && p->id != skip && p->version >= min && (!donor || p->version >= best)) {
             donor = p->id;
             best = p->version;
@@ -177,7 +178,7 @@ static uint64_t s_stage_donor(const compute_t *c, uint64_t skip, uint32_t min)
  * stage (three tries in all), else a backup, else the initial weights. */
 static void s_fetch_elsewhere(compute_t *c, const char *why)
 {
-    uint64_t next = c->fetch_tries < 3 ? s_stage_donor(c, c->fetch_donor, 0) : 0;
+    uint64_t next = c->state.fetch_tries < 3 ? s_stage_donor(c, c->state.fetch_donor, 0) : 0;
     char line[256];
     snprintf(line, sizeof line, "%s; %s", why, next ? "asking another peer of the stage" : "looking for a backup");
     compute_say(c, line);
@@ -188,8 +189,8 @@ static void s_fetch_elsewhere(compute_t *c, const char *why)
  * deliver; ask elsewhere at once instead of waiting out the fetch. */
 void state_check_donor(compute_t *c)
 {
-    if (c->phase != PH_FETCH || c->fetch_kind != START_DOWNLOAD || !c->fetch_donor) return;
-    const view_peer_t *p = peer_view_find(c->view, c->fetch_donor);
+    if (c->phase != PH_FETCH || c->state.fetch_kind != START_DOWNLOAD || !c->state.fetch_donor) return;
+    const view_peer_t *p = peer_view_find(c->seen.view, c->state.fetch_donor);
     if (!p || p->health == PEER_GONE) s_fetch_elsewhere(c, "the stage's peer asked for its state is gone");
 }
 
@@ -201,7 +202,7 @@ static double s_busiest(const compute_t *c)
 {
     size_t most = c->lay.nparams;
     for (int k = 0; k < c->nstages; k++) {
-        size_t n = stage_num_params(&c->cfg, k, c->nstages);
+        size_t n = stage_num_params(&c->model, k, c->nstages);
         if (n > most) most = n;
     }
     return c->lay.nparams ? (double)most / (double)c->lay.nparams : 1.0;
@@ -210,57 +211,57 @@ static double s_busiest(const compute_t *c)
 /* The per-stage objects: made at start and again after a move. */
 int state_stage_setup(compute_t *c)
 {
-    c->busiest = s_busiest(c);
-    c->in_n = stage_in_size(&c->lay, c->B, c->T);
-    c->out_n = stage_out_size(&c->lay, c->B, c->T);
-    if (!c->c.modelled && !(c->gs = grad_scratch_new(&c->lay, c->B, c->T))) return -1;
-    stash_init(&c->stash, c->st ? c->lay.nparams : 1, c->o->stash == STASH_2BW);
-    c->fwd_for = c->fwd_chosen = -1;
-    c->delay_ewma = -1;
-    c->bwd_count = 0;
-    c->loss_sum = 0;
-    c->loss_n = 0;
-    c->busy_s = 0;
-    c->fwd_done = 0;
-    if (c->stage == 0 && c->data && !c->batch.targets && data_batch_alloc(c->data, &c->batch, c->B) < 0) return -1;
-    if (c->stage == 0 && !c->targets8 && !(c->targets8 = calloc(c->targets_n, 1))) return -1;
-    if (c->stage == 0 && !c->data && !c->batch.targets && !(c->batch.targets = calloc(c->targets_n, sizeof(int)))) return -1;
+    c->issue.busiest = s_busiest(c);
+    c->shape.in_n = stage_in_size(&c->lay, c->shape.B, c->shape.T);
+    c->shape.out_n = stage_out_size(&c->lay, c->shape.B, c->shape.T);
+    if (!c->cfg.modelled && !(c->work.gs = grad_scratch_new(&c->lay, c->shape.B, c->shape.T))) return -1;
+    stash_init(&c->delay.stash, c->st ? c->lay.nparams : 1, c->o->stash == STASH_2BW);
+    c->delay.fwd_for = c->delay.fwd_chosen = -1;
+    c->delay.ewma = -1;
+    c->upd.bwd_count = 0;
+    c->upd.loss_sum = 0;
+    c->upd.loss_n = 0;
+    c->count.busy_s = 0;
+    c->count.fwd_done = 0;
+    if (c->stage == 0 && c->issue.data && !c->issue.batch.targets && data_batch_alloc(c->issue.data, &c->issue.batch, c->shape.B) < 0) return -1;
+    if (c->stage == 0 && !c->issue.targets8 && !(c->issue.targets8 = calloc(c->shape.targets_n, 1))) return -1;
+    if (c->stage == 0 && !c->issue.data && !c->issue.batch.targets && !(c->issue.batch.targets = calloc(c->shape.targets_n, sizeof(int)))) return -1;
     return 0;
 }
 
 void state_stage_teardown(compute_t *c)
 {
-    pending_clear(&c->acts);
-    pending_clear(&c->grads);
+    pending_clear(&c->work.acts);
+    pending_clear(&c->work.grads);
     for (int i = 0; i < REC_MAX; i++)
-        if (c->rec[i].used) {
-            view_peer_returned(c, c->rec[i].to, 0, 0);
-            free(c->rec[i].targets);   /* a record owns its targets */
+        if (c->work.rec[i].used) {
+            view_peer_returned(c, c->work.rec[i].to, 0, 0);
+            free(c->work.rec[i].targets);   /* a record owns its targets */
         }
-    memset(c->rec, 0, sizeof c->rec);
-    c->inflight = 0;
-    for (int i = 0; i < c->npool; i++) acts_destroy(&c->pool[i]);
-    acts_destroy(&c->pool[EVAL_SLOT]);
-    memset(c->slot_used, 0, sizeof c->slot_used);
-    c->npool = 0;
-    grad_scratch_destroy(&c->gs);
-    stash_fini(&c->stash);
-    free(c->fwd_w);
-    c->fwd_w = NULL;
-    mail_free(c->avg_pending);
-    c->avg_pending = NULL;
+    memset(c->work.rec, 0, sizeof c->work.rec);
+    c->work.inflight = 0;
+    for (int i = 0; i < c->work.npool; i++) acts_destroy(&c->work.pool[i]);
+    acts_destroy(&c->work.pool[EVAL_SLOT]);
+    memset(c->work.slot_used, 0, sizeof c->work.slot_used);
+    c->work.npool = 0;
+    grad_scratch_destroy(&c->work.gs);
+    stash_fini(&c->delay.stash);
+    free(c->delay.fwd_w);
+    c->delay.fwd_w = NULL;
+    mail_free(c->state.avg_pending);
+    c->state.avg_pending = NULL;
 }
 
 /* A fetch ended (blob NULL: nothing came): serve the stage from what there is. */
 void state_on_fetched(compute_t *c, mail_t *m)
 {
-    if (c->phase != PH_FETCH || m->hdr.stage != c->stage || m->peer != c->fetch_donor) return;   /* late: a fetch given up */
+    if (c->phase != PH_FETCH || m->hdr.stage != c->stage || m->peer != c->state.fetch_donor) return;   /* late: a fetch given up */
     state_blob_t *b = m->state;
     /* a snapshot older than the state here (its checkpoint's: a backup can be older) is not taken */
     int got = b && b->nparams == c->lay.nparams && b->version >= c->version;
     /* no backup came, but a trained peer serves the stage by now (back from a partition, or just joined); one
      * at version 0 may be fetching it as this node did (two nodes that moved to it at once waited on each other) */
-    uint64_t late = !got && !c->fetch_donor && c->fetch_tries < 3 ? s_stage_donor(c, 0, 1) : 0;
+    uint64_t late = !got && !c->state.fetch_donor && c->state.fetch_tries < 3 ? s_stage_donor(c, 0, 1) : 0;
     if (late) {
         compute_say(c, "no backup of the stage came, but a peer serves it now: downloading from it");
         state_fetch(c, late);
@@ -275,21 +276,21 @@ void state_on_fetched(compute_t *c, mail_t *m)
         }
         c->version = b->version;
     }
-    if (c->fetch_kind == START_DOWNLOAD && !got) {   /* a joiner's or a mover's: another peer, else a backup */
+    if (c->state.fetch_kind == START_DOWNLOAD && !got) {   /* a joiner's or a mover's: another peer, else a backup */
         s_fetch_elsewhere(c, "no state from the stage's peer in time");
         return;
     }
     char line[256];
     const char *how = got ? (b->backup ? "backup" : "downloaded") : c->version > 0 ? "checkpoint" : "initial";
-    if (c->fetch_from >= 0) {
-        metrics_event(c->c.metrics, "move", "\"from\":%d,\"to\":%d,\"why\":%s,\"version\":%lld,\"state\":%s",
-                      c->fetch_from, c->stage, c->fetch_why, (long long)c->version, how);
-        snprintf(line, sizeof line, "moved from stage %d to stage %d (%s); its state %s at version %lld", c->fetch_from, c->stage,
-                 c->fetch_why, got ? how : "not found, initial weights", (long long)c->version);
+    if (c->state.fetch_from >= 0) {
+        metrics_event(c->cfg.metrics, "move", "\"from\":%d,\"to\":%d,\"why\":%s,\"version\":%lld,\"state\":%s",
+                      c->state.fetch_from, c->stage, c->state.fetch_why, (long long)c->version, how);
+        snprintf(line, sizeof line, "moved from stage %d to stage %d (%s); its state %s at version %lld", c->state.fetch_from, c->stage,
+                 c->state.fetch_why, got ? how : "not found, initial weights", (long long)c->version);
         compute_say(c, line);
-        c->last_move = compute_now(c);
+        c->state.last_move = compute_now(c);
     } else {
-        metrics_event(c->c.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version, how);
+        metrics_event(c->cfg.metrics, "resume", "\"version\":%lld,\"from\":%s", (long long)c->version, how);
         if (got) snprintf(line, sizeof line, "stage %d %s at version %lld", c->stage, b->backup ? "resumed from a backup" : "downloaded",
                           (long long)c->version);
         else if (c->version > 0)
@@ -299,7 +300,7 @@ void state_on_fetched(compute_t *c, mail_t *m)
         compute_say(c, line);
     }
     c->phase = PH_RUN;
-    c->fetching = 0;
+    c->state.fetching = 0;
     compute_send_self(c, MAIL_SELF);
 }
 
@@ -313,18 +314,18 @@ int state_relayout(compute_t *c, const model_config_t *cfg, int stage)
     stage_state_t *st = NULL;
     stage_t lay;
     if (stage_init(&lay, cfg, stage, c->nstages, err, sizeof err) < 0) return -1;
-    if (!c->c.modelled && !(st = stage_state_new(cfg, stage, c->nstages, c->o->seed, err, sizeof err))) return -1;
+    if (!c->cfg.modelled && !(st = stage_state_new(cfg, stage, c->nstages, c->o->seed, err, sizeof err))) return -1;
     state_stage_teardown(c);
     stage_state_destroy(&c->st);
     c->st = st;
     c->lay = lay;
-    c->cfg = *cfg;
+    c->model = *cfg;
     c->lay.threads = c->o->threads;
     if (st) st->s.threads = c->o->threads;
     c->version = st ? st->version : 0;
     c->stage = stage;
     delay_window_reset(c);   /* another path: measured again */
-    metrics_set_stage(c->c.metrics, stage);
+    metrics_set_stage(c->cfg.metrics, stage);
     if (state_stage_setup(c) < 0) {
         char w[96];
         snprintf(w, sizeof w, "out of memory for stage %d's activations", stage);
@@ -340,14 +341,14 @@ int state_relayout(compute_t *c, const model_config_t *cfg, int stage)
 static void s_move(compute_t *c, int to, const char *why)
 {
     int from = c->stage;
-    if (state_relayout(c, &c->cfg, to) < 0) return;
+    if (state_relayout(c, &c->model, to) < 0) return;
     /* what was applied at the old stage says nothing of the new one's microbatches: remembered, it
      * answered "applied already" (DUP) to microbatches this node applied only at its old stage */
-    applied_clear(&c->applied);
+    applied_clear(&c->work.applied);
     compute_trace(c, TRACE_MOVE, (uint64_t)to, c->version);
-    c->fetch_from = from;
-    c->fetch_tries = 0;
-    snprintf(c->fetch_why, sizeof c->fetch_why, "%s", why);
+    c->state.fetch_from = from;
+    c->state.fetch_tries = 0;
+    snprintf(c->state.fetch_why, sizeof c->state.fetch_why, "%s", why);
     compute_send_self(c, MAIL_SELF);   /* the network side refuses the old stage's tensors from now on */
     state_fetch(c, s_stage_donor(c, 0, 0));
 }
@@ -360,19 +361,19 @@ static void s_move(compute_t *c, int to, const char *why)
 void state_consider_move(compute_t *c)
 {
     double now = compute_now(c);
-    if (c->stage == 0 || c->nstages < 3 || now - c->t0 < MOVE_FIRST_S || now - c->last_move < MOVE_COOLDOWN_S) return;
+    if (c->stage == 0 || c->nstages < 3 || now - c->t0 < MOVE_FIRST_S || now - c->state.last_move < MOVE_COOLDOWN_S) return;
     int count[MODEL_STAGES_MAX] = {0}, unknown = 0, highest = 1;
-    double cap[MODEL_STAGES_MAX] = {0}, mine = c->busy_s >= 0.5 ? c->fwd_done / c->busy_s : 0;
+    double cap[MODEL_STAGES_MAX] = {0}, mine = c->count.busy_s >= 0.5 ? c->count.fwd_done / c->count.busy_s : 0;
     count[c->stage] = 1;
     cap[c->stage] = mine;
-    for (int i = 0; c->view && i < c->view->n; i++) {
-        const view_peer_t *p = &c->view->p[i];
+    for (int i = 0; c->seen.view && i < c->seen.view->n; i++) {
+        const view_peer_t *p = &c->seen.view->p[i];
         int s = p->stage;
         if (p->health == PEER_GONE || s < 0 || s >= c->nstages) continue;
         count[s]++;
         cap[s] += p->rate;
         if (s > 0 && p->rate <= 0) unknown = 1;
-        if (s == c->stage && p->id > c->c.id) highest = 0;
+        if (s == c->stage && p->id > c->cfg.id) highest = 0;
     }
     if (count[c->stage] < 2 || !highest) return;
     for (int s = 1; s < c->nstages; s++)

@@ -8,42 +8,42 @@ void view_take(compute_t *c, peer_view_t *v)
 {
     int *ix = malloc(sizeof(int) * (size_t)(v->n > 0 ? v->n : 1));
     if (!ix) { free(v); return; }   /* keep the old one */
-    free(c->view);
-    free(c->by_stage);
-    c->view = v;
-    c->view_gen++;
-    c->by_stage = ix;
+    free(c->seen.view);
+    free(c->seen.by_stage);
+    c->seen.view = v;
+    c->seen.gen++;
+    c->seen.by_stage = ix;
     int K = c->nstages;
-    c->view_live = 0;
-    for (int i = 0; i < v->n; i++) c->view_live += v->p[i].health != PEER_GONE;
-    memset(c->stage_at, 0, sizeof(int) * (size_t)(K + 1));
+    c->seen.live = 0;
+    for (int i = 0; i < v->n; i++) c->seen.live += v->p[i].health != PEER_GONE;
+    memset(c->seen.stage_at, 0, sizeof(int) * (size_t)(K + 1));
     for (int i = 0; i < v->n; i++)
-        if (v->p[i].stage >= 0 && v->p[i].stage < K) c->stage_at[v->p[i].stage + 1]++;
-    for (int s = 0; s < K; s++) c->stage_at[s + 1] += c->stage_at[s];
+        if (v->p[i].stage >= 0 && v->p[i].stage < K) c->seen.stage_at[v->p[i].stage + 1]++;
+    for (int s = 0; s < K; s++) c->seen.stage_at[s + 1] += c->seen.stage_at[s];
     int fill[MODEL_STAGES_MAX];
-    memcpy(fill, c->stage_at, sizeof(int) * (size_t)K);
-    memset(c->live_at, 0, sizeof(int) * (size_t)K);
+    memcpy(fill, c->seen.stage_at, sizeof(int) * (size_t)K);
+    memset(c->seen.live_at, 0, sizeof(int) * (size_t)K);
     for (int i = 0; i < v->n; i++)
         if (v->p[i].stage >= 0 && v->p[i].stage < K) {
             ix[fill[v->p[i].stage]++] = i;
-            c->live_at[v->p[i].stage] += v->p[i].health != PEER_GONE;
+            c->seen.live_at[v->p[i].stage] += v->p[i].health != PEER_GONE;
         }
-    c->rtt_for = -1;
-    if (c->router.n > 2 * v->n + 64) router_prune(&c->router, v);   /* amortized: the routes of forgotten peers */
+    c->seen.rtt_for = -1;
+    if (c->seen.router.n > 2 * v->n + 64) router_prune(&c->seen.router, v);   /* amortized: the routes of forgotten peers */
 }
 
 /* The view entries of stage s (count in *n). */
 const int *view_stage_peers(const compute_t *c, int s, int *n)
 {
-    if (!c->view || s < 0 || s >= c->nstages) { *n = 0; return NULL; }
-    *n = c->stage_at[s + 1] - c->stage_at[s];
-    return c->by_stage + c->stage_at[s];
+    if (!c->seen.view || s < 0 || s >= c->nstages) { *n = 0; return NULL; }
+    *n = c->seen.stage_at[s + 1] - c->seen.stage_at[s];
+    return c->seen.by_stage + c->seen.stage_at[s];
 }
 
 /* Live peers of `stage` in the view (self excluded). */
 int view_stage_live(const compute_t *c, int stage)
 {
-    return c->view && stage >= 0 && stage < c->nstages ? c->live_at[stage] : 0;
+    return c->seen.view && stage >= 0 && stage < c->nstages ? c->seen.live_at[stage] : 0;
 }
 
 int view_all_stages_served(const compute_t *c)
@@ -57,51 +57,51 @@ int view_all_stages_served(const compute_t *c)
  * neighbouring stages, the links this node's work crosses (ms; 0 unknown). */
 void view_rtt(compute_t *c, double *mean, double *min)
 {
-    if (c->rtt_for != c->stage) {
+    if (c->seen.rtt_for != c->stage) {
         double sum = 0, lo = 0;
         int n = 0;
         for (int s = c->stage - 1; s <= c->stage + 1; s += 2) {
             int k;
             const int *ix = view_stage_peers(c, s, &k);
             for (int i = 0; i < k; i++) {
-                const view_peer_t *p = &c->view->p[ix[i]];
+                const view_peer_t *p = &c->seen.view->p[ix[i]];
                 if (p->health == PEER_GONE || p->rtt_ms <= 0) continue;
                 sum += p->rtt_ms;
                 if (p->rtt_min_ms > 0 && (lo == 0 || p->rtt_min_ms < lo)) lo = p->rtt_min_ms;
                 n++;
             }
         }
-        c->rtt_mean = n ? sum / n : 0;
-        c->rtt_min = lo;
-        c->rtt_for = c->stage;
+        c->seen.rtt_mean = n ? sum / n : 0;
+        c->seen.rtt_min = lo;
+        c->seen.rtt_for = c->stage;
     }
-    *mean = c->rtt_mean;
-    if (min) *min = c->rtt_min;
+    *mean = c->seen.rtt_mean;
+    if (min) *min = c->seen.rtt_min;
 }
 
 uint64_t view_pick(compute_t *c, int stage, uint64_t avoid)
 {
     int n;
     const int *ix = view_stage_peers(c, stage, &n);
-    if (c->pick_gen != c->view_gen || c->pick_stage != stage || c->pick_routes != c->router.n) {
-        if (n > c->pick_cap) {
-            int *r = realloc(c->pick_rix, sizeof(int) * (size_t)n);
-            if (!r) return router_pick(&c->router, c->view, ix, n, avoid);
-            c->pick_rix = r;
-            c->pick_cap = n;
+    if (c->seen.pick_gen != c->seen.gen || c->seen.pick_stage != stage || c->seen.pick_routes != c->seen.router.n) {
+        if (n > c->seen.pick_cap) {
+            int *r = realloc(c->seen.pick_rix, sizeof(int) * (size_t)n);
+            if (!r) return router_pick(&c->seen.router, c->seen.view, ix, n, avoid);
+            c->seen.pick_rix = r;
+            c->seen.pick_cap = n;
         }
-        router_index(&c->router, c->view, ix, n, c->pick_rix);
-        c->pick_gen = c->view_gen;
-        c->pick_stage = stage;
-        c->pick_routes = c->router.n;
+        router_index(&c->seen.router, c->seen.view, ix, n, c->seen.pick_rix);
+        c->seen.pick_gen = c->seen.gen;
+        c->seen.pick_stage = stage;
+        c->seen.pick_routes = c->seen.router.n;
     }
-    return router_pick_ix(&c->router, c->view, ix, c->pick_rix, n, avoid);
+    return router_pick_ix(&c->seen.router, c->seen.view, ix, c->seen.pick_rix, n, avoid);
 }
 
 /* Peer returned (or lost: turnaround 0) a microbatch (router_returned). */
 void view_peer_returned(compute_t *c, uint64_t peer, double turnaround, int silent)
 {
-    router_returned(&c->router, peer, turnaround, silent);
+    router_returned(&c->seen.router, peer, turnaround, silent);
 }
 
 double view_loss(const compute_t *c)
@@ -110,7 +110,7 @@ double view_loss(const compute_t *c)
     int n;
     const int *ix = view_stage_peers(c, c->nstages - 1, &n);
     for (int i = 0; i < n; i++)
-        if (isfinite(c->view->p[ix[i]].loss) && c->view->p[ix[i]].loss > 0) loss = c->view->p[ix[i]].loss;
+        if (isfinite(c->seen.view->p[ix[i]].loss) && c->seen.view->p[ix[i]].loss > 0) loss = c->seen.view->p[ix[i]].loss;
     return loss;
 }
 
@@ -121,6 +121,6 @@ uint64_t view_stage_lowest(const compute_t *c)
 {
     int n;
     const int *ix = view_stage_peers(c, c->stage, &n);
-    uint64_t lo = router_pick_lowest(c->view, ix, n, 0);
-    return lo && lo < c->c.id ? lo : c->c.id;
+    uint64_t lo = router_pick_lowest(c->seen.view, ix, n, 0);
+    return lo && lo < c->cfg.id ? lo : c->cfg.id;
 }
