@@ -460,7 +460,7 @@ int cmd_node(int argc, char **argv)
         node_result(x->node, &res);
         snprintf(err, sizeof err, "%s", res.c.why);
         int sig = stopsig_caught();
-        if (res.c.done == 2 && status == 0) {   /* stopped early on purpose: 128 + the signal, as a shell says */
+        if (res.c.done == COMPUTE_STOPPED && status == 0) {   /* stopped early on purpose: 128 + the signal, as a shell says */
             stopsig_reason(sig, err, sizeof err);
             status = stopsig_status(sig);
         }

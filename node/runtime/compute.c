@@ -13,7 +13,7 @@ void compute_fail(compute_t *c, const char *why)
 {
     snprintf(c->end.why, sizeof c->end.why, "%s", why);
     c->end.status = 1;
-    c->end.done = 1;
+    c->end.done = COMPUTE_ENDED;
     c->phase = PH_DONE;
 }
 
@@ -157,7 +157,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
     case MAIL_VIEW:
         view_take(c, m->view);
         m->view = NULL;
-        if (c->plan.split < 0 && c->seen.view) plan_adopt(c, c->seen.view->plan, "said by a peer");
+        if (!plan_chosen(c->plan.split) && c->seen.view) plan_adopt(c, c->seen.view->plan, "said by a peer");
         state_check_donor(c);
         break;
     case MAIL_STATE: state_on_fetched(c, m); break;
@@ -220,7 +220,7 @@ int compute_step(compute_t *c, double *flops)
                 mail_free(pending_pop(&c->work.acts));
                 did = 1;
             }
-        } else if (c->plan.split < 0 && c->stage == 0) {
+        } else if (!plan_chosen(c->plan.split) && c->stage == 0) {
             did = plan_step(c);
         } else if (schedule_may_issue(c)) {
             /* gpipe: the rest of this update's microbatches at once (a round is cut by the POOL_MAX slots when
@@ -244,7 +244,7 @@ void compute_account(compute_t *c, double seconds)
     }
 }
 
-void compute_stop(compute_t *c, int done)
+void compute_stop(compute_t *c, compute_done_t done)
 {
     if (c->phase == PH_DONE) return;
     c->end.done = done;
@@ -335,7 +335,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->shape.B = c->o->batch;
     c->model = c->o->cfg;
     c->plan.split = cfg->plan;
-    if (c->plan.split >= 0) c->model.split = (model_split_t)c->plan.split;
+    if (plan_chosen(c->plan.split)) c->model.split = (model_split_t)c->plan.split;
     c->shape.T = c->model.kind == MODEL_GPT ? c->model.maxT : 1;
     c->shape.targets_n = (size_t)c->shape.B * c->shape.T;
     c->issue.cursor = cfg->cursor;
@@ -361,7 +361,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->issue.auto_window = c->o->max_inflight == 0 && c->o->schedule != SCHED_GPIPE;
     delay_window_reset(c);
     metrics_set_stage(c->cfg.metrics, c->stage);
-    if (c->o->split == SPLIT_AUTO && c->plan.split >= 0)
+    if (c->o->split == SPLIT_AUTO && plan_chosen(c->plan.split))
         metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", c->plan.split == SPLIT_LATE ? "late" : "even",
                       "known at the start (the run's checkpoint here, or its WELCOME)");
     if (state_stage_setup(c) < 0) {

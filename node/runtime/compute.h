@@ -61,8 +61,7 @@ typedef struct {
     uint64_t id;                 /* this node's id */
     uint64_t run;                /* run id */
     int stage, shard;            /* stage served; data shard (stage 0) */
-    int plan;                    /* the run's split (SPLIT_EVEN, SPLIT_LATE) st is laid out in; -1: --split auto
-                                    not chosen yet (st laid out even): compute_plan */
+    plan_t plan;                 /* the run's split st is laid out in (options.h): compute_plan */
     stage_state_t *st;           /* the stage's state (ownership passes; NULL when modelled) */
     data_t *data;                /* the data (stage 0; ownership passes), NULL elsewhere */
     int start;                   /* START_*: serve st as it is, or fetch it first */
@@ -92,9 +91,9 @@ int compute_choose_start(const peer_view_t *v, int stage, int64_t ck_version, in
 
 /* The split a node about to start lays its stage out in: the run's
  * (o->split), or under --split auto the one its checkpoint of this run was
- * written in (ck_split: -1 none), else the one the network side has heard
- * of (net_plan, -1 none).  -1: not chosen yet (lay out even meanwhile). */
-int compute_plan(const opts_t *o, int ck_split, int net_plan);
+ * written in (ck_split), else the one the network side has heard of
+ * (net_plan); each of them may be PLAN_UNCHOSEN. */
+plan_t compute_plan(const opts_t *o, plan_t ck_split, plan_t net_plan);
 
 /* A compute side.  NULL with a reason when out of memory. */
 compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen);
@@ -115,15 +114,21 @@ void compute_account(compute_t *self, double seconds);
 /* Posts the mail the last steps produced (the simulator holds it until the
  * modelled end of the step; production flushes at once). */
 void compute_flush(compute_t *self);
-/* Asks the compute side to stop (interrupted: done = 2). */
-void compute_stop(compute_t *self, int done);
+/* How the compute side ended (compute_result_t.done, self_info_t.done). */
+typedef enum {
+    COMPUTE_RUNNING = 0,     /* not ended */
+    COMPUTE_ENDED = 1,       /* completed, or failed (the status says which) */
+    COMPUTE_STOPPED = 2,     /* stopped from outside: interrupted */
+} compute_done_t;
+/* Asks the compute side to stop, ending as `done` says. */
+void compute_stop(compute_t *self, compute_done_t done);
 /* 1 when the compute side has finished (completed, failed or stopped). */
 int compute_finished(const compute_t *self);
 
 /* The end of a run, for the `end` event. */
 typedef struct {
     int status;              /* 0 ok */
-    int done;                /* 1 completed or failed, 2 interrupted */
+    compute_done_t done;     /* COMPUTE_ENDED or COMPUTE_STOPPED */
     char why[256];           /* reason when status != 0 */
     int stage;
     int64_t version;

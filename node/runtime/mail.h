@@ -36,8 +36,7 @@ typedef enum {
 /* What the compute side tells the network side about this node. */
 typedef struct {
     int stage;              /* the stage served */
-    int plan;               /* the run's split this node's layout follows (SPLIT_EVEN, SPLIT_LATE; -1: --split auto,
-                               not chosen yet: laid out even meanwhile) */
+    int plan;               /* the run's split this node's layout follows (a plan_t, options.h) */
     size_t in_n, out_n;     /* floats of the tensors crossing into / out of the stage */
     size_t nparams;         /* floats of the stage's parameters */
     int64_t version;        /* weight version */
@@ -69,7 +68,7 @@ typedef struct {
 /* The peer table as published to the compute side (self not included). */
 typedef struct {
     uint64_t completed;     /* the run's progress: last-stage microbatches of every other node ever known */
-    int plan;               /* the run's split as the network side learnt it (self_info_t.plan, -1 not yet) */
+    int plan;               /* the run's split as the network side learnt it (a plan_t, options.h) */
     int n;                  /* entries of p */
     uint32_t ixmask;        /* slots of ix - 1 (a power of two minus one) */
     int32_t *ix;            /* id -> index + 1 (0 empty), in the same allocation; NULL: not indexed */

@@ -242,7 +242,7 @@ static void s_compute_loop(node_t *n)
 {
     while (!compute_finished(n->comp)) {
         s_comp_mail(n);
-        if (atomic_load(&n->interrupt)) compute_stop(n->comp, 2);
+        if (atomic_load(&n->interrupt)) compute_stop(n->comp, COMPUTE_STOPPED);
         double next = compute_tick(n->comp);
         double t = metrics_now();
         int did = compute_step(n->comp, NULL);
@@ -267,13 +267,13 @@ static void s_compute_loop(node_t *n)
  * a move, which writes nothing. */
 static void s_final_checkpoint(node_t *n, const compute_result_t *r)
 {
-    if ((r->done != 1 && r->done != 2) || r->status != 0 || !n->ckpt_path[0] || r->saved)
+    if ((r->done != COMPUTE_ENDED && r->done != COMPUTE_STOPPED) || r->status != 0 || !n->ckpt_path[0] || r->saved)
         return;
     char err[300];
     if (compute_save_checkpoint(n->comp, err, sizeof err) < 0) {
         metrics_event(n->metrics, "checkpoint", "\"ok\":false,\"why\":%s", err);
         snprintf(n->ckpt_failed, sizeof n->ckpt_failed, "%s, but its final checkpoint was not written (%s)",
-                 r->done == 1 ? "run complete" : "stopped", err);
+                 r->done == COMPUTE_ENDED ? "run complete" : "stopped", err);
     }
 }
 
@@ -316,7 +316,7 @@ int node_run(node_t *n)
     atomic_store(&n->io_stop, 1);
     transport_wake(n->tr);
     pthread_join(io, NULL);
-    if (r.done == 2) {
+    if (r.done == COMPUTE_STOPPED) {
         /* interrupted: say goodbye so peers route around at once; let the links deliver it */
         netside_bye(n->net);
         for (int i = 0; i < 10; i++) s_net_round(n, 20);

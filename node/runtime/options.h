@@ -13,6 +13,14 @@ enum { STASH_FULL = 0, STASH_2BW = 1 };
 #define SPLIT_AUTO 2                 /* --split auto (opts_t.split only): the run's data stage chooses even or late */
 #define OPT_MAX_DELAY 64             /* solo --delay: most updates of delay per stage */
 
+/* A node's word of the run's split (its plan): SPLIT_EVEN or SPLIT_LATE
+ * (node/engine/model.h), or PLAN_UNCHOSEN while --split auto has not chosen
+ * one yet (a node lays its stage out even meanwhile, and its data stage
+ * issues nothing). */
+typedef int plan_t;
+#define PLAN_UNCHOSEN (-1)
+static inline int plan_chosen(plan_t plan) { return plan >= 0; }
+
 typedef struct {
     /* model */
     char model[24];              /* preset name */

@@ -29,7 +29,7 @@ int closing_run_complete(const compute_t *c)
 void closing_finish(compute_t *c)
 {
     eval_flush(c, INFINITY);
-    c->end.done = 1;
+    c->end.done = COMPUTE_ENDED;
     c->phase = PH_DONE;
 }
 

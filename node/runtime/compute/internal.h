@@ -54,7 +54,7 @@ struct compute {
     struct { mail_t *head, *tail; } outbox;   /* mail produced, not yet flushed */
     struct {
         int status;               /* 0 ok */
-        int done;                 /* compute_done_t */
+        compute_done_t done;
         char why[256];            /* reason when status != 0 */
     } end;
 };

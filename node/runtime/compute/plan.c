@@ -34,9 +34,9 @@ int plan_late_split_helps(const compute_t *c, int need, int holds)
  * way starts again in it).  A split that differs from the layout of a node
  * that has trained already cannot be taken: the node fails (two data-stage
  * nodes that each chose, unheard of by the other). */
-void plan_adopt(compute_t *c, int plan, const char *how)
+void plan_adopt(compute_t *c, plan_t plan, const char *how)
 {
-    if (c->plan.split >= 0 || plan < 0 || c->phase == PH_DONE) return;
+    if (plan_chosen(c->plan.split) || !plan_chosen(plan) || c->phase == PH_DONE) return;
     if (plan != (int)c->model.split) {
         if (c->version != 0 || c->work.inflight) {
             compute_fail(c, "the run chose another split after this node had trained on the even one");
@@ -59,9 +59,9 @@ void plan_adopt(compute_t *c, int plan, const char *how)
  * when it says another one than this node's (the tensor is dropped). */
 int plan_tensor_split_ok(compute_t *c, const mail_t *m)
 {
-    int said = plan_of_flags(m->hdr.flags);
-    if (c->plan.split < 0) plan_adopt(c, said, "said by a peer");
-    return said < 0 || said == c->plan.split;
+    plan_t said = plan_of_flags(m->hdr.flags);
+    if (!plan_chosen(c->plan.split)) plan_adopt(c, said, "said by a peer");
+    return !plan_chosen(said) || said == c->plan.split;
 }
 
 /* A forward of a validation batch, timed and not sent: what the data
@@ -121,8 +121,8 @@ int plan_step(compute_t *c)
     return 0;
 }
 
-int compute_plan(const opts_t *o, int ck_split, int net_plan)
+plan_t compute_plan(const opts_t *o, plan_t ck_split, plan_t net_plan)
 {
     if (o->split != SPLIT_AUTO) return o->split;
-    return ck_split >= 0 ? ck_split : net_plan;
+    return plan_chosen(ck_split) ? ck_split : net_plan;
 }

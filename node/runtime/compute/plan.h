@@ -5,8 +5,7 @@
 #include "node/runtime/compute.h"
 
 typedef struct {
-    int split;                    /* the run's split (SPLIT_EVEN, SPLIT_LATE); -1: --split auto, not chosen yet
-                                     (laid out even until then; the data stage issues nothing before) */
+    plan_t split;                 /* the run's split (options.h) */
     double wait_from;             /* data stage, choosing: when every stage first had a peer (0: not yet) */
     int probes, probing;          /* choosing: forwards timed so far; the step just run was one */
     double probe_best;            /* their shortest, seconds */
@@ -14,7 +13,7 @@ typedef struct {
 
 /* Each contract at its definition in plan.c. */
 int plan_late_split_helps(const compute_t *c, int need, int holds);
-void plan_adopt(compute_t *c, int plan, const char *how);
+void plan_adopt(compute_t *c, plan_t plan, const char *how);
 int plan_tensor_split_ok(compute_t *c, const mail_t *m);
 int plan_step(compute_t *c);
 #endif
