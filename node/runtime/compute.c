@@ -4,6 +4,7 @@
  * here, the schedule, the end of a run, evaluation, state and moves, the
  * split choice and weight delay. */
 #include "node/runtime/compute/internal.h"
+#include "node/runtime/invariant.h"
 #include "node/engine/modelfile.h"
 #include "node/engine/rng.h"
 
@@ -186,8 +187,11 @@ static void s_check_alone(compute_t *c, double now)
 double compute_tick(compute_t *c)
 {
     double now = compute_now(c);
+    INVARIANT((c->phase == PH_DONE) == (c->end.done != COMPUTE_RUNNING));
+    INVARIANT(c->closing.final_wait_until == 0 || c->closing.active);   /* a last stage waits only while closing */
     if (c->phase != PH_DONE && c->nstages > 1) s_check_alone(c, now);
     if (c->phase == PH_RUN && now >= c->issue.next_timeout) {
+        schedule_check(c);
         schedule_timeouts(c);
         schedule_send_held(c);
         if (c->issue.auto_window && c->stage == 0) delay_auto_window(c);

@@ -1,5 +1,6 @@
 /* pending.c: tensors waiting for a node's compute (pending.h). */
 #include "node/runtime/pending.h"
+#include "node/runtime/invariant.h"
 
 int pending_fits(size_t held, size_t held_bytes, size_t more, size_t max_held)
 {
@@ -26,6 +27,7 @@ mail_t *pending_pop(pending_t *p)
     mail_t *m = p->m[p->head];
     p->head = (p->head + 1) % PENDING_MAX;
     p->n--;
+    INVARIANT(p->bytes >= mail_bytes(m));
     p->bytes -= mail_bytes(m);
     return m;
 }

@@ -1,5 +1,6 @@
 /* router.c: routing of microbatches (router.h). */
 #include "node/runtime/router.h"
+#include "node/runtime/invariant.h"
 #include "node/runtime/peers.h"
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,10 @@ void router_fini(router_t *rt)
 route_t *router_get(router_t *rt, uint64_t peer, int make)
 {
     int i = idmap_get(&rt->ix, peer);
-    if (i >= 0) return &rt->r[i];
+    if (i >= 0) {
+        INVARIANT(i < rt->n && rt->r[i].id == peer);
+        return &rt->r[i];
+    }
     if (!make) return NULL;
     if (rt->n == rt->cap) {
         int cap = rt->cap ? 2 * rt->cap : 16;

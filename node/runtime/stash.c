@@ -1,5 +1,6 @@
 /* stash.c: weight versions for in-flight microbatches (stash.h). */
 #include "node/runtime/stash.h"
+#include "node/runtime/invariant.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ void stash_ref(stash_t *s, int64_t v)
 {
     int i = s_find(s, v);
     if (i < 0) {
-        if (s->nslots == STASH_MAX) return;  /* cannot happen: versions are bounded by in-flight work */
+        INVARIANT(s->nslots < STASH_MAX);   /* versions are bounded by in-flight work */
         i = s->nslots++;
         s->slot[i].version = v;
         s->slot[i].refs = 0;
@@ -78,12 +79,14 @@ void stash_unref(stash_t *s, int64_t v, int64_t live_version)
 {
     int i = s_find(s, v);
     if (i < 0) return;
+    INVARIANT(s->slot[i].refs > 0);
     if (--s->slot[i].refs <= 0 && v != live_version) s_remove(s, i);
     else if (s->slot[i].refs <= 0 && !s->slot[i].params) s_remove(s, i);
 }
 
 int stash_before_update(stash_t *s, int64_t v, const float *live)
 {
+    for (int k = 0; k < s->nslots; k++) INVARIANT(s->slot[k].version <= v);   /* none newer than the live version */
     int i = s_find(s, v);
     if (i < 0 || s->slot[i].refs == 0) {
         if (i >= 0) s_remove(s, i);

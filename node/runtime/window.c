@@ -1,5 +1,6 @@
 /* window.c: see window.h. */
 #include "node/runtime/window.h"
+#include "node/runtime/invariant.h"
 #include <math.h>
 #include <string.h>
 
@@ -110,6 +111,7 @@ void window_on_turn(window_t *w, double now_s, double turn_s, int inflight, int 
     if (inflight > w->round_n) w->round_n = inflight;
     w->round_limited |= limited;
     if (now_s >= w->round_end) s_end_round(w, now_s);
+    INVARIANT(w->cwnd >= w->lo && w->cwnd <= w->hi);
 }
 
 int window_limit(const window_t *w)

@@ -3,6 +3,7 @@
  * backward and routing, the optimizer step and what follows it. */
 #include "compress/codec.h"
 #include "node/runtime/compute/internal.h"
+#include "node/runtime/invariant.h"
 #include "node/engine/staleness.h"
 
 #define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
@@ -43,6 +44,7 @@ static mbrec_t *s_rec_new(compute_t *c)
             c->work.rec[i].used = 1;
             c->work.rec[i].slot = -1;
             c->work.inflight++;
+            INVARIANT(c->work.inflight <= REC_MAX);
             return &c->work.rec[i];
         }
     return NULL;
@@ -57,6 +59,7 @@ static mbrec_t *s_rec_find(compute_t *c, uint64_t mb)
 
 static void s_rec_free(compute_t *c, mbrec_t *r)
 {
+    INVARIANT(r->used && c->work.inflight > 0);
     free(r->targets);
     r->targets = NULL;
     r->held = 0;
@@ -81,6 +84,7 @@ static void s_after_backward(compute_t *c)
 {
     if (++c->upd.bwd_count < c->o->micro) return;
     c->upd.bwd_count = 0;
+    int64_t before = c->version;
     if (stash_before_update(&c->delay.stash, c->version, delay_version_weights(c)) < 0) { compute_fail(c, "out of memory for the weight stash"); return; }
     if (c->st) {
         s_step(c);
@@ -90,6 +94,7 @@ static void s_after_backward(compute_t *c)
     } else {
         c->version++;
     }
+    INVARIANT(c->version > before);   /* versions only increase */
     c->upd.flops += 16.0 * (double)c->lay.nparams;
     compute_trace(c, TRACE_UPDATE, (uint64_t)c->stage, c->version);
     double loss = c->upd.loss_n ? c->upd.loss_sum / c->upd.loss_n : NAN;
@@ -510,4 +515,32 @@ int schedule_may_issue(const compute_t *c)
     if (closing_steps_covered(c)) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->work.inflight == 0;
     return c->work.inflight < c->issue.max_inflight && delay_budget_room(c);
+}
+
+/* The schedule's invariants, checked on each tick that looks at the
+ * records (a pass over them and the stash's slots): the records in use are
+ * the in-flight count, each holds an activation slot of its own and one
+ * reference to the weight version its forward used, and no version held is
+ * newer than the live one. */
+void schedule_check(const compute_t *c)
+{
+    unsigned char slot_held[POOL_MAX] = {0};
+    int used = 0, refs = 0;
+    for (int i = 0; i < REC_MAX; i++) {
+        const mbrec_t *r = &c->work.rec[i];
+        if (!r->used) continue;
+        used++;
+        INVARIANT(r->slot >= 0 && r->slot < c->work.npool && c->work.slot_used[r->slot] && !slot_held[r->slot]);
+        slot_held[r->slot] = 1;
+        INVARIANT(r->version <= c->version);
+    }
+    INVARIANT(used == c->work.inflight);
+    const stash_t *st = &c->delay.stash;
+    for (int i = 0; i < st->nslots; i++) {
+        INVARIANT(st->slot[i].refs > 0 && st->slot[i].version <= c->version);
+        refs += st->slot[i].refs;
+    }
+    INVARIANT(refs == used);
+    INVARIANT(c->upd.bwd_count >= 0 && c->upd.bwd_count < c->o->micro);
+    INVARIANT(c->delay.fwd_for == -1 || c->delay.fwd_for == c->delay.fwd_chosen);
 }

@@ -84,4 +84,5 @@ int schedule_on_act(compute_t *c, const mail_t *m);
 void schedule_on_grad(compute_t *c, const mail_t *m);
 void schedule_timeouts(compute_t *c);
 int schedule_may_issue(const compute_t *c);
+void schedule_check(const compute_t *c);
 #endif
