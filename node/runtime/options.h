@@ -33,11 +33,11 @@ typedef struct {
     char codec[8], grad_codec[8];
     int schedule, stash, max_inflight;
     int split;                   /* --split: SPLIT_EVEN or SPLIT_LATE (node/engine/model.h), copied into cfg, or
-                                    SPLIT_AUTO (cfg holds SPLIT_EVEN until the run's data stage chooses: compute.c) */
+                                    SPLIT_AUTO (cfg holds SPLIT_EVEN until the run's data stage chooses: compute/plan.c) */
     int staleness;               /* delay compensation: STALE_* flags (node/engine/staleness.h) */
     int max_delay;               /* weight delay budget in updates (--max-delay; async schedule) */
     int max_delay_given;         /* --max-delay was given when the run was created (else the default: one update
-                                    more at stage 0 when --split auto chooses the late split, compute.c) */
+                                    more at stage 0 when --split auto chooses the late split, compute/delay.c) */
     int delay[MODEL_STAGES_MAX]; /* solo --delay: weight delay of each stage, in updates */
     int ndelay;                  /* entries of delay[]; 0 without --delay */
     uint64_t seed;

@@ -1,4 +1,4 @@
-/* closing.c: the end of a run at the compute side (internal.h): when the
+/* closing.c: the end of a run at the compute side (closing.h): when the
  * run is complete, the final evaluation sent, passed on and awaited, and a
  * data stage that trains on when the swarm's count stays short. */
 #include "node/runtime/compute/internal.h"

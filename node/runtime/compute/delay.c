@@ -1,4 +1,4 @@
-/* delay.c: weight delay at the compute side (internal.h): the delay
+/* delay.c: weight delay at the compute side (delay.h): the delay
  * budget, the weights each version's forwards use, and the data stage's
  * window that the round trip asks for and the budget holds. */
 #include "node/runtime/compute/internal.h"

@@ -1,4 +1,4 @@
-/* eval.c: evaluation at the compute side (internal.h): validation
+/* eval.c: evaluation at the compute side (eval.h): validation
  * batches issued through the pipeline, forwarded, summed and reported. */
 #include "node/runtime/compute/internal.h"
 

@@ -1,4 +1,4 @@
-/* plan.c: the run's split at the compute side (internal.h): --split auto's
+/* plan.c: the run's split at the compute side (plan.h): --split auto's
  * choice at the data stage before its first update, and its adoption by
  * every node. */
 #include "node/runtime/compute/internal.h"
@@ -42,9 +42,9 @@ void plan_adopt(compute_t *c, plan_t plan, const char *how)
             compute_fail(c, "the run chose another split after this node had trained on the even one");
             return;
         }
-        model_config_t cfg = c->model;
-        cfg.split = (model_split_t)plan;
-        if (state_relayout(c, &cfg, c->stage) < 0) {
+        model_config_t model = c->model;
+        model.split = (model_split_t)plan;
+        if (state_relayout(c, &model, c->stage) < 0) {
             if (c->phase != PH_DONE) compute_fail(c, "out of memory to lay out the run's split");
             return;
         }

@@ -1,4 +1,4 @@
-/* schedule.c: the schedule of the compute side (internal.h): activation
+/* schedule.c: the schedule of the compute side (schedule.h): activation
  * slots and microbatch records, the data stage's issue and re-issue, forward,
  * backward and routing, the optimizer step and what follows it. */
 #include "compress/codec.h"
@@ -221,11 +221,11 @@ static void s_completed_one(compute_t *c)
 void schedule_load_batch(compute_t *c, int slot)
 {
     acts_t *a = c->work.pool[slot];
-    const model_config_t *cfg = &c->model;
+    const model_config_t *model = &c->model;
     for (size_t i = 0; i < c->shape.targets_n; i++) c->issue.targets8[i] = (uint8_t)c->issue.batch.targets[i];
     if (!a) return;
-    if (cfg->kind == MODEL_GPT) memcpy(a->tokens, c->issue.batch.tokens, sizeof(int) * (size_t)c->shape.B * c->shape.T);
-    else memcpy(a->x, c->issue.batch.x, sizeof(float) * (size_t)c->shape.B * cfg->D);
+    if (model->kind == MODEL_GPT) memcpy(a->tokens, c->issue.batch.tokens, sizeof(int) * (size_t)c->shape.B * c->shape.T);
+    else memcpy(a->x, c->issue.batch.x, sizeof(float) * (size_t)c->shape.B * model->D);
 }
 
 static void s_retry_event(compute_t *c, const mbrec_t *old)

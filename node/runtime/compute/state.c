@@ -1,4 +1,4 @@
-/* state.c: the stage's state at the compute side (internal.h): snapshots
+/* state.c: the stage's state at the compute side (state.h): snapshots
  * out (downloads, backups, within-stage averaging, checkpoints), fetches
  * in, the per-stage objects, and moves to other stages. */
 #include "compress/codec.h"
@@ -304,22 +304,22 @@ void state_on_fetched(compute_t *c, mail_t *m)
     compute_send_self(c, MAIL_SELF);
 }
 
-/* Lays this node out as stage `stage` of the split of cfg, with that
+/* Lays this node out as stage `stage` of the split of model, with that
  * stage's initial weights; the work it held is dropped (the data stage
  * re-issues it).  0; -1 when the new stage cannot be made (nothing changed);
  * -2 when its activations cannot be (the node has failed). */
-int state_relayout(compute_t *c, const model_config_t *cfg, int stage)
+int state_relayout(compute_t *c, const model_config_t *model, int stage)
 {
     char err[300];
     stage_state_t *st = NULL;
     stage_t lay;
-    if (stage_init(&lay, cfg, stage, c->nstages, err, sizeof err) < 0) return -1;
-    if (!c->cfg.modelled && !(st = stage_state_new(cfg, stage, c->nstages, c->o->seed, err, sizeof err))) return -1;
+    if (stage_init(&lay, model, stage, c->nstages, err, sizeof err) < 0) return -1;
+    if (!c->cfg.modelled && !(st = stage_state_new(model, stage, c->nstages, c->o->seed, err, sizeof err))) return -1;
     state_stage_teardown(c);
     stage_state_destroy(&c->st);
     c->st = st;
     c->lay = lay;
-    c->model = *cfg;
+    c->model = *model;
     c->lay.threads = c->o->threads;
     if (st) st->s.threads = c->o->threads;
     c->version = st ? st->version : 0;

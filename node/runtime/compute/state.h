@@ -37,6 +37,6 @@ void state_check_donor(compute_t *c);
 int state_stage_setup(compute_t *c);
 void state_stage_teardown(compute_t *c);
 void state_on_fetched(compute_t *c, mail_t *m);
-int state_relayout(compute_t *c, const model_config_t *cfg, int stage);
+int state_relayout(compute_t *c, const model_config_t *model, int stage);
 void state_consider_move(compute_t *c);
 #endif

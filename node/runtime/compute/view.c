@@ -1,4 +1,4 @@
-/* view.c: the peer table as the compute side sees it (internal.h): the
+/* view.c: the peer table as the compute side sees it (view.h): the
  * latest snapshot grouped by stage, round trips to the neighbouring
  * stages, and the routes to the next stage's peers. */
 #include "node/runtime/compute/internal.h"
