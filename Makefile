@@ -16,7 +16,8 @@ CFLAGS  += -std=c11 -fno-math-errno -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-for
 CFLAGS  += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread $(SAN)
 
-LIB_SRC := $(wildcard compress/*.c) $(wildcard net/*.c) $(wildcard node/engine/*.c) $(wildcard node/runtime/*.c) $(wildcard node/runtime/*/*.c) \
+LIB_SRC := $(wildcard compress/*.c) $(wildcard net/*.c) $(wildcard node/engine/*.c) \
+           $(wildcard node/runtime/*.c) $(wildcard node/runtime/*/*.c) \
            $(filter-out node/cli/main.c,$(wildcard node/cli/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
