@@ -10,6 +10,7 @@
 
 #define ALONE_S 600.0         /* a node that had peers and has seen none alive this long gives up */
 
+/* The compute side fails for `why`: it ends at once (status 1). */
 void compute_fail(compute_t *c, const char *why)
 {
     snprintf(c->end.why, sizeof c->end.why, "%s", why);
@@ -49,6 +50,7 @@ void compute_drop(compute_t *c, const char *why, uint64_t from)
     metrics_event(c->cfg.metrics, "drop", "\"why\":%s,\"from\":%s", why, id);
 }
 
+/* Tells the trace hook (TRACE_*), when there is one. */
 void compute_trace(compute_t *c, int what, uint64_t mb, int64_t v)
 {
     if (c->cfg.obs.trace) c->cfg.obs.trace(c->cfg.obs.arg, what, mb, v);
@@ -75,6 +77,7 @@ mail_t *compute_tensor_mail(compute_t *c, int type, uint64_t peer, uint64_t mb, 
     return m;
 }
 
+/* Tells the network side this node's stage, plan, sizes and progress (mail of `kind`). */
 void compute_send_self(compute_t *c, int kind)
 {
     mail_t *m = mail_new(kind);
@@ -94,6 +97,8 @@ void compute_send_self(compute_t *c, int kind)
     compute_out(c, m);
 }
 
+/* The `update` event and the owner's report after an optimizer update
+ * (loss: the update's mean at the last stage, NaN none). */
 void compute_emit_update(compute_t *c, double loss)
 {
     const net_counters_t *k = c->cfg.net;
@@ -135,6 +140,7 @@ void compute_emit_update(compute_t *c, double loss)
     c->cfg.obs.report(c->cfg.obs.arg, &r);
 }
 
+/* A line for the user, when the observer takes them. */
 void compute_say(compute_t *c, const char *line)
 {
     if (c->cfg.obs.say) c->cfg.obs.say(c->cfg.obs.arg, line);

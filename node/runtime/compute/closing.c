@@ -20,6 +20,7 @@ static uint64_t s_progress(const compute_t *c)
     return (c->seen.view ? c->seen.view->completed : 0) + c->count.completed;
 }
 
+/* The run is complete by the swarm's count of last-stage microbatches. */
 int closing_run_complete(const compute_t *c)
 {
     return s_progress(c) >= (uint64_t)c->o->steps * (uint64_t)c->o->micro;

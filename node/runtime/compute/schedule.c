@@ -114,6 +114,7 @@ static void s_after_backward(compute_t *c)
     if (c->version % AVG_EVERY == 0) state_average(c);
 }
 
+/* The floating-point work of one forward of a microbatch at this stage. */
 double schedule_fwd_flops(const compute_t *c)
 {
     return 2.0 * (double)c->lay.nparams * (double)c->shape.B * (double)c->shape.T;
@@ -408,6 +409,8 @@ static void s_skip(compute_t *c, mbrec_t *r)
     s_rec_free(c, r);
 }
 
+/* A gradient from the next stage: its microbatch's backward (din sent
+ * upstream) and maybe an update; a DUP or a refused one skips it. */
 void schedule_on_grad(compute_t *c, const mail_t *m)
 {
     mbrec_t *r = s_rec_find(c, m->hdr.mb);

@@ -59,6 +59,8 @@ void state_average(compute_t *c)
     }
 }
 
+/* After an update: a backup snapshot when BACKUP_EVERY, BACKUP_MIN_S and
+ * BACKUP_BUDGET allow it. */
 void state_maybe_backup(compute_t *c)
 {
     uint64_t sent = atomic_load(&c->cfg.net->bytes_sent), snapshot = 3 * c->lay.nparams * sizeof(float);
@@ -229,6 +231,8 @@ int state_stage_setup(compute_t *c)
     return 0;
 }
 
+/* Drops the per-stage objects (state_stage_setup's) and the work held:
+ * records, slots, tensors waiting, the stash. */
 void state_stage_teardown(compute_t *c)
 {
     pending_clear(&c->work.acts);

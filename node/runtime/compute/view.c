@@ -46,6 +46,7 @@ int view_stage_live(const compute_t *c, int stage)
     return c->seen.view && stage >= 0 && stage < c->nstages ? c->seen.live_at[stage] : 0;
 }
 
+/* Every other stage has a live peer in the view. */
 int view_all_stages_served(const compute_t *c)
 {
     for (int s = 0; s < c->nstages; s++)
@@ -79,6 +80,8 @@ void view_rtt(compute_t *c, double *mean, double *min)
     if (min) *min = c->seen.rtt_min;
 }
 
+/* The peer of `stage` the router picks (router_pick_ix), the routes of
+ * the stage's peers indexed once per view, stage and route count. */
 uint64_t view_pick(compute_t *c, int stage, uint64_t avoid)
 {
     int n;
@@ -104,6 +107,8 @@ void view_peer_returned(compute_t *c, uint64_t peer, double turnaround, int sile
     router_returned(&c->seen.router, peer, turnaround, silent);
 }
 
+/* The loss a last-stage peer of the view said (the last one listed that
+ * said a finite one), NaN none. */
 double view_loss(const compute_t *c)
 {
     double loss = NAN;
