@@ -194,7 +194,7 @@ double compute_tick(compute_t *c)
 {
     double now = compute_now(c);
     INVARIANT((c->phase == PH_DONE) == (c->end.done != COMPUTE_RUNNING));
-    INVARIANT(c->closing.final_wait_until == 0 || c->closing.active);   /* a last stage waits only while closing */
+    closing_check(c);
     if (c->phase != PH_DONE && c->nstages > 1) s_check_alone(c, now);
     if (c->phase == PH_RUN && now >= c->issue.next_timeout) {
         schedule_check(c);

@@ -2,6 +2,7 @@
  * run is complete, the final evaluation sent, passed on and awaited, and a
  * data stage that trains on when the swarm's count stays short. */
 #include "node/runtime/compute/internal.h"
+#include "node/runtime/invariant.h"
 
 #define FINAL_EVAL_S 60.0     /* the last stage of a complete run waits this long at most for the final evaluation */
 #define FINAL_GAP_S 10.0      /* and gives up on the rest of it when none of its batches has come for this long */
@@ -231,4 +232,12 @@ int closing_steps_covered(const compute_t *c)
     if (c->closing.reopened) return (uint64_t)c->work.inflight >= s_reopened_short(c);
     if (c->version >= c->o->steps) return (uint64_t)c->work.inflight >= s_run_short(c);
     return c->version * c->o->micro + c->upd.bwd_count + c->work.inflight >= (int64_t)c->o->steps * c->o->micro;
+}
+
+/* The end of a run's invariants (on every tick): a last stage waits for the
+ * final evaluation only while closing, and only a data stage trains on. */
+void closing_check(const compute_t *c)
+{
+    INVARIANT(c->closing.final_wait_until == 0 || c->closing.active);
+    INVARIANT(!c->closing.reopened || c->stage == 0);
 }

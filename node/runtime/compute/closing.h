@@ -35,4 +35,5 @@ void closing_final_passing(compute_t *c);
 int closing_closed_to_training(compute_t *c);
 void closing_final_wait_end(compute_t *c, double now);
 int closing_steps_covered(const compute_t *c);
+void closing_check(const compute_t *c);
 #endif
