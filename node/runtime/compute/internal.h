@@ -20,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PH_FETCH = 0, PH_RUN, PH_DONE };
+/* Where the compute side is: fetching its stage's state, serving it, or ended. */
+typedef enum { PH_FETCH = 0, PH_RUN, PH_DONE } compute_phase_t;
 
 /* The sizes of the stage's tensors. */
 typedef struct {
@@ -38,7 +39,7 @@ struct compute {
     stage_state_t *st;            /* its training state (NULL when modelled) */
     int64_t version;              /* weight version (== st->version when not modelled) */
     float dummy;                  /* modelled: the "weights" the stash tracks */
-    int phase;                    /* PH_* */
+    compute_phase_t phase;
     view_cache_t seen;            /* the peer table as seen here (view.h) */
     schedule_work_t work;         /* microbatches held, tensors waiting (schedule.h) */
     schedule_issue_t issue;       /* data stage: the microbatches it issues (schedule.h) */
@@ -59,10 +60,13 @@ struct compute {
     } end;
 };
 
+/* The clock's time. */
 static inline double compute_now(const compute_t *c) { return rt_now(&c->cfg.clock); }
 
+/* This node serves the last stage. */
 static inline int compute_last(const compute_t *c) { return c->stage == c->nstages - 1; }
 
+/* The live weights (modelled: the stand-in the stash tracks). */
 static inline const float *compute_params(const compute_t *c) { return c->st ? c->st->params : &c->dummy; }
 
 /* compute.c (each contract at its definition) */
