@@ -1,4 +1,4 @@
-/* mail.h: the typed messages between a node's network side (netside.c)
+/* mail.h: the typed messages between a node's network side (netside.h)
  * and its compute side (compute.c), and the peer-table snapshot the
  * network side publishes to the compute side.
  *

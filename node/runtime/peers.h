@@ -46,7 +46,7 @@ typedef struct {
     uint64_t announce_seq;  /* the seq of its announcement (announce, below); 0: none */
     peer_info_t info;       /* gossip record (id, addr, key, stage, rate, version) */
     int strikes;            /* messages of it refused since the last ban, less those forgiven */
-    double strike_t;        /* when its strikes were last counted down (netside.c s_forgive) */
+    double strike_t;        /* when its strikes were last counted down (netside/health.c s_forgive) */
     int admitted;           /* closed swarm: its ticket was verified here */
     uint64_t admitted_until; /* ... and holds until then (unix seconds; 0: no expiry) */
     uint8_t *announce;      /* its own signed announcement (addr, stage), as received: ANNOUNCE_LEN bytes

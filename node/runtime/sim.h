@@ -1,5 +1,5 @@
 /* sim.h: `brigade sim`: whole swarms of the real runtime (the network
- * sides and compute sides of netside.c and compute.c, unchanged) in one
+ * sides and compute sides of netside/ and compute.c, unchanged) in one
  * process, on a virtual clock and a virtual network, driven by one
  * discrete-event loop.  Simulated time runs as fast as the CPU allows.
  *

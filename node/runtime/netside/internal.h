@@ -1,0 +1,240 @@
+/* internal.h: what the parts of the network side (node/runtime/netside/)
+ * share: its constants, its state and the functions one part calls in
+ * another.  Private to those files; the public contract is netside.h. */
+#ifndef BRIGADE_RUNTIME_NETSIDE_INTERNAL_H
+#define BRIGADE_RUNTIME_NETSIDE_INTERNAL_H
+#include "node/runtime/netside.h"
+#include "compress/codec.h"
+#include "net/relay.h"
+#include "node/engine/model.h"
+#include "node/engine/optim.h"
+#include "node/runtime/netside/ixset.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JOIN_PER_S 20           /* JOINs (not introductions) answered per second, all keys together */
+#define STATUS_PER_S 10         /* STATUS_REQs answered per second, all keys together (each answer holds the table) */
+#define GOSSIP_RECORDS 24       /* records in a gossip PEERS besides the sender's own: changed ones first */
+#define PING_EVERY_S 0.5
+#define PARTNERS_MAX 32         /* partners tracked */
+#define GONE_FORGET_S 600.0     /* a peer gone is pinged until silent this long: then its link is closed (a node cut off this long
+                                   gives up, compute.c ALONE_S); its own word or a third party's brings it back */
+#define GONE_MIN_S 3.0
+#define FEEDBACK_STREAMS 64     /* gradient streams with error feedback (one per upstream peer) */
+#define TABLE_MAX_BYTES (1u << 22)
+#define PROBES_MAX 16           /* joiners probed at a time (more: taken as reachable) */
+
+/* A state snapshot being received in STATE chunks. */
+typedef struct {
+    uint64_t donor;         /* the peer whose chunks are taken (0: the first that answers) */
+    uint8_t *buf;           /* total bytes */
+    size_t total;
+    uint32_t nchunks, got;
+    uint8_t *have;          /* chunk received flags */
+    uint32_t checksum;
+    int64_t version;
+    int complete;
+    double last_chunk;      /* when the last chunk of it came */
+} state_rx_t;
+
+/* The snapshot of a stage served by a single node, held here for it. */
+typedef struct {
+    uint8_t *buf;           /* complete snapshot, or NULL */
+    size_t total;
+    uint32_t checksum;
+    int64_t version;
+    state_rx_t rx;          /* a snapshot arriving */
+} backup_t;
+
+/* A state fetch asked for by the compute side. */
+typedef struct {
+    int active;
+    int stage;              /* the stage whose state is wanted */
+    uint64_t donor;         /* 0: a backup from whoever holds one */
+    double deadline;        /* give up then: the first wait, moved on by each new chunk (s_fetch_progress) */
+    double last_deadline;   /* the latest deadline a download of its size may get */
+    double resend;          /* ask again then (donor fetches) */
+    state_rx_t rx;          /* the download */
+} fetch_t;
+
+/* The gradient stream to one upstream peer, with its quantization residual. */
+typedef struct {
+    uint64_t peer;
+    size_t n;
+    float *residual;
+    double used;            /* clock time of its last gradient */
+} feedback_t;
+
+typedef enum { JOIN_NONE = 0, JOIN_WAITING, JOIN_DONE, JOIN_FAILED } join_state_t;
+
+/* The bootstrap's probe of a joiner's advertised address: a fresh link to
+ * it with its key, a PING it must answer over that link. */
+typedef struct {
+    uint64_t id;            /* the joiner (0: slot free) */
+    int link;               /* the probe link */
+    uint64_t nonce;         /* carried by the PING and its PONG */
+    double deadline;        /* unreachable when no PONG by then */
+    int stage, shard;       /* what its WELCOME will say */
+    transport_msg_t to;     /* its JOIN (routing fields only, no frames): the WELCOME answers it */
+} probe_t;
+
+struct netside {
+    netside_cfg_t c;            /* configuration (o points at the node's options) */
+    uint64_t id;                /* node_id_from_pubkey */
+    uint64_t run;               /* run id (0 until a joiner is welcomed) */
+    int nstages;
+    int shard;                  /* data shard assigned at WELCOME */
+    self_info_t me;             /* what the compute side last said about this node */
+    int plan;                   /* the run's split (SPLIT_EVEN, SPLIT_LATE), -1 not known yet (--split auto): from the
+                                   compute side or any peer's message, whichever says it first; sent on every message */
+    int left;                   /* the compute side has ended */
+    int said_done;              /* the final PEERS/DONE went out */
+    double linger_until;        /* a completed run: until every peer heard (or this time) */
+    double next_linger;
+    peers_t peers;              /* the swarm table (owned) */
+    codec_ctx_t *dec, *enc;     /* tensor codecs */
+    feedback_t fb[FEEDBACK_STREAMS];
+    int nfb;
+    fetch_t fetch;              /* a state download for the compute side */
+    backup_t *backups;          /* [nstages]: snapshots held for other stages */
+    bucket_t join_bucket;       /* JOINs answered (JOIN_PER_S) */
+    bucket_t status_bucket;     /* STATUS_REQs answered (STATUS_PER_S) */
+    /* joining */
+    join_state_t join;
+    int join_link, join_want;
+    uint64_t join_id;           /* the node joined through (the key in --join): only its WELCOME or BYE counts */
+    double join_deadline, join_resend;
+    char join_addr[ADDR_TEXT_MAX];
+    char join_err[400];
+    /* timers */
+    double next_ping, next_gossip, next_health, next_view, next_probe;
+    int probe_at;               /* round-robin position of the gone-peer probes */
+    int ping_at;                /* round-robin position of the pings to non-partners */
+    uint64_t partner[PARTNERS_MAX]; /* peers with tensor traffic lately (ids; 0 free) */
+    double partner_t[PARTNERS_MAX]; /* their last_traffic (s_traffic is the only writer of it) */
+    int partner_ix[PARTNERS_MAX];   /* their records */
+    int live;                   /* live peers at the last health round */
+    int nlive;                  /* live peers now: records not taken for gone, self left out (s_set_health) */
+    ixset_t live_set;           /* their record indices */
+    int health_at;              /* round-robin position of the health sweep */
+    int *recent;                /* peers with tensor traffic lately (record indices, each once: peer_t.recent; pruned by
+                                   s_check_health): checked every round, as partners may go quiet in seconds */
+    int nrecent, caprecent;
+    int nout;                   /* records of outward-only peers */
+    int relayed;                /* the last link upkeep found a peer reached through a relay */
+    ixset_t rumor_set;          /* the records with gossip rounds left as a rumor (peer_t.rumor > 0) */
+    int gossip_at;              /* round-robin position of the gossip fill */
+    uint64_t rng;               /* gossip targets */
+    int ann_stage;              /* the stage and address our own announcement says */
+    char ann_addr[PEER_ADDR_MAX];
+    int view_dirty;
+    uint64_t drop_logged;
+    uint8_t done_proof[DONE_LEN];  /* the last stage's signed word that the run completed */
+    int have_proof;
+    int outward;                /* this node is reachable only over the links it opens */
+    int ann_flags;              /* the PEER_FLAG_* our own announcement says */
+    int relays;                 /* this node relays for outward-only nodes (reachable, --relay on) */
+    bucket_t relay_bucket;      /* bytes relayed (--relay-mbit) */
+    probe_t probe[PROBES_MAX];  /* reachability probes of joiners (bootstrap) */
+    int nprobes;                /* of them under way (id set): each tick looks at them only then */
+    int dial_at;                /* round-robin position of DIAL relays */
+    int full_noted;             /* the peer table was found full with nothing to forget (warned once) */
+    net_counters_t ctr;
+    vcache_t *vcache;           /* c.vcache, or own_vcache */
+    vcache_t *own_vcache;
+};
+
+/* core.c */
+double ns_now(const netside_t *ns);
+uint64_t ns_unix_s(const netside_t *ns);
+void ns_post(netside_t *ns, mail_t *m);
+uint8_t ns_flags(const netside_t *ns);
+void ns_self_info(const netside_t *ns, peer_info_t *p);
+int ns_has_ticket(const netside_t *ns);
+int ns_port_send(netside_t *ns, int link, const transport_msg_t *to, const wire_hdr_t *h,
+                 const void *const *f, const size_t *l, int nf, uint64_t raw, uint64_t virt);
+size_t ns_stage_params(const netside_t *ns, int stage);
+void ns_hdr(const netside_t *ns, wire_hdr_t *h, int type);
+int ns_link(netside_t *ns, uint64_t id);
+int ns_send(netside_t *ns, uint64_t peer, const wire_hdr_t *h, const void *const *frames,
+            const size_t *lens, int nf, uint64_t raw, uint64_t virt);
+int ns_reply(netside_t *ns, const transport_msg_t *to, const wire_hdr_t *h, const void *const *frames,
+             const size_t *lens, int nf);
+int ns_live_ids(const netside_t *ns, uint64_t *ids);
+void ns_close_link(netside_t *ns, peer_t *p);
+void ns_moved(netside_t *ns, peer_t *p);
+void ns_set_outward(netside_t *ns, peer_t *p, int outward);
+void ns_adopt(netside_t *ns, peer_t *p, const transport_msg_t *m);
+void ns_stop_compute(netside_t *ns);
+void ns_dispatch(netside_t *ns, const transport_msg_t *m);
+
+/* health.c */
+void ns_live_change(netside_t *ns, int ix, int add);
+void ns_set_health(netside_t *ns, peer_t *p, peer_health_t h);
+void ns_count_drop(netside_t *ns, const char *why, uint64_t from);
+void ns_drop(netside_t *ns, const char *why, uint64_t from);
+void ns_discard(netside_t *ns);
+int ns_banned(netside_t *ns, uint64_t id);
+const char *ns_unadmitted(netside_t *ns, uint64_t id);
+void ns_admit(peer_t *p, int admit, uint64_t until);
+void ns_revive(netside_t *ns, peer_t *p, const char *why);
+int ns_ignores_us(const peer_t *p, double now, double slow);
+void ns_heard(netside_t *ns, uint64_t id);
+void ns_traffic(netside_t *ns, peer_t *p);
+void ns_on_pong(netside_t *ns, const transport_msg_t *m);
+void ns_probe_gone(netside_t *ns);
+void ns_ping_round(netside_t *ns);
+double ns_slow_after(const peer_t *p, double now, int live);
+double ns_health_every(const netside_t *ns);
+void ns_check_health(netside_t *ns);
+
+/* gossip.c */
+peer_info_t *ns_recs_for(const uint8_t *frame, size_t len, int *max);
+void ns_rumor(netside_t *ns, peer_t *p);
+void ns_put_table(netside_t *ns, wbuf_t *w, int limit);
+int ns_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k, uint64_t sender,
+                  const uint8_t sender_pub[32], const char *why);
+void ns_send_table(netside_t *ns, uint64_t peer, int limit);
+void ns_add_peer(netside_t *ns, const peer_info_t *info, double heard, const char *why);
+void ns_on_peers(netside_t *ns, const transport_msg_t *m);
+void ns_gossip_round(netside_t *ns);
+
+/* join.c */
+void ns_put_join(const netside_t *ns, wbuf_t *w, int want, uint64_t hint_run);
+void ns_introduce(netside_t *ns, int link);
+int ns_check_ticket(netside_t *ns, const uint8_t *tbytes, size_t tlen, const uint8_t pub[32],
+                    uint64_t *expires, char *why, size_t whylen);
+void ns_on_probe_pong(netside_t *ns, const transport_msg_t *m);
+void ns_probe_tick(netside_t *ns, double now);
+void ns_on_join(netside_t *ns, const transport_msg_t *m);
+void ns_join_fail(netside_t *ns, const char *fmt, const char *detail);
+void ns_join_send(netside_t *ns);
+void ns_on_refused(netside_t *ns, const transport_msg_t *m);
+void ns_on_welcome(netside_t *ns, const transport_msg_t *m);
+
+/* tensors.c */
+void ns_on_tensor(netside_t *ns, const transport_msg_t *m);
+void ns_feedback_reset(netside_t *ns);
+void ns_on_send(netside_t *ns, mail_t *m);
+
+/* state.c */
+void ns_rx_free(state_rx_t *x);
+void ns_fetch_end(netside_t *ns, state_blob_t *blob);
+void ns_fetch_ask(netside_t *ns);
+void ns_on_fetch(netside_t *ns, const mail_t *m);
+double ns_fetch_silence(const fetch_t *f);
+void ns_on_state(netside_t *ns, const transport_msg_t *m);
+void ns_on_state_out(netside_t *ns, mail_t *m);
+void ns_on_state_req(netside_t *ns, const transport_msg_t *m);
+
+/* relay.c */
+int ns_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const void *const *frames,
+                  const size_t *lens, int nf, uint64_t raw);
+void ns_on_relay(netside_t *ns, const transport_msg_t *m);
+void ns_dial(netside_t *ns, peer_t *p);
+void ns_on_dial(netside_t *ns, const transport_msg_t *m);
+void ns_keep_links(netside_t *ns);
+
+#endif

@@ -1,0 +1,208 @@
+/* tensors.c: the checking, decoding and encoding of ACT/GRAD tensors, with
+ * the per-stream error feedback of gradients. */
+#include "node/runtime/netside/internal.h"
+
+#define NORM_FACTOR 1000.0      /* a tensor this many times its stream's usual RMS is refused */
+#define NORM_WARMUP 16          /* tensors seen before the norm check applies */
+
+/* Checks a tensor's scale against the usual scale of its sender's stream:
+ * 0 when plausible (and learns from it), -1 when far outside. */
+static int s_norm_ok(netside_t *ns, uint64_t from, const float *t, size_t len)
+{
+    peer_t *p = peers_find(&ns->peers, from);
+    if (!p || !t) return 0;
+    double ss = 0;
+    for (size_t i = 0; i < len; i++) ss += (double)t[i] * t[i];
+    double rms = sqrt(ss / (double)(len ? len : 1));
+    if (p->norm_n >= NORM_WARMUP && rms > NORM_FACTOR * p->norm_mean + 1e-6) return -1;
+    p->norm_n++;
+    double w = p->norm_n < 20 ? 1.0 / p->norm_n : 0.05;
+    p->norm_mean += w * (rms - p->norm_mean);
+    return 0;
+}
+
+/* The floats a tensor of this type must have, and the stage its sender must serve. */
+static size_t s_expect(const netside_t *ns, int type, int *want_stage)
+{
+    if (type == WIRE_ACT) { *want_stage = ns->me.stage - 1; return ns->me.in_n; }
+    if (type == WIRE_GRAD) { *want_stage = ns->me.stage + 1; return ns->me.out_n; }
+    *want_stage = ns->me.stage;
+    return ns->me.nparams;
+}
+
+/* A modelled tensor (simulator): one u64, the number of values it stands for. */
+static long s_decode_modelled(const transport_msg_t *m, size_t expect)
+{
+    rbuf_t r;
+    rbuf_init(&r, m->frame[0], m->len[0]);
+    uint64_t n = rbuf_get_u64(&r);
+    return rbuf_error(&r) || n != expect ? -1 : (long)n;
+}
+
+/* The checks of a tensor frame that need no buffer of its size: its header
+ * (modelled: its count) says expect values.  NULL when they pass, else why not. */
+static const char *s_tensor_shape(const netside_t *ns, const transport_msg_t *m, size_t expect)
+{
+    if (ns->c.modelled) return s_decode_modelled(m, expect) < 0 ? "modelled tensor of the wrong size" : NULL;
+    frame_info_t fi;
+    char err[200];
+    if (frame_peek(&fi, m->frame[0], m->len[0], err, sizeof err) < 0) return "bad tensor frame";
+    return fi.n_values != expect ? "tensor shape does not match the run" : NULL;
+}
+
+/* Decodes a frame that passed s_tensor_shape into t (expect floats) and
+ * checks its values.  NULL when they pass, else why not. */
+static const char *s_tensor_values(netside_t *ns, const transport_msg_t *m, float *t, size_t expect)
+{
+    char err[200];
+    if (frame_decode(ns->dec, t, expect, NULL, NULL, m->frame[0], m->len[0], err, sizeof err) != (long)expect)
+        return "tensor frame refused";
+    for (size_t i = 0; i < expect; i++)
+        if (!isfinite(t[i])) return "non-finite tensor";
+    if (m->hdr.type != WIRE_AVG && s_norm_ok(ns, m->sender, t, expect) < 0) return "tensor norm far outside its stream's range";
+    return NULL;
+}
+
+/* Checks and decodes the tensor of an ACT/GRAD/AVG into a mail for the
+ * compute side.  Nothing of the tensor's size is allocated before its
+ * frame header has been found to match the run. */
+void ns_on_tensor(netside_t *ns, const transport_msg_t *m)
+{
+    int type = m->hdr.type, want_stage;
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!p) { ns_drop(ns, "tensor from an unknown peer", m->sender); return; }
+    if (ns->left) return;   /* this node's compute side has ended; its peers have not all heard yet */
+    if (ns->me.stage < 0 || m->hdr.stage != ns->me.stage) { ns_discard(ns); return; }  /* in flight across a move */
+    size_t expect = s_expect(ns, type, &want_stage);
+    if (p->info.stage != want_stage) { ns_drop(ns, "tensor from a peer of the wrong stage", m->sender); return; }
+    ns_traffic(ns, p);
+    if (type == WIRE_GRAD && (m->hdr.flags & GRAD_FLAG_DUP) && m->nframes == 0) {
+        /* no tensor: the microbatch was applied further on already */
+        mail_t *mail = mail_new(MAIL_TENSOR);
+        if (!mail) return;
+        mail->hdr = m->hdr;
+        mail->peer = m->sender;
+        mail->silent_until = p->silent_until;
+        ns_post(ns, mail);
+        return;
+    }
+    if (m->nframes < 1 || expect == 0) { ns_drop(ns, "tensor message without tensor", m->sender); return; }
+    size_t ntarg = type == WIRE_ACT ? (size_t)ns->c.o->batch * (size_t)(ns->c.o->cfg.kind == MODEL_GPT ? ns->c.o->cfg.maxT : 1) : 0;
+    if (type == WIRE_ACT && (m->nframes < 2 || m->len[1] != ntarg)) { ns_drop(ns, "ACT without valid targets", m->sender); return; }
+    const char *bad = s_tensor_shape(ns, m, expect);
+    if (bad) { ns_drop(ns, bad, m->sender); return; }
+    mail_t *mail = mail_new(MAIL_TENSOR);
+    float *t = NULL;
+    if (!ns->c.modelled) t = malloc(sizeof(float) * expect);
+    uint8_t *tg = ntarg ? malloc(ntarg) : NULL;
+    if (!mail || (!ns->c.modelled && !t) || (ntarg && !tg)) {
+        mail_free(mail); free(t); free(tg);
+        ns_drop(ns, "out of memory", m->sender);
+        return;
+    }
+    if (!ns->c.modelled) bad = s_tensor_values(ns, m, t, expect);
+    if (!bad && ntarg) {
+        memcpy(tg, m->frame[1], ntarg);
+        for (size_t i = 0; i < ntarg; i++)
+            if (tg[i] >= ns->c.o->cfg.V) { bad = "target out of range"; break; }
+    }
+    if (bad) {
+        mail_free(mail); free(t); free(tg);
+        ns_drop(ns, bad, m->sender);
+        return;
+    }
+    mail->hdr = m->hdr;
+    mail->peer = m->sender;
+    mail->silent_until = p->silent_until;
+    mail->x = t;
+    mail->n = expect;
+    mail->aux = tg;
+    mail->aux_len = ntarg;
+    ns_post(ns, mail);
+}
+
+/* The residual of the gradient stream to peer (n floats), made on first use
+ * (all streams taken: in place of the one unused longest, a peer gone
+ * most likely; the 64 first upstream peers of a churning swarm held them
+ * all for good and every later one went without error feedback); NULL when
+ * out of memory. */
+static float *s_residual(netside_t *ns, uint64_t peer, size_t n)
+{
+    double now = ns_now(ns);
+    int old = 0;
+    for (int i = 0; i < ns->nfb; i++) {
+        if (ns->fb[i].peer == peer) {
+            ns->fb[i].used = now;
+            return ns->fb[i].n == n ? ns->fb[i].residual : NULL;
+        }
+        if (ns->fb[i].used < ns->fb[old].used) old = i;
+    }
+    float *r = calloc(n, sizeof(float));
+    if (!r) return NULL;
+    if (ns->nfb == FEEDBACK_STREAMS) free(ns->fb[old].residual);
+    else old = ns->nfb++;
+    ns->fb[old] = (feedback_t){ .peer = peer, .n = n, .residual = r, .used = now };
+    return r;
+}
+
+/* Forgets every gradient stream (this node moved to another stage). */
+void ns_feedback_reset(netside_t *ns)
+{
+    for (int i = 0; i < ns->nfb; i++) free(ns->fb[i].residual);
+    ns->nfb = 0;
+}
+
+/* Encodes mail m's tensor into frame (returns its length, -1 on failure);
+ * *virt: the bytes a modelled tensor stands for. */
+static long s_encode(netside_t *ns, const mail_t *m, uint8_t **frame, uint64_t *virt)
+{
+    *virt = 0;
+    if (ns->c.modelled || !m->x) {
+        /* a modelled tensor: its size only; on the wire as its codec would make it */
+        wbuf_t w;
+        wbuf_init(&w, 16);
+        wbuf_put_u64(&w, m->n);
+        *frame = w.data;
+        *virt = frame_bound(m->n, m->codec);
+        return wbuf_error(&w) ? -1 : (long)w.len;
+    }
+    size_t cap = frame_bound(m->n, m->codec);
+    *frame = malloc(cap);
+    if (!*frame) return -1;
+    uint32_t shape[1] = { (uint32_t)m->n };
+    encode_opts_t eo = { .residual = m->feedback ? s_residual(ns, m->peer, m->n) : NULL };
+    char err[200];
+    return frame_encode(ns->enc, *frame, cap, m->x, shape, 1, m->codec, &eo, err, sizeof err);
+}
+
+/* Sends the message of a MAIL_SEND: header, the tensor (encoded here), the aux frame. */
+void ns_on_send(netside_t *ns, mail_t *m)
+{
+    const void *f[2];
+    size_t l[2];
+    int nf = 0;
+    uint8_t *frame = NULL;
+    uint64_t virt = 0;
+    if (m->codec >= 0) {
+        long len = s_encode(ns, m, &frame, &virt);
+        if (len < 0) { free(frame); ns_drop(ns, "tensor could not be encoded", ns->id); return; }
+        f[nf] = frame;
+        l[nf++] = (size_t)len;
+    }
+    if (m->aux) { f[nf] = m->aux; l[nf++] = m->aux_len; }
+    wire_hdr_t h = m->hdr;
+    h.run = ns->run;
+    if (m->peer) {
+        peer_t *to = peers_find(&ns->peers, m->peer);
+        if (to && (h.type == WIRE_ACT || h.type == WIRE_GRAD)) ns_traffic(ns, to);
+        if (ns_send(ns, m->peer, &h, f, l, nf, m->raw_bytes, virt) != 0)   /* not the peer's offence */
+            ns_count_drop(ns, "send failed (peer unknown or its queue full)", m->peer);
+        else if (m->state_bytes) atomic_fetch_add(&ns->ctr.bytes_sent_state, WIRE_HDR_LEN + l[0] + (nf > 1 ? l[1] : 0));
+    } else {
+        uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
+        int k = ids ? ns_live_ids(ns, ids) : 0;
+        for (int i = 0; i < k; i++) ns_send(ns, ids[i], &h, f, l, nf, m->raw_bytes, virt);
+        free(ids);
+    }
+    free(frame);
+}
