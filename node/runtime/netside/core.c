@@ -25,7 +25,7 @@ void ns_post(netside_t *ns, mail_t *m)
 /* PEER_FLAG_* of this node. */
 uint8_t ns_flags(const netside_t *ns)
 {
-    return (uint8_t)((ns->outward ? PEER_FLAG_OUTWARD : 0) | (ns->relays && !ns->outward ? PEER_FLAG_RELAY : 0));
+    return (uint8_t)((ns->outward ? PEER_FLAG_OUTWARD : 0) | (ns->relay.relays && !ns->outward ? PEER_FLAG_RELAY : 0));
 }
 
 void ns_self_info(const netside_t *ns, peer_info_t *p)
@@ -162,7 +162,7 @@ void ns_set_outward(netside_t *ns, peer_t *p, int outward)
 {
     if (p->outward == outward) return;
     p->outward = outward;
-    ns->nout += outward ? 1 : -1;
+    ns->relay.nout += outward ? 1 : -1;
     ns->view_dirty = 1;
     peers_touch(&ns->peers, p);
     if (outward && !p->adopted) ns_close_link(ns, p);
@@ -290,8 +290,8 @@ static void s_on_done(netside_t *ns, const transport_msg_t *m)
 static void s_on_msg_joining(netside_t *ns, const transport_msg_t *m)
 {
     if (m->hdr.type == WIRE_BYE || m->hdr.type == WIRE_WELCOME) {
-        if (ns->join == JOIN_FAILED) { ns_discard(ns); return; }   /* late: the outcome is told already */
-        if (m->sender != ns->join_id) { ns_drop(ns, "WELCOME or BYE from a node the join did not go through", m->sender); return; }
+        if (ns->join.state == JOIN_FAILED) { ns_discard(ns); return; }   /* late: the outcome is told already */
+        if (m->sender != ns->join.id) { ns_drop(ns, "WELCOME or BYE from a node the join did not go through", m->sender); return; }
     }
     if (m->hdr.type == WIRE_BYE && m->nframes >= 1) ns_on_refused(ns, m);
     else if (m->hdr.type == WIRE_WELCOME) ns_on_welcome(ns, m);
@@ -310,7 +310,7 @@ void netside_on_msg(netside_t *ns, const transport_msg_t *m, uint64_t virt_bytes
     uint64_t b = WIRE_HDR_LEN + virt_bytes;
     for (int i = 0; i < m->nframes; i++) b += m->len[i];
     atomic_fetch_add(&ns->ctr.bytes_recv, b);
-    if (ns->join == JOIN_WAITING || ns->join == JOIN_FAILED) { s_on_msg_joining(ns, m); return; }
+    if (ns->join.state == JOIN_WAITING || ns->join.state == JOIN_FAILED) { s_on_msg_joining(ns, m); return; }
     ns_dispatch(ns, m);
 }
 
@@ -352,7 +352,7 @@ void ns_dispatch(netside_t *ns, const transport_msg_t *m)
     case WIRE_RELAY: ns_on_relay(ns, m); break;
     case WIRE_WELCOME:
         /* the answer to a JOIN sent again before the first answer came: nothing wrong with its sender */
-        if (m->sender == ns->join_id) { ns_discard(ns); break; }
+        if (m->sender == ns->join.id) { ns_discard(ns); break; }
         ns_drop(ns, "unexpected message type", m->sender);
         break;
     default:
@@ -449,53 +449,53 @@ static void s_publish_view(netside_t *ns)
 double netside_tick(netside_t *ns)
 {
     double now = ns_now(ns);
-    if (ns->join == JOIN_WAITING) {
-        if (now > ns->join_deadline) {
+    if (ns->join.state == JOIN_WAITING) {
+        if (now > ns->join.deadline) {
             char host[ADDR_HOST_MAX], why[300];
             int port;
             uint8_t key[32];
-            addr_parse(ns->join_addr, host, sizeof host, &port, key, why, sizeof why);
+            addr_parse(ns->join.addr, host, sizeof host, &port, key, why, sizeof why);
             char detail[ADDR_HOST_MAX + 32];
             snprintf(detail, sizeof detail, "%s:%d", host, port);
             ns_join_fail(ns, "--join %s: no answer from %s in 15 s (is a brigade node running there, is the port reachable, is the key its current one?)", detail);
-        } else if (now >= ns->join_resend) {
+        } else if (now >= ns->join.resend) {
             ns_join_send(ns);
         }
-        return ns->join_resend < ns->join_deadline ? ns->join_resend : ns->join_deadline;
+        return ns->join.resend < ns->join.deadline ? ns->join.resend : ns->join.deadline;
     }
-    if (ns->join == JOIN_FAILED) return now + 1.0;
+    if (ns->join.state == JOIN_FAILED) return now + 1.0;
     ns_probe_tick(ns, now);
-    if (now >= ns->next_ping) { ns_keep_links(ns); ns_ping_round(ns); ns->next_ping = now + PING_EVERY_S; }
-    if (now >= ns->next_gossip) { ns_gossip_round(ns); ns->next_gossip = now + GOSSIP_EVERY_S; }
-    if (now >= ns->next_health) {
+    if (now >= ns->health.next_ping) { ns_keep_links(ns); ns_ping_round(ns); ns->health.next_ping = now + PING_EVERY_S; }
+    if (now >= ns->gossip.next) { ns_gossip_round(ns); ns->gossip.next = now + GOSSIP_EVERY_S; }
+    if (now >= ns->health.next_health) {
         ns_check_health(ns);
-        ns->next_health = now + ns_health_every(ns);
+        ns->health.next_health = now + ns_health_every(ns);
     }
-    if (now >= ns->next_probe) { ns_probe_gone(ns); ns->next_probe = now + GONE_PROBE_S; }
+    if (now >= ns->health.next_probe) { ns_probe_gone(ns); ns->health.next_probe = now + GONE_PROBE_S; }
     if (ns->left && ns->have_proof && now < ns->linger_until && now >= ns->next_linger) {
         s_unaware(ns, 1);
         ns->next_linger = now + LINGER_EVERY_S;
     }
-    if (ns->fetch.active) {
-        if (now >= ns->fetch.deadline) ns_fetch_end(ns, NULL);
-        else if (now >= ns->fetch.resend && now - ns->fetch.rx.last_chunk >= ns_fetch_silence(&ns->fetch)) ns_fetch_ask(ns);
+    if (ns->xfer.fetch.active) {
+        if (now >= ns->xfer.fetch.deadline) ns_fetch_end(ns, NULL);
+        else if (now >= ns->xfer.fetch.resend && now - ns->xfer.fetch.rx.last_chunk >= ns_fetch_silence(&ns->xfer.fetch)) ns_fetch_ask(ns);
     }
     if (ns->view_dirty && now >= ns->next_view) {
         s_publish_view(ns);
         ns->next_view = now + (ns->peers.n > 64 ? 1.0 : VIEW_EVERY_S);   /* large tables: at most once a second */
     }
-    double next = ns->next_ping;
-    if (ns->next_gossip < next) next = ns->next_gossip;
-    if (ns->next_health < next) next = ns->next_health;
-    if (ns->next_probe < next) next = ns->next_probe;
+    double next = ns->health.next_ping;
+    if (ns->gossip.next < next) next = ns->gossip.next;
+    if (ns->health.next_health < next) next = ns->health.next_health;
+    if (ns->health.next_probe < next) next = ns->health.next_probe;
     if (ns->left && ns->have_proof && now < ns->linger_until && ns->next_linger < next) next = ns->next_linger;
     if (ns->view_dirty && ns->next_view < next) next = ns->next_view;
-    if (ns->fetch.active) {
-        if (ns->fetch.deadline < next) next = ns->fetch.deadline;
-        if (ns->fetch.resend < next) next = ns->fetch.resend;
+    if (ns->xfer.fetch.active) {
+        if (ns->xfer.fetch.deadline < next) next = ns->xfer.fetch.deadline;
+        if (ns->xfer.fetch.resend < next) next = ns->xfer.fetch.resend;
     }
     for (int i = 0; i < PROBES_MAX; i++)
-        if (ns->nprobes && ns->probe[i].id && ns->probe[i].deadline < next) next = ns->probe[i].deadline;
+        if (ns->join.nprobes && ns->join.probe[i].id && ns->join.probe[i].deadline < next) next = ns->join.probe[i].deadline;
     return next;
 }
 
@@ -545,21 +545,21 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->me.loss = NAN;
     ns->plan = ns->me.plan = cfg->o->split == SPLIT_AUTO ? -1 : cfg->o->split;
     ns->outward = cfg->no_listen;
-    ns->relays = cfg->relay;
-    ns->relay_bucket = bucket_full(ns_now(ns));
+    ns->relay.relays = cfg->relay;
+    ns->relay.bucket = bucket_full(ns_now(ns));
     ns->status_bucket = bucket_full(ns_now(ns));
-    ns->join_bucket = bucket_full(ns_now(ns));
-    ns->join_link = -1;
-    ns->live_set.ok = 1;
-    ns->rumor_set.ok = 1;
-    ns->rng = ns->id ^ 0x9e3779b97f4a7c15ULL;
+    ns->join.bucket = bucket_full(ns_now(ns));
+    ns->join.link = -1;
+    ns->health.live_set.ok = 1;
+    ns->gossip.rumor_set.ok = 1;
+    ns->gossip.rng = ns->id ^ 0x9e3779b97f4a7c15ULL;
     if (!cfg->o->join[0]) ns->run = opts_run_id(cfg->o);
-    ns->dec = codec_ctx_new(1);
-    ns->enc = codec_ctx_new(1);
-    ns->backups = calloc((size_t)(ns->nstages > 0 ? ns->nstages : 1), sizeof(backup_t));
-    if (!cfg->vcache) ns->own_vcache = vcache_new(VCACHE_OWN);
-    ns->vcache = cfg->vcache ? cfg->vcache : ns->own_vcache;
-    if (peers_init(&ns->peers, ns->id) < 0 || !ns->dec || !ns->enc || !ns->backups || !ns->vcache) {
+    ns->tensor.dec = codec_ctx_new(1);
+    ns->tensor.enc = codec_ctx_new(1);
+    ns->xfer.backups = calloc((size_t)(ns->nstages > 0 ? ns->nstages : 1), sizeof(backup_t));
+    if (!cfg->vcache) ns->gossip.own_vcache = vcache_new(VCACHE_OWN);
+    ns->gossip.vcache = cfg->vcache ? cfg->vcache : ns->gossip.own_vcache;
+    if (peers_init(&ns->peers, ns->id) < 0 || !ns->tensor.dec || !ns->tensor.enc || !ns->xfer.backups || !ns->gossip.vcache) {
         netside_destroy(&ns);
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -575,19 +575,19 @@ void netside_destroy(netside_t **self_p)
     netside_t *ns = *self_p;
     if (!ns) return;
     ns_feedback_reset(ns);
-    ns_rx_free(&ns->fetch.rx);
-    for (int s = 0; ns->backups && s < ns->nstages; s++) {
-        free(ns->backups[s].buf);
-        ns_rx_free(&ns->backups[s].rx);
+    ns_rx_free(&ns->xfer.fetch.rx);
+    for (int s = 0; ns->xfer.backups && s < ns->nstages; s++) {
+        free(ns->xfer.backups[s].buf);
+        ns_rx_free(&ns->xfer.backups[s].rx);
     }
-    free(ns->backups);
-    codec_ctx_destroy(&ns->dec);
-    codec_ctx_destroy(&ns->enc);
-    vcache_destroy(&ns->own_vcache);
+    free(ns->xfer.backups);
+    codec_ctx_destroy(&ns->tensor.dec);
+    codec_ctx_destroy(&ns->tensor.enc);
+    vcache_destroy(&ns->gossip.own_vcache);
     peers_fini(&ns->peers);
-    free(ns->recent);
-    ixset_free(&ns->live_set);
-    ixset_free(&ns->rumor_set);
+    free(ns->health.recent);
+    ixset_free(&ns->health.live_set);
+    ixset_free(&ns->gossip.rumor_set);
     free(ns);
     *self_p = NULL;
 }

@@ -31,11 +31,11 @@ static void s_self_announce(netside_t *ns, peer_t *self)
     announce_t a;
     char err[160];
     self->info.flags = ns_flags(ns);
-    if (self->announce_seq && ns->ann_stage == self->info.stage && strcmp(ns->ann_addr, self->info.addr) == 0
-        && ns->ann_flags == self->info.flags) return;
-    ns->ann_stage = self->info.stage;
-    ns->ann_flags = self->info.flags;
-    snprintf(ns->ann_addr, sizeof ns->ann_addr, "%s", self->info.addr);
+    if (self->announce_seq && ns->gossip.ann_stage == self->info.stage && strcmp(ns->gossip.ann_addr, self->info.addr) == 0
+        && ns->gossip.ann_flags == self->info.flags) return;
+    ns->gossip.ann_stage = self->info.stage;
+    ns->gossip.ann_flags = self->info.flags;
+    snprintf(ns->gossip.ann_addr, sizeof ns->gossip.ann_addr, "%s", self->info.addr);
     uint64_t seq = ns->c.clock.wall_ms(ns->c.clock.arg);
     if (seq <= self->announce_seq) seq = self->announce_seq + 1;
     if (announce_sign(&a, &self->info, seq, ns->c.keys, err, sizeof err) == 0) {
@@ -57,7 +57,7 @@ static int s_rumor_rounds(const netside_t *ns)
 /* p changed: its record goes out first for a few gossip rounds. */
 void ns_rumor(netside_t *ns, peer_t *p)
 {
-    if (p->rumor <= 0) ixset_add(&ns->rumor_set, (int)(p - ns->peers.p));
+    if (p->rumor <= 0) ixset_add(&ns->gossip.rumor_set, (int)(p - ns->peers.p));
     p->rumor = s_rumor_rounds(ns);
 }
 
@@ -100,13 +100,13 @@ void ns_put_table(netside_t *ns, wbuf_t *w, int limit)
         for (int i = 0; i < n && k < cap; i++) {
             peer_t *p = &ns->peers.p[i];
             if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-            if (limit > 0 && p->rumor > 0 && --p->rumor == 0) ixset_del(&ns->rumor_set, i);
+            if (limit > 0 && p->rumor > 0 && --p->rumor == 0) ixset_del(&ns->gossip.rumor_set, i);
             s_table_entry(ns, p, now, &recs[k], &blobs[k]);
             k++;
         }
     } else {
         /* changed records first (each goes out a few rounds), then the next share of the rest */
-        ixset_t *rs = &ns->rumor_set;
+        ixset_t *rs = &ns->gossip.rumor_set;
         for (int j = 0, i = 0; rs->ok ? j < rs->n : i < n; ) {
             if (k >= cap) break;
             int at = rs->ok ? rs->ix[j] : i++;
@@ -119,11 +119,11 @@ void ns_put_table(netside_t *ns, wbuf_t *w, int limit)
             else j++;
         }
         for (int j = 0; j < n && k < cap; j++) {
-            peer_t *p = &ns->peers.p[(ns->gossip_at + j) % n];
+            peer_t *p = &ns->peers.p[(ns->gossip.at + j) % n];
             if (p->info.id == ns->id || p->health == PEER_GONE || p->rumor > 0) continue;
             s_table_entry(ns, p, now, &recs[k], &blobs[k]);
             k++;
-            ns->gossip_at = (ns->gossip_at + j + 1) % n;
+            ns->gossip.at = (ns->gossip.at + j + 1) % n;
         }
     }
     peers_encode(w, recs, k);
@@ -141,7 +141,7 @@ static int s_fresh(netside_t *ns, peer_t *p, uint64_t seen_ms)
     double now = ns_now(ns), at = now - (double)seen_ms * 1e-3;
     if (at <= p->last_heard || p->banned_until > now) return 0;
     p->last_heard = at;
-    if (p->health == PEER_GONE && now - at < GONE_MIN_S && !ns_ignores_us(p, now, ns_slow_after(p, now, ns->live)))
+    if (p->health == PEER_GONE && now - at < GONE_MIN_S && !ns_ignores_us(p, now, ns_slow_after(p, now, ns->health.live)))
         ns_revive(ns, p, "heard of again");
     return 1;
 }
@@ -155,9 +155,9 @@ static int s_announce_ok(netside_t *ns, announce_t *a, const uint8_t *blob, size
     char err[160];
     if (len != ANNOUNCE_LEN || announce_decode(a, blob, len, err, sizeof err) != 0)
         return 0;   /* not a form this node reads (a newer node's?): passed over, as before */
-    if (vcache_has(ns->vcache, blob, len)) return announce_matches(a, rec);
+    if (vcache_has(ns->gossip.vcache, blob, len)) return announce_matches(a, rec);
     if (announce_verify(a, blob, len, err, sizeof err) != 0) return -1;
-    vcache_add(ns->vcache, blob, len);
+    vcache_add(ns->gossip.vcache, blob, len);
     return announce_matches(a, rec);
 }
 
@@ -300,8 +300,8 @@ static int s_replace_peer(netside_t *ns, const peer_info_t *info, double heard)
 {
     int i = s_forgettable(ns);
     if (i < 0) {
-        if (!ns->full_noted) {
-            ns->full_noted = 1;
+        if (!ns->gossip.full_noted) {
+            ns->gossip.full_noted = 1;
             metrics_event(ns->c.metrics, "warning", "\"what\":\"peer_table_full\",\"why\":%s",
                           "the peer table is full and none of its peers is gone and silent for 10 minutes: new peers stay unknown");
         }
@@ -310,7 +310,7 @@ static int s_replace_peer(netside_t *ns, const peer_info_t *info, double heard)
     peer_t *old = &ns->peers.p[i];
     ns_set_outward(ns, old, 0);   /* (the count of outward-only records follows) */
     for (int k = 0; k < PARTNERS_MAX; k++)   /* (a partner silent this long is dropped at the next ping round anyway) */
-        if (ns->partner[k] == old->info.id) ns->partner[k] = 0;
+        if (ns->health.partner[k] == old->info.id) ns->health.partner[k] = 0;
     return peers_replace(&ns->peers, i, info, heard) == 0 ? i : -1;
 }
 
@@ -410,8 +410,8 @@ static void s_gossip_round_list(netside_t *ns)
     int fan = k < GOSSIP_FANOUT ? k : GOSSIP_FANOUT;
     for (int i = 0; i < fan; i++) {
         /* a partial Fisher-Yates shuffle: fan distinct targets */
-        ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-        int j = i + (int)((ns->rng >> 33) % (uint64_t)(k - i));
+        ns->gossip.rng = ns->gossip.rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        int j = i + (int)((ns->gossip.rng >> 33) % (uint64_t)(k - i));
         uint64_t t = ids[i]; ids[i] = ids[j]; ids[j] = t;
         ns_send_table(ns, ids[i], GOSSIP_RECORDS);
     }
@@ -422,8 +422,8 @@ static void s_gossip_round_list(netside_t *ns)
             if (p && p->info.stage == ns->nstages - 1) ids[m++] = ids[i];
         }
         if (m) {
-            ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-            ns_send_table(ns, ids[(ns->rng >> 33) % (uint64_t)m], GOSSIP_RECORDS);
+            ns->gossip.rng = ns->gossip.rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            ns_send_table(ns, ids[(ns->gossip.rng >> 33) % (uint64_t)m], GOSSIP_RECORDS);
         }
     }
     free(ids);
@@ -437,7 +437,7 @@ static int s_shuffled(const netside_t *ns, const swap_t *sw, int nsw, int pos)
 {
     for (int i = nsw - 1; i >= 0; i--)
         if (sw[i].pos == pos) return sw[i].ix;
-    return ns->live_set.ix[pos];
+    return ns->health.live_set.ix[pos];
 }
 
 /* Gossip, bounded: a share of the table to a few random live peers (a
@@ -447,13 +447,13 @@ static int s_shuffled(const netside_t *ns, const swap_t *sw, int nsw, int pos)
  * the live list without copying it: only the swapped places are kept. */
 void ns_gossip_round(netside_t *ns)
 {
-    if (!ns->live_set.ok) { s_gossip_round_list(ns); return; }
-    int k = ns->nlive, fan = k < GOSSIP_FANOUT ? k : GOSSIP_FANOUT, nsw = 0;
+    if (!ns->health.live_set.ok) { s_gossip_round_list(ns); return; }
+    int k = ns->health.nlive, fan = k < GOSSIP_FANOUT ? k : GOSSIP_FANOUT, nsw = 0;
     swap_t sw[2 * GOSSIP_FANOUT];
     uint64_t to[GOSSIP_FANOUT];
     for (int i = 0; i < fan; i++) {
-        ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-        int j = i + (int)((ns->rng >> 33) % (uint64_t)(k - i));
+        ns->gossip.rng = ns->gossip.rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        int j = i + (int)((ns->gossip.rng >> 33) % (uint64_t)(k - i));
         int a = s_shuffled(ns, sw, nsw, i), b = s_shuffled(ns, sw, nsw, j);
         sw[nsw++] = (swap_t){ i, b };
         sw[nsw++] = (swap_t){ j, a };
@@ -463,8 +463,8 @@ void ns_gossip_round(netside_t *ns)
     for (int pass = 0; ns->me.stage == last && pass < 2; pass++) {
         /* the last stage's peers among the rest, in shuffled order: count them, then take the drawn one */
         if (pass && m) {
-            ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-            pick = (int)((ns->rng >> 33) % (uint64_t)m);
+            ns->gossip.rng = ns->gossip.rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            pick = (int)((ns->gossip.rng >> 33) % (uint64_t)m);
         }
         if (pass && pick < 0) break;
         int c = 0;

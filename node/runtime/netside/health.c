@@ -18,9 +18,9 @@
 /* Record ix became live (add 1) or gone (add -1): the count and the set follow. */
 void ns_live_change(netside_t *ns, int ix, int add)
 {
-    if (add > 0) ixset_add(&ns->live_set, ix);
-    else ixset_del(&ns->live_set, ix);
-    ns->nlive += add;
+    if (add > 0) ixset_add(&ns->health.live_set, ix);
+    else ixset_del(&ns->health.live_set, ix);
+    ns->health.nlive += add;
 }
 
 /* Every change of a peer's health goes through here: it keeps the live count and list. */
@@ -137,21 +137,21 @@ void ns_heard(netside_t *ns, uint64_t id)
     peer_t *p = peers_find(&ns->peers, id);
     if (!p) return;
     double now = ns_now(ns), since = p->last_direct > 0 ? p->last_direct : p->last_heard;
-    if (since > 0 && now - since > ns_slow_after(p, now, ns->live)) p->silent_until = now;
+    if (since > 0 && now - since > ns_slow_after(p, now, ns->health.live)) p->silent_until = now;
     p->last_heard = p->last_direct = now;
     p->unanswered = 0;
     if (p->health == PEER_GONE) ns_revive(ns, p, "heard again");
 }
 
 /* Tensor traffic with p: it is a partner (pinged often: routing needs its RTT). */
-/* Room for one more in ns->recent.  0, or -1 when out of memory. */
+/* Room for one more in ns->health.recent.  0, or -1 when out of memory. */
 static int s_grow_recent(netside_t *ns)
 {
-    int cap = ns->caprecent ? 2 * ns->caprecent : 64;
-    int *r = realloc(ns->recent, sizeof(int) * (size_t)cap);
+    int cap = ns->health.caprecent ? 2 * ns->health.caprecent : 64;
+    int *r = realloc(ns->health.recent, sizeof(int) * (size_t)cap);
     if (!r) return -1;
-    ns->recent = r;
-    ns->caprecent = cap;
+    ns->health.recent = r;
+    ns->health.caprecent = cap;
     return 0;
 }
 
@@ -159,26 +159,26 @@ void ns_traffic(netside_t *ns, peer_t *p)
 {
     double now = ns_now(ns);
     p->last_traffic = now;
-    if (!p->recent && (ns->nrecent < ns->caprecent || s_grow_recent(ns) == 0)) {
-        ns->recent[ns->nrecent++] = (int)(p - ns->peers.p);
+    if (!p->recent && (ns->health.nrecent < ns->health.caprecent || s_grow_recent(ns) == 0)) {
+        ns->health.recent[ns->health.nrecent++] = (int)(p - ns->peers.p);
         p->recent = 1;
     }
     int slot = -1;
     for (int i = 0; i < PARTNERS_MAX; i++) {
-        if (ns->partner[i] == p->info.id) { ns->partner_t[i] = now; return; }
-        if (slot < 0 && !ns->partner[i]) slot = i;
+        if (ns->health.partner[i] == p->info.id) { ns->health.partner_t[i] = now; return; }
+        if (slot < 0 && !ns->health.partner[i]) slot = i;
     }
     if (slot < 0) {
         /* full: replace the one with the oldest traffic */
         double oldest = now;
         for (int i = 0; i < PARTNERS_MAX; i++) {
-            double t = ns->partner_t[i];
+            double t = ns->health.partner_t[i];
             if (slot < 0 || t < oldest) { slot = i; oldest = t; }
         }
     }
-    ns->partner[slot] = p->info.id;
-    ns->partner_t[slot] = now;
-    ns->partner_ix[slot] = (int)(p - ns->peers.p);
+    ns->health.partner[slot] = p->info.id;
+    ns->health.partner_t[slot] = now;
+    ns->health.partner_ix[slot] = (int)(p - ns->peers.p);
 }
 
 /* A PONG: the round trip since its PING feeds the peer's RTT estimate.
@@ -199,7 +199,7 @@ void ns_on_pong(netside_t *ns, const transport_msg_t *m)
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (!p) return;   /* a late answer from a peer forgotten since */
     if (!(rtt >= 0 && rtt < 600000)) { ns_drop(ns, "PONG with an impossible round trip", m->sender); return; }
-    if (sent < p->silent_until || (p->rtt_ms > 0 && rtt * 1e-3 > ns_slow_after(p, now, ns->live))) return;
+    if (sent < p->silent_until || (p->rtt_ms > 0 && rtt * 1e-3 > ns_slow_after(p, now, ns->health.live))) return;
     if (p->rtt_ms == 0) { p->rtt_ms = rtt; p->rtt_dev_ms = rtt / 2; }
     else {
         p->rtt_dev_ms = 0.75 * p->rtt_dev_ms + 0.25 * fabs(rtt - p->rtt_ms);
@@ -217,7 +217,7 @@ void ns_on_pong(netside_t *ns, const transport_msg_t *m)
 void ns_probe_gone(netside_t *ns)
 {
     double now = ns_now(ns);
-    int sent = 0, gone = ns->peers.n - ns->nlive - (ns->peers.selfix >= 0);
+    int sent = 0, gone = ns->peers.n - ns->health.nlive - (ns->peers.selfix >= 0);
     for (int i = 0; gone > 0 && i < ns->peers.n; i++) {
         /* a link per peer ever seen was a socket and a file descriptor each, reconnecting to a dead address */
         peer_t *p = &ns->peers.p[i];
@@ -225,15 +225,15 @@ void ns_probe_gone(netside_t *ns)
         ns_close_link(ns, p);
         peers_touch(&ns->peers, p);
     }
-    for (int i = 0; i < ns->nfb; i++) {   /* and the residuals of gradient streams to them */
-        peer_t *p = peers_find(&ns->peers, ns->fb[i].peer);
+    for (int i = 0; i < ns->tensor.nfb; i++) {   /* and the residuals of gradient streams to them */
+        peer_t *p = peers_find(&ns->peers, ns->tensor.fb[i].peer);
         if (p && (p->health != PEER_GONE || now - p->last_heard <= GONE_FORGET_S)) continue;
-        free(ns->fb[i].residual);
-        ns->fb[i] = ns->fb[--ns->nfb];   /* the last one takes its place, and is looked at next */
+        free(ns->tensor.fb[i].residual);
+        ns->tensor.fb[i] = ns->tensor.fb[--ns->tensor.nfb];   /* the last one takes its place, and is looked at next */
         i--;
     }
     for (int k = 0; gone > 0 && k < ns->peers.n && sent < GONE_PROBES; k++) {
-        peer_t *p = &ns->peers.p[(ns->probe_at + k) % ns->peers.n];
+        peer_t *p = &ns->peers.p[(ns->health.probe_at + k) % ns->peers.n];
         if (p->info.id == ns->id || p->health != PEER_GONE || p->banned_until > now || now - p->last_heard > GONE_FORGET_S)
             continue;
         wire_hdr_t h;
@@ -242,7 +242,7 @@ void ns_probe_gone(netside_t *ns)
         ns_send(ns, p->info.id, &h, NULL, NULL, 0, 0, 0);
         sent++;
     }
-    if (ns->peers.n) ns->probe_at = (ns->probe_at + GONE_PROBES) % ns->peers.n;
+    if (ns->peers.n) ns->health.probe_at = (ns->health.probe_at + GONE_PROBES) % ns->peers.n;
 }
 
 static void s_ping(netside_t *ns, peer_t *p, double now)
@@ -266,7 +266,7 @@ void ns_ping_round(netside_t *ns)
 {
     double now = ns_now(ns);
     int n = ns->peers.n;
-    if (ns->live <= PING_PARTNERS + PING_OTHERS) {
+    if (ns->health.live <= PING_PARTNERS + PING_OTHERS) {
         for (int i = 0; i < n; i++) {
             peer_t *p = &ns->peers.p[i];
             if (p->info.id != ns->id && p->health != PEER_GONE) s_ping(ns, p, now);
@@ -274,19 +274,19 @@ void ns_ping_round(netside_t *ns)
         return;
     }
     for (int i = 0, sent = 0; i < PARTNERS_MAX && sent < PING_PARTNERS; i++) {
-        peer_t *p = ns->partner[i] ? &ns->peers.p[ns->partner_ix[i]] : NULL;
-        if (!p || !s_partner(p, now)) { ns->partner[i] = 0; continue; }
+        peer_t *p = ns->health.partner[i] ? &ns->peers.p[ns->health.partner_ix[i]] : NULL;
+        if (!p || !s_partner(p, now)) { ns->health.partner[i] = 0; continue; }
         if (p->health == PEER_GONE || now - p->last_ping < PARTNER_PING_S) continue;
         if (now - p->last_direct < PARTNER_PING_S && p->rtt_ms > 0 && now - p->last_ping < PARTNER_RTT_S) continue;
         s_ping(ns, p, now);
         sent++;
     }
     for (int k = 0, sent = 0; k < n && sent < PING_OTHERS; k++) {
-        peer_t *p = &ns->peers.p[(ns->ping_at + k) % n];
+        peer_t *p = &ns->peers.p[(ns->health.ping_at + k) % n];
         if (p->info.id == ns->id || p->health == PEER_GONE || s_partner(p, now)) continue;
         s_ping(ns, p, now);
         sent++;
-        ns->ping_at = (ns->ping_at + k + 1) % n;
+        ns->health.ping_at = (ns->health.ping_at + k + 1) % n;
     }
 }
 
@@ -322,7 +322,7 @@ static void s_health_of(netside_t *ns, peer_t *p, double now, int live)
     if (quiet > gone) {
         node_id_short(p->info.id, s);
         ns_set_health(ns, p, PEER_GONE);
-        if (p->rumor > 0) ixset_del(&ns->rumor_set, (int)(p - ns->peers.p));
+        if (p->rumor > 0) ixset_del(&ns->gossip.rumor_set, (int)(p - ns->peers.p));
         p->rumor = 0;
         ns->view_dirty = 1;
         metrics_event(ns->c.metrics, "peer", "\"peer\":%s,\"what\":\"gone\",\"why\":\"silent %.1f s\",\"peer_stage\":%d", s, quiet, p->info.stage);
@@ -348,8 +348,8 @@ double ns_health_every(const netside_t *ns)
  * every round).  Few peers: every round. */
 static double s_sweep_s(const netside_t *ns)
 {
-    if (ns->live <= PING_PARTNERS + PING_OTHERS) return ns_health_every(ns);
-    double sweep = 4 * ceil((double)ns->live / PING_OTHERS) * PING_EVERY_S / HEALTH_SWEEPS;
+    if (ns->health.live <= PING_PARTNERS + PING_OTHERS) return ns_health_every(ns);
+    double sweep = 4 * ceil((double)ns->health.live / PING_OTHERS) * PING_EVERY_S / HEALTH_SWEEPS;
     return sweep > ns_health_every(ns) ? sweep : ns_health_every(ns);
 }
 
@@ -358,13 +358,13 @@ static double s_sweep_s(const netside_t *ns)
  * checked once more with the allowance of the others. */
 static void s_check_recent(netside_t *ns, double now, int live)
 {
-    for (int i = 0; i < ns->nrecent;) {
-        peer_t *p = &ns->peers.p[ns->recent[i]];   /* records stay where they are */
+    for (int i = 0; i < ns->health.nrecent;) {
+        peer_t *p = &ns->peers.p[ns->health.recent[i]];   /* records stay where they are */
         int keep = s_partner(p, now);
         if (p->info.id != ns->id && p->health != PEER_GONE) s_health_of(ns, p, now, live);
         if (keep) { i++; continue; }
         p->recent = 0;
-        ns->recent[i] = ns->recent[--ns->nrecent];
+        ns->health.recent[i] = ns->health.recent[--ns->health.nrecent];
     }
 }
 
@@ -375,8 +375,8 @@ static void s_check_recent(netside_t *ns, double now, int live)
 void ns_check_health(netside_t *ns)
 {
     double now = ns_now(ns);
-    int live = ns->live, n = ns->peers.n;
-    ns->live = ns->nlive;
+    int live = ns->health.live, n = ns->peers.n;
+    ns->health.live = ns->health.nlive;
     int per = (int)ceil(n * ns_health_every(ns) / s_sweep_s(ns));
     if (per >= n) {
         for (int i = 0; i < n; i++) {
@@ -387,8 +387,8 @@ void ns_check_health(netside_t *ns)
     }
     s_check_recent(ns, now, live);
     for (int k = 0; k < per; k++) {
-        if (ns->health_at >= n) ns->health_at = 0;
-        peer_t *p = &ns->peers.p[ns->health_at++];
+        if (ns->health.health_at >= n) ns->health.health_at = 0;
+        peer_t *p = &ns->peers.p[ns->health.health_at++];
         if (p->info.id != ns->id && p->health != PEER_GONE && !p->recent) s_health_of(ns, p, now, live);
     }
 }

@@ -80,6 +80,72 @@ typedef struct {
     transport_msg_t to;     /* its JOIN (routing fields only, no frames): the WELCOME answers it */
 } probe_t;
 
+/* Joining: the joiner's side (one join at a time), and the bootstrap's. */
+typedef struct {
+    join_state_t state;
+    int link, want;
+    uint64_t id;                /* the node joined through (the key in --join): only its WELCOME or BYE counts */
+    double deadline, resend;
+    char addr[ADDR_TEXT_MAX];
+    char err[400];
+    bucket_t bucket;            /* JOINs answered (JOIN_PER_S) */
+    probe_t probe[PROBES_MAX];  /* reachability probes of joiners (bootstrap) */
+    int nprobes;                /* of them under way (id set): each tick looks at them only then */
+} ns_join_t;
+
+/* Gossip and this node's own signed announcement. */
+typedef struct {
+    double next;                /* the next gossip round */
+    ixset_t rumor_set;          /* the records with gossip rounds left as a rumor (peer_t.rumor > 0) */
+    int at;                     /* round-robin position of the gossip fill */
+    uint64_t rng;               /* gossip targets */
+    int ann_stage;              /* the stage and address our own announcement says */
+    char ann_addr[PEER_ADDR_MAX];
+    int ann_flags;              /* the PEER_FLAG_* our own announcement says */
+    int full_noted;             /* the peer table was found full with nothing to forget (warned once) */
+    vcache_t *vcache;           /* c.vcache, or own_vcache */
+    vcache_t *own_vcache;
+} ns_gossip_t;
+
+/* Failure detection: pings, partners, the live set and its sweeps. */
+typedef struct {
+    double next_ping, next_health, next_probe;
+    int probe_at;               /* round-robin position of the gone-peer probes */
+    int ping_at;                /* round-robin position of the pings to non-partners */
+    uint64_t partner[PARTNERS_MAX]; /* peers with tensor traffic lately (ids; 0 free) */
+    double partner_t[PARTNERS_MAX]; /* their last_traffic (ns_traffic is the only writer of it) */
+    int partner_ix[PARTNERS_MAX];   /* their records */
+    int live;                   /* live peers at the last health round */
+    int nlive;                  /* live peers now: records not taken for gone, self left out (ns_set_health) */
+    ixset_t live_set;           /* their record indices */
+    int health_at;              /* round-robin position of the health sweep */
+    int *recent;                /* peers with tensor traffic lately (record indices, each once: peer_t.recent; pruned by
+                                   ns_check_health): checked every round, as partners may go quiet in seconds */
+    int nrecent, caprecent;
+} ns_health_t;
+
+/* Tensor codecs and the gradient streams' error feedback. */
+typedef struct {
+    codec_ctx_t *dec, *enc;
+    feedback_t fb[FEEDBACK_STREAMS];
+    int nfb;
+} ns_tensor_t;
+
+/* State transfers. */
+typedef struct {
+    fetch_t fetch;              /* a state download for the compute side */
+    backup_t *backups;          /* [nstages]: snapshots held for other stages */
+} ns_xfer_t;
+
+/* Relaying for others, and reaching outward-only peers. */
+typedef struct {
+    int relays;                 /* this node relays for outward-only nodes (reachable, --relay on) */
+    bucket_t bucket;            /* bytes relayed (--relay-mbit) */
+    int dial_at;                /* round-robin position of DIAL relays */
+    int relayed;                /* the last link upkeep found a peer reached through a relay */
+    int nout;                   /* records of outward-only peers */
+} ns_relay_t;
+
 struct netside {
     netside_cfg_t c;            /* configuration (o points at the node's options) */
     uint64_t id;                /* node_id_from_pubkey */
@@ -94,56 +160,19 @@ struct netside {
     double linger_until;        /* a completed run: until every peer heard (or this time) */
     double next_linger;
     peers_t peers;              /* the swarm table (owned) */
-    codec_ctx_t *dec, *enc;     /* tensor codecs */
-    feedback_t fb[FEEDBACK_STREAMS];
-    int nfb;
-    fetch_t fetch;              /* a state download for the compute side */
-    backup_t *backups;          /* [nstages]: snapshots held for other stages */
-    bucket_t join_bucket;       /* JOINs answered (JOIN_PER_S) */
     bucket_t status_bucket;     /* STATUS_REQs answered (STATUS_PER_S) */
-    /* joining */
-    join_state_t join;
-    int join_link, join_want;
-    uint64_t join_id;           /* the node joined through (the key in --join): only its WELCOME or BYE counts */
-    double join_deadline, join_resend;
-    char join_addr[ADDR_TEXT_MAX];
-    char join_err[400];
-    /* timers */
-    double next_ping, next_gossip, next_health, next_view, next_probe;
-    int probe_at;               /* round-robin position of the gone-peer probes */
-    int ping_at;                /* round-robin position of the pings to non-partners */
-    uint64_t partner[PARTNERS_MAX]; /* peers with tensor traffic lately (ids; 0 free) */
-    double partner_t[PARTNERS_MAX]; /* their last_traffic (s_traffic is the only writer of it) */
-    int partner_ix[PARTNERS_MAX];   /* their records */
-    int live;                   /* live peers at the last health round */
-    int nlive;                  /* live peers now: records not taken for gone, self left out (s_set_health) */
-    ixset_t live_set;           /* their record indices */
-    int health_at;              /* round-robin position of the health sweep */
-    int *recent;                /* peers with tensor traffic lately (record indices, each once: peer_t.recent; pruned by
-                                   s_check_health): checked every round, as partners may go quiet in seconds */
-    int nrecent, caprecent;
-    int nout;                   /* records of outward-only peers */
-    int relayed;                /* the last link upkeep found a peer reached through a relay */
-    ixset_t rumor_set;          /* the records with gossip rounds left as a rumor (peer_t.rumor > 0) */
-    int gossip_at;              /* round-robin position of the gossip fill */
-    uint64_t rng;               /* gossip targets */
-    int ann_stage;              /* the stage and address our own announcement says */
-    char ann_addr[PEER_ADDR_MAX];
+    double next_view;
     int view_dirty;
-    uint64_t drop_logged;
     uint8_t done_proof[DONE_LEN];  /* the last stage's signed word that the run completed */
     int have_proof;
     int outward;                /* this node is reachable only over the links it opens */
-    int ann_flags;              /* the PEER_FLAG_* our own announcement says */
-    int relays;                 /* this node relays for outward-only nodes (reachable, --relay on) */
-    bucket_t relay_bucket;      /* bytes relayed (--relay-mbit) */
-    probe_t probe[PROBES_MAX];  /* reachability probes of joiners (bootstrap) */
-    int nprobes;                /* of them under way (id set): each tick looks at them only then */
-    int dial_at;                /* round-robin position of DIAL relays */
-    int full_noted;             /* the peer table was found full with nothing to forget (warned once) */
     net_counters_t ctr;
-    vcache_t *vcache;           /* c.vcache, or own_vcache */
-    vcache_t *own_vcache;
+    ns_join_t join;
+    ns_gossip_t gossip;
+    ns_health_t health;
+    ns_tensor_t tensor;
+    ns_xfer_t xfer;
+    ns_relay_t relay;
 };
 
 /* core.c */

@@ -38,7 +38,7 @@ void ns_introduce(netside_t *ns, int link)
 /* 1 when another JOIN may be answered now. */
 static int s_join_allowed(netside_t *ns)
 {
-    return bucket_take(&ns->join_bucket, ns_now(ns), JOIN_PER_S, JOIN_PER_S, 1);
+    return bucket_take(&ns->join.bucket, ns_now(ns), JOIN_PER_S, JOIN_PER_S, 1);
 }
 
 /* Closed swarm: checks the ticket of a JOIN; 0 admitted until *expires
@@ -120,20 +120,20 @@ static int s_probe_start(netside_t *ns, const transport_msg_t *m, const char *ad
     if (!ns->c.port.adopt) return -1;
     int free_slot = -1;
     for (int i = 0; i < PROBES_MAX; i++) {
-        if (ns->probe[i].id == m->sender) return 0;   /* a repeated JOIN: the probe is under way */
-        if (!ns->probe[i].id && free_slot < 0) free_slot = i;
+        if (ns->join.probe[i].id == m->sender) return 0;   /* a repeated JOIN: the probe is under way */
+        if (!ns->join.probe[i].id && free_slot < 0) free_slot = i;
     }
     if (free_slot < 0) return -1;
     char err[256];
     int link = ns->c.port.connect(ns->c.port.arg, adv, m->sender_pub, err, sizeof err);
     if (link < 0) return -1;
-    probe_t *pr = &ns->probe[free_slot];
+    probe_t *pr = &ns->join.probe[free_slot];
     memset(pr, 0, sizeof *pr);
     pr->id = m->sender;
-    ns->nprobes++;
+    ns->join.nprobes++;
     pr->link = link;
-    ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    pr->nonce = ns->rng | 1;
+    ns->gossip.rng = ns->gossip.rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    pr->nonce = ns->gossip.rng | 1;
     pr->deadline = ns_now(ns) + PROBE_S;
     pr->stage = stage;
     pr->shard = shard;
@@ -167,14 +167,14 @@ static void s_probe_end(netside_t *ns, probe_t *pr, int reachable)
                       "no answer on its address: reachable only outward");
     s_welcome(ns, &pr->to, pr->stage, pr->shard, reachable);
     memset(pr, 0, sizeof *pr);
-    ns->nprobes--;
+    ns->join.nprobes--;
 }
 
 void ns_on_probe_pong(netside_t *ns, const transport_msg_t *m)
 {
     for (int i = 0; i < PROBES_MAX; i++)
-        if (ns->probe[i].id && ns->probe[i].id == m->sender && ns->probe[i].nonce == m->hdr.mb) {
-            s_probe_end(ns, &ns->probe[i], 1);
+        if (ns->join.probe[i].id && ns->join.probe[i].id == m->sender && ns->join.probe[i].nonce == m->hdr.mb) {
+            s_probe_end(ns, &ns->join.probe[i], 1);
             return;
         }
     ns_discard(ns);   /* late, or not ours */
@@ -182,8 +182,8 @@ void ns_on_probe_pong(netside_t *ns, const transport_msg_t *m)
 
 void ns_probe_tick(netside_t *ns, double now)
 {
-    for (int i = 0; ns->nprobes && i < PROBES_MAX; i++)
-        if (ns->probe[i].id && now >= ns->probe[i].deadline) s_probe_end(ns, &ns->probe[i], 0);
+    for (int i = 0; ns->join.nprobes && i < PROBES_MAX; i++)
+        if (ns->join.probe[i].id && now >= ns->join.probe[i].deadline) s_probe_end(ns, &ns->join.probe[i], 0);
 }
 
 void ns_on_join(netside_t *ns, const transport_msg_t *m)
@@ -255,23 +255,23 @@ void ns_on_join(netside_t *ns, const transport_msg_t *m)
 
 void ns_join_fail(netside_t *ns, const char *fmt, const char *detail)
 {
-    snprintf(ns->join_err, sizeof ns->join_err, fmt, ns->join_addr, detail);
-    ns->join = JOIN_FAILED;
+    snprintf(ns->join.err, sizeof ns->join.err, fmt, ns->join.addr, detail);
+    ns->join.state = JOIN_FAILED;
 }
 
 void ns_join_send(netside_t *ns)
 {
     wbuf_t w;
     wbuf_init(&w, 1024);
-    ns_put_join(ns, &w, ns->join_want, ns->c.o->stage_run);
+    ns_put_join(ns, &w, ns->join.want, ns->c.o->stage_run);
     wire_hdr_t h;
     wire_hdr_init(&h, WIRE_JOIN);
     h.flags = ns->c.no_listen ? JOIN_FLAG_OUTWARD : 0;
     const void *f[1] = { w.data };
     size_t l[1] = { w.len };
-    if (!wbuf_error(&w)) ns_port_send(ns, ns->join_link, NULL, &h, f, l, 1, 0, 0);
+    if (!wbuf_error(&w)) ns_port_send(ns, ns->join.link, NULL, &h, f, l, 1, 0, 0);
     wbuf_free(&w);
-    ns->join_resend = ns_now(ns) + JOIN_RESEND_S;
+    ns->join.resend = ns_now(ns) + JOIN_RESEND_S;
 }
 
 int netside_join(netside_t *ns, const char *join_addr, int want, char *err, size_t errlen)
@@ -284,21 +284,21 @@ int netside_join(netside_t *ns, const char *join_addr, int want, char *err, size
         return -1;
     }
     hostport_format(hp, sizeof hp, host, port);
-    ns->join_link = ns->c.port.connect(ns->c.port.arg, hp, key, why, sizeof why);
-    if (ns->join_link < 0) { snprintf(err, errlen, "--join %s: %s", join_addr, why); return -1; }
-    snprintf(ns->join_addr, sizeof ns->join_addr, "%s", join_addr);
-    ns->join_id = node_id_from_pubkey(key);
-    ns->join_want = want;
-    ns->join = JOIN_WAITING;
-    ns->join_deadline = ns_now(ns) + JOIN_WAIT_S;
+    ns->join.link = ns->c.port.connect(ns->c.port.arg, hp, key, why, sizeof why);
+    if (ns->join.link < 0) { snprintf(err, errlen, "--join %s: %s", join_addr, why); return -1; }
+    snprintf(ns->join.addr, sizeof ns->join.addr, "%s", join_addr);
+    ns->join.id = node_id_from_pubkey(key);
+    ns->join.want = want;
+    ns->join.state = JOIN_WAITING;
+    ns->join.deadline = ns_now(ns) + JOIN_WAIT_S;
     ns_join_send(ns);
     return 0;
 }
 
 int netside_join_state(netside_t *ns, char *err, size_t errlen)
 {
-    if (ns->join == JOIN_FAILED) { snprintf(err, errlen, "%s", ns->join_err); return -1; }
-    return ns->join == JOIN_DONE || ns->join == JOIN_NONE ? 1 : 0;
+    if (ns->join.state == JOIN_FAILED) { snprintf(err, errlen, "%s", ns->join.err); return -1; }
+    return ns->join.state == JOIN_DONE || ns->join.state == JOIN_NONE ? 1 : 0;
 }
 
 void ns_on_refused(netside_t *ns, const transport_msg_t *m)
@@ -342,15 +342,15 @@ void ns_on_welcome(netside_t *ns, const transport_msg_t *m)
     ns->nstages = o.stages;
     ns->shard = shard;
     ns->me.stage = stage;
-    free(ns->backups);
-    ns->backups = calloc((size_t)ns->nstages, sizeof(backup_t));
-    int bad = !ns->backups || ns_take_table(ns, &rt, recs, k, m->sender, m->sender_pub, "welcome") < 0;
+    free(ns->xfer.backups);
+    ns->xfer.backups = calloc((size_t)ns->nstages, sizeof(backup_t));
+    int bad = !ns->xfer.backups || ns_take_table(ns, &rt, recs, k, m->sender, m->sender_pub, "welcome") < 0;
     free(recs);
     if (bad) { ns_join_fail(ns, "--join %s: malformed WELCOME%s", ""); return; }
     /* the bootstrap's link is the one we opened; it is the node we chose to join */
     peer_t *p = peers_find(&ns->peers, m->sender);
-    if (p && p->link < 0) { p->link = ns->join_link; peers_touch(&ns->peers, p); }
+    if (p && p->link < 0) { p->link = ns->join.link; peers_touch(&ns->peers, p); }
     if (p) ns_admit(p, 1, 0);   /* the node we chose to join: no ticket of its own to show */
     ns->outward = ns->c.no_listen || !reachable;
-    ns->join = JOIN_DONE;
+    ns->join.state = JOIN_DONE;
 }

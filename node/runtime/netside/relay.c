@@ -90,14 +90,14 @@ static int s_relay_budget(netside_t *ns, size_t bytes)
     double rate = (ns->c.relay_mbit > 0 ? ns->c.relay_mbit : RELAY_MBIT_DEFAULT) * 1e6 / 8;
     double cap = rate * RELAY_BURST_S;
     if (cap < 2.5 * (1 << 20)) cap = 2.5 * (1 << 20);
-    return bucket_take(&ns->relay_bucket, ns_now(ns), rate, cap, (double)bytes) ? 0 : -1;
+    return bucket_take(&ns->relay.bucket, ns_now(ns), rate, cap, (double)bytes) ? 0 : -1;
 }
 
 /* At the relay: passes a sealed envelope on to its receiver (which opened
  * a link to us), as it is (test-only: altered with --emu-relay-tamper). */
 static void s_relay_forward(netside_t *ns, const transport_msg_t *m)
 {
-    if (!ns->relays || ns->outward) { s_refuse_relay(ns, "relay request to a node that does not relay", m->sender); return; }
+    if (!ns->relay.relays || ns->outward) { s_refuse_relay(ns, "relay request to a node that does not relay", m->sender); return; }
     peer_t *to = peers_find(&ns->peers, m->hdr.mb);
     if (!to || to->info.id == ns->id || to->info.id == m->sender) { ns_drop(ns, "relay request for an unknown peer", m->sender); return; }
     if (to->link < 0) {
@@ -110,8 +110,8 @@ static void s_relay_forward(netside_t *ns, const transport_msg_t *m)
     uint8_t *alt = NULL;
     const void *f[1] = { m->frame[0] };
     size_t l[1] = { m->len[0] };
-    ns->rng = ns->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    if (ns->c.emu_relay_tamper > 0 && (double)(ns->rng >> 11) * (1.0 / 9007199254740992.0) < ns->c.emu_relay_tamper
+    ns->gossip.rng = ns->gossip.rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    if (ns->c.emu_relay_tamper > 0 && (double)(ns->gossip.rng >> 11) * (1.0 / 9007199254740992.0) < ns->c.emu_relay_tamper
         && m->len[0] > 0 && (alt = malloc(m->len[0]))) {
         memcpy(alt, m->frame[0], m->len[0]);
         alt[m->len[0] / 2] ^= 0x20;
@@ -194,14 +194,14 @@ void ns_dial(netside_t *ns, peer_t *p)
     uint64_t target = p->info.id;
     int n = ns->peers.n, sent = 0;
     for (int k = 0; k < n && sent < DIAL_VIA; k++) {
-        peer_t *q = &ns->peers.p[(ns->dial_at + k) % n];
+        peer_t *q = &ns->peers.p[(ns->relay.dial_at + k) % n];
         if (q->info.id == ns->id || q->info.id == target || q->outward || q->health == PEER_GONE) continue;
         wire_hdr_t h;
         ns_hdr(ns, &h, WIRE_DIAL);
         h.mb = target;
         if (ns_send(ns, q->info.id, &h, NULL, NULL, 0, 0, 0) == 0) sent++;
     }
-    if (n) ns->dial_at = (ns->dial_at + 1) % n;
+    if (n) ns->relay.dial_at = (ns->relay.dial_at + 1) % n;
 }
 
 /* DIAL: someone wants a link from an outward-only peer.  In the middle:
@@ -231,7 +231,7 @@ void ns_keep_links(netside_t *ns)
     if (ns->me.stage < 0) return;
     /* a reachable node among reachable peers, no record reached through a relay: nothing to keep
        (the scan below would change nothing; it was most of a large swarm's periodic work) */
-    if (!ns->outward && !ns->nout && !ns->relayed) return;
+    if (!ns->outward && !ns->relay.nout && !ns->relay.relayed) return;
     peer_t *relay = ns->outward ? s_pick_relay(ns) : NULL;
     int relayed = 0;
     for (int i = 0; i < ns->peers.n; i++) {
@@ -244,6 +244,6 @@ void ns_keep_links(netside_t *ns)
         if (ns->outward && !p->outward) ns_link(ns, p->info.id);
         else if (!ns->outward && p->outward) ns_dial(ns, p);
     }
-    ns->relayed = relayed;
+    ns->relay.relayed = relayed;
     if (relayed && relay->link < 0) ns_link(ns, relay->info.id);   /* the relay needs our link to reach us */
 }

@@ -101,11 +101,11 @@ void ns_fetch_end(netside_t *ns, state_blob_t *blob)
 {
     mail_t *m = mail_new(MAIL_STATE);
     if (!m) { state_blob_destroy(&blob); return; }
-    m->hdr.stage = (uint16_t)ns->fetch.stage;
-    m->peer = ns->fetch.donor;   /* which fetch ended: the compute side may have moved on */
+    m->hdr.stage = (uint16_t)ns->xfer.fetch.stage;
+    m->peer = ns->xfer.fetch.donor;   /* which fetch ended: the compute side may have moved on */
     m->state = blob;
-    ns_rx_free(&ns->fetch.rx);
-    ns->fetch.active = 0;
+    ns_rx_free(&ns->xfer.fetch.rx);
+    ns->xfer.fetch.active = 0;
     ns_post(ns, m);
 }
 
@@ -113,17 +113,17 @@ void ns_fetch_ask(netside_t *ns)
 {
     wire_hdr_t h;
     ns_hdr(ns, &h, WIRE_STATE_REQ);
-    h.stage = (uint16_t)ns->fetch.stage;
-    h.flags = ns->fetch.donor ? 0 : STATE_FLAG_BACKUP;
-    if (ns->fetch.donor) {
-        ns_send(ns, ns->fetch.donor, &h, NULL, NULL, 0, 0, 0);
-        ns->fetch.resend = ns_now(ns) + FETCH_RESEND_S;
+    h.stage = (uint16_t)ns->xfer.fetch.stage;
+    h.flags = ns->xfer.fetch.donor ? 0 : STATE_FLAG_BACKUP;
+    if (ns->xfer.fetch.donor) {
+        ns_send(ns, ns->xfer.fetch.donor, &h, NULL, NULL, 0, 0, 0);
+        ns->xfer.fetch.resend = ns_now(ns) + FETCH_RESEND_S;
     } else {
         uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
         int k = ids ? ns_live_ids(ns, ids) : 0;
         for (int i = 0; i < k; i++) ns_send(ns, ids[i], &h, NULL, NULL, 0, 0, 0);
         free(ids);
-        ns->fetch.resend = ns->fetch.deadline;  /* backups are asked for once */
+        ns->xfer.fetch.resend = ns->xfer.fetch.deadline;  /* backups are asked for once */
     }
 }
 
@@ -131,22 +131,22 @@ void ns_fetch_ask(netside_t *ns)
 void ns_on_fetch(netside_t *ns, const mail_t *m)
 {
     int stage = m->hdr.stage;
-    if (ns->fetch.active) ns_rx_free(&ns->fetch.rx);
-    memset(&ns->fetch, 0, sizeof ns->fetch);
-    ns->fetch.active = 1;
-    ns->fetch.stage = stage;
-    ns->fetch.donor = m->peer;
-    ns->fetch.deadline = ns_now(ns) + (double)m->hdr.mb * 1e-3;   /* hdr.mb: the wait in ms */
-    if (!m->peer && stage >= 0 && stage < ns->nstages && ns->backups[stage].buf) {
+    if (ns->xfer.fetch.active) ns_rx_free(&ns->xfer.fetch.rx);
+    memset(&ns->xfer.fetch, 0, sizeof ns->xfer.fetch);
+    ns->xfer.fetch.active = 1;
+    ns->xfer.fetch.stage = stage;
+    ns->xfer.fetch.donor = m->peer;
+    ns->xfer.fetch.deadline = ns_now(ns) + (double)m->hdr.mb * 1e-3;   /* hdr.mb: the wait in ms */
+    if (!m->peer && stage >= 0 && stage < ns->nstages && ns->xfer.backups[stage].buf) {
         /* a backup of that stage is held here */
-        backup_t *b = &ns->backups[stage];
+        backup_t *b = &ns->xfer.backups[stage];
         ns_fetch_end(ns, s_blob(ns, stage, b->buf, b->total, b->version, 1));
         return;
     }
     size_t bytes = 3 * ns_stage_params(ns, stage) * sizeof(float);
-    ns->fetch.last_deadline = ns->fetch.deadline + 8.0 * (double)bytes / FETCH_MIN_BPS;
-    if (s_rx_begin(&ns->fetch.rx, bytes) < 0) { ns_fetch_end(ns, NULL); return; }
-    ns->fetch.rx.donor = m->peer;
+    ns->xfer.fetch.last_deadline = ns->xfer.fetch.deadline + 8.0 * (double)bytes / FETCH_MIN_BPS;
+    if (s_rx_begin(&ns->xfer.fetch.rx, bytes) < 0) { ns_fetch_end(ns, NULL); return; }
+    ns->xfer.fetch.rx.donor = m->peer;
     ns_fetch_ask(ns);
 }
 
@@ -158,7 +158,7 @@ static void s_on_backup_push(netside_t *ns, const transport_msg_t *m)
         ns_drop(ns, "unexpected backup", m->sender);
         return;
     }
-    backup_t *b = &ns->backups[s];
+    backup_t *b = &ns->xfer.backups[s];
     state_rx_t *x = &b->rx;
     size_t total = 3 * ns_stage_params(ns, s) * sizeof(float);
     if ((!x->buf || x->total != total) && s_rx_begin(x, total) < 0) { ns_drop(ns, "out of memory", m->sender); return; }
@@ -234,9 +234,9 @@ static int s_state_req_allowed(netside_t *ns, const transport_msg_t *m)
 static void s_serve_backup(netside_t *ns, const transport_msg_t *m)
 {
     int s = m->hdr.stage;
-    if (s >= ns->nstages || !ns->backups[s].buf) return;  /* nothing held: silence (every live peer is asked) */
+    if (s >= ns->nstages || !ns->xfer.backups[s].buf) return;  /* nothing held: silence (every live peer is asked) */
     if (!s_state_req_allowed(ns, m)) return;
-    backup_t *b = &ns->backups[s];
+    backup_t *b = &ns->xfer.backups[s];
     /* answer on the connection it used (it may be reachable only outward) */
     s_send_chunks(ns, 0, m, s, STATE_FLAG_BACKUP | STATE_FLAG_REPLY, b->buf, b->total, b->version);
     char id[9];
@@ -267,7 +267,7 @@ void ns_on_state(netside_t *ns, const transport_msg_t *m)
 {
     if (m->nframes < 2) { ns_drop(ns, "STATE without body", m->sender); return; }
     if ((m->hdr.flags & STATE_FLAG_BACKUP) && !(m->hdr.flags & STATE_FLAG_REPLY)) { s_on_backup_push(ns, m); return; }
-    fetch_t *f = &ns->fetch;
+    fetch_t *f = &ns->xfer.fetch;
     if (!f->active || m->hdr.stage != f->stage) { ns_discard(ns); return; }  /* a late chunk of a download already done */
     state_rx_t *x = &f->rx;
     if (x->donor ? m->sender != x->donor : !peers_find(&ns->peers, m->sender)) { ns_discard(ns); return; }

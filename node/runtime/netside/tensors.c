@@ -55,7 +55,7 @@ static const char *s_tensor_shape(const netside_t *ns, const transport_msg_t *m,
 static const char *s_tensor_values(netside_t *ns, const transport_msg_t *m, float *t, size_t expect)
 {
     char err[200];
-    if (frame_decode(ns->dec, t, expect, NULL, NULL, m->frame[0], m->len[0], err, sizeof err) != (long)expect)
+    if (frame_decode(ns->tensor.dec, t, expect, NULL, NULL, m->frame[0], m->len[0], err, sizeof err) != (long)expect)
         return "tensor frame refused";
     for (size_t i = 0; i < expect; i++)
         if (!isfinite(t[i])) return "non-finite tensor";
@@ -130,26 +130,26 @@ static float *s_residual(netside_t *ns, uint64_t peer, size_t n)
 {
     double now = ns_now(ns);
     int old = 0;
-    for (int i = 0; i < ns->nfb; i++) {
-        if (ns->fb[i].peer == peer) {
-            ns->fb[i].used = now;
-            return ns->fb[i].n == n ? ns->fb[i].residual : NULL;
+    for (int i = 0; i < ns->tensor.nfb; i++) {
+        if (ns->tensor.fb[i].peer == peer) {
+            ns->tensor.fb[i].used = now;
+            return ns->tensor.fb[i].n == n ? ns->tensor.fb[i].residual : NULL;
         }
-        if (ns->fb[i].used < ns->fb[old].used) old = i;
+        if (ns->tensor.fb[i].used < ns->tensor.fb[old].used) old = i;
     }
     float *r = calloc(n, sizeof(float));
     if (!r) return NULL;
-    if (ns->nfb == FEEDBACK_STREAMS) free(ns->fb[old].residual);
-    else old = ns->nfb++;
-    ns->fb[old] = (feedback_t){ .peer = peer, .n = n, .residual = r, .used = now };
+    if (ns->tensor.nfb == FEEDBACK_STREAMS) free(ns->tensor.fb[old].residual);
+    else old = ns->tensor.nfb++;
+    ns->tensor.fb[old] = (feedback_t){ .peer = peer, .n = n, .residual = r, .used = now };
     return r;
 }
 
 /* Forgets every gradient stream (this node moved to another stage). */
 void ns_feedback_reset(netside_t *ns)
 {
-    for (int i = 0; i < ns->nfb; i++) free(ns->fb[i].residual);
-    ns->nfb = 0;
+    for (int i = 0; i < ns->tensor.nfb; i++) free(ns->tensor.fb[i].residual);
+    ns->tensor.nfb = 0;
 }
 
 /* Encodes mail m's tensor into frame (returns its length, -1 on failure);
@@ -172,7 +172,7 @@ static long s_encode(netside_t *ns, const mail_t *m, uint8_t **frame, uint64_t *
     uint32_t shape[1] = { (uint32_t)m->n };
     encode_opts_t eo = { .residual = m->feedback ? s_residual(ns, m->peer, m->n) : NULL };
     char err[200];
-    return frame_encode(ns->enc, *frame, cap, m->x, shape, 1, m->codec, &eo, err, sizeof err);
+    return frame_encode(ns->tensor.enc, *frame, cap, m->x, shape, 1, m->codec, &eo, err, sizeof err);
 }
 
 /* Sends the message of a MAIL_SEND: header, the tensor (encoded here), the aux frame. */
