@@ -175,7 +175,7 @@ static void s_welcome(rogue_t *r, zmq_msg_t *parts, int n)
     opts_defaults(&o, OPTS_NODE);
     rbuf_t rc, rt;
     rbuf_init(&rc, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]));
-    if (opts_decode_run(&rc, &o, err, sizeof err) < 0) return;
+    if (proto_get_runcfg(&rc, &o, err, sizeof err) < 0) return;
     static peer_info_t recs[256];
     int k = 0;
     rbuf_init(&rt, zmq_msg_data(&parts[3]), zmq_msg_size(&parts[3]));
@@ -826,15 +826,10 @@ static size_t s_state_bytes(const opts_t *o, int s)
 static void s_push_part(netside_t *ns, const keypair_t *kp, int stage, size_t total, uint32_t sum, int64_t version,
                         uint32_t idx, const uint8_t *payload, size_t len)
 {
-    uint8_t pre[32];
-    wbuf_t w;
-    wbuf_init_fixed(&w, pre, sizeof pre);
-    wbuf_put_u64(&w, total);
-    wbuf_put_u32(&w, sum);
-    wbuf_put_u64(&w, (uint64_t)version);
-    wbuf_put_u32(&w, (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK));
+    uint8_t pre[PROTO_STATE_PRE_LEN];
+    proto_put_state_pre(pre, total, sum, version);
     const void *f[2] = { pre, payload ? (const void *)payload : pre };
-    size_t l[2] = { w.len, len };
+    size_t l[2] = { sizeof pre, len };
     s_deliver(ns, kp, WIRE_STATE, stage, STATE_FLAG_BACKUP, idx, f, l, 2);
 }
 

@@ -8,6 +8,7 @@
 #include "node/runtime/json.h"
 #include "node/runtime/metrics.h"
 #include "node/runtime/options.h"
+#include "node/runtime/proto.h"
 #include "node/runtime/pending.h"
 #include "node/runtime/peers.h"
 #include "node/runtime/router.h"
@@ -1084,7 +1085,7 @@ static size_t s_encode(const opts_t *o, uint8_t *buf, size_t cap)
 {
     wbuf_t w;
     wbuf_init_fixed(&w, buf, cap);
-    opts_encode_run(&w, o);
+    proto_put_runcfg(&w, o);
     return wbuf_error(&w) ? 0 : w.len;
 }
 
@@ -1099,7 +1100,7 @@ static void test_opts_run_roundtrip(void)
     rbuf_t r;
     rbuf_init(&r, buf, len);
     char err[256] = "";
-    int rc = opts_decode_run(&r, &j, err, sizeof err);
+    int rc = proto_get_runcfg(&r, &j, err, sizeof err);
     CHECKF(rc == 0, "%s", err);
     if (rc != 0) return;
     CHECK(rbuf_remaining(&r) == 0);
@@ -1146,7 +1147,7 @@ static void test_opts_run_truncated(void)
         rbuf_t r;
         rbuf_init(&r, cut, n);
         char err[256] = "";
-        if (opts_decode_run(&r, &j, err, sizeof err) == 0) accepted++;
+        if (proto_get_runcfg(&r, &j, err, sizeof err) == 0) accepted++;
         else if (!err[0]) noreason++;
         if (memcmp(&j, &keep, sizeof j) != 0) { changed++; j = keep; }
         free(cut);
@@ -1167,7 +1168,7 @@ static int s_decode_of(const opts_t *c)
     rbuf_t r;
     rbuf_init(&r, buf, len);
     char err[256];
-    return opts_decode_run(&r, &j, err, sizeof err);
+    return proto_get_runcfg(&r, &j, err, sizeof err);
 }
 
 /* --split auto: the run config carries "auto" (the even layout until the
@@ -1186,7 +1187,7 @@ static void test_split_auto_plan(void)
     rbuf_t r;
     rbuf_init(&r, buf, len);
     char err[256] = "";
-    CHECKF(opts_decode_run(&r, &j, err, sizeof err) == 0, "%s", err);
+    CHECKF(proto_get_runcfg(&r, &j, err, sizeof err) == 0, "%s", err);
     CHECK(j.split == SPLIT_AUTO && j.cfg.split == SPLIT_EVEN && opts_run_id(&j) == opts_run_id(&c));
     opts_t e = c;
     e.split = SPLIT_EVEN;
@@ -1259,11 +1260,11 @@ static void test_opts_run_out_of_range(void)
     opts_t j;
     s_joiner(&j);
     char err[256];
-    CHECK(opts_decode_run(&r, &j, err, sizeof err) == -1);
+    CHECK(proto_get_runcfg(&r, &j, err, sizeof err) == -1);
     len = s_encode(&base, buf, sizeof buf);
     buf[len - 1] = 2;    /* whether the budget was given */
     rbuf_init(&r, buf, len);
-    CHECK(opts_decode_run(&r, &j, err, sizeof err) == -1);
+    CHECK(proto_get_runcfg(&r, &j, err, sizeof err) == -1);
 }
 
 static void test_opts_run_id(void)
@@ -1607,7 +1608,7 @@ static int s_joiner_gets(const char *name, const char *value, char *err, size_t 
     if (!len) return -2;
     rbuf_t r;
     rbuf_init(&r, buf, len);
-    return opts_decode_run(&r, &j, err, errlen);
+    return proto_get_runcfg(&r, &j, err, errlen);
 }
 
 /* Every bounded run option: the values just outside are refused, the bounds
@@ -1676,7 +1677,7 @@ static void test_opts_stages_max(void)
     size_t len = s_encode(&o, buf, sizeof buf);
     rbuf_t r;
     rbuf_init(&r, buf, len);
-    CHECK(opts_decode_run(&r, &j, ej, sizeof ej) == -1);
+    CHECK(proto_get_runcfg(&r, &j, ej, sizeof ej) == -1);
     CHECKF(strcmp(ej, "run config: --stages 129: must be 1..128") == 0, "%s", ej);
     CHECK(s_refused(OPTS_NODE, "--stage 128", "--stage 128: want auto or a stage number 0..127"));
     CHECK(s_parse(&o, OPTS_NODE, "--stage 127", ec, sizeof ec) == 0 && o.stage == 127);

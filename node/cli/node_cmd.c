@@ -135,21 +135,19 @@ static int s_http(void *arg, const char *path, http_reply_t *r)
  * older node). */
 static void s_status_reach(rbuf_t *r, int k, const peer_info_t *recs, uint8_t *reach, uint8_t *link)
 {
-    uint32_t nb = rbuf_get_u32(r);
-    for (uint32_t i = 0; !rbuf_error(r) && i < nb && (int)i < k; i++) {
-        size_t len = 0;
-        const uint8_t *blob = rbuf_get_bytes(r, ANNOUNCE_LEN, &len);
+    const uint8_t **blobs = malloc(sizeof *blobs * (size_t)(k + 1));
+    size_t *lens = malloc(sizeof *lens * (size_t)(k + 1));
+    if (!blobs || !lens) { free(blobs); free(lens); memset(link, STATUS_LINK_UNKNOWN, (size_t)k); return; }
+    proto_get_status_rest(r, k, blobs, lens, link);
+    for (int i = 0; i < k; i++) {
         announce_t a;
         char err[160];
-        if (blob && len == ANNOUNCE_LEN && announce_verify(&a, blob, len, err, sizeof err) == 0 && announce_matches(&a, &recs[i]))
+        if (blobs[i] && lens[i] == ANNOUNCE_LEN && announce_verify(&a, blobs[i], lens[i], err, sizeof err) == 0
+            && announce_matches(&a, &recs[i]))
             reach[i] = (a.flags & PEER_FLAG_OUTWARD) ? 2 : (a.flags & PEER_FLAG_RELAY) ? 3 : 1;
     }
-    for (int i = 0; i < k; i++) link[i] = 5;
-    uint32_t nl = rbuf_remaining(r) >= 4 ? rbuf_get_u32(r) : 0;
-    for (uint32_t i = 0; !rbuf_error(r) && i < nl && (int)i < k; i++) {
-        uint8_t v = rbuf_get_u8(r);
-        if (!rbuf_error(r) && v <= STATUS_LINK_RELAY) link[i] = v;
-    }
+    free(blobs);
+    free(lens);
 }
 
 /* A ticket given as text or @FILE, into its bytes.  0, or -1 with a reason. */
@@ -528,11 +526,12 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
 {
     rbuf_t r;
     rbuf_init(&r, m->frame[0], m->len[0]);
-    uint32_t nst = rbuf_get_u32(&r);
-    uint64_t target = rbuf_get_u64(&r), done = rbuf_get_u64(&r);
-    float loss = rbuf_get_f32(&r);
-    char model[64];
-    rbuf_get_str(&r, model, sizeof model);
+    proto_status_t st;
+    proto_get_status(&r, &st);   /* (truncated: nstages 0, or peers_decode says so) */
+    uint32_t nst = st.nstages;
+    uint64_t target = st.target, done = st.completed;
+    float loss = st.loss;
+    char *model = st.model;
     s_printable(model);
     if (nst < 1 || nst > MODEL_STAGES_MAX) {   /* a line per stage below: a hostile count would print billions */
         snprintf(err, errlen, "status: a malformed reply: %u stages, at most %d", (unsigned)nst, MODEL_STAGES_MAX);

@@ -22,41 +22,9 @@
 #include "node/runtime/metrics.h"
 #include "node/runtime/options.h"
 #include "node/runtime/peers.h"
+#include "node/runtime/proto.h"
 
-#define ACT_FLAG_EVAL 0x1u     /* ACT: an evaluation microbatch: forward only */
-#define ACT_FLAG_FINAL 0x4u    /* ACT with ACT_FLAG_EVAL: the run's final evaluation (the last stage ends after it) */
-#define GRAD_FLAG_DUP 0x2u     /* GRAD without tensor: a later stage had already applied this microbatch */
-#define MB_ATTEMPT_SHIFT 8     /* ACT/GRAD flags bits 8..15: the issue attempt of the microbatch */
-#define MB_ATTEMPT(flags) (((flags) >> MB_ATTEMPT_SHIFT) & 0xffu)
-#define JOIN_FLAG_INTRO 0x1u   /* JOIN: an introduction (ticket) to a peer, no WELCOME wanted */
-#define JOIN_FLAG_OUTWARD 0x2u /* JOIN: the sender is reachable only over links it opens (no probe; send back over them) */
-#define PING_FLAG_PROBE 0x1u   /* PING/PONG: the bootstrap's reachability probe of a joiner's address */
-#define PLAN_FLAG_KNOWN 0x10000u  /* any message (flags bit 16): the sender knows the run's split (--split auto:
-                                    chosen by its data stage before the first update) */
-#define PLAN_FLAG_LATE 0x20000u   /* with PLAN_FLAG_KNOWN (bit 17): that split is late, else even */
-#define STATUS_LINK_SELF 0      /* STATUS: the answering node itself */
-#define STATUS_LINK_DIRECT 1    /* STATUS: it has a link to that peer's address */
-#define STATUS_LINK_REVERSE 2   /* STATUS: it sends over the link that peer opened to it (the peer is behind NAT) */
-#define STATUS_LINK_NONE 3      /* STATUS: no link yet (opened on first use) */
-#define STATUS_LINK_RELAY 4     /* STATUS: through a relay (both are reachable only outward) */
-#define RELAY_FLAG_FWD 0x1u     /* RELAY: from the relay to the receiver (hdr.mb: the sealer); without it,
-                                   from the sealer to the relay (hdr.mb: the receiver) */
 #define RELAYED_LINK (-3)       /* transport_msg_t.link of a message that came through a relay */
-#define DIAL_FLAG_FWD 0x1u     /* DIAL: forwarded to the outward-only node itself (hdr.mb: who wants a link) */
-#define STATE_CHUNK (1u << 20) /* bytes per STATE message */
-#define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
-#define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
-
-/* The header flags that say split `plan` (SPLIT_EVEN or SPLIT_LATE; -1 not
- * known: none), and the split a message's flags say (-1: not said). */
-static inline uint32_t plan_flags(int plan)
-{
-    return plan < 0 ? 0 : PLAN_FLAG_KNOWN | (plan == SPLIT_LATE ? PLAN_FLAG_LATE : 0);
-}
-static inline int plan_of_flags(uint32_t flags)
-{
-    return !(flags & PLAN_FLAG_KNOWN) ? -1 : (flags & PLAN_FLAG_LATE) ? SPLIT_LATE : SPLIT_EVEN;
-}
 
 /* Byte and drop counters: written by the network side only, readable anywhere. */
 typedef struct {

@@ -101,7 +101,7 @@ int opts_resolve_model(opts_t *o, const model_config_t *cfg, char *err, size_t e
 int opts_model_given(const opts_t *o);
 /* The one check of a run config, the same for `brigade solo`, for the node
  * that creates a swarm (both through opts_resolve) and for a joiner on the
- * config it receives (opts_decode_run): the model (model_check), every bound
+ * config it receives (proto_get_runcfg): the model (model_check), every bound
  * of the option table's run options, the stage split (stage_init) and the
  * codec names.  Returns 0, or -1 with a one-line reason naming the option,
  * e.g. "--steps 100000001: must be 1..100000000". */
@@ -127,12 +127,5 @@ uint64_t opts_run_id(const opts_t *o);
 /* The canonical text the run id hashes (also sent to joiners). */
 void opts_run_text(const opts_t *o, char *buf, size_t len);
 
-/* Writes the run config (everything opts_run_text covers) for a WELCOME. */
-void opts_encode_run(void *wbuf, const opts_t *o);
-/* Reads a run config written by opts_encode_run into o, keeping o's local
- * options (listen, join, stage, files, threads, emulation).  Returns 0, or -1
- * with a reason when the bytes are malformed, or "run config: " and
- * opts_check_run's reason when a value is out of range; o is unchanged on
- * failure. */
-int opts_decode_run(void *rbuf, opts_t *o, char *err, size_t errlen);
+/* (the run config on the wire: proto_put_runcfg, proto_get_runcfg in proto.h) */
 #endif

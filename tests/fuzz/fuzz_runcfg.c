@@ -1,6 +1,6 @@
-// fuzz-sources: node/runtime/options.c node/engine/*.c net/wire.c net/keys.c compress/*.c
+// fuzz-sources: node/runtime/options.c node/runtime/proto.c node/engine/*.c net/wire.c net/keys.c compress/*.c
 /* fuzz_runcfg.c: libFuzzer target for the run config a joiner receives in
- * WELCOME (opts_decode_run).
+ * WELCOME (proto_get_runcfg).
  *
  * A config that decodes must be one the node can run with: a model that
  * passes model_check, a stage split that stage_init accepts for every
@@ -10,6 +10,7 @@
 #include "net/wire.h"
 #include "node/engine/model.h"
 #include "node/runtime/options.h"
+#include "node/runtime/proto.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -34,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rbuf_init(&r, copy, size);
     char err[256];
     err[0] = '\0';
-    if (opts_decode_run(&r, &o, err, sizeof err) == 0) {
+    if (proto_get_runcfg(&r, &o, err, sizeof err) == 0) {
         char why[256];
         if (model_check(&o.cfg, why, sizeof why) < 0) abort();
         if (o.stages < 1 || o.steps < 1 || o.batch < 1 || o.micro < 1) abort();
@@ -45,12 +46,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!isfinite(o.optim.lr) || !isfinite(o.optim.wd) || !isfinite(o.optim.clip)) abort();
         wbuf_t w;
         wbuf_init(&w, 1 << 16);
-        opts_encode_run(&w, &o);
+        proto_put_runcfg(&w, &o);
         if (wbuf_error(&w)) abort();
         o2 = base;
         rbuf_t r2;
         rbuf_init(&r2, w.data, w.len);
-        if (opts_decode_run(&r2, &o2, why, sizeof why) < 0) abort();
+        if (proto_get_runcfg(&r2, &o2, why, sizeof why) < 0) abort();
         if (opts_run_id(&o2) != opts_run_id(&o)) abort();
         wbuf_free(&w);
     } else {

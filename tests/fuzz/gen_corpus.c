@@ -8,6 +8,7 @@
 #include "net/ticket.h"
 #include "net/wire.h"
 #include "node/runtime/options.h"
+#include "node/runtime/proto.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -127,7 +128,7 @@ static void s_runcfg(void)
         }
         wbuf_t w;
         wbuf_init(&w, 1 << 16);
-        opts_encode_run(&w, &o);
+        proto_put_runcfg(&w, &o);
         char file[32];
         snprintf(file, sizeof file, "cfg-%zu", s);
         s_write("runcfg", file, w.data, w.len);

@@ -191,21 +191,22 @@ void ns_stop_compute(netside_t *ns)
 }
 
 /* After a full table (ns_put_table, limit 0): how this node reaches each of
- * its records, in the same order: a u32 count, then a u8 each
- * (STATUS_LINK_*; added later: older readers stop before it). */
+ * its records, in the same order (STATUS_LINK_*; added later: older
+ * readers stop before it). */
 static void s_put_links(netside_t *ns, wbuf_t *w)
 {
-    uint32_t k = 1;
-    for (int i = 0; i < ns->peers.n; i++)
-        if (ns->peers.p[i].info.id != ns->id && ns->peers.p[i].health != PEER_GONE) k++;
-    wbuf_put_u32(w, k);
-    wbuf_put_u8(w, STATUS_LINK_SELF);
+    uint8_t *links = malloc((size_t)ns->peers.n + 1);
+    if (!links) { w->err = 1; return; }
+    uint32_t k = 0;
+    links[k++] = STATUS_LINK_SELF;
     for (int i = 0; i < ns->peers.n; i++) {
         const peer_t *p = &ns->peers.p[i];
         if (p->info.id == ns->id || p->health == PEER_GONE) continue;
-        wbuf_put_u8(w, p->link >= 0 ? (p->adopted ? STATUS_LINK_REVERSE : STATUS_LINK_DIRECT)
-                       : p->via ? STATUS_LINK_RELAY : STATUS_LINK_NONE);
+        links[k++] = p->link >= 0 ? (p->adopted ? STATUS_LINK_REVERSE : STATUS_LINK_DIRECT)
+                     : p->via ? STATUS_LINK_RELAY : STATUS_LINK_NONE;
     }
+    proto_put_links(w, links, k);
+    free(links);
 }
 
 static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
@@ -224,14 +225,12 @@ static void s_on_status_req(netside_t *ns, const transport_msg_t *m)
     }
     wbuf_t w;
     wbuf_init(&w, TABLE_MAX_BYTES);
-    wbuf_put_u32(&w, (uint32_t)ns->nstages);
-    wbuf_put_u64(&w, (uint64_t)ns->c.o->steps * (uint64_t)ns->c.o->micro);
-    uint64_t completed;
+    proto_status_t st = { .nstages = (uint32_t)ns->nstages, .target = (uint64_t)ns->c.o->steps * (uint64_t)ns->c.o->micro };
     double loss;
-    netside_progress(ns, &completed, &loss);
-    wbuf_put_u64(&w, completed);
-    wbuf_put_f32(&w, (float)loss);
-    wbuf_put_str(&w, ns->c.o->cfg.name);
+    netside_progress(ns, &st.completed, &loss);
+    st.loss = (float)loss;
+    snprintf(st.model, sizeof st.model, "%s", ns->c.o->cfg.name);
+    proto_put_status(&w, &st);
     ns_put_table(ns, &w, 0);
     s_put_links(ns, &w);
     if (!wbuf_error(&w)) {

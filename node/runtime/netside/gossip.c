@@ -5,7 +5,6 @@
 #define GOSSIP_FANOUT 3         /* PEERS go to this many random live peers each round */
 #define GOSSIP_LEARN_BURST 64   /* new peers one member's gossip may introduce at once (self-signed announcements */
 #define GOSSIP_LEARN_PER_S 4.0  /* cost nothing to make: one PEERS filled the table), and per second after */
-#define PROGRESS_MAX 256        /* last-stage progress entries in one PEERS */
 
 /* Room for the records a PEERS/WELCOME table says it holds (its leading
  * u32 count; peers_decode checks the rest), at least one and at most
@@ -126,9 +125,7 @@ void ns_put_table(netside_t *ns, wbuf_t *w, int limit)
             ns->gossip.at = (ns->gossip.at + j + 1) % n;
         }
     }
-    peers_encode(w, recs, k);
-    wbuf_put_u32(w, (uint32_t)k);
-    for (int i = 0; i < k; i++) wbuf_put_bytes(w, blobs[i], blobs[i] ? ANNOUNCE_LEN : 0);
+    proto_put_table(w, recs, blobs, k);
     free(recs);
     free(blobs);
 }
@@ -185,56 +182,66 @@ static void s_take_announce(netside_t *ns, peer_t *p, const announce_t *a, const
     peers_set_announce(p, blob, a->seq);
 }
 
+/* Takes record rec (with its announcement blob of len bytes) of a table
+ * sent by `sender` (ns_take_table).  0, or -2 when the announcement's
+ * signature does not check; *refused counts new peers over the sender's
+ * learn bucket. */
+static int s_take_record(netside_t *ns, const peer_info_t *rec, const uint8_t *blob, size_t len, uint64_t sender,
+                         const uint8_t sender_pub[32], const char *why, int gossip, int *refused)
+{
+    if (rec->id == ns->id) return 0;
+    peer_t *p = peers_find(&ns->peers, rec->id);
+    announce_t a;
+    int valid = 0;
+    if (len == ANNOUNCE_LEN && p && p->announce_seq && announce_seq_of(blob) <= p->announce_seq)
+        valid = 0;  /* not newer than the one we hold (seqs only grow): nothing new, no signature to check */
+    else if ((valid = s_announce_ok(ns, &a, blob, len, rec)) < 0)
+        return -2;
+    if (rec->id == sender) {
+        if (memcmp(rec->pubkey, sender_pub, 32) != 0) return 0;
+        ns_add_peer(ns, rec, ns_now(ns), why);
+    } else if (!p && !valid) {
+        return 0;   /* a third party's word alone is not enough */
+    } else if (!p && gossip && !s_may_learn(ns, sender)) {
+        (*refused)++;
+        return 0;
+    } else if (!p) {
+        /* as fresh as the sender's word of it, not as this moment: a peer that died a while ago
+         * would otherwise look alive here for a whole silence allowance, and draw work */
+        ns_add_peer(ns, rec, ns_now(ns) - (double)rec->seen_ms * 1e-3, why);
+    }
+    peer_t *q = peers_find(&ns->peers, rec->id);
+    if (q && valid && a.seq >= q->announce_seq) s_take_announce(ns, q, &a, blob);
+    if (p && rec->id != sender && s_fresh(ns, q, rec->seen_ms)) {
+        /* (after its announcement: word of a peer at a new address is word of the new one) the sender
+         * heard from it more lately than we did: its rate and version are newer hints */
+        if (q->info.rate != rec->rate) ns->view_dirty = 1;
+        q->info.rate = rec->rate;
+        q->info.version = rec->version;
+        peers_touch(&ns->peers, q);
+    }
+    return 0;
+}
+
 /* Takes the records of a table sent by `sender`: its own record on its word
  * (the link authenticated it), anyone else's only with that peer's valid
  * signed announcement, newer than the one held, vouching for the record's
  * address and stage; new peers in gossip (why "gossip") within the
- * sender's learn bucket.  Returns -1 when the announcement part is
- * malformed, -2 at the first announcement whose signature does not check
- * (what came before it stays taken). */
+ * sender's learn bucket.  Returns -1 when the announcement part (at r) is
+ * malformed (nothing taken), -2 at the first announcement whose signature
+ * does not check (what came before it stays taken). */
 int ns_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k, uint64_t sender,
                   const uint8_t sender_pub[32], const char *why)
 {
-    int gossip = strcmp(why, "gossip") == 0, refused = 0;
-    uint32_t nb = rbuf_get_u32(r);
-    if (rbuf_error(r) || nb != (uint32_t)k) return -1;
-    for (int i = 0; i < k; i++) {
-        size_t len = 0;
-        const uint8_t *blob = rbuf_get_bytes(r, ANNOUNCE_LEN, &len);
-        if (rbuf_error(r)) return -1;
-        const peer_info_t *rec = &recs[i];
-        if (rec->id == ns->id) continue;
-        peer_t *p = peers_find(&ns->peers, rec->id);
-        announce_t a;
-        int valid = 0;
-        if (len == ANNOUNCE_LEN && p && p->announce_seq && announce_seq_of(blob) <= p->announce_seq)
-            valid = 0;  /* not newer than the one we hold (seqs only grow): nothing new, no signature to check */
-        else if ((valid = s_announce_ok(ns, &a, blob, len, rec)) < 0)
-            return -2;
-        if (rec->id == sender) {
-            if (memcmp(rec->pubkey, sender_pub, 32) != 0) continue;
-            ns_add_peer(ns, rec, ns_now(ns), why);
-        } else if (!p && !valid) {
-            continue;   /* a third party's word alone is not enough */
-        } else if (!p && gossip && !s_may_learn(ns, sender)) {
-            refused++;
-            continue;
-        } else if (!p) {
-            /* as fresh as the sender's word of it, not as this moment: a peer that died a while ago
-             * would otherwise look alive here for a whole silence allowance, and draw work */
-            ns_add_peer(ns, rec, ns_now(ns) - (double)rec->seen_ms * 1e-3, why);
-        }
-        peer_t *q = peers_find(&ns->peers, rec->id);
-        if (q && valid && a.seq >= q->announce_seq) s_take_announce(ns, q, &a, blob);
-        if (p && rec->id != sender && s_fresh(ns, q, rec->seen_ms)) {
-            /* (after its announcement: word of a peer at a new address is word of the new one) the sender
-             * heard from it more lately than we did: its rate and version are newer hints */
-            if (q->info.rate != rec->rate) ns->view_dirty = 1;
-            q->info.rate = rec->rate;
-            q->info.version = rec->version;
-            peers_touch(&ns->peers, q);
-        }
-    }
+    int gossip = strcmp(why, "gossip") == 0, refused = 0, rc = 0;
+    const uint8_t **blobs = malloc(sizeof *blobs * (size_t)(k + 1));
+    size_t *lens = malloc(sizeof *lens * (size_t)(k + 1));
+    if (!blobs || !lens || proto_get_announces(r, k, blobs, lens) < 0) rc = -1;
+    for (int i = 0; rc == 0 && i < k; i++)
+        rc = s_take_record(ns, &recs[i], blobs[i], lens[i], sender, sender_pub, why, gossip, &refused);
+    free(blobs);
+    free(lens);
+    if (rc < 0) return rc;
     if (refused) ns_count_drop(ns, "gossip of more new peers than a member may introduce (the rest not taken)", sender);
     return 0;
 }
@@ -247,24 +254,23 @@ void ns_send_table(netside_t *ns, uint64_t peer, int limit)
     wbuf_t w;
     wbuf_init(&w, TABLE_MAX_BYTES);
     if (limit > 0)   /* a share of the table, its announcements, the last stage's progress: about this much */
-        wbuf_reserve(&w, (size_t)(limit + 1) * (sizeof(peer_info_t) + ANNOUNCE_LEN + 4) + PROGRESS_MAX * 16 + 72);
+        wbuf_reserve(&w, (size_t)(limit + 1) * (sizeof(peer_info_t) + ANNOUNCE_LEN + 4) + PROTO_PROGRESS_MAX * 16 + 72);
     ns_put_table(ns, &w, limit);
-    wbuf_put_u64(&w, ns->me.completed);
-    wbuf_put_f32(&w, (float)ns->me.loss);
-    wbuf_put_u8(&w, (uint8_t)(ns->me.done == 1 && ns->me.status == 0));  /* completed, not interrupted */
-    uint32_t np = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass) wbuf_put_u32(&w, np);
-        np = 0;
-        for (int i = 0; ns->me.stage == ns->nstages - 1 && i < ns->peers.n && np < PROGRESS_MAX; i++) {
-            const peer_t *p = &ns->peers.p[i];
-            if (p->info.id == ns->id || p->info.stage != ns->nstages - 1 || !p->completed) continue;
-            if (pass) { wbuf_put_u64(&w, p->info.id); wbuf_put_u64(&w, p->completed); }
-            np++;
-        }
+    proto_peers_tail_t *t = &ns->gossip.tail;
+    t->completed = ns->me.completed;
+    t->loss = (float)ns->me.loss;
+    t->done = ns->me.done == 1 && ns->me.status == 0;  /* completed, not interrupted */
+    t->np = 0;
+    for (int i = 0; ns->me.stage == ns->nstages - 1 && i < ns->peers.n && t->np < PROTO_PROGRESS_MAX; i++) {
+        const peer_t *p = &ns->peers.p[i];
+        if (p->info.id == ns->id || p->info.stage != ns->nstages - 1 || !p->completed) continue;
+        t->id[t->np] = p->info.id;
+        t->done_by[t->np++] = p->completed;
     }
     /* the run's progress as this node counts it (read from the last stage: a data stage trains on while it is short) */
-    wbuf_put_u64(&w, peers_completed(&ns->peers) + ns->me.completed);
+    t->said = 1;
+    t->progress = peers_completed(&ns->peers) + ns->me.completed;
+    proto_put_peers_tail(&w, t);
     if (!wbuf_error(&w)) {
         wire_hdr_t h;
         ns_hdr(ns, &h, WIRE_PEERS);
@@ -343,20 +349,10 @@ void ns_add_peer(netside_t *ns, const peer_info_t *info, double heard, const cha
  * announcements, the sender's progress and end, the progress records.
  * Checked before any of it is taken (a PEERS cut short was counted as
  * malformed after its table had been taken). */
-static int s_peers_rest_ok(const rbuf_t *at, int k)
+static int s_peers_rest_ok(netside_t *ns, const rbuf_t *at, int k)
 {
     rbuf_t r = *at;
-    size_t len;
-    if (rbuf_get_u32(&r) != (uint32_t)k) return 0;
-    for (int i = 0; i < k && !rbuf_error(&r); i++) rbuf_get_bytes(&r, ANNOUNCE_LEN, &len);
-    rbuf_get_u64(&r);   /* completed */
-    rbuf_get_f32(&r);   /* loss */
-    rbuf_get_u8(&r);    /* done */
-    uint32_t np = rbuf_get_u32(&r);
-    if (rbuf_error(&r) || np > PROGRESS_MAX) return 0;
-    for (uint32_t i = 0; i < np; i++) { rbuf_get_u64(&r); rbuf_get_u64(&r); }
-    if (rbuf_remaining(&r) >= 8) rbuf_get_u64(&r);   /* the run's progress (older senders end before it) */
-    return !rbuf_error(&r);
+    return proto_get_announces(&r, k, NULL, NULL) == 0 && proto_get_peers_tail(&r, &ns->gossip.tail) == 0;
 }
 
 void ns_on_peers(netside_t *ns, const transport_msg_t *m)
@@ -368,27 +364,26 @@ void ns_on_peers(netside_t *ns, const transport_msg_t *m)
     peer_info_t *recs = ns_recs_for(m->frame[0], m->len[0], &max);
     int k = 0;
     char err[200];
-    int bad = !recs || peers_decode(&r, recs, max, &k, err, sizeof err) < 0 || !s_peers_rest_ok(&r, k) ? -1
+    int bad = !recs || peers_decode(&r, recs, max, &k, err, sizeof err) < 0 || !s_peers_rest_ok(ns, &r, k) ? -1
               : ns_take_table(ns, &r, recs, k, m->sender, m->sender_pub, "gossip");
     free(recs);
     if (bad < 0) { ns_drop(ns, bad == -2 ? "PEERS with a forged announcement" : "malformed PEERS", m->sender); return; }
-    uint64_t completed = rbuf_get_u64(&r);
-    float loss = rbuf_get_f32(&r);
-    int done = rbuf_get_u8(&r);
-    uint32_t np = rbuf_get_u32(&r);
-    if (rbuf_error(&r) || np > PROGRESS_MAX) { ns_drop(ns, "malformed PEERS", m->sender); return; }
+    const proto_peers_tail_t *t = &ns->gossip.tail;
+    if (proto_get_peers_tail(&r, &ns->gossip.tail) < 0) { ns_drop(ns, "malformed PEERS", m->sender); return; }
+    uint64_t completed = t->completed;
+    float loss = t->loss;
+    int done = t->done;
     /* the run's progress and its end are the last stage's to tell: its own, and what it knows of its stage's other peers */
     peer_t *p = peers_find(&ns->peers, m->sender);
     if (p && done) p->done_seen = 1;
     int last = p && p->info.stage == ns->nstages - 1;
-    for (uint32_t i = 0; i < np; i++) {
-        uint64_t id = rbuf_get_u64(&r), c = rbuf_get_u64(&r);
-        peer_t *q = last && !rbuf_error(&r) && id != ns->id ? peers_find(&ns->peers, id) : NULL;
+    for (uint32_t i = 0; i < t->np; i++) {
+        uint64_t id = t->id[i], c = t->done_by[i];
+        peer_t *q = last && id != ns->id ? peers_find(&ns->peers, id) : NULL;
         if (q && q->info.stage == ns->nstages - 1 && c > q->completed) { q->completed = c; ns->view_dirty = 1; peers_touch(&ns->peers, q); }
     }
-    int said = rbuf_remaining(&r) >= 8;   /* older senders end before it */
-    uint64_t progress = said ? rbuf_get_u64(&r) : 0;
-    if (rbuf_error(&r)) { ns_drop(ns, "malformed PEERS", m->sender); return; }
+    int said = t->said;
+    uint64_t progress = t->progress;
     if (!last) return;
     if (completed > p->completed) { p->completed = completed; ns->view_dirty = 1; }
     if (progress != p->progress || said != p->progress_said) {

@@ -105,6 +105,7 @@ typedef struct {
     int full_noted;             /* the peer table was found full with nothing to forget (warned once) */
     vcache_t *vcache;           /* c.vcache, or own_vcache */
     vcache_t *own_vcache;
+    proto_peers_tail_t tail;    /* the end of the PEERS being read or written */
 } ns_gossip_t;
 
 /* Failure detection: pings, partners, the live set and its sweeps. */

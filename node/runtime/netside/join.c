@@ -12,10 +12,7 @@
  * claim on this one. */
 void ns_put_join(const netside_t *ns, wbuf_t *w, int want, uint64_t hint_run)
 {
-    wbuf_put_str(w, ns->c.adv);
-    wbuf_put_u32(w, (uint32_t)(int32_t)want);
-    wbuf_put_bytes(w, ns->c.ticket, ns_has_ticket(ns) ? TICKET_LEN : 0);
-    if (hint_run && want >= 0) wbuf_put_u64(w, hint_run);
+    proto_put_join(w, ns->c.adv, want, ns_has_ticket(ns) ? ns->c.ticket : NULL, hint_run);
 }
 
 /* A new link starts with an introduction: who we are, where we listen,
@@ -93,11 +90,9 @@ static void s_welcome(netside_t *ns, const transport_msg_t *m, int stage, int sh
     wbuf_init(&cfg, 1 << 16);
     wbuf_init(&asg, 64);
     wbuf_init(&tab, TABLE_MAX_BYTES);
-    opts_encode_run(&cfg, ns->c.o);
-    wbuf_put_u32(&asg, (uint32_t)stage);
-    wbuf_put_u32(&asg, (uint32_t)shard);
-    wbuf_put_u8(&asg, (uint8_t)(ns->me.done != 0));
-    wbuf_put_u8(&asg, (uint8_t)(reachable != 0));   /* added later: older joiners read no further */
+    proto_put_runcfg(&cfg, ns->c.o);
+    proto_put_welcome(&asg, &(proto_welcome_t){ .stage = stage, .shard = shard, .done = ns->me.done != 0,
+                                               .reachable = reachable != 0 });
     ns_put_table(ns, &tab, 0);
     if (!wbuf_error(&cfg) && !wbuf_error(&asg) && !wbuf_error(&tab)) {
         wire_hdr_t h;
@@ -191,17 +186,16 @@ void ns_on_join(netside_t *ns, const transport_msg_t *m)
     int intro = (m->hdr.flags & JOIN_FLAG_INTRO) != 0;
     if (!intro && !s_join_allowed(ns)) { ns_discard(ns); return; }  /* a flood of joiners: they retry every 3 s */
     if (m->nframes < 1) { ns_drop(ns, "JOIN without body", m->sender); return; }
-    rbuf_t r;
-    rbuf_init(&r, m->frame[0], m->len[0]);
-    char adv[PEER_ADDR_MAX];
-    rbuf_get_str(&r, adv, sizeof adv);
-    int32_t want = (int32_t)rbuf_get_u32(&r);
-    size_t tlen = 0;
-    const uint8_t *tbytes = rbuf_get_bytes(&r, TICKET_LEN, &tlen);
-    int other_run = rbuf_remaining(&r) >= 8 && rbuf_get_u64(&r) != ns->run;   /* want: another run's checkpoint's stage */
+    proto_join_t j;
+    int bad = proto_get_join(&j, m->frame[0], m->len[0]);
+    const char *adv = j.adv;
+    int32_t want = j.want;
+    size_t tlen = j.tlen;
+    const uint8_t *tbytes = j.ticket;
+    int other_run = j.has_hint && j.hint_run != ns->run;   /* want: another run's checkpoint's stage */
     /* the address goes into every table this node sends: one that peers_decode
      * refuses (the wildcard "*", say) would get the whole table refused */
-    if (rbuf_error(&r) || !peer_addr_valid(adv) || want < -1) {
+    if (bad || !peer_addr_valid(adv) || want < -1) {
         ns_drop(ns, "malformed JOIN", m->sender);
         return;
     }
@@ -315,20 +309,18 @@ void ns_on_welcome(netside_t *ns, const transport_msg_t *m)
 {
     if (m->nframes < 3) { ns_join_fail(ns, "--join %s: malformed WELCOME%s", ""); return; }
     opts_t o = *ns->c.o;
-    rbuf_t rc, ra, rt;
+    rbuf_t rc, rt;
     rbuf_init(&rc, m->frame[0], m->len[0]);
-    rbuf_init(&ra, m->frame[1], m->len[1]);
     rbuf_init(&rt, m->frame[2], m->len[2]);
     char e2[256];
-    if (opts_decode_run(&rc, &o, e2, sizeof e2) < 0) { ns_join_fail(ns, "--join %s: the swarm's %s", e2); return; }
-    int stage = (int)rbuf_get_u32(&ra);
-    int shard = (int)rbuf_get_u32(&ra);
-    int done = rbuf_get_u8(&ra);
-    int reachable = rbuf_remaining(&ra) >= 1 ? rbuf_get_u8(&ra) : 1;   /* an older bootstrap probes nobody */
+    if (proto_get_runcfg(&rc, &o, e2, sizeof e2) < 0) { ns_join_fail(ns, "--join %s: the swarm's %s", e2); return; }
+    proto_welcome_t a;
+    int bad_asg = proto_get_welcome(&a, m->frame[1], m->len[1]);
+    int stage = a.stage, shard = a.shard, done = a.done, reachable = a.reachable;
     int max;
     peer_info_t *recs = ns_recs_for(m->frame[2], m->len[2], &max);
     int k = 0;
-    if (!recs || rbuf_error(&ra) || stage < 0 || stage >= o.stages
+    if (!recs || bad_asg || stage < 0 || stage >= o.stages
         || shard < 0 || shard > PEERS_CAP   /* one shard per data-stage peer */
         || peers_decode(&rt, recs, max, &k, e2, sizeof e2) < 0) {
         free(recs);

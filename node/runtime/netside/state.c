@@ -39,14 +39,14 @@ static int s_state_values_ok(const uint8_t *buf, size_t total)
  * Returns the chunk index, or -1 (dropped). */
 static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
 {
-    rbuf_t r;
-    rbuf_init(&r, m->frame[0], m->len[0]);
-    uint64_t total = rbuf_get_u64(&r);
-    uint32_t sum = rbuf_get_u32(&r);
-    int64_t version = (int64_t)rbuf_get_u64(&r);
-    uint32_t nchunks = rbuf_get_u32(&r);
+    proto_state_pre_t pre;
+    int bad = proto_get_state_pre(&pre, m->frame[0], m->len[0]);
+    uint64_t total = pre.total;
+    uint32_t sum = pre.checksum;
+    int64_t version = pre.version;
+    uint32_t nchunks = pre.nchunks;
     uint64_t idx = m->hdr.mb;
-    if (rbuf_error(&r) || total != x->total || nchunks != x->nchunks || idx >= nchunks || version < 0 || version > STATE_VERSION_MAX) {
+    if (bad || total != x->total || nchunks != x->nchunks || idx >= nchunks || version < 0 || version > STATE_VERSION_MAX) {
         ns_drop(ns, "malformed STATE", m->sender);
         return -1;
     }
@@ -185,13 +185,8 @@ static void s_send_chunks(netside_t *ns, uint64_t peer, const transport_msg_t *m
     uint32_t nchunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
     for (uint32_t k = 0; k < nchunks; k++) {
         size_t off = (size_t)k * STATE_CHUNK, len = total - off < STATE_CHUNK ? total - off : STATE_CHUNK;
-        uint8_t pre[32];
-        wbuf_t w;
-        wbuf_init_fixed(&w, pre, sizeof pre);
-        wbuf_put_u64(&w, total);
-        wbuf_put_u32(&w, sum);
-        wbuf_put_u64(&w, (uint64_t)version);
-        wbuf_put_u32(&w, nchunks);
+        uint8_t pre[PROTO_STATE_PRE_LEN];
+        proto_put_state_pre(pre, total, sum, version);
         wire_hdr_t h;
         ns_hdr(ns, &h, WIRE_STATE);
         h.stage = (uint16_t)stage;
@@ -199,7 +194,7 @@ static void s_send_chunks(netside_t *ns, uint64_t peer, const transport_msg_t *m
         h.flags = flags;
         h.wversion = (uint32_t)version;
         const void *f[2] = { pre, ns->c.modelled ? NULL : buf + off };
-        size_t l[2] = { w.len, ns->c.modelled ? 0 : len };
+        size_t l[2] = { sizeof pre, ns->c.modelled ? 0 : len };
         uint64_t virt = ns->c.modelled ? len : 0;
         int r;
         if (peer) {

@@ -33,10 +33,8 @@ static size_t s_expect(const netside_t *ns, int type, int *want_stage)
 /* A modelled tensor (simulator): one u64, the number of values it stands for. */
 static long s_decode_modelled(const transport_msg_t *m, size_t expect)
 {
-    rbuf_t r;
-    rbuf_init(&r, m->frame[0], m->len[0]);
-    uint64_t n = rbuf_get_u64(&r);
-    return rbuf_error(&r) || n != expect ? -1 : (long)n;
+    uint64_t n;
+    return proto_get_modelled(&n, m->frame[0], m->len[0]) < 0 || n != expect ? -1 : (long)n;
 }
 
 /* The checks of a tensor frame that need no buffer of its size: its header
@@ -159,12 +157,11 @@ static long s_encode(netside_t *ns, const mail_t *m, uint8_t **frame, uint64_t *
     *virt = 0;
     if (ns->c.modelled || !m->x) {
         /* a modelled tensor: its size only; on the wire as its codec would make it */
-        wbuf_t w;
-        wbuf_init(&w, 16);
-        wbuf_put_u64(&w, m->n);
-        *frame = w.data;
+        *frame = malloc(PROTO_MODELLED_LEN);
+        if (!*frame) return -1;
+        proto_put_modelled(*frame, m->n);
         *virt = frame_bound(m->n, m->codec);
-        return wbuf_error(&w) ? -1 : (long)w.len;
+        return PROTO_MODELLED_LEN;
     }
     size_t cap = frame_bound(m->n, m->codec);
     *frame = malloc(cap);
