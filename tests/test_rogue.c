@@ -681,10 +681,7 @@ static void s_send_join_as(netside_t *ns, const keypair_t *kp, const char *adv, 
 {
     wbuf_t w;
     wbuf_init(&w, 256);
-    wbuf_put_str(&w, adv);
-    wbuf_put_u32(&w, (uint32_t)(int32_t)want);
-    wbuf_put_bytes(&w, NULL, 0);
-    if (ck_run) wbuf_put_u64(&w, ck_run);
+    proto_put_join(&w, adv, want, NULL, ck_run);
     const void *f[1] = { w.data };
     size_t l[1] = { w.len };
     s_deliver(ns, kp, WIRE_JOIN, -1, flags, 0, f, l, 1);
@@ -719,9 +716,7 @@ static void s_send_intro_ticket(netside_t *ns, const keypair_t *kp, const char *
     if (t) ticket_encode(tb, t);
     wbuf_t w;
     wbuf_init(&w, 512);
-    wbuf_put_str(&w, adv);
-    wbuf_put_u32(&w, (uint32_t)want);
-    wbuf_put_bytes(&w, t ? tb : NULL, t ? TICKET_LEN : 0);
+    proto_put_join(&w, adv, want, t ? tb : NULL, 0);
     const void *f[1] = { w.data };
     size_t l[1] = { w.len };
     s_deliver(ns, kp, WIRE_JOIN, -1, JOIN_FLAG_INTRO, 0, f, l, 1);
@@ -1048,10 +1043,8 @@ static void t_tensor_after_leave_not_dropped(void)
     si.nparams = st.nparams;
     netside_set_self(a.ns, &si);
     s_send_join(a.ns, &up, "127.0.0.1:7001", 0, 1);   /* a stage-0 peer introduces itself */
-    uint8_t cnt[8], targets[4096];
-    wbuf_t w;
-    wbuf_init_fixed(&w, cnt, sizeof cnt);
-    wbuf_put_u64(&w, si.in_n);
+    uint8_t cnt[PROTO_MODELLED_LEN], targets[4096];
+    proto_put_modelled(cnt, si.in_n);
     size_t ntarg = (size_t)a.o.batch * (size_t)a.o.cfg.maxT;
     CHECK(ntarg <= sizeof targets);
     memset(targets, 0, sizeof targets);
@@ -1331,15 +1324,11 @@ static void s_send_announce_as(netside_t *ns, const keypair_t *from, const char 
     announce_encode(blob, &a);
     if (spoil == SPOIL_SIGNATURE) blob[ANNOUNCE_LEN - 1] ^= 1;   /* its signature no longer checks */
     wbuf_t w;
-    wbuf_init(&w, 4096);
-    peers_encode(&w, recs, 2);
-    wbuf_put_u32(&w, 2);
-    wbuf_put_bytes(&w, NULL, 0);
-    wbuf_put_bytes(&w, blob, sizeof blob);
-    wbuf_put_u64(&w, 0);   /* completed */
-    wbuf_put_f32(&w, 0);   /* loss */
-    wbuf_put_u8(&w, 0);    /* done */
-    wbuf_put_u32(&w, 0);   /* progress records */
+    wbuf_init(&w, 1 << 16);
+    const uint8_t *blobs[2] = { NULL, blob };
+    proto_put_table(&w, recs, blobs, 2);
+    static const proto_peers_tail_t tail;   /* nothing done, no progress records */
+    proto_put_peers_tail(&w, &tail);
     const void *f[1] = { w.data };
     size_t l[1] = { w.len - (spoil == SPOIL_CUT ? 3 : 0) };   /* cut: its progress records' count short */
     if (!wbuf_error(&w)) s_deliver(ns, from, WIRE_PEERS, stage, 0, 0, f, l, 1);
@@ -1422,15 +1411,10 @@ static void t_backup_fetch_not_taken_over(void)
     size_t total = s_state_bytes(&b.o, 2);
     uint32_t chunks = (uint32_t)((total + STATE_CHUNK - 1) / STATE_CHUNK);
     for (uint32_t i = 0; i < chunks; i++) {
-        uint8_t pre[32];
-        wbuf_t w;
-        wbuf_init_fixed(&w, pre, sizeof pre);
-        wbuf_put_u64(&w, total);
-        wbuf_put_u32(&w, 0);
-        wbuf_put_u64(&w, 7);
-        wbuf_put_u32(&w, chunks);
+        uint8_t pre[PROTO_STATE_PRE_LEN];
+        proto_put_state_pre(pre, total, 0, 7);
         const void *cf[2] = { pre, pre };
-        size_t cl[2] = { w.len, 0 };
+        size_t cl[2] = { sizeof pre, 0 };
         s_deliver(b.ns, &holder, WIRE_STATE, 2, STATE_FLAG_BACKUP | STATE_FLAG_REPLY, i, cf, cl, 2);
     }
     CHECKF(b.states == 1, "after one junk reply the holder's %u chunks gave %d states (want 1)", chunks, b.states);
@@ -1583,13 +1567,13 @@ static void s_send_signed_many(netside_t *ns, const keypair_t *from, const char 
         if (i && announce_sign(&a, &recs[i], 1, k, err, sizeof err) == 0) announce_encode(blob[i], &a);
     }
     if (recs && blob) {
-        peers_encode(&w, recs, n + 1);
-        wbuf_put_u32(&w, (uint32_t)n + 1);
-        for (int i = 0; i <= n; i++) wbuf_put_bytes(&w, blob[i], i ? ANNOUNCE_LEN : 0);
-        wbuf_put_u64(&w, 0);   /* completed */
-        wbuf_put_f32(&w, 0);   /* loss */
-        wbuf_put_u8(&w, 0);    /* done */
-        wbuf_put_u32(&w, 0);   /* progress records */
+        const uint8_t **blobs = malloc(sizeof *blobs * (size_t)(n + 1));
+        for (int i = 0; blobs && i <= n; i++) blobs[i] = i ? blob[i] : NULL;
+        static const proto_peers_tail_t tail;   /* nothing done, no progress records */
+        if (blobs) proto_put_table(&w, recs, blobs, n + 1);
+        else w.err = 1;
+        proto_put_peers_tail(&w, &tail);
+        free(blobs);
         const void *f[1] = { w.data };
         size_t l[1] = { w.len };
         if (!wbuf_error(&w)) s_deliver(ns, from, WIRE_PEERS, 1, 0, 0, f, l, 1);
