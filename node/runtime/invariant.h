@@ -1,6 +1,6 @@
 /* invariant.h: checks of the runtime's own invariants (the state machines
  * of the compute side, the stash, the router, the window, the pending
- * queues).  They are on in every build, release included, so each is
+ * queues, the network side and its peer table).  They are on in every build, release included, so each is
  * cheap where it runs.  A broken one is a bug in this program, never bad
  * input: bad network input is dropped and counted before it can reach one.
  *

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-mail_t *mail_new(int kind)
+mail_t *mail_new(mail_kind_t kind)
 {
     mail_t *m = calloc(1, sizeof *m);
     if (!m) return NULL;

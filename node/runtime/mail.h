@@ -86,7 +86,7 @@ typedef struct {
 
 typedef struct mail {
     queue_item_t q;         /* queue link (first) */
-    int kind;               /* mail_kind_t */
+    mail_kind_t kind;
     wire_hdr_t hdr;         /* see the kinds */
     uint64_t peer;          /* sender (in) or destination (SEND, FETCH) */
     double silent_until;    /* TENSOR: its sender's silent_until (peers.h): work it held across that
@@ -105,7 +105,7 @@ typedef struct mail {
 } mail_t;
 
 /* A zeroed mail of the given kind (codec -1); NULL when out of memory. */
-mail_t *mail_new(int kind);
+mail_t *mail_new(mail_kind_t kind);
 /* Frees a mail and everything it owns; NULL-safe. */
 void mail_free(mail_t *m);
 /* mail_free for queue_fini. */

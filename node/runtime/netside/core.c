@@ -163,6 +163,7 @@ void ns_set_outward(netside_t *ns, peer_t *p, int outward)
     if (p->outward == outward) return;
     p->outward = outward;
     ns->relay.nout += outward ? 1 : -1;
+    INVARIANT(ns->relay.nout >= 0 && ns->relay.nout <= ns->peers.n);
     ns->view_dirty = 1;
     peers_touch(&ns->peers, p);
     if (outward && !p->adopted) ns_close_link(ns, p);
@@ -412,7 +413,8 @@ void netside_on_mail(netside_t *ns, mail_t *m)
     case MAIL_FETCH: ns_on_fetch(ns, m); break;
     case MAIL_STATE_OUT: ns_on_state_out(ns, m); break;
     case MAIL_LEAVE: s_on_leave(ns, &m->self); break;
-    default: break;
+    case MAIL_TENSOR: case MAIL_STATE_REQ: case MAIL_VIEW: case MAIL_STATE: case MAIL_STOP:
+        INVARIANT(!"mail for the compute side posted to the network side");
     }
     mail_free(m);
 }

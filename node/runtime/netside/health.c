@@ -18,9 +18,13 @@
 /* Record ix became live (add 1) or gone (add -1): the count and the set follow. */
 void ns_live_change(netside_t *ns, int ix, int add)
 {
+    INVARIANT(ix >= 0 && ix < ns->peers.n && (add == 1 || add == -1));
     if (add > 0) ixset_add(&ns->health.live_set, ix);
     else ixset_del(&ns->health.live_set, ix);
     ns->health.nlive += add;
+    /* every record but this node's own counted at most once; the set (while complete) holds just them */
+    INVARIANT(ns->health.nlive >= 0 && ns->health.nlive < ns->peers.n);
+    INVARIANT(!ns->health.live_set.ok || ns->health.live_set.n == ns->health.nlive);
 }
 
 /* Every change of a peer's health goes through here: it keeps the live count and list. */
@@ -160,6 +164,7 @@ void ns_traffic(netside_t *ns, peer_t *p)
     double now = ns_now(ns);
     p->last_traffic = now;
     if (!p->recent && (ns->health.nrecent < ns->health.caprecent || s_grow_recent(ns) == 0)) {
+        INVARIANT(ns->health.nrecent < ns->health.caprecent);
         ns->health.recent[ns->health.nrecent++] = (int)(p - ns->peers.p);
         p->recent = 1;
     }

@@ -8,6 +8,7 @@
 #include "net/relay.h"
 #include "node/engine/model.h"
 #include "node/engine/optim.h"
+#include "node/runtime/invariant.h"
 #include "node/runtime/netside/ixset.h"
 #include <math.h>
 #include <stdio.h>

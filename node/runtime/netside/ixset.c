@@ -1,5 +1,6 @@
 /* ixset.c: sorted sets of record indices (ixset.h). */
 #include "node/runtime/netside/ixset.h"
+#include "node/runtime/invariant.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,10 +31,13 @@ void ixset_add(ixset_t *set, int ix)
     memmove(&set->ix[at + 1], &set->ix[at], sizeof(int) * (size_t)(set->n - at));
     set->ix[at] = ix;
     set->n++;
+    /* ascending around it (the rest was, and is untouched): the set stays sorted */
+    INVARIANT(set->n <= set->cap && (at == 0 || set->ix[at - 1] < ix) && (at + 1 == set->n || ix < set->ix[at + 1]));
 }
 
 void ixset_del_at(ixset_t *set, int at)
 {
+    INVARIANT(at >= 0 && at < set->n);
     memmove(&set->ix[at], &set->ix[at + 1], sizeof(int) * (size_t)(set->n - at - 1));
     set->n--;
 }

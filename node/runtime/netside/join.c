@@ -126,6 +126,7 @@ static int s_probe_start(netside_t *ns, const transport_msg_t *m, const char *ad
     memset(pr, 0, sizeof *pr);
     pr->id = m->sender;
     ns->join.nprobes++;
+    INVARIANT(ns->join.nprobes <= PROBES_MAX);
     pr->link = link;
     ns->gossip.rng = ns->gossip.rng * 6364136223846793005ULL + 1442695040888963407ULL;
     pr->nonce = ns->gossip.rng | 1;
@@ -163,6 +164,7 @@ static void s_probe_end(netside_t *ns, probe_t *pr, int reachable)
     s_welcome(ns, &pr->to, pr->stage, pr->shard, reachable);
     memset(pr, 0, sizeof *pr);
     ns->join.nprobes--;
+    INVARIANT(ns->join.nprobes >= 0);
 }
 
 void ns_on_probe_pong(netside_t *ns, const transport_msg_t *m)

@@ -67,6 +67,7 @@ static int s_state_chunk(netside_t *ns, state_rx_t *x, const transport_msg_t *m)
         if (!ns->c.modelled) memcpy(x->buf + off, m->frame[1], want);
         x->have[idx] = 1;
         x->got++;
+        INVARIANT(x->got <= x->nchunks);
     }
     if (x->got == x->nchunks) {
         const char *bad = NULL;

@@ -139,6 +139,7 @@ static float *s_residual(netside_t *ns, uint64_t peer, size_t n)
     if (!r) return NULL;
     if (ns->tensor.nfb == FEEDBACK_STREAMS) free(ns->tensor.fb[old].residual);
     else old = ns->tensor.nfb++;
+    INVARIANT(ns->tensor.nfb <= FEEDBACK_STREAMS);
     ns->tensor.fb[old] = (feedback_t){ .peer = peer, .n = n, .residual = r, .used = now };
     return r;
 }
