@@ -2,6 +2,8 @@
  * the subcommand) and returns the process exit status. */
 #ifndef BRIGADE_CLI_H
 #define BRIGADE_CLI_H
+#include <stddef.h>
+#include <stdint.h>
 
 int cmd_solo(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
@@ -16,4 +18,7 @@ int cmd_sim(int argc, char **argv);
  * say from an argument it quotes, shown as '?'), and returns 2 (the
  * bad-input status). */
 int cli_fail(const char *why);
+/* A ticket given as text or @FILE (--ticket of node and status) into its
+ * TICKET_LEN bytes at out.  0, or -1 with a one-line reason naming --ticket. */
+int cli_read_ticket(const char *arg, uint8_t *out, char *err, size_t errlen);
 #endif

@@ -128,3 +128,26 @@ int cmd_ticket(int argc, char **argv)
     fprintf(stderr, "ticket for %s, expires %s\n", z85, when);
     return 0;
 }
+
+/* A ticket given as text or @FILE, into its bytes.  0, or -1 with a reason. */
+int cli_read_ticket(const char *arg, uint8_t *out, char *err, size_t errlen)
+{
+    char text[TICKET_TEXT_LEN + 64] = {0};
+    const char *src = arg;
+    if (src[0] == '@') {
+        FILE *f = fopen(src + 1, "r");
+        if (!f) { snprintf(err, errlen, "--ticket %s: %s", src, strerror(errno)); return -1; }
+        size_t got = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        while (got && (text[got - 1] == '\n' || text[got - 1] == '\r' || text[got - 1] == ' ')) text[--got] = 0;
+        src = text;
+    }
+    ticket_t t;
+    char why[256];
+    if (ticket_decode_text(&t, src, why, sizeof why) < 0) {
+        snprintf(err, errlen, "--ticket: %s", why);
+        return -1;
+    }
+    ticket_encode(out, &t);
+    return 0;
+}
