@@ -177,95 +177,155 @@ struct netside {
     ns_relay_t relay;
 };
 
-/* core.c */
+/* ---- core.c: sending, links, dispatch ---- */
+/* The clock (seconds) and the wall clock (unix seconds). */
 double ns_now(const netside_t *ns);
 uint64_t ns_unix_s(const netside_t *ns);
+/* Mail to the compute side (ownership passes; NULL: nothing). */
 void ns_post(netside_t *ns, mail_t *m);
+/* This node's PEER_FLAG_*, and its own record. */
 uint8_t ns_flags(const netside_t *ns);
 void ns_self_info(const netside_t *ns, peer_info_t *p);
+/* 1 when this node holds an admission ticket (closed swarm). */
 int ns_has_ticket(const netside_t *ns);
+/* Sends over link (or as a reply to `to`) and counts the bytes: raw with
+ * tensors as raw fp32 (0: the wire size), virt the bytes modelled tensors
+ * stand for.  The transport's result (0 sent). */
 int ns_port_send(netside_t *ns, int link, const transport_msg_t *to, const wire_hdr_t *h,
                  const void *const *f, const size_t *l, int nf, uint64_t raw, uint64_t virt);
+/* Floats of stage's parameters in the run's split (even while not chosen). */
 size_t ns_stage_params(const netside_t *ns, int stage);
+/* A header of this node's run, stage and version. */
 void ns_hdr(const netside_t *ns, wire_hdr_t *h, int type);
+/* The link to peer id, connected on first use; -1 none (unknown, or
+ * outward-only and not linked yet: it is asked to link). */
 int ns_link(netside_t *ns, uint64_t id);
+/* A message to peer (over a link, or through its relay): 0 sent, -1 not. */
 int ns_send(netside_t *ns, uint64_t peer, const wire_hdr_t *h, const void *const *frames,
             const size_t *lens, int nf, uint64_t raw, uint64_t virt);
+/* A reply to message `to`, the way it came. */
 int ns_reply(netside_t *ns, const transport_msg_t *to, const wire_hdr_t *h, const void *const *frames,
              const size_t *lens, int nf);
+/* The ids of every live peer (self excluded) into ids (room for PEERS_CAP); their count. */
 int ns_live_ids(const netside_t *ns, uint64_t *ids);
+/* Closes the link to p (either kind). */
 void ns_close_link(netside_t *ns, peer_t *p);
+/* p is at another address now: link closed, unanswered pings forgotten. */
 void ns_moved(netside_t *ns, peer_t *p);
+/* What p says of its reachability (outward 1: only over links it opens). */
 void ns_set_outward(netside_t *ns, peer_t *p, int outward);
+/* Sends back to outward-only p over the link m came in on. */
 void ns_adopt(netside_t *ns, peer_t *p, const transport_msg_t *m);
+/* Tells the compute side the run ended. */
 void ns_stop_compute(netside_t *ns);
+/* A checked message of this run to its handler. */
 void ns_dispatch(netside_t *ns, const transport_msg_t *m);
 
-/* health.c */
+/* ---- health.c: failure detection, drops, bans, admission ---- */
+/* Record ix became live (add 1) or gone (add -1). */
 void ns_live_change(netside_t *ns, int ix, int add);
+/* The one writer of a peer's health. */
 void ns_set_health(netside_t *ns, peer_t *p, peer_health_t h);
+/* A message not taken and counted, with no blame on `from`. */
 void ns_count_drop(netside_t *ns, const char *why, uint64_t from);
+/* A message refused as `from`'s offence: counted, and a strike (a ban after BAN_STRIKES). */
 void ns_drop(netside_t *ns, const char *why, uint64_t from);
+/* A message not taken that is no offence (late, after a move): counted. */
 void ns_discard(netside_t *ns);
+/* 1 when peer id is banned now. */
 int ns_banned(netside_t *ns, uint64_t id);
+/* Closed swarm: NULL when id's ticket was verified and has not expired, else why not. */
 const char *ns_unadmitted(netside_t *ns, uint64_t id);
+/* Admits p until `until` (unix s, 0: no expiry), or takes it back (admit 0). */
 void ns_admit(peer_t *p, int admit, uint64_t until);
+/* A peer taken for gone is alive again (logged with why). */
 void ns_revive(netside_t *ns, peer_t *p, const char *why);
+/* 1 when p has left our pings unanswered longer than `slow`. */
 int ns_ignores_us(const peer_t *p, double now, double slow);
+/* Peer id was heard from directly now. */
 void ns_heard(netside_t *ns, uint64_t id);
+/* Tensor traffic with p: a partner, pinged often. */
 void ns_traffic(netside_t *ns, peer_t *p);
+/* PONG (RTT), and the timed rounds: gone-peer probes, pings, health. */
 void ns_on_pong(netside_t *ns, const transport_msg_t *m);
 void ns_probe_gone(netside_t *ns);
 void ns_ping_round(netside_t *ns);
+void ns_check_health(netside_t *ns);
+/* Silence allowed before p is slow (live: live peers); the health round's period. */
 double ns_slow_after(const peer_t *p, double now, int live);
 double ns_health_every(const netside_t *ns);
-void ns_check_health(netside_t *ns);
 
-/* gossip.c */
+/* ---- gossip.c: the table, announcements, PEERS ---- */
+/* Room for the records a table (frame) says it holds, at most PEERS_MAX: *max; NULL out of memory. */
 peer_info_t *ns_recs_for(const uint8_t *frame, size_t len, int *max);
+/* p changed: its record goes out first for a few gossip rounds. */
 void ns_rumor(netside_t *ns, peer_t *p);
+/* A table (proto_put_table) of self and live peers: all (limit 0) or at most limit. */
 void ns_put_table(netside_t *ns, wbuf_t *w, int limit);
+/* Takes k decoded records with the announcements at r: 0, -1 malformed
+ * (nothing taken), -2 a forged announcement (what came before stays). */
 int ns_take_table(netside_t *ns, rbuf_t *r, const peer_info_t *recs, int k, uint64_t sender,
                   const uint8_t sender_pub[32], const char *why);
+/* A PEERS (a share of limit records, 0: all) to peer. */
 void ns_send_table(netside_t *ns, uint64_t peer, int limit);
+/* Learns or updates a peer; a new one was last heard from at clock time heard. */
 void ns_add_peer(netside_t *ns, const peer_info_t *info, double heard, const char *why);
+/* PEERS received, and the timed gossip round. */
 void ns_on_peers(netside_t *ns, const transport_msg_t *m);
 void ns_gossip_round(netside_t *ns);
 
-/* join.c */
+/* ---- join.c: both sides of joining ---- */
+/* A JOIN body of this node wanting stage want (hint_run: its checkpoint's run, 0 none). */
 void ns_put_join(const netside_t *ns, wbuf_t *w, int want, uint64_t hint_run);
+/* The introduction (a JOIN with JOIN_FLAG_INTRO) a new link starts with. */
 void ns_introduce(netside_t *ns, int link);
+/* Checks an admission ticket of key pub: 0 (its expiry in *expires), or -1 with why. */
 int ns_check_ticket(netside_t *ns, const uint8_t *tbytes, size_t tlen, const uint8_t pub[32],
                     uint64_t *expires, char *why, size_t whylen);
+/* The bootstrap's side: a probe's PONG, the probes' deadlines, a JOIN. */
 void ns_on_probe_pong(netside_t *ns, const transport_msg_t *m);
 void ns_probe_tick(netside_t *ns, double now);
 void ns_on_join(netside_t *ns, const transport_msg_t *m);
+/* The joiner's side: the join failed (fmt with the join address and detail),
+ * (re)send the JOIN, a refusal (BYE), the WELCOME. */
 void ns_join_fail(netside_t *ns, const char *fmt, const char *detail);
 void ns_join_send(netside_t *ns);
 void ns_on_refused(netside_t *ns, const transport_msg_t *m);
 void ns_on_welcome(netside_t *ns, const transport_msg_t *m);
 
-/* tensors.c */
+/* ---- tensors.c: checks and codecs ---- */
+/* ACT, GRAD or AVG received: checked, decoded, posted to the compute side (or dropped). */
 void ns_on_tensor(netside_t *ns, const transport_msg_t *m);
+/* Frees every gradient stream's residual. */
 void ns_feedback_reset(netside_t *ns);
+/* MAIL_SEND: encodes and sends (ownership of m stays with the caller). */
 void ns_on_send(netside_t *ns, mail_t *m);
 
-/* state.c */
+/* ---- state.c: transfers and backups ---- */
+/* Frees an assembly; it is empty afterwards. */
 void ns_rx_free(state_rx_t *x);
+/* Ends the compute side's fetch with blob (NULL: none came). */
 void ns_fetch_end(netside_t *ns, state_blob_t *blob);
+/* Asks the fetch's donor (or the backup holders) again. */
 void ns_fetch_ask(netside_t *ns);
-void ns_on_fetch(netside_t *ns, const mail_t *m);
+/* The silence after which a fetch asks again. */
 double ns_fetch_silence(const fetch_t *f);
-void ns_on_state(netside_t *ns, const transport_msg_t *m);
+/* MAIL_FETCH, MAIL_STATE_OUT, and STATE and STATE_REQ received. */
+void ns_on_fetch(netside_t *ns, const mail_t *m);
 void ns_on_state_out(netside_t *ns, mail_t *m);
+void ns_on_state(netside_t *ns, const transport_msg_t *m);
 void ns_on_state_req(netside_t *ns, const transport_msg_t *m);
 
-/* relay.c */
+/* ---- relay.c: relays and DIALs ---- */
+/* A message to outward-only p sealed through its relay: 0 sent, -1 not. */
 int ns_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const void *const *frames,
                   const size_t *lens, int nf, uint64_t raw);
+/* RELAY and DIAL received. */
 void ns_on_relay(netside_t *ns, const transport_msg_t *m);
-void ns_dial(netside_t *ns, peer_t *p);
 void ns_on_dial(netside_t *ns, const transport_msg_t *m);
+/* Asks outward-only p for a link (through peers linked to it). */
+void ns_dial(netside_t *ns, peer_t *p);
+/* The timed upkeep of links to outward-only peers and relays. */
 void ns_keep_links(netside_t *ns);
 
 #endif
