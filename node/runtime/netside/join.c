@@ -183,47 +183,10 @@ void ns_probe_tick(netside_t *ns, double now)
         if (ns->join.probe[i].id && now >= ns->join.probe[i].deadline) s_probe_end(ns, &ns->join.probe[i], 0);
 }
 
-void ns_on_join(netside_t *ns, const transport_msg_t *m)
+/* The joiner of JOIN m, at adv, serving stage, admitted until `until`:
+ * its record, alive (NULL when the table has no room for it). */
+static peer_t *s_take_joiner(netside_t *ns, const transport_msg_t *m, const char *adv, int stage, uint64_t until)
 {
-    int intro = (m->hdr.flags & JOIN_FLAG_INTRO) != 0;
-    if (!intro && !s_join_allowed(ns)) { ns_discard(ns); return; }  /* a flood of joiners: they retry every 3 s */
-    if (m->nframes < 1) { ns_drop(ns, "JOIN without body", m->sender); return; }
-    proto_join_t j;
-    int bad = proto_get_join(&j, m->frame[0], m->len[0]);
-    const char *adv = j.adv;
-    int32_t want = j.want;
-    size_t tlen = j.tlen;
-    const uint8_t *tbytes = j.ticket;
-    int other_run = j.has_hint && j.hint_run != ns->run;   /* want: another run's checkpoint's stage */
-    /* the address goes into every table this node sends: one that peers_decode
-     * refuses (the wildcard "*", say) would get the whole table refused */
-    if (bad || !peer_addr_valid(adv) || want < -1) {
-        ns_drop(ns, "malformed JOIN", m->sender);
-        return;
-    }
-    if (other_run && !intro) want = -1;
-    char why[240];
-    if (want >= ns->nstages) {   /* the joiner cannot know the run's stages before it is welcomed */
-        snprintf(why, sizeof why, "--stage %d: the run has %d stage%s (0 to %d)", (int)want, ns->nstages,
-                 ns->nstages == 1 ? "" : "s", ns->nstages - 1);
-        s_refuse(ns, m, why);
-        return;
-    }
-    uint64_t until = 0;
-    peer_t *known = peers_find(&ns->peers, m->sender);
-    if (ns->c.o->closed && ns_check_ticket(ns, tbytes, tlen, m->sender_pub, &until, why, sizeof why) < 0) {
-        size_t n = strlen(why);
-        snprintf(why + n, sizeof why - n, " (a closed swarm needs --ticket from its owner)");
-        if (known) ns_admit(known, 0, 0);   /* admitted before: no longer, on a ticket refused now */
-        s_refuse(ns, m, why);
-        return;
-    }
-    if (intro) { s_on_intro(ns, m, adv, want, until); return; }
-    int stage = want;
-    if (known && want < 0) stage = known->info.stage;  /* a repeated JOIN keeps its stage */
-    if (stage < 0 || stage >= ns->nstages) stage = peers_pick_stage(&ns->peers, ns->nstages);
-    int counts[MODEL_STAGES_MAX];
-    peers_stage_counts(&ns->peers, ns->nstages, counts);
     peer_info_t info = {0};
     info.id = m->sender;
     snprintf(info.addr, sizeof info.addr, "%s", adv);
@@ -239,6 +202,47 @@ void ns_on_join(netside_t *ns, const transport_msg_t *m)
         p->unanswered = 0;
         ns_admit(p, 1, until);
     }
+    return p;
+}
+
+void ns_on_join(netside_t *ns, const transport_msg_t *m)
+{
+    int intro = (m->hdr.flags & JOIN_FLAG_INTRO) != 0;
+    if (!intro && !s_join_allowed(ns)) { ns_discard(ns); return; }  /* a flood of joiners: they retry every 3 s */
+    if (m->nframes < 1) { ns_drop(ns, "JOIN without body", m->sender); return; }
+    proto_join_t j;
+    /* the address goes into every table this node sends: one that peers_decode
+     * refuses (the wildcard "*", say) would get the whole table refused */
+    if (proto_get_join(&j, m->frame[0], m->len[0]) < 0 || !peer_addr_valid(j.adv) || j.want < -1) {
+        ns_drop(ns, "malformed JOIN", m->sender);
+        return;
+    }
+    const char *adv = j.adv;
+    int other_run = j.has_hint && j.hint_run != ns->run;   /* want: another run's checkpoint's stage */
+    int want = other_run && !intro ? -1 : j.want;
+    char why[240];
+    if (want >= ns->nstages) {   /* the joiner cannot know the run's stages before it is welcomed */
+        snprintf(why, sizeof why, "--stage %d: the run has %d stage%s (0 to %d)", (int)want, ns->nstages,
+                 ns->nstages == 1 ? "" : "s", ns->nstages - 1);
+        s_refuse(ns, m, why);
+        return;
+    }
+    uint64_t until = 0;
+    peer_t *known = peers_find(&ns->peers, m->sender);
+    if (ns->c.o->closed && ns_check_ticket(ns, j.ticket, j.tlen, m->sender_pub, &until, why, sizeof why) < 0) {
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof why - n, " (a closed swarm needs --ticket from its owner)");
+        if (known) ns_admit(known, 0, 0);   /* admitted before: no longer, on a ticket refused now */
+        s_refuse(ns, m, why);
+        return;
+    }
+    if (intro) { s_on_intro(ns, m, adv, want, until); return; }
+    int stage = want;
+    if (known && want < 0) stage = known->info.stage;  /* a repeated JOIN keeps its stage */
+    if (stage < 0 || stage >= ns->nstages) stage = peers_pick_stage(&ns->peers, ns->nstages);
+    int counts[MODEL_STAGES_MAX];
+    peers_stage_counts(&ns->peers, ns->nstages, counts);
+    peer_t *p = s_take_joiner(ns, m, adv, stage, until);
     int shard = stage == 0 ? counts[0] : 0;
     if (!p || (m->hdr.flags & JOIN_FLAG_OUTWARD)) {
         if (p) ns_set_outward(ns, p, 1);
