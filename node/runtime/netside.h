@@ -7,7 +7,10 @@
  * (netside_tick); it talks to the compute side only by mail (mail.h).
  *
  * Threading: a netside is driven by one thread (the node's I/O thread, or
- * the simulator's); its counters may be read from any thread. */
+ * the simulator's); its counters may be read from any thread.
+ *
+ * The messages' flags and bodies: proto.h.  The implementation: one file
+ * per part under netside/ (internal.h says what they share). */
 #ifndef BRIGADE_RUNTIME_NETSIDE_H
 #define BRIGADE_RUNTIME_NETSIDE_H
 #include <stdatomic.h>

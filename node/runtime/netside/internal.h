@@ -1,6 +1,15 @@
 /* internal.h: what the parts of the network side (node/runtime/netside/)
- * share: its constants, its state and the functions one part calls in
- * another.  Private to those files; the public contract is netside.h. */
+ * share: its constants, its state (a struct per part inside netside_t)
+ * and the functions one part calls in another (prefixed ns_).  Private to
+ * those files; the public contract is netside.h.  The parts:
+ *   core.c     life cycle, sends and links, dispatch of messages and mail, timers
+ *   health.c   pings, partners, failure detection, drops, bans, admission
+ *   gossip.c   the table's records, signed announcements, rumors, PEERS
+ *   join.c     joining: the bootstrap's side (probes, WELCOME) and the joiner's
+ *   tensors.c  ACT/GRAD/AVG checks, decoding, encoding, error feedback
+ *   state.c    state downloads, backups held for other stages, serving them
+ *   relay.c    relays between outward-only nodes, DIALs
+ *   ixset.c    sorted sets of record indices (ixset.h) */
 #ifndef BRIGADE_RUNTIME_NETSIDE_INTERNAL_H
 #define BRIGADE_RUNTIME_NETSIDE_INTERNAL_H
 #include "node/runtime/netside.h"
