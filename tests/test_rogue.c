@@ -156,9 +156,7 @@ static void s_join(rogue_t *r, int want)
     s_hdr(r, h, WIRE_JOIN, -1, 0);
     wbuf_t w;
     wbuf_init_fixed(&w, body, sizeof body);
-    wbuf_put_str(&w, r->adv);
-    wbuf_put_u32(&w, (uint32_t)(int32_t)want);
-    wbuf_put_u32(&w, 0);  /* no ticket (an open swarm) */
+    proto_put_join(&w, r->adv, want, NULL, 0);   /* no ticket (an open swarm) */
     const void *f[2] = { h, body };
     size_t l[2] = { WIRE_HDR_LEN, w.len };
     s_sendv(r, K_JOIN, f, l, 2, 0);
@@ -412,13 +410,11 @@ static void s_attack(rogue_t *r, int kind, int allow_avg, int allow_control)
         if (!signed_ok) break;
         announce_encode(blob, &a);
         wbuf_t w;
-        wbuf_init(&w, 4096);
-        peers_encode(&w, &p, 1);
-        wbuf_put_u32(&w, 1);                       /* one announcement per record */
-        wbuf_put_bytes(&w, blob, sizeof blob);
-        wbuf_put_u64(&w, 0);                       /* completed */
-        wbuf_put_f32(&w, NAN);                     /* loss */
-        wbuf_put_u8(&w, 0);                        /* done */
+        wbuf_init(&w, 1 << 16);
+        const uint8_t *blobs[1] = { blob };
+        proto_put_table(&w, &p, blobs, 1);
+        static const proto_peers_tail_t tail = { .loss = NAN };
+        proto_put_peers_tail(&w, &tail);
         s_hdr(r, h, WIRE_PEERS, r->tstage, 0);
         f[0] = h; l[0] = WIRE_HDR_LEN; f[1] = w.data; l[1] = w.len;
         if (!wbuf_error(&w)) s_sendv(r, kind, f, l, 2, 0);
@@ -999,10 +995,10 @@ static void t_backup_other_snapshot_counted(void)
 /* The stage a WELCOME that boot sent last names (-1: none sent). */
 static int s_welcome_stage(const tnode_t *boot)
 {
-    if (boot->box.keep_n[WIRE_WELCOME] != 3 || boot->box.keep_len[WIRE_WELCOME][1] < 4) return -1;
-    rbuf_t r;
-    rbuf_init(&r, boot->box.keep[WIRE_WELCOME][1], boot->box.keep_len[WIRE_WELCOME][1]);
-    return (int)rbuf_get_u32(&r);
+    proto_welcome_t a;
+    if (boot->box.keep_n[WIRE_WELCOME] != 3
+        || proto_get_welcome(&a, boot->box.keep[WIRE_WELCOME][1], boot->box.keep_len[WIRE_WELCOME][1]) < 0) return -1;
+    return a.stage;
 }
 
 /* A joiner's wanted stage that comes from a checkpoint binds only in the
