@@ -9,6 +9,7 @@
 #include "net/keys.h"
 #include "net/transport.h"
 #include "net/wire.h"
+#include "node/runtime/proto.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -738,12 +739,10 @@ static void *fake_node_thread(void *arg)
         if (m.hdr.type == WIRE_STATUS_REQ) {
             wbuf_t w;
             wbuf_init(&w, 1 << 16);
-            wbuf_put_u32(&w, f->nstages);
-            wbuf_put_u64(&w, 100);
-            wbuf_put_u64(&w, 5);
-            wbuf_put_f32(&w, 2.5f);
-            wbuf_put_str(&w, f->model);
-            wbuf_put_u32(&w, 0);   /* no peer records */
+            proto_status_t st = {.nstages = f->nstages, .target = 100, .completed = 5, .loss = 2.5f};
+            snprintf(st.model, sizeof st.model, "%s", f->model);
+            proto_put_status(&w, &st);
+            proto_put_table(&w, NULL, NULL, 0);   /* no peer records */
             wire_hdr_t h;
             wire_hdr_init(&h, WIRE_STATUS);
             const void *fr[1] = { w.data };
