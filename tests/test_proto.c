@@ -113,6 +113,7 @@ static void test_table_roundtrip(void)
     CHECK(proto_get_announces(&r, k, gb, gl) == 0);
     CHECK(gl[0] == ANNOUNCE_LEN && memcmp(gb[0], blob, ANNOUNCE_LEN) == 0 && gl[1] == 0);
     CHECK(rbuf_remaining(&r) == 0);
+    CHECK(proto_table_count(w.data, w.len) == 2 && proto_table_count(w.data, 3) == 0);
     /* a count other than the records' is refused */
     rbuf_init(&r, w.data, w.len);
     CHECK(peers_decode(&r, got, 4, &k, err, sizeof err) == 0);

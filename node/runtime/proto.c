@@ -132,6 +132,13 @@ void proto_put_table(wbuf_t *w, const peer_info_t *recs, const uint8_t *const *b
     for (int i = 0; i < k; i++) wbuf_put_bytes(w, blobs[i], blobs[i] ? ANNOUNCE_LEN : 0);
 }
 
+uint32_t proto_table_count(const uint8_t *buf, size_t len)
+{
+    rbuf_t r;
+    rbuf_init(&r, buf, len);
+    return rbuf_get_u32(&r);
+}
+
 int proto_get_announces(rbuf_t *r, int k, const uint8_t **blobs, size_t *lens)
 {
     if (rbuf_get_u32(r) != (uint32_t)k || rbuf_error(r)) return -1;

@@ -139,6 +139,8 @@ int proto_get_runcfg(rbuf_t *r, opts_t *o, char *err, size_t errlen);
  *   announcement (ANNOUNCE_LEN, net/ticket.h), or none (length 0). */
 /* Writes k records and their announcements (blobs[i] NULL: none). */
 void proto_put_table(wbuf_t *w, const peer_info_t *recs, const uint8_t *const *blobs, int k);
+/* The record count a table at buf says it holds (unchecked; 0 when truncated). */
+uint32_t proto_table_count(const uint8_t *buf, size_t len);
 /* Reads the announcement part after k records (peers_decode read those):
  * blobs[i] and lens[i] (both may be NULL: skipped).  0, or -1 when the
  * count is not k or it is truncated. */

@@ -13,9 +13,7 @@
  * Sets *max to the room.  NULL when out of memory. */
 peer_info_t *ns_recs_for(const uint8_t *frame, size_t len, int *max)
 {
-    rbuf_t r;
-    rbuf_init(&r, frame, len);
-    uint32_t count = rbuf_get_u32(&r);   /* 0 when truncated: peers_decode says so */
+    uint32_t count = proto_table_count(frame, len);   /* 0 when truncated: peers_decode says so */
     if (count < 1) count = 1;
     if (count > PEERS_MAX) count = PEERS_MAX;
     *max = (int)count;
