@@ -1,6 +1,7 @@
 /* peers.c: the swarm table (peers.h). */
 #include "node/runtime/peers.h"
 #include "node/engine/model.h"
+#include "node/runtime/invariant.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ void peers_fini(peers_t *t)
 peer_t *peers_find(peers_t *t, uint64_t id)
 {
     int i = idmap_get(&t->index, id);
+    INVARIANT(i < t->n && (i < 0 || t->p[i].info.id == id));   /* the index follows the records */
     return i >= 0 ? &t->p[i] : NULL;
 }
 
@@ -83,6 +85,7 @@ int peers_upsert(peers_t *t, const peer_info_t *info, double heard)
         if (self) t->selfix = t->n;
         else memset(&t->mirror[s_mirror_pos(t, t->n)], 0, sizeof(view_peer_t));   /* completed 0: the sum holds */
         t->n++;
+        INVARIANT(t->n <= t->cap && t->n <= PEERS_CAP);
         if (!self) peers_touch(t, p);
         return 1;
     }
@@ -124,6 +127,7 @@ int peers_replace(peers_t *t, int i, const peer_info_t *info, double heard)
 
 int peers_set_announce(peer_t *p, const uint8_t *blob, uint64_t seq)
 {
+    INVARIANT(seq >= p->announce_seq);   /* a peer's announcements only grow newer */
     if (!p->announce && !(p->announce = malloc(ANNOUNCE_LEN))) return -1;
     memcpy(p->announce, blob, ANNOUNCE_LEN);
     p->announce_seq = seq;
