@@ -1,5 +1,5 @@
 /* gen_corpus.c: writes the seed corpora of the fuzz targets header, peers,
- * runcfg and ticket into tests/fuzz/corpus/<name>/ (valid encodings made by
+ * runcfg, ticket and proto into tests/fuzz/corpus/<name>/ (valid encodings made by
  * the real encoders).  Build and run from the repository root, after make:
  *   cc -std=c11 -D_GNU_SOURCE -I. tests/fuzz/gen_corpus.c build/libbrigade.a -o /tmp/gen_corpus \
  *      $(pkg-config --cflags --libs libzmq libzstd libsodium openblas zlib) -lm -pthread
@@ -182,14 +182,63 @@ static void s_tickets(void)
     }
 }
 
+/* proto: a selector byte (fuzz_proto.c), then one body made by its encoder. */
+static void s_proto_one(const char *file, uint8_t sel, const void *p, size_t n)
+{
+    uint8_t *b = malloc(n + 1);
+    if (!b) exit(1);
+    b[0] = sel;
+    memcpy(b + 1, p, n);
+    s_write("proto", file, b, n + 1);
+    free(b);
+}
+
+static void s_proto(void)
+{
+    wbuf_t w;
+    wbuf_init(&w, 1 << 16);
+    uint8_t ticket[TICKET_LEN] = { 1, 2, 3 };
+    proto_put_join(&w, "10.0.0.1:6000", 1, ticket, 0x0102030405060708ull);
+    s_proto_one("join", 0, w.data, w.len);
+    w.len = 0;
+    proto_put_welcome(&w, &(proto_welcome_t){ .stage = 2, .shard = 5, .done = 0, .reachable = 1 });
+    s_proto_one("welcome", 1, w.data, w.len);
+    uint8_t pre[PROTO_STATE_PRE_LEN];
+    proto_put_state_pre(pre, 3u << 20, 0xabcdef01u, 42);
+    s_proto_one("state-pre", 2, pre, sizeof pre);
+    w.len = 0;
+    static proto_peers_tail_t tail = { .completed = 100, .loss = 1.5f, .np = 2, .id = { 7, 8 },
+                                       .done_by = { 70, 80 }, .said = 1, .progress = 150 };
+    proto_put_peers_tail(&w, &tail);
+    s_proto_one("peers-tail", 3, w.data, w.len);
+    w.len = 0;
+    proto_status_t st = { .nstages = 4, .target = 800, .completed = 12, .loss = 2.0f, .model = "gpt-tiny" };
+    proto_put_status(&w, &st);
+    wbuf_put_u32(&w, 1);
+    wbuf_put_bytes(&w, NULL, 0);
+    uint8_t links[1] = { STATUS_LINK_DIRECT };
+    proto_put_links(&w, links, 1);
+    s_proto_one("status", 4, w.data, w.len);
+    w.len = 0;
+    opts_t o;
+    char err[256];
+    opts_defaults(&o, OPTS_NODE);
+    if (opts_resolve(&o, err, sizeof err) == 0) {
+        proto_put_runcfg(&w, &o);
+        s_proto_one("runcfg", 5, w.data, w.len);
+    }
+    wbuf_free(&w);
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
     mkdir("tests/fuzz/corpus", 0755);
+    s_proto();
     s_headers();
     s_peers();
     s_runcfg();
     s_tickets();
-    printf("corpora written to tests/fuzz/corpus/{header,peers,runcfg,ticket}\n");
+    printf("corpora written to tests/fuzz/corpus/{header,peers,runcfg,ticket,proto}\n");
     return 0;
 }
