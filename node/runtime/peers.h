@@ -16,6 +16,22 @@
 
 typedef enum { PEER_ALIVE = 0, PEER_SLOW, PEER_GONE } peer_health_t;
 
+/* The usual scale of a peer's ACT/GRAD tensors (the norm check). */
+typedef struct {
+    double mean;            /* running mean of the per-value RMS of its tensors */
+    int n;                  /* tensors in that mean */
+} peer_norm_t;
+
+/* Sealed traffic with a peer through a relay (both reachable only outward). */
+typedef struct {
+    uint8_t box[32];        /* crypto_box key of us and it (relayed messages), when has_box */
+    int has_box;
+    uint64_t seq_out;       /* relayed messages sealed for it */
+    uint64_t seq_in;        /* the highest counter opened from it (older ones are replays) */
+    int noted;              /* we relayed for it (the `relay` metrics event was written) */
+    double intro_next;      /* when our introduction goes through the relay to it again */
+} peer_sealed_t;
+
 typedef struct {
     /* (what the table's scans and each message read comes first, in few cache lines: every node holds
        and scans a record per peer) */
@@ -53,17 +69,11 @@ typedef struct {
                                owned by the table (peers_set_announce), NULL none (kept out of the record:
                                the table is scanned often and held by every node) */
     double last_state_req;  /* rate limit of its STATE_REQs */
-    double norm_mean;       /* running mean of the per-value RMS of its ACT/GRAD tensors */
-    int norm_n;             /* tensors in that mean */
+    peer_norm_t norm;       /* the usual scale of its tensors */
     int adopted;            /* link is the connection it opened to us (transport_adopt) */
     double last_dial;       /* when we last asked for a link from it (DIAL) */
     int relays;             /* it relays for outward-only nodes (its signed announcement) */
-    uint8_t box[32];        /* crypto_box key of us and it (relayed messages), when has_box */
-    int has_box;
-    uint64_t seq_out;       /* relayed messages sealed for it */
-    uint64_t seq_in;        /* the highest counter opened from it (older ones are replays) */
-    int relay_noted;        /* we relayed for it (the `relay` metrics event was written) */
-    double relay_intro_next; /* when our introduction goes through the relay to it again */
+    peer_sealed_t sealed;   /* relayed traffic with it */
     bucket_t learn;         /* the new peers its gossip may still introduce (GOSSIP_LEARN_*) */
 } peer_t;
 

@@ -33,11 +33,11 @@ static peer_t *s_pick_relay(netside_t *ns)
 /* The crypto_box key of us and p (0 made, 1 made now, -1 a bad key). */
 static int s_box(netside_t *ns, peer_t *p)
 {
-    if (p->has_box) return 0;
-    if (relay_key(p->box, p->info.pubkey, ns->c.keys->sec) < 0) return -1;
-    p->has_box = 1;
+    if (p->sealed.has_box) return 0;
+    if (relay_key(p->sealed.box, p->info.pubkey, ns->c.keys->sec) < 0) return -1;
+    p->sealed.has_box = 1;
     uint64_t wall = ns->c.clock.wall_ms(ns->c.clock.arg) * 1000;   /* counters grow across restarts too */
-    if (p->seq_out < wall) p->seq_out = wall;
+    if (p->sealed.seq_out < wall) p->sealed.seq_out = wall;
     return 1;
 }
 
@@ -49,9 +49,9 @@ int ns_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const void *con
     if (link < 0) return -1;
     if (s_box(ns, p) < 0) return -1;
     double now = ns_now(ns);
-    if (h->type != WIRE_JOIN && now >= p->relay_intro_next) {
+    if (h->type != WIRE_JOIN && now >= p->sealed.intro_next) {
         /* our introduction (ticket) goes first, again now and then: an envelope may be refused on the way */
-        p->relay_intro_next = now + (p->seq_in ? RELAY_INTRO_S : 1.0);
+        p->sealed.intro_next = now + (p->sealed.seq_in ? RELAY_INTRO_S : 1.0);
         wbuf_t w;
         wbuf_init(&w, 1024);
         ns_put_join(ns, &w, ns->me.stage, 0);
@@ -70,7 +70,7 @@ int ns_relay_send(netside_t *ns, peer_t *p, const wire_hdr_t *h, const void *con
     size_t cap = relay_sealed_len(lens, nf);
     uint8_t *env = malloc(cap);
     if (!env) return -1;
-    long n = relay_seal(env, cap, p->box, ++p->seq_out, &hh, frames, lens, nf);
+    long n = relay_seal(env, cap, p->sealed.box, ++p->sealed.seq_out, &hh, frames, lens, nf);
     int rc = -1;
     if (n > 0) {
         wire_hdr_t oh;
@@ -125,8 +125,8 @@ static void s_relay_forward(netside_t *ns, const transport_msg_t *m)
         atomic_fetch_add(&ns->ctr.relay_bytes, bytes);
         atomic_fetch_add(&ns->ctr.relay_msgs, 1);
         peer_t *from = peers_find(&ns->peers, m->sender);
-        if (from && !from->relay_noted) {
-            from->relay_noted = 1;
+        if (from && !from->sealed.noted) {
+            from->sealed.noted = 1;
             char a[9], b[9];
             node_id_short(m->sender, a);
             node_id_short(to->info.id, b);
@@ -155,8 +155,8 @@ static void s_relay_receive(netside_t *ns, const transport_msg_t *m)
     relay_msg_t r;
     char err[160];
     const char *bad = NULL, *unopened = NULL;
-    if (relay_open(&r, plain, m->frame[0], m->len[0], src->box, err, sizeof err) < 0) unopened = err;
-    else if (r.seq <= src->seq_in) unopened = "relayed message replayed (an old counter)";
+    if (relay_open(&r, plain, m->frame[0], m->len[0], src->sealed.box, err, sizeof err) < 0) unopened = err;
+    else if (r.seq <= src->sealed.seq_in) unopened = "relayed message replayed (an old counter)";
     else if (r.hdr.sender != src->info.id) bad = "relayed message whose header names another sender";
     else if (r.hdr.type == WIRE_RELAY || r.hdr.type == WIRE_STATUS_REQ || r.hdr.type == WIRE_DIAL
              || (r.hdr.type == WIRE_JOIN && !(r.hdr.flags & JOIN_FLAG_INTRO)))
@@ -164,7 +164,7 @@ static void s_relay_receive(netside_t *ns, const transport_msg_t *m)
     if (unopened) ns_count_drop(ns, unopened, m->sender);
     else if (bad) ns_drop(ns, bad, src->info.id);
     if (unopened || bad) { free(plain); return; }
-    src->seq_in = r.seq;
+    src->sealed.seq_in = r.seq;
     transport_msg_t in;
     memset(&in, 0, sizeof in);
     in.hdr = r.hdr;

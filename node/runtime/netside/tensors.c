@@ -14,10 +14,10 @@ static int s_norm_ok(netside_t *ns, uint64_t from, const float *t, size_t len)
     double ss = 0;
     for (size_t i = 0; i < len; i++) ss += (double)t[i] * t[i];
     double rms = sqrt(ss / (double)(len ? len : 1));
-    if (p->norm_n >= NORM_WARMUP && rms > NORM_FACTOR * p->norm_mean + 1e-6) return -1;
-    p->norm_n++;
-    double w = p->norm_n < 20 ? 1.0 / p->norm_n : 0.05;
-    p->norm_mean += w * (rms - p->norm_mean);
+    if (p->norm.n >= NORM_WARMUP && rms > NORM_FACTOR * p->norm.mean + 1e-6) return -1;
+    p->norm.n++;
+    double w = p->norm.n < 20 ? 1.0 / p->norm.n : 0.05;
+    p->norm.mean += w * (rms - p->norm.mean);
     return 0;
 }
 
