@@ -1,0 +1,370 @@
+/* test_compute: the compute side (node/runtime/compute.h) driven by hand,
+ * with its clock, mail and peer view made here: a mover's and a restarted
+ * node's state downloads, and bad or repeated tensors dropped. */
+#include "tests/check.h"
+#include "net/wire.h"
+#include "node/runtime/compute.h"
+#include "node/runtime/metrics.h"
+#include "node/runtime/proto.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    double now;
+    mail_t *out[256];      /* mail posted to the network side */
+    int nout;
+    char said[8][256];     /* the last lines for the user */
+    int nsaid;
+} hand_t;
+
+static double s_hand_now(void *arg) { return ((hand_t *)arg)->now; }
+static uint64_t s_hand_wall(void *arg) { return 1700000000000ULL + (uint64_t)(((hand_t *)arg)->now * 1000); }
+
+static void s_hand_post(void *arg, mail_t *m)
+{
+    hand_t *h = arg;
+    if (h->nout < (int)(sizeof h->out / sizeof h->out[0])) h->out[h->nout++] = m;
+    else mail_free(m);
+}
+
+static void s_hand_say(void *arg, const char *line)
+{
+    hand_t *h = arg;
+    snprintf(h->said[h->nsaid % 8], sizeof h->said[0], "%s", line);
+    h->nsaid++;
+}
+
+static void s_hand_clear(hand_t *h)
+{
+    for (int i = 0; i < h->nout; i++) mail_free(h->out[i]);
+    h->nout = 0;
+}
+
+/* Node options of a small gpt cut into `stages` stages of one layer each. */
+static void s_hand_opts(opts_t *o, char *stages)
+{
+    char err[256];
+    char *argv[] = { "node", "--stages", stages, "--layers", stages, "--dim", "16", "--heads", "1", "--ctx", "8", "--batch", "1" };
+    opts_defaults(o, OPTS_NODE);
+    CHECKF(opts_parse(o, OPTS_NODE, 13, argv, 1, err, sizeof err) == 0 && opts_resolve(o, err, sizeof err) == 0, "%s", err);
+}
+
+/* A compute side on cc driven by hand: its clock, mail and lines go to h,
+ * its counters to net, its metrics (named name) to *mt; flushed once, and
+ * the tensor sizes it said it takes into *in_n and *out_n (either NULL).
+ * NULL (a failed check) when it cannot be made. */
+static compute_t *s_hand_compute(hand_t *h, net_counters_t *net, metrics_t **mt, compute_cfg_t cc, const char *name,
+                                 size_t *in_n, size_t *out_n)
+{
+    char err[256];
+    memset(net, 0, sizeof *net);
+    *mt = metrics_open(NULL, name, err, sizeof err);
+    cc.net = net;
+    cc.metrics = *mt;
+    cc.clock = (rt_clock_t){.arg = h, .now = s_hand_now, .wall_ms = s_hand_wall};
+    cc.post = s_hand_post;
+    cc.post_arg = h;
+    cc.obs = (node_observer_t){.arg = h, .say = s_hand_say};
+    compute_t *c = compute_new(&cc, err, sizeof err);
+    CHECKF(c != NULL, "%s", err);
+    if (!c) { metrics_close(mt); return NULL; }
+    compute_flush(c);
+    for (int i = 0; i < h->nout; i++)
+        if (h->out[i]->kind == MAIL_SELF) {
+            if (in_n) *in_n = h->out[i]->self.in_n;
+            if (out_n) *out_n = h->out[i]->self.out_n;
+        }
+    return c;
+}
+
+/* Ends what s_hand_compute started. */
+static void s_hand_end(hand_t *h, compute_t **c, metrics_t **mt)
+{
+    s_hand_clear(h);
+    compute_destroy(c);
+    metrics_close(mt);
+}
+
+/* The peer a MAIL_FETCH among the posted mail asks (0: a backup), or -1. */
+static int64_t s_hand_fetch(const hand_t *h)
+{
+    int64_t donor = -1;
+    for (int i = 0; i < h->nout; i++)
+        if (h->out[i]->kind == MAIL_FETCH) donor = (int64_t)h->out[i]->peer;
+    return donor;
+}
+
+/* A checked tensor (ACT or GRAD) from the network side, as a compute side driven by hand gets it:
+ * mb's attempt, n floats, targets bytes of targets (ACT). */
+static mail_t *s_hand_tensor(int type, uint64_t mb, int stage, unsigned attempt, uint64_t from, size_t n, size_t targets)
+{
+    mail_t *m = mail_new(MAIL_TENSOR);
+    wire_hdr_init(&m->hdr, (uint8_t)type);
+    m->hdr.mb = mb;
+    m->hdr.stage = (uint16_t)stage;
+    m->hdr.flags = attempt << MB_ATTEMPT_SHIFT;
+    m->peer = m->hdr.sender = from;
+    m->n = n;
+    m->aux_len = targets;
+    m->aux = targets ? calloc(targets, 1) : NULL;
+    return m;
+}
+
+/* The network side ends a fetch of stage's state from donor with nothing. */
+static void s_hand_fetch_fails(compute_t *c, hand_t *h, int stage, uint64_t donor)
+{
+    s_hand_clear(h);
+    mail_t *m = mail_new(MAIL_STATE);
+    m->hdr.stage = (uint16_t)stage;
+    m->peer = donor;
+    compute_on_mail(c, m);   /* ownership passes */
+    compute_flush(c);
+}
+
+/* A node moved to the slowest stage whose download from a peer of it ends
+ * with nothing asks the stage's peers again (three tries in all), then a
+ * backup, before it serves the stage from its initial weights (a mover went
+ * straight to them, at version 0 beside trained replicas, where a joiner
+ * asked elsewhere). */
+static void test_mover_fetches_elsewhere(void)
+{
+    opts_t o;
+    s_hand_opts(&o, "4");
+    const struct { uint64_t id; int stage; float rate; uint32_t version; } ps[] = {
+        {10, 0, 10.0f, 0}, {50, 1, 1.0f, 0}, {60, 2, 0.05f, 500}, {61, 2, 0.05f, 499}, {70, 3, 10.0f, 0}};
+    peer_view_t *v = peer_view_new(5);
+    for (int i = 0; i < 5; i++) {
+        v->p[i] = (view_peer_t){.id = ps[i].id, .stage = ps[i].stage, .health = PEER_ALIVE, .rtt_ms = 20,
+                                .rtt_min_ms = 20, .rate = ps[i].rate, .loss = NAN, .version = ps[i].version};
+    }
+    v->plan = SPLIT_EVEN;
+    peer_view_index(v);
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    size_t in_n = 0;   /* the activation size the node said it takes */
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "mover", &in_n, NULL);
+    if (!c) return;
+    s_hand_clear(&h);
+    /* one microbatch in a second here: stage 2 is the slowest by far */
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 12345, 1, 1, 10, in_n, (size_t)o.batch * (size_t)o.cfg.maxT));
+    compute_step(c, NULL);
+    compute_account(c, 1.0);
+    compute_flush(c);
+    s_hand_clear(&h);
+    h.now += 130.0;            /* moves for speed wait for rates to settle */
+    compute_tick(c);
+    compute_flush(c);
+    /* every fetch ends with nothing: the donors asked, in order */
+    int64_t asked[8];
+    int n = 0;
+    for (int64_t d; n < 8 && (d = s_hand_fetch(&h)) >= 0; n++) {
+        asked[n] = d;
+        s_hand_fetch_fails(c, &h, 2, (uint64_t)d);
+    }
+    CHECKF(n == 4 && asked[0] == 60 && asked[1] == 61 && asked[2] == 60 && asked[3] == 0,
+           "the mover asked %d times (want 60, 61, 60, then a backup: 0); the first %lld, the last %lld",
+           n, n ? (long long)asked[0] : -1LL, n ? (long long)asked[n - 1] : -1LL);
+    CHECKF(h.nsaid > 0 && strstr(h.said[(h.nsaid - 1) % 8], "initial weights"),
+           "after every fetch failed: '%s' (want the initial weights)", h.nsaid ? h.said[(h.nsaid - 1) % 8] : "");
+    compute_result_t r;
+    compute_result(c, &r);
+    CHECK(r.stage == 2);
+    s_hand_end(&h, &c, &mt);
+}
+
+/* A view of n alive peers, ids[i] serving stages[i], 20 ms away, even plan. */
+static peer_view_t *s_hand_view(int n, const uint64_t *ids, const int *stages)
+{
+    peer_view_t *v = peer_view_new(n);
+    for (int i = 0; i < n; i++)
+        v->p[i] = (view_peer_t){.id = ids[i], .stage = stages[i], .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20,
+                                .rate = 1, .loss = NAN};
+    v->plan = SPLIT_EVEN;
+    peer_view_index(v);
+    return v;
+}
+
+/* A re-issued activation of a microbatch held here that does not fit this
+ * stage (another stage or size) is dropped, and the held one stays: its
+ * gradient is still taken (the held record was freed before the check, so
+ * a bad copy cost a good microbatch). */
+static void test_bad_reissue_keeps_held(void)
+{
+    opts_t o;
+    s_hand_opts(&o, "3");
+    peer_view_t *v = s_hand_view(2, (uint64_t[]){10, 70}, (int[]){0, 2});
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    size_t in_n = 0, out_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "reissue", &in_n, &out_n);
+    if (!c) return;
+    s_hand_clear(&h);
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 1, 1, 10, in_n, targets));
+    compute_step(c, NULL);
+    compute_flush(c);
+    int sent_on = 0;
+    for (int i = 0; i < h.nout; i++) sent_on += h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_ACT && h.out[i]->peer == 70;
+    CHECKF(sent_on == 1, "the activation went on to stage 2 %d times", sent_on);
+    s_hand_clear(&h);
+    /* attempt 2 of the same microbatch, one float short, then of another stage */
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 1, 2, 10, in_n - 1, targets));
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 2, 3, 10, in_n, targets));
+    compute_step(c, NULL);
+    compute_flush(c);
+    s_hand_clear(&h);
+    compute_on_mail(c, s_hand_tensor(WIRE_GRAD, 777, 1, 1, 70, out_n, 0));
+    compute_step(c, NULL);
+    compute_flush(c);
+    int sent_back = 0;
+    for (int i = 0; i < h.nout; i++)
+        sent_back += h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_GRAD && h.out[i]->peer == 10 && h.out[i]->hdr.mb == 777;
+    CHECKF(sent_back == 1, "the held microbatch's gradient went back %d times (want 1)", sent_back);
+    s_hand_end(&h, &c, &mt);
+}
+
+/* A second copy of the attempt held here (from another previous-stage peer:
+ * ids are easy to guess) is dropped: taking it forwarded the microbatch
+ * again, possibly to another next-stage peer that applied it too, and sent
+ * the honest gradient to the copy's sender. */
+static void test_same_attempt_copy_dropped(void)
+{
+    opts_t o;
+    s_hand_opts(&o, "3");
+    peer_view_t *v = s_hand_view(4, (uint64_t[]){10, 11, 70, 71}, (int[]){0, 0, 2, 2});
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    size_t in_n = 0, out_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "copy", &in_n, &out_n);
+    if (!c) return;
+    uint64_t first_to = 0, again = 0;
+    for (int k = 0; k < 3; k++) {   /* the held copy from 10, then twice the same attempt from 11 */
+        s_hand_clear(&h);
+        compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 1, 1, k ? 11 : 10, in_n, targets));
+        compute_step(c, NULL);
+        compute_flush(c);
+        for (int i = 0; i < h.nout; i++)
+            if (h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_ACT) *(k ? &again : &first_to) = h.out[i]->peer;
+    }
+    compute_result_t r;
+    compute_result(c, &r);
+    CHECKF(first_to != 0 && again == 0 && r.drops == 2, "held copy sent to %llu; the same attempt again sent to %llu, drops %llu (want 2)",
+           (unsigned long long)first_to, (unsigned long long)again, (unsigned long long)r.drops);
+    s_hand_clear(&h);
+    compute_on_mail(c, s_hand_tensor(WIRE_GRAD, 777, 1, 1, first_to, out_n, 0));
+    compute_step(c, NULL);
+    compute_flush(c);
+    uint64_t back_to = 0;
+    for (int i = 0; i < h.nout; i++) if (h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_GRAD) back_to = h.out[i]->peer;
+    CHECKF(back_to == 10, "the gradient went back to %llu, want the held copy's sender 10", (unsigned long long)back_to);
+    s_hand_end(&h, &c, &mt);
+}
+
+/* An evaluation activation whose id names no batch of its round (index at
+ * or past the round's count) is dropped and counted, before any forward. */
+static void test_bad_eval_act_counted(void)
+{
+    opts_t o;
+    s_hand_opts(&o, "3");
+    peer_view_t *v = s_hand_view(2, (uint64_t[]){10, 50}, (int[]){0, 1});
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    size_t in_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 2, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "evalbad", &in_n, NULL);
+    if (!c) return;
+    uint64_t ids[] = {(5ull << 32) | (0 << 16) | 3, (5ull << 32) | (4 << 16) | 9, (5ull << 32) | (4 << 16) | 4};
+    for (int k = 0; k < 3; k++) {
+        mail_t *m = s_hand_tensor(WIRE_ACT, ids[k], 2, 1, 50, in_n, targets);
+        m->hdr.flags |= ACT_FLAG_EVAL;
+        compute_on_mail(c, m);
+        compute_step(c, NULL);
+    }
+    compute_flush(c);
+    compute_result_t r;
+    compute_result(c, &r);
+    CHECKF(r.drops == 3, "3 evaluation activations naming no batch (count 0; index 9 and 4 of 4): %llu drops counted",
+           (unsigned long long)r.drops);
+    s_hand_end(&h, &c, &mt);
+}
+
+/* A node restarted from its checkpoint (version 630) while a peer of its
+ * stage is further ahead downloads from that peer; when no download comes
+ * it keeps its checkpoint's state, and refuses a backup older than it (it
+ * once fell to its initial weights, which its next save wrote over the
+ * checkpoint). */
+static void test_restart_keeps_checkpoint(void)
+{
+    opts_t o;
+    char err[256];
+    s_hand_opts(&o, "2");
+    peer_view_t *v = peer_view_new(2);
+    v->p[0] = (view_peer_t){.id = 10, .stage = 0, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN};
+    v->p[1] = (view_peer_t){.id = 60, .stage = 1, .health = PEER_ALIVE, .rtt_ms = 20, .rtt_min_ms = 20, .rate = 1, .loss = NAN,
+                            .version = 700};
+    v->plan = SPLIT_EVEN;
+    peer_view_index(v);
+    int use_ck;
+    uint64_t donor;
+    int start = compute_choose_start(v, 1, 630, 1, &donor, &use_ck);
+    CHECK(start == START_DOWNLOAD && donor == 60 && !use_ck);
+    stage_state_t *st = stage_state_new(&o.cfg, 1, 2, o.seed, err, sizeof err);
+    CHECKF(st != NULL, "%s", err);
+    if (!st) { free(v); return; }
+    size_t np = st->s.nparams;
+    for (size_t i = 0; i < np; i++) st->params[i] = 0.25f;   /* the checkpoint's weights */
+    st->version = 630;
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .st = st, .start = start, .donor = donor},
+                                  "restart", NULL, NULL);
+    if (!c) return;
+    /* every download ends with nothing; every backup that comes is older than the checkpoint */
+    int downloads = 0, backups = 0;
+    for (int64_t d; downloads + backups < 12 && (d = s_hand_fetch(&h)) >= 0;) {
+        if (d > 0) { downloads++; s_hand_fetch_fails(c, &h, 1, (uint64_t)d); continue; }
+        backups++;
+        s_hand_clear(&h);
+        mail_t *m = mail_new(MAIL_STATE);
+        m->hdr.stage = 1;
+        m->state = state_blob_new(1, np);
+        m->state->version = 100;
+        m->state->backup = 1;
+        m->state->nparams = np;
+        compute_on_mail(c, m);
+        compute_flush(c);
+    }
+    CHECKF(downloads >= 1 && backups >= 1 && s_hand_fetch(&h) == -1, "%d downloads, %d backups asked for, still fetching: %d",
+           downloads, backups, s_hand_fetch(&h) != -1);
+    compute_result_t r;
+    compute_result(c, &r);
+    const stage_state_t *now = compute_state(c);
+    CHECKF(r.version == 630 && now && now->params[0] == 0.25f && now->params[np - 1] == 0.25f,
+           "after the downloads failed and an older backup came: version %lld, weights %g (want 630, the checkpoint's 0.25)",
+           (long long)r.version, now ? now->params[0] : -1.0);
+    CHECKF(h.nsaid > 0 && strstr(h.said[(h.nsaid - 1) % 8], "resumes from its checkpoint at version 630"),
+           "said: '%s'", h.nsaid ? h.said[(h.nsaid - 1) % 8] : "");
+    s_hand_end(&h, &c, &mt);
+}
+
+int main(void)
+{
+    RUN(test_mover_fetches_elsewhere);
+    RUN(test_restart_keeps_checkpoint);
+    RUN(test_bad_reissue_keeps_held);
+    RUN(test_same_attempt_copy_dropped);
+    RUN(test_bad_eval_act_counted);
+    CHECK_EXIT();
+}
