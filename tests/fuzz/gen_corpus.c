@@ -109,8 +109,9 @@ static void s_runcfg(void)
         { "--schedule", "gpipe", "--stash", "2bw", "--max-inflight", "1", "--micro", "4", NULL },
         { "--data", "text:/tmp/some file.txt", "--lr", "0.01", "--seed", "77", "--eval-every", "5", "--eval-batches", "3", NULL },
         { "--staleness", "none", "--micro", "2", NULL },
-        { "--staleness", "predict+ramp+lr+dc", "--warmup", "0", NULL },
+        { "--staleness", "predict+ramp+lr", "--warmup", "0", NULL },   /* every flag a swarm takes: dc is solo only */
         { "--split", "late", "--stages", "5", "--max-delay", "3", NULL },
+        { "--optim", "muon", "--max-delay", "2", "--split", "even", NULL },
     };
     for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
         char *argv[20];
