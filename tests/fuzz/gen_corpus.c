@@ -1,6 +1,6 @@
 /* gen_corpus.c: writes the seed corpora of the fuzz targets header, peers,
- * runcfg, ticket and proto into tests/fuzz/corpus/<name>/ (valid encodings made by
- * the real encoders).  Build and run from the repository root, after make:
+ * runcfg, ticket, proto and plan into tests/fuzz/corpus/<name>/ (valid
+ * encodings made by the real encoders; fault plans checked by the parser).  Build and run from the repository root, after make:
  *   cc -std=c11 -D_GNU_SOURCE -I. tests/fuzz/gen_corpus.c build/libbrigade.a -o /tmp/gen_corpus \
  *      $(pkg-config --cflags --libs libzmq libzstd libsodium openblas zlib) -lm -pthread
  *   /tmp/gen_corpus */
@@ -9,6 +9,7 @@
 #include "net/wire.h"
 #include "node/runtime/options.h"
 #include "node/runtime/proto.h"
+#include "node/runtime/sim.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -231,6 +232,42 @@ static void s_proto(void)
     wbuf_free(&w);
 }
 
+/* plan: a byte giving the swarm's size (1 + byte nodes), then a fault plan's
+ * text (fuzz_plan.c).  Each plan must parse (or be refused) as marked: a
+ * seed the parser has come to refuse stops the generator. */
+static void s_plans(void)
+{
+    static const struct { const char *file; int nodes, ok; const char *text; } plans[] = {
+        { "every-event", 8, 1, "# every event the simulator knows\n1.5 kill 2\n20 restart 2\n3 slow 1 4\n"
+                               "4 pause 3 2.5\n5 partition 0,1,2\n\n9 heal\n12 rogue 5   # after an event\n" },
+        { "same-time", 4, 1, "10 kill 1\n10 restart 1\n10 heal\n2 partition 3\n" },
+        { "tabs-crlf", 1, 1, "0\tkill\t0\r\n1e1 restart 0\r\n0x1p3 slow 0 1000\r\n7 pause 0 3600" },
+        { "wide-partition", 200, 1, "1 partition 0,3,6,9,12,15,18,21,24,27,30,33,36,39,42,45,48,51,54,57,60,63,66,69,"
+                                    "72,75,78,81,84,87,90,93,96,99,102,105,108,111,114,117,120,123,126,129,132,135,"
+                                    "138,141,144,147,150,153,156,159,162,165,168,171,174,177,180,183,186,189\n30 heal\n" },
+        { "refused-node", 8, 0, "5 kill 8\n" },
+        { "refused-factor", 8, 0, "1 kill 0\n3 slow 1 0.5\n" },
+        { "refused-event", 8, 0, "1 explode 0\n" },
+    };
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        plan_ev_t *ev = NULL;
+        char err[256] = "";
+        int n = sim_plan_parse(plans[i].text, plans[i].nodes, &ev, err, sizeof err);
+        free(ev);
+        if ((n >= 0) != plans[i].ok) {
+            fprintf(stderr, "plan %s: %s\n", plans[i].file, n >= 0 ? "accepted, want refused" : err);
+            exit(1);
+        }
+        size_t len = strlen(plans[i].text);
+        uint8_t *b = malloc(len + 1);
+        if (!b) exit(1);
+        b[0] = (uint8_t)(plans[i].nodes - 1);
+        memcpy(b + 1, plans[i].text, len);
+        s_write("plan", plans[i].file, b, len + 1);
+        free(b);
+    }
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -240,6 +277,7 @@ int main(void)
     s_peers();
     s_runcfg();
     s_tickets();
-    printf("corpora written to tests/fuzz/corpus/{header,peers,runcfg,ticket,proto}\n");
+    s_plans();
+    printf("corpora written to tests/fuzz/corpus/{header,peers,runcfg,ticket,proto,plan}\n");
     return 0;
 }
