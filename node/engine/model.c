@@ -24,11 +24,13 @@ int model_preset(model_config_t *cfg, const char *name, char *err, size_t errlen
         cfg->maxT = 128; cfg->C = 256; cfg->L = 8; cfg->NH = 8;
     } else if (strcmp(name, "gpt-base") == 0) {
         cfg->maxT = 256; cfg->C = 512; cfg->L = 12; cfg->NH = 8;
+    } else if (strcmp(name, "gpt2") == 0) {   /* GPT-2 small's shape */
+        cfg->V = 50257; cfg->maxT = 1024; cfg->C = 768; cfg->L = 12; cfg->NH = 12;
     } else if (strcmp(name, "mlp-fmnist") == 0) {
         cfg->kind = MODEL_MLP; cfg->V = 10; cfg->maxT = 1; cfg->C = 1024; cfg->L = 3;
         cfg->D = 784;
     } else {
-        snprintf(err, errlen, "--model %s: unknown model (gpt-tiny, gpt-small, gpt-base, mlp-fmnist)", name);
+        snprintf(err, errlen, "--model %s: unknown model (gpt-tiny, gpt-small, gpt-base, gpt2, mlp-fmnist)", name);
         return -1;
     }
     return 0;
@@ -49,8 +51,8 @@ int model_check(const model_config_t *cfg, char *err, size_t errlen)
         return -1;
     }
     if (cfg->kind == MODEL_GPT) {
-        if (cfg->V != 256) {
-            snprintf(err, errlen, "gpt: vocabulary %d, brigade's gpt reads bytes (256)", cfg->V);
+        if (cfg->V < 2 || cfg->V > MODEL_VOCAB_MAX) {
+            snprintf(err, errlen, "--vocab %d: must be 2..%d", cfg->V, MODEL_VOCAB_MAX);
             return -1;
         }
         if (cfg->NH < 1 || cfg->C % cfg->NH != 0) {
@@ -87,6 +89,18 @@ int model_check_data(const model_config_t *cfg, const data_t *d, const char *spe
 {
     if (data_kind(d) != model_data_kind(cfg)) {
         snprintf(err, errlen, "--data %s: not the kind of data %s reads", spec, cfg->name);
+        return -1;
+    }
+    if (cfg->kind == MODEL_GPT && data_classes(d) > cfg->V) {
+        const char *file;
+        uint64_t at;
+        uint32_t top = data_token_max(d, &file, &at);
+        if (file)
+            snprintf(err, errlen, "--data %s: %s: token %u at byte %llu is outside the vocabulary of %d (--vocab)",
+                     spec, file, top, (unsigned long long)at, cfg->V);
+        else
+            snprintf(err, errlen, "--data %s: bytes need a vocabulary of %d, the model has %d (--vocab)", spec,
+                     data_classes(d), cfg->V);
         return -1;
     }
     if (cfg->kind == MODEL_MLP && (cfg->D != data_dim(d) || cfg->V < data_classes(d))) {

@@ -28,7 +28,7 @@ typedef enum { SPLIT_EVEN = 0, SPLIT_LATE = 1 } model_split_t;
 typedef struct {
     model_kind_t kind;  /* gpt or mlp */
     char name[24];      /* preset name, e.g. "gpt-tiny" */
-    int V;              /* gpt: vocabulary (256 bytes); mlp: classes */
+    int V;              /* gpt: vocabulary (256: bytes); mlp: classes */
     int maxT;           /* gpt: context length; mlp: 1 */
     int C;              /* gpt: channels; mlp: hidden width */
     int L;              /* gpt: transformer blocks; mlp: hidden layers */
@@ -37,7 +37,11 @@ typedef struct {
     model_split_t split;/* the split rule of a K-stage split (not the model: any split computes the same one) */
 } model_config_t;
 
-/* Fills cfg with a preset: gpt-tiny, gpt-small, gpt-base, mlp-fmnist.
+#define MODEL_VOCAB_MAX (1 << 20)   /* largest gpt vocabulary */
+
+/* Fills cfg with a preset: gpt-tiny, gpt-small, gpt-base, gpt2 (GPT-2
+ * small's shape: vocabulary 50257, context 1024, width 768, 12 blocks of 12
+ * heads), mlp-fmnist.
  * Returns 0, or -1 with a reason in err. */
 int model_preset(model_config_t *cfg, const char *name, char *err, size_t errlen);
 /* Checks sizes (positive, C divisible by NH, limits).  0 or -1 with reason. */
@@ -47,8 +51,9 @@ int model_num_units(const model_config_t *cfg);
 /* The data kind the model consumes. */
 data_kind_t model_data_kind(const model_config_t *cfg);
 /* Checks that the opened data set d fits cfg: an mlp reads data_dim(d)
- * inputs per sample and needs a class for each of data_classes(d) labels
- * (a gpt reads bytes, which model_check fixes).  The sizes of a model file
+ * inputs per sample and needs a class for each of data_classes(d) labels;
+ * a gpt's vocabulary holds every token of d (the reason names the file and
+ * byte offset of a token outside it).  The sizes of a model file
  * or a run config are otherwise only checked against their limits.  Returns
  * 0, or -1 with a reason naming spec (--data's value) in err. */
 int model_check_data(const model_config_t *cfg, const data_t *d, const char *spec, char *err, size_t errlen);

@@ -1,5 +1,6 @@
 /* modelfile.c: model files and stage checkpoints (modelfile.h). */
 #include "node/engine/modelfile.h"
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -55,7 +56,6 @@ static int s_get_cfg(const uint8_t **p, model_config_t *cfg)
     char why[200];
     if (cfg->kind != MODEL_GPT && cfg->kind != MODEL_MLP) return -1;
     if (model_check(cfg, why, sizeof why) < 0) return -1;
-    if (cfg->kind == MODEL_GPT && cfg->V != 256) return -1;
     if (cfg->kind == MODEL_MLP && (cfg->V < 2 || cfg->V > 100000 || cfg->D < 1 || cfg->D > (1 << 20))) return -1;
     return 0;
 }
@@ -166,14 +166,10 @@ static void s_sync_folder(const char *path)
     free(dir);
 }
 
-/* s_write's work on the file at target (path names it in errors). */
-static int s_write_to(const char *target, const char *path, const uint8_t *h, size_t hlen, const float *const *arr,
-                      int narr, size_t n, char *err, size_t errlen)
+/* modelfile_write_atomic's work on the file at target (path names it in errors). */
+static int s_write_to(const char *target, const char *path, const void *const *parts, const size_t *lens, int n,
+                      char *err, size_t errlen)
 {
-    uLong crc = crc32(0L, h, (uInt)hlen);
-    for (int i = 0; i < narr; i++) crc = crc32_z(crc, (const Bytef *)arr[i], n * sizeof(float));
-    uint8_t tail[4];
-    s_put32(tail, (uint32_t)crc);
     char *tmp = s_tmp_path(target, err, errlen);
     if (!tmp) return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -181,9 +177,9 @@ static int s_write_to(const char *target, const char *path, const uint8_t *h, si
     struct stat sb;
     if (stat(target, &sb) == 0) (void)fchmod(fd, sb.st_mode & 07777);   /* a rewrite keeps the file's permissions */
     FILE *fp = fdopen(fd, "wb");
-    int ok = fp && fwrite(h, 1, hlen, fp) == hlen;
-    for (int i = 0; ok && i < narr; i++) ok = fwrite(arr[i], sizeof(float), n, fp) == n;
-    ok = ok && fwrite(tail, 1, 4, fp) == 4 && fflush(fp) == 0 && fsync(fd) == 0;
+    int ok = fp != NULL;
+    for (int i = 0; ok && i < n; i++) ok = fwrite(parts[i], 1, lens[i], fp) == lens[i];
+    ok = ok && fflush(fp) == 0 && fsync(fd) == 0;
     int saved = errno;
     if (fp) fclose(fp); else close(fd);
     if (!ok || rename(tmp, target) < 0) {
@@ -197,17 +193,32 @@ static int s_write_to(const char *target, const char *path, const uint8_t *h, si
     return 0;
 }
 
-/* Writes header h (hlen bytes), then the arrays, then the CRC, atomically:
- * a temporary file, synced, renamed over the file at path (s_write_target),
- * and the folder synced. */
-static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
-                   char *err, size_t errlen)
+int modelfile_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n,
+                           char *err, size_t errlen)
 {
     char *target = s_write_target(path, err, errlen);
     if (!target) return -1;
-    int r = s_write_to(target, path, h, hlen, arr, narr, n, err, errlen);
+    int r = s_write_to(target, path, parts, lens, n, err, errlen);
     free(target);
     return r;
+}
+
+/* Writes header h (hlen bytes), then the narr arrays of n floats, then the
+ * CRC of all of it, atomically (modelfile_write_atomic). */
+static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
+                   char *err, size_t errlen)
+{
+    uLong crc = crc32(0L, h, (uInt)hlen);
+    for (int i = 0; i < narr; i++) crc = crc32_z(crc, (const Bytef *)arr[i], n * sizeof(float));
+    uint8_t tail[4];
+    s_put32(tail, (uint32_t)crc);
+    const void *parts[8];
+    size_t lens[8];
+    assert(narr <= 6);
+    parts[0] = h; lens[0] = hlen;
+    for (int i = 0; i < narr; i++) { parts[1 + i] = arr[i]; lens[1 + i] = n * sizeof(float); }
+    parts[1 + narr] = tail; lens[1 + narr] = 4;
+    return modelfile_write_atomic(path, parts, lens, narr + 2, err, errlen);
 }
 
 /* Reads the rest of a file after its header h: nfloats floats and the CRC;

@@ -52,6 +52,13 @@ int modelfile_check_writable(const char *path, char *err, size_t errlen);
  * and path is not a checkpoint (which the model file would replace, losing
  * the optimizer state it holds).  0, or -1 with a one-line reason. */
 int modelfile_check_model_target(const char *path, char *err, size_t errlen);
+/* The one atomic writer of files: the n byte ranges parts[i] (lens[i]
+ * bytes) one after the other, into a temporary file beside path, synced,
+ * renamed over path (over the file a symbolic link there ends at), the
+ * folder synced: a crash or a failed write leaves the previous file and no
+ * partial one.  0, or -1 with a one-line reason naming path. */
+int modelfile_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n,
+                           char *err, size_t errlen);
 /* Parameters of the whole model (all stages of a 1-stage split). */
 size_t model_num_params(const model_config_t *cfg);
 
