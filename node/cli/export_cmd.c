@@ -10,17 +10,18 @@
 
 static void s_help(void)
 {
-    printf("usage: brigade export MODEL_FILE --format safetensors|llmc --out FILE\n"
+    printf("usage: brigade export MODEL_FILE --format safetensors|llmc --out FILE [--heads N]\n"
            "  writes a gpt model file (brigade assemble, solo --save; or a safetensors / llm.c .bin) as\n"
            "  safetensors   Hugging Face GPT-2's tensor names and layouts (lm_head.weight when untied),\n"
            "                the shape and the run id in __metadata__: torch / transformers load it\n"
-           "  llmc          llm.c's model file (fp32, vocabulary padded to a multiple of 128; tied only)\n");
+           "  llmc          llm.c's model file (fp32, vocabulary padded to a multiple of 128; tied only)\n"
+           "  --heads N     attention heads of a safetensors whose __metadata__ does not say (n_head)\n");
 }
 
 /* Parses argv[2..]: 0, 1 after --help, or 2 after a one-line error. */
-static int s_parse(int argc, char **argv, const char **in, const char **out, gpt2_format_t *fmt)
+static int s_parse(int argc, char **argv, const char **in, const char **out, gpt2_format_t *fmt, int *heads)
 {
-    const char *f = NULL;
+    const char *f = NULL, *h = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { s_help(); return 1; }
         const char *v = NULL;
@@ -29,6 +30,8 @@ static int s_parse(int argc, char **argv, const char **in, const char **out, gpt
         if (r > 0) { *out = v; continue; }
         if (r == 0) r = opts_take(argc, argv, &i, "format", "safetensors|llmc", &v, why, sizeof why);
         if (r > 0) { f = v; continue; }
+        if (r == 0) r = opts_take(argc, argv, &i, "heads", "N", &v, why, sizeof why);
+        if (r > 0) { h = v; continue; }
         if (r < 0) return cli_fail(why);
         if (argv[i][0] == '-' || *in) {
             snprintf(why, sizeof why, "export: unexpected argument '%s' (see brigade export --help)", argv[i]);
@@ -37,6 +40,14 @@ static int s_parse(int argc, char **argv, const char **in, const char **out, gpt
         *in = argv[i];
     }
     if (!*in || !*out || !f) return cli_fail("export: usage: brigade export MODEL_FILE --format safetensors|llmc --out FILE");
+    char *end = NULL;
+    long nh = h ? strtol(h, &end, 10) : 0;
+    if (h && (end == h || *end || nh < 1 || nh > 8192)) {
+        char e[200];
+        snprintf(e, sizeof e, "--heads %s: want a whole number 1..8192", h);
+        return cli_fail(e);
+    }
+    *heads = (int)nh;
     if (!strcmp(f, "safetensors")) *fmt = GPT2_SAFETENSORS;
     else if (!strcmp(f, "llmc")) *fmt = GPT2_LLMC;
     else {
@@ -51,12 +62,13 @@ int cmd_export(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
     gpt2_format_t fmt = GPT2_SAFETENSORS;
-    int rc = s_parse(argc, argv, &in, &out, &fmt);
+    int heads = 0;
+    int rc = s_parse(argc, argv, &in, &out, &fmt, &heads);
     if (rc) return rc == 1 ? 0 : rc;
     char err[600], e2[700];
     model_config_t cfg;
     uint64_t run = 0;
-    float *params = gpt2file_load_any(in, 0, &cfg, NULL, err, sizeof err);
+    float *params = gpt2file_load_any(in, heads, &cfg, NULL, err, sizeof err);
     if (!params) {
         snprintf(e2, sizeof e2, "export: %s", err);
         return cli_fail(e2);

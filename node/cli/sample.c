@@ -116,10 +116,12 @@ static int s_generate(const sample_opts_t *o, const model_config_t *cfg, const s
     acts_t *a = acts_new(s, 1, T);
     int *ctx = calloc((size_t)T, sizeof(int));
     double *prob = malloc(sizeof(double) * (size_t)cfg->V);
-    if (!a || !ctx || !prob) {
+    float *logits = malloc(sizeof(float) * (size_t)cfg->V);
+    if (!a || !ctx || !prob || !logits) {
         acts_destroy(&a);
         free(ctx);
         free(prob);
+        free(logits);
         return cli_fail("out of memory");
     }
     for (const unsigned char *p = (const unsigned char *)o->prompt; *p; p++) s_push(ctx, &len, T, *p);
@@ -133,11 +135,13 @@ static int s_generate(const sample_opts_t *o, const model_config_t *cfg, const s
         for (int t = len; t < T; t++) a->tokens[t] = 0;
         memset(a->targets, 0, sizeof(int) * (size_t)T);
         stage_forward(s, params, a);
-        int next = s_pick(acts_logits(s, a) + (size_t)(len - 1) * cfg->V, cfg->V, o->temp, prob, &r);
+        stage_head_logits(s, params, a, len - 1, logits);
+        int next = s_pick(logits, cfg->V, o->temp, prob, &r);
         putchar(next);
         s_push(ctx, &len, T, next);
     }
     putchar('\n');
+    free(logits);
     free(prob);
     free(ctx);
     acts_destroy(&a);

@@ -74,6 +74,7 @@ typedef struct {
 #define MODEL_STAGES_MAX 128
 #define STAGE_MAX_TENSORS 1600   /* 128 blocks x 12 tensors + embedding + head */
 #define MODEL_MAX_PARAMS (1ULL << 28)  /* refuse bigger models (1 GiB of fp32 weights) */
+#define MODEL_HEAD_CHUNK_FLOATS (1L << 22)   /* a gpt head's logits per chunk of rows, by default (16 MiB) */
 
 /* The static description of one stage of a split. */
 typedef struct {
@@ -84,6 +85,8 @@ typedef struct {
     size_t nparams;       /* floats in the parameter buffer */
     int ntensors;         /* entries of tensors[] */
     int threads;          /* threads an engine call on this stage may use (stage_init: 1); not part of the model */
+    int head_rows;        /* rows per chunk of a gpt's head (0, stage_init's: MODEL_HEAD_CHUNK_FLOATS / V); set
+                             before acts_new and grad_scratch_new; not part of the model */
     param_tensor_t tensors[STAGE_MAX_TENSORS];
 } stage_t;
 
@@ -153,6 +156,8 @@ void stage_backward(const stage_t *s, const float *params, float *grads, acts_t 
 /* Forward-only pass for evaluation/sampling: same as stage_forward. */
 #define stage_eval stage_forward
 
-/* Last stage of a gpt: the logits (B,T,V) of the last forward. */
-const float *acts_logits(const stage_t *s, const acts_t *a);
+/* Last stage of a gpt: the logits (V floats) of row `row` (b * T + t) of the
+ * last forward with params, recomputed into out (the head keeps no (B,T,V)
+ * logits: it runs on chunks of rows, see head_rows). */
+void stage_head_logits(const stage_t *s, const float *params, const acts_t *a, int row, float *out);
 #endif
