@@ -374,6 +374,19 @@ float *gpt2file_load_any(const char *path, int heads, model_config_t *cfg, int64
     return p;
 }
 
+int gpt2file_load_stage(const char *path, const model_config_t *cfg, int stage, int nstages, float *params,
+                        char *err, size_t errlen)
+{
+    model_config_t c = *cfg;
+    float *all = gpt2file_load(path, 0, &c, 1, NULL, err, errlen);
+    if (!all) return -1;
+    size_t off = 0;
+    for (int k = 0; k < stage; k++) off += stage_num_params(cfg, k, nstages);
+    memcpy(params, all + off, sizeof(float) * stage_num_params(cfg, stage, nstages));
+    free(all);
+    return 0;
+}
+
 /* The offset of the head and of wte in the 1-stage layout of cfg. */
 static void s_head_wte(const model_config_t *cfg, size_t *head, size_t *wte)
 {

@@ -58,6 +58,11 @@ float *gpt2file_load(const char *path, int heads, model_config_t *cfg, int fixed
  * a brigade model file, 0 for the others.  NULL with a one-line reason. */
 float *gpt2file_load_any(const char *path, int heads, model_config_t *cfg, int64_t *updates, char *err,
                          size_t errlen);
+/* Fills params with stage `stage` of a `nstages` split of cfg (its
+ * stage_num_params floats) from the checkpoint at path, whose shapes must
+ * be cfg's (gpt2file_load with fixed 1).  0, or -1 with a one-line reason. */
+int gpt2file_load_stage(const char *path, const model_config_t *cfg, int stage, int nstages, float *params,
+                        char *err, size_t errlen);
 /* 1 when the head of params (1-stage layout of cfg) equals wte bit for bit:
  * a tied model (one never trained apart from its embedding). */
 int gpt2file_tied(const model_config_t *cfg, const float *params);

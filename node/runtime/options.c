@@ -555,3 +555,25 @@ int opts_set_init(opts_t *o, char *err, size_t errlen)
     o->init_size = size;
     return 0;
 }
+
+int opts_check_init(const opts_t *o, char *err, size_t errlen)
+{
+    opts_t mine = *o;
+    if (opts_set_init(&mine, err, errlen) < 0) return -1;
+    if (mine.init_size != o->init_size || sodium_memcmp(mine.init_hash, o->init_hash, sizeof mine.init_hash) != 0) {
+        snprintf(err, errlen, "%s: not the checkpoint this run starts from (%llu bytes here, %llu in the run's; the "
+                 "hashes differ)", o->init, (unsigned long long)mine.init_size, (unsigned long long)o->init_size);
+        return -1;
+    }
+    return 0;
+}
+
+int opts_check_swarm(const opts_t *o, char *err, size_t errlen)
+{
+    if (o->cfg.kind == MODEL_GPT && o->cfg.V > 256 && o->stages > 1) {
+        snprintf(err, errlen, "--vocab %d: a swarm's stages pass the targets on as one byte each, so a vocabulary "
+                 "above 256 runs on one stage (--stages 1) or in brigade solo", o->cfg.V);
+        return -1;
+    }
+    return 0;
+}

@@ -8,7 +8,7 @@
 BRIGADE=${BRIGADE:-build/brigade}
 PY=/usr/bin/python3
 T=$(mktemp -d /tmp/brigade-realmodels.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap '[ -n "$KEEP" ] || rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 B="timeout 300 $BRIGADE"
 ok() { echo "ok - $1"; }
@@ -146,6 +146,7 @@ if __name__ == "__main__":
         shard(d + "/nosplit/a.bin", toks[:20000])
         shard(d + "/nosplit/b.bin", toks[20000:40000], wide=True)
         st_write(d + "/init.safetensors", random_gpt2(512, 64, 64, 2, seed=3))
+        st_write(d + "/init256.safetensors", random_gpt2(256, 64, 64, 2, seed=4))
     elif cmd == "loss-st":
         print("%.8f" % held_out_loss(st_read(sys.argv[2]), shard_tokens(sys.argv[3]), 64, int(sys.argv[4])))
     elif cmd == "loss-llmc":
@@ -234,3 +235,15 @@ $B solo --vocab 512 --ctx 64 --dim 32 --layers 2 --heads 4 --data "tokens:$T/sha
 if [ $rc = 2 ] && [ $rc2 = 2 ] && grep -q channels "$T/s.out" && grep -q "wte.weight" "$T/s2.out" \
    && [ "$(cat "$T/s.out" "$T/s2.out" | wc -l)" = 2 ]; then ok "--init of another shape: $(cat "$T/s2.out")"
 else bad "--init of another shape" "exit $rc $rc2: $(cat "$T/s.out" "$T/s2.out")"; fi
+
+# a swarm started from a checkpoint: each node takes its stage from its own copy (the run config's hash),
+# and the run computes what solo --init computes
+HARNESS=$(dirname "$0")/../harness
+. "$(dirname "$0")/hx.inc"
+hx init-swarm-vs-solo --stages 2 \
+    --creator-args "--vocab 256 --ctx 64 --dim 64 --layers 2 --heads 4 --data text:/usr/share/common-licenses/GPL-3 --steps 8 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1" \
+    --node-args "--threads 1 --init $T/init256.safetensors" --expect-exit 0 --expect-parity 8
+# the stages of a swarm pass the targets on as bytes: a larger vocabulary is refused in one line
+$B node --vocab 512 --stages 2 --listen 127.0.0.1:0 >"$T/n.out" 2>&1; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$T/n.out")" = 1 ] && grep -q -- "--vocab 512" "$T/n.out"; then ok "swarm of vocabulary 512: refused"
+else bad "swarm of vocabulary 512" "exit $rc: $(cat "$T/n.out")"; fi
