@@ -879,9 +879,9 @@ static void test_modelfile_roundtrip(void)
     size_t n = model_num_params(&c), n2 = 0;
     float *p = malloc(sizeof(float) * n);
     for (size_t i = 0; i < n; i++) p[i] = (float)i * 0.5f;
-    CHECKF(modelfile_save(path, &c, 17, p, n, err, sizeof err) == 0, "%s", err);
+    CHECKF(modelfile_save(path, &c, 17, 0, p, n, err, sizeof err) == 0, "%s", err);
     int64_t upd = 0;
-    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    float *q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q != NULL, "%s", err);
     if (q) {
         CHECK(n2 == n && upd == 17 && memcmp(p, q, n * sizeof(float)) == 0);
@@ -895,16 +895,16 @@ static void test_modelfile_roundtrip(void)
     fseek(f, 100, SEEK_SET);
     fputc(ch ^ 0x40, f);
     fclose(f);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECK(q == NULL && strstr(err, "checksum") != NULL);
     free(q);
     /* truncated */
     CHECK(truncate(path, 60) == 0);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECK(q == NULL && strstr(err, "truncated") != NULL);
     free(q);
     unlink(path);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECK(q == NULL && strstr(err, path) != NULL);
     free(p);
 }
@@ -920,9 +920,9 @@ static void test_modelfile_negative_updates(void)
     close(fd);
     size_t n = model_num_params(&c), n2 = 0;
     float *p = calloc(n, sizeof(float));
-    CHECKF(modelfile_save(path, &c, -5, p, n, err, sizeof err) == 0, "%s", err);
+    CHECKF(modelfile_save(path, &c, -5, 0, p, n, err, sizeof err) == 0, "%s", err);
     int64_t upd = 0;
-    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    float *q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q == NULL && strstr(err, path) && strstr(err, "update count"), "loaded with updates %lld (%s)", (long long)upd, err);
     free(q);
     unlink(path);
@@ -940,14 +940,14 @@ static void test_modelfile_name_printable(void)
     size_t n = model_num_params(&c), n2 = 0;
     float *p = calloc(n, sizeof(float));
     snprintf(c.name, sizeof c.name, "gpt\x1b[2J");
-    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
+    CHECKF(modelfile_save(path, &c, 3, 0, p, n, err, sizeof err) == 0, "%s", err);
     int64_t upd = 0;
-    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    float *q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q == NULL && strstr(err, "invalid model config"), "loaded a name with ESC (%s)", err);
     free(q);
     snprintf(c.name, sizeof c.name, "gpt-tiny");
-    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECKF(modelfile_save(path, &c, 3, 0, p, n, err, sizeof err) == 0, "%s", err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q != NULL && strcmp(c2.name, "gpt-tiny") == 0, "%s", err);
     free(q);
     unlink(path);
@@ -966,14 +966,14 @@ static void test_modelfile_not_a_model_file(void)
     size_t n = model_num_params(&c), n2 = 0;
     float *p = calloc(n, sizeof(float));
     int64_t upd = 0;
-    float *q = modelfile_load(dir, &c2, &upd, &n2, err, sizeof err);
+    float *q = modelfile_load(dir, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q == NULL && strstr(err, "not a file"), "a folder: %s", err);
     free(q);
-    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
+    CHECKF(modelfile_save(path, &c, 3, 0, p, n, err, sizeof err) == 0, "%s", err);
     FILE *f = fopen(path, "ab");
     fputc(0, f);
     fclose(f);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q == NULL && strstr(err, "longer than its header"), "a byte appended: %s", q ? "loaded" : err);
     free(q);
     unlink(path);

@@ -124,7 +124,7 @@ int cmd_eval(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : rc;
     char err[600], e2[700];
     model_config_t cfg;
-    float *params = gpt2file_load_any(o.file, o.heads, &cfg, NULL, err, sizeof err);
+    float *params = gpt2file_load_any(o.file, o.heads, &cfg, NULL, NULL, err, sizeof err);
     if (!params) {
         snprintf(e2, sizeof e2, "--model-file %s", err);
         return cli_fail(e2);

@@ -68,7 +68,7 @@ int cmd_export(int argc, char **argv)
     char err[600], e2[700];
     model_config_t cfg;
     uint64_t run = 0;
-    float *params = gpt2file_load_any(in, heads, &cfg, NULL, err, sizeof err);
+    float *params = gpt2file_load_any(in, heads, &cfg, NULL, &run, err, sizeof err);
     if (!params) {
         snprintf(e2, sizeof e2, "export: %s", err);
         return cli_fail(e2);

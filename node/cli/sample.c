@@ -161,7 +161,7 @@ int cmd_sample(int argc, char **argv)
     model_config_t cfg;
     int64_t updates;
     size_t n;
-    float *params = modelfile_load(o.file, &cfg, &updates, &n, err, sizeof err);
+    float *params = modelfile_load(o.file, &cfg, &updates, NULL, &n, err, sizeof err);
     if (!params) {   /* the reason begins with the file's name */
         char e2[600];
         snprintf(e2, sizeof e2, "--model-file %s", err);

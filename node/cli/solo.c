@@ -211,7 +211,7 @@ static int s_load_resume(solo_t *s, char *err, size_t errlen)
     model_config_t rcfg;
     size_t n = 0;
     char why[400];
-    s->resume = modelfile_load(o->resume, &rcfg, &s->resume_version, &n, why, sizeof why);
+    s->resume = modelfile_load(o->resume, &rcfg, &s->resume_version, NULL, &n, why, sizeof why);
     if (!s->resume) {   /* the reason begins with the file's name */
         snprintf(err, errlen, "--resume %s", why);
         return -1;
@@ -498,7 +498,7 @@ static int s_save(solo_t *s, char *err, size_t errlen)
     }
     /* checked again: the run's own checkpoint may be the file now (--checkpoint DIR --save DIR/stage.ckpt) */
     int r = modelfile_check_model_target(s->o.save, err, errlen);
-    if (r == 0) r = modelfile_save(s->o.save, &s->o.cfg, s->st[0]->version, all, nparams, err, errlen);
+    if (r == 0) r = modelfile_save(s->o.save, &s->o.cfg, s->st[0]->version, opts_run_id(&s->o), all, nparams, err, errlen);
     free(all);
     if (r == 0) fprintf(stderr, "saved the model to %s\n", s->o.save);
     return r;

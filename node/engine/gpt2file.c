@@ -351,8 +351,28 @@ float *gpt2file_load(const char *path, int heads, model_config_t *cfg, int fixed
     return p;
 }
 
-float *gpt2file_load_any(const char *path, int heads, model_config_t *cfg, int64_t *updates, char *err,
-                         size_t errlen)
+/* gpt2file_load (the file's model) and, from a safetensors' __metadata__
+ * "brigade_run", the run id (0 when it has none). */
+static float *s_load_foreign(const char *path, int heads, model_config_t *cfg, uint64_t *run, char *err, size_t errlen)
+{
+    size_t len;
+    uint8_t *m = s_map(path, &len, err, errlen);
+    if (!m) return NULL;
+    float *p = gpt2file_read(m, len, path, heads, cfg, 0, NULL, err, errlen);
+    st_file_t f;
+    char why[200];
+    int st = p && run && !(len >= 4 && le_get32(m) == LLMC_MAGIC);
+    if (st && st_parse(&f, m, len, path, why, sizeof why) == 0) {
+        const char *id = st_meta(&f, "brigade_run");
+        *run = id ? strtoull(id, NULL, 16) : 0;
+    }
+    if (st) st_free(&f);
+    munmap(m, len);
+    return p;
+}
+
+float *gpt2file_load_any(const char *path, int heads, model_config_t *cfg, int64_t *updates, uint64_t *run,
+                         char *err, size_t errlen)
 {
     char magic[8] = { 0 };
     FILE *f = fopen(path, "rb");
@@ -361,10 +381,11 @@ float *gpt2file_load_any(const char *path, int heads, model_config_t *cfg, int64
         fclose(f);
     }
     if (updates) *updates = 0;
-    if (memcmp(magic, "BRGDMODL", 8) != 0) return gpt2file_load(path, heads, cfg, 0, NULL, err, errlen);
+    if (run) *run = 0;
+    if (memcmp(magic, "BRGDMODL", 8) != 0) return s_load_foreign(path, heads, cfg, run, err, errlen);
     int64_t u;
     size_t n;
-    float *p = modelfile_load(path, cfg, &u, &n, err, errlen);
+    float *p = modelfile_load(path, cfg, &u, run, &n, err, errlen);
     if (p && heads && heads != cfg->NH) {
         snprintf(err, errlen, "--heads %d: %s's model has %d heads", heads, path, cfg->NH);
         free(p);

@@ -56,8 +56,8 @@ float *gpt2file_load(const char *path, int heads, model_config_t *cfg, int fixed
  * file's; heads, when given, must agree), a safetensors or an llm.c file
  * (gpt2file_load with fixed 0).  *updates (may be NULL) gets the updates of
  * a brigade model file, 0 for the others.  NULL with a one-line reason. */
-float *gpt2file_load_any(const char *path, int heads, model_config_t *cfg, int64_t *updates, char *err,
-                         size_t errlen);
+float *gpt2file_load_any(const char *path, int heads, model_config_t *cfg, int64_t *updates, uint64_t *run,
+                         char *err, size_t errlen);
 /* Fills params with stage `stage` of a `nstages` split of cfg (its
  * stage_num_params floats) from the checkpoint at path, whose shapes must
  * be cfg's (gpt2file_load with fixed 1).  0, or -1 with a one-line reason. */

@@ -176,12 +176,19 @@ else bad "eval of a torch checkpoint" "brigade '$b0' ($(tail -n 1 "$T/eval.err")
 
 # --init, training on shards (uint16 and uint32 together), export: torch reads the model and agrees
 if $B solo $SHAPE --data "tokens:$T/shards" --init "$T/init.safetensors" --steps 20 --lr 3e-3 --batch 4 \
-      --save "$T/m.bin" >"$T/solo.out" 2>&1 \
+      --save "$T/m.bin" --metrics "$T/solo.jsonl" >"$T/solo.out" 2>&1 \
    && $B export "$T/m.bin" --format safetensors --out "$T/m.safetensors" >"$T/exp.out" 2>&1; then
     b1=$(ev "$T/m.bin" "tokens:$T/shards"); t1=$($PY "$T/ref.py" loss-st "$T/m.safetensors" "$VAL" 4)
     if [ -n "$b1" ] && close "$b1" "$t1" && $PY -c "import sys; sys.exit(0 if $b1 < $b0 else 1)"; then
         ok "train from --init on shards, export: brigade $b1, torch $t1 (from $b0)"
     else bad "train from --init, export" "brigade '$b1', torch '$t1', before $b0"; fi
+    # __metadata__: the shape and the run id (the run's, in its solo's start event)
+    run=$(sed -n 's/.*"run":"\([0-9a-f]*\)".*/\1/p' "$T/solo.jsonl" | head -n 1)
+    meta=$($PY -c "
+import json, struct; raw = open('$T/m.safetensors', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+m = json.loads(raw[8:8 + n])['__metadata__']; print(m['n_vocab'], m['n_ctx'], m['n_embd'], m['n_layer'], m['n_head'], m['brigade_run'])")
+    if [ -n "$run" ] && [ "$meta" = "512 64 64 2 4 $run" ]; then ok "export __metadata__: $meta"
+    else bad "export __metadata__" "'$meta', run '$run'"; fi
     # export then import: the same bits
     $B export "$T/m.safetensors" --format safetensors --out "$T/m2.safetensors" >/dev/null 2>&1
     if cmp -s "$T/m.safetensors" "$T/m2.safetensors"; then ok "safetensors export, import, export: bit-exact"
