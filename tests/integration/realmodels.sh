@@ -116,6 +116,15 @@ def words(text, V):
         out.append(32)
     return out
 
+def tokenizer_file(path, text, V, magic=20240328):
+    """llm.c's tokenizer file (version 2) of the toy tokenizer: the 256 bytes, then the common words."""
+    common = [w for w, _ in collections.Counter(text.split(" ")).most_common(V - 256)]
+    head = array.array("I", [0] * 256); head[0], head[1], head[2], head[3] = magic, 2, V, 10
+    with open(path, "wb") as f:
+        f.write(head.tobytes())
+        for piece in [bytes([b]) for b in range(256)] + [(w.encode("utf-8", "replace") or b"?")[:255] for w in common]:
+            f.write(bytes([len(piece)]) + piece)
+
 def random_gpt2(V, T, C, L, seed):
     """Random weights under Hugging Face's names, with the "transformer." prefix its GPT2LMHeadModel writes."""
     g = torch.Generator().manual_seed(seed)
@@ -140,6 +149,8 @@ if __name__ == "__main__":
         d = sys.argv[2]
         text = open("/usr/share/common-licenses/GPL-3", errors="replace").read() * 3
         toks = words(text, 512)
+        tokenizer_file(d + "/tok.bin", text, 512)
+        tokenizer_file(d + "/badtok.bin", text, 512, magic=20240327)
         shard(d + "/shards/text_val_000000.bin", toks[:6000])
         shard(d + "/shards/text_train_000001.bin", toks[6000:40000])
         shard(d + "/shards/text_train_000002.bin", toks[40000:], wide=True)
@@ -189,6 +200,14 @@ import json, struct; raw = open('$T/m.safetensors', 'rb').read(); n = struct.unp
 m = json.loads(raw[8:8 + n])['__metadata__']; print(m['n_vocab'], m['n_ctx'], m['n_embd'], m['n_layer'], m['n_head'], m['brigade_run'])")
     if [ -n "$run" ] && [ "$meta" = "512 64 64 2 4 $run" ]; then ok "export __metadata__: $meta"
     else bad "export __metadata__" "'$meta', run '$run'"; fi
+    # sampling decodes with llm.c's tokenizer file; a model of tokens needs one, a bad one is one line
+    $B sample --model-file "$T/m.bin" --tokenizer "$T/tok.bin" --prompt "the " --length 20 --seed 2 >"$T/smp.out" 2>&1; rc=$?
+    $B sample --model-file "$T/m.bin" --length 5 >"$T/smp2.out" 2>&1; rc2=$?
+    $B sample --model-file "$T/m.bin" --tokenizer "$T/badtok.bin" --length 5 >"$T/smp3.out" 2>&1; rc3=$?
+    if [ $rc = 0 ] && [ "$(wc -c <"$T/smp.out")" -gt 24 ] && [ $rc2 = 2 ] && [ $rc3 = 2 ] \
+       && grep -q tokenizer "$T/smp2.out" && grep -q "magic" "$T/smp3.out"; then
+        ok "sample --tokenizer: $(wc -c <"$T/smp.out") bytes decoded"
+    else bad "sample --tokenizer" "exit $rc $rc2 $rc3: $(cat "$T/smp.out" "$T/smp2.out" "$T/smp3.out" | head -c 300)"; fi
     # export then import: the same bits
     $B export "$T/m.safetensors" --format safetensors --out "$T/m2.safetensors" >/dev/null 2>&1
     if cmp -s "$T/m.safetensors" "$T/m2.safetensors"; then ok "safetensors export, import, export: bit-exact"
