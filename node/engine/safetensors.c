@@ -1,7 +1,8 @@
 /* safetensors.c: the safetensors container (safetensors.h). */
 #include "node/engine/safetensors.h"
-#include "net/wire.h"            /* le_get16, le_get32, le_get64, le_put64 */
-#include "node/runtime/json.h"   /* json_quote: the one JSON string writer */
+#include "net/wire.h"   /* le_get16, le_get32, le_get64, le_put64 */
+
+#include <assert.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,10 +314,13 @@ float st_get(const st_file_t *f, const st_tensor_t *t, uint64_t i)
     return x;
 }
 
-/* Appends the quoted s to the text (*buf, *len, *cap); -1 when out of memory. */
+/* Appends s to the text (*buf, *len, *cap), in quotes when quote is set:
+ * the names and values written here are brigade's own (tensor names,
+ * numbers, hex), plain ASCII that needs no escape.  -1 when out of memory. */
 static int s_cat(char **buf, size_t *len, size_t *cap, const char *s, int quote)
 {
-    size_t need = (quote ? JSON_QUOTE_LEN(strlen(s)) : strlen(s) + 1) + 8;
+    size_t n = strlen(s), need = n + 3;
+    for (const char *c = s; quote && *c; c++) assert(*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\');
     if (*len + need > *cap) {
         size_t c = (*cap + need) * 2;
         char *b = realloc(*buf, c);
@@ -324,8 +328,7 @@ static int s_cat(char **buf, size_t *len, size_t *cap, const char *s, int quote)
         *buf = b;
         *cap = c;
     }
-    if (quote) *len += json_quote(*buf + *len, *cap - *len, s, strlen(s));
-    else { memcpy(*buf + *len, s, strlen(s) + 1); *len += strlen(s); }
+    *len += (size_t)snprintf(*buf + *len, *cap - *len, quote ? "\"%s\"" : "%s", s);
     return 0;
 }
 

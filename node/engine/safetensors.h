@@ -55,7 +55,8 @@ float st_get(const st_file_t *f, const st_tensor_t *t, uint64_t i);
 
 /* Writes the header of a file of n F32 tensors (names[i], ndims[i]
  * dimensions shapes[i]) laid out in that order, with metadata pairs
- * meta_kv[2j], meta_kv[2j+1] (nmeta pairs): the 8-byte length and the JSON,
+ * meta_kv[2j], meta_kv[2j+1] (nmeta pairs; every name and value printable
+ * ASCII without '"' or '\\', asserted): the 8-byte length and the JSON,
  * padded to a multiple of 8.  Returns a malloc'd buffer of *len bytes, or
  * NULL when out of memory. */
 uint8_t *st_header_write(int n, const char *const *names, const int *ndims, const uint64_t (*shapes)[ST_DIMS_MAX],

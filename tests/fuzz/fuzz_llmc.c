@@ -1,4 +1,4 @@
-// fuzz-sources: node/engine/*.c node/runtime/json.c compress/*.c
+// fuzz-sources: node/engine/*.c compress/*.c
 /* fuzz_llmc.c: libFuzzer target for llm.c's model file (gpt2file_read on
  * inputs that begin with its magic).
  *

@@ -1,4 +1,4 @@
-// fuzz-sources: node/engine/*.c node/runtime/json.c compress/*.c
+// fuzz-sources: node/engine/*.c compress/*.c
 /* fuzz_safetensors.c: libFuzzer target for the safetensors reader
  * (st_parse) and the GPT-2 mapping on top of it (gpt2file_read).
  *
