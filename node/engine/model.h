@@ -74,7 +74,7 @@ typedef struct {
 #define MODEL_STAGES_MAX 128
 #define STAGE_MAX_TENSORS 1600   /* 128 blocks x 12 tensors + embedding + head */
 #define MODEL_MAX_PARAMS (1ULL << 28)  /* refuse bigger models (1 GiB of fp32 weights) */
-#define MODEL_HEAD_CHUNK_FLOATS (1L << 22)   /* a gpt head's logits per chunk of rows, by default (16 MiB) */
+#define MODEL_HEAD_CHUNK_FLOATS (1L << 24)   /* a gpt head's logits per chunk of rows, by default (64 MiB) */
 
 /* The static description of one stage of a split. */
 typedef struct {
