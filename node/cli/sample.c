@@ -1,7 +1,7 @@
 /* sample.c: `brigade sample`, text generation from a trained gpt model file. */
 #include "node/cli/cli.h"
 #include "node/engine/model.h"
-#include "node/engine/modelfile.h"
+#include "node/engine/gpt2file.h"
 #include "node/engine/rng.h"
 #include "node/engine/tokenizer.h"
 #include "node/runtime/options.h"
@@ -33,7 +33,10 @@ static void s_help(void)
 {
     printf("usage: brigade sample --model-file FILE [--prompt TEXT] [--length N] [--temperature X] [--seed S]\n"
            "                      [--tokenizer FILE]\n"
-           "  generates text from a gpt model file (solo --save, or brigade assemble)\n"
+           "                      [--heads N]\n"
+           "  generates text from a gpt model file (solo --save, brigade assemble; or a safetensors with GPT-2's\n"
+           "  names, or llm.c's .bin)\n"
+           "  --heads N          attention heads of a safetensors whose __metadata__ does not say (n_head)\n"
            "  --tokenizer FILE   llm.c's tokenizer file (e.g. gpt2_tokenizer.bin) for a model of tokens, not bytes:\n"
            "                     the output is decoded with it, the prompt encoded greedily (longest token first)\n"
            "  --prompt TEXT      the text it continues (default a newline)\n"
@@ -44,7 +47,7 @@ static void s_help(void)
 
 typedef struct {
     const char *file, *prompt, *tokenizer;
-    int length;
+    int length, heads;
     double temp;
     unsigned long long seed;
 } sample_opts_t;
@@ -54,7 +57,8 @@ static int s_parse(sample_opts_t *o, int argc, char **argv)
 {
     *o = (sample_opts_t){ .prompt = "\n", .length = 200, .temp = 0.8, .seed = 1 };
     static const char *const known[][2] = { { "model-file", "FILE" }, { "prompt", "TEXT" }, { "length", "N" },
-                                            { "temperature", "X" }, { "seed", "S" }, { "tokenizer", "FILE" } };
+                                            { "temperature", "X" }, { "seed", "S" }, { "tokenizer", "FILE" },
+                                            { "heads", "N" } };
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { s_help(); return 1; }
@@ -71,6 +75,10 @@ static int s_parse(sample_opts_t *o, int argc, char **argv)
         if (!strcmp(name, "model-file")) o->file = v;
         else if (!strcmp(name, "prompt")) o->prompt = v;
         else if (!strcmp(name, "tokenizer")) o->tokenizer = v;
+        else if (!strcmp(name, "heads")) {
+            if (s_number(v, &x) < 0 || x != floor(x) || x < 1 || x > 8192) return cli_fail("--heads: want a whole number 1..8192");
+            o->heads = (int)x;
+        }
         else if (!strcmp(name, "length")) {
             if (s_number(v, &x) < 0 || x != floor(x) || x < 1 || x > 100000) return cli_fail("--length: want a whole number 1..100000");
             o->length = (int)x;
@@ -217,9 +225,7 @@ int cmd_sample(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : rc;
     char err[512];
     model_config_t cfg;
-    int64_t updates;
-    size_t n;
-    float *params = modelfile_load(o.file, &cfg, &updates, NULL, &n, err, sizeof err);
+    float *params = gpt2file_load_any(o.file, o.heads, &cfg, NULL, NULL, err, sizeof err);
     if (!params) {   /* the reason begins with the file's name */
         char e2[600];
         snprintf(e2, sizeof e2, "--model-file %s", err);

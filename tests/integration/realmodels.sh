@@ -204,6 +204,7 @@ m = json.loads(raw[8:8 + n])['__metadata__']; print(m['n_vocab'], m['n_ctx'], m[
     $B sample --model-file "$T/m.bin" --tokenizer "$T/tok.bin" --prompt "the " --length 20 --seed 2 >"$T/smp.out" 2>&1; rc=$?
     $B sample --model-file "$T/m.bin" --length 5 >"$T/smp2.out" 2>&1; rc2=$?
     $B sample --model-file "$T/m.bin" --tokenizer "$T/badtok.bin" --length 5 >"$T/smp3.out" 2>&1; rc3=$?
+    $B sample --model-file "$T/m.safetensors" --tokenizer "$T/tok.bin" --length 5 >/dev/null 2>"$T/smp4.out" || rc=4
     if [ $rc = 0 ] && [ "$(wc -c <"$T/smp.out")" -gt 24 ] && [ $rc2 = 2 ] && [ $rc3 = 2 ] \
        && grep -q tokenizer "$T/smp2.out" && grep -q "magic" "$T/smp3.out"; then
         ok "sample --tokenizer: $(wc -c <"$T/smp.out") bytes decoded"
