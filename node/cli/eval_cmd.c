@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EVAL_BATCH 8   /* windows per forward */
+#define EVAL_BATCH 8                   /* windows per forward, at most */
+#define EVAL_ACTS_FLOATS (1L << 28)    /* and as many as keep the activations within 1 GiB (one at least) */
 
 typedef struct {
     const char *file, *data;
@@ -94,10 +95,12 @@ static int s_run(const eval_opts_t *o, const model_config_t *cfg, const float *p
     stage_t *s = malloc(sizeof *s);
     if (!s || stage_init(s, cfg, 0, 1, err, sizeof err) < 0) { free(s); return cli_fail(s ? err : "out of memory"); }
     s->threads = o->threads;
+    int most = EVAL_BATCH;
+    while (most > 1 && acts_floats(s, most, T) > (size_t)EVAL_ACTS_FLOATS) most /= 2;
     double total = 0;
     int rc = 0;
     for (size_t k = 0; k < W && rc == 0;) {
-        int B = W - k < EVAL_BATCH ? (int)(W - k) : EVAL_BATCH;
+        int B = W - k < (size_t)most ? (int)(W - k) : most;
         acts_t *a = acts_new(s, B, T);
         batch_t b;
         if (!a || data_batch_alloc(d, &b, B) < 0) { acts_destroy(&a); rc = cli_fail("eval: out of memory"); break; }
