@@ -1,6 +1,7 @@
 /* test_model.c: whole-model gradients against finite differences, the stage
  * split (K stages compute what 1 stage computes), determinism, model files. */
 #include "tests/check.h"
+#include <zlib.h>
 #include "compress/cpu.h"
 #include "node/engine/bigbuf.h"
 #include "node/engine/model.h"
@@ -1159,6 +1160,46 @@ static void test_gpt2file_roundtrip(void)
     free(p);
 }
 
+/* A model file of format version 1 (before the run id) is still read, with
+ * run id 0; version 2 keeps the run id it was given. */
+static void test_modelfile_version1(void)
+{
+    model_config_t c = s_small_gpt(), c2;
+    char err[256], path[] = "/tmp/brigade-test-model-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    size_t n = model_num_params(&c), n2 = 0;
+    float *p = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) p[i] = (float)i;
+    CHECKF(modelfile_save(path, &c, 4, 0xabcdef12345ULL, p, n, err, sizeof err) == 0, "%s", err);
+    int64_t upd = 0;
+    uint64_t run = 0;
+    float *q = modelfile_load(path, &c2, &upd, &run, &n2, err, sizeof err);
+    CHECKF(q && run == 0xabcdef12345ULL && upd == 4, "%s", q ? "run id lost" : err);
+    free(q);
+    /* the same file as version 1: no run id after the count, the CRC over the rest */
+    FILE *f = fopen(path, "rb");
+    uint8_t *b = malloc(100 + 4 * n);
+    size_t len = fread(b, 1, 100 + 4 * n, f);
+    fclose(f);
+    size_t h1 = 8 + 4 + 7 * 4 + 24 + 8 + 8;
+    memmove(b + h1, b + h1 + 8, len - h1 - 8);
+    len -= 8;
+    b[8] = 1;
+    uLong crc = crc32(0L, b, (uInt)(len - 4));
+    for (int i = 0; i < 4; i++) b[len - 4 + i] = (uint8_t)(crc >> (8 * i));
+    f = fopen(path, "wb");
+    fwrite(b, 1, len, f);
+    fclose(f);
+    run = 7;
+    q = modelfile_load(path, &c2, &upd, &run, &n2, err, sizeof err);
+    CHECKF(q && run == 0 && upd == 4 && n2 == n && memcmp(p, q, sizeof(float) * n) == 0, "%s", q ? "differs" : err);
+    free(q);
+    free(b);
+    free(p);
+    unlink(path);
+}
+
 int main(void)
 {
     RUN(test_bigbuf);
@@ -1183,6 +1224,7 @@ int main(void)
     RUN(test_head_chunks_match_whole);
     RUN(test_gpt2file_roundtrip);
     RUN(test_modelfile_roundtrip);
+    RUN(test_modelfile_version1);
     RUN(test_modelfile_negative_updates);
     RUN(test_modelfile_name_printable);
     RUN(test_modelfile_not_a_model_file);
