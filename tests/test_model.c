@@ -871,15 +871,24 @@ static void test_threads_match_serial(void)
         }
 }
 
+/* A temporary file's name into path (a "/tmp/...XXXXXX" template), and the
+ * parameters of c (*n of them) as i x step. */
+static float *s_model_params(char *path, const model_config_t *c, size_t *n, float step)
+{
+    int fd = mkstemp(path);
+    close(fd);
+    *n = model_num_params(c);
+    float *p = malloc(sizeof(float) * *n);
+    for (size_t i = 0; i < *n; i++) p[i] = (float)i * step;
+    return p;
+}
+
 static void test_modelfile_roundtrip(void)
 {
     model_config_t c = s_small_gpt(), c2;
     char err[256], path[] = "/tmp/brigade-test-model-XXXXXX";
-    int fd = mkstemp(path);
-    close(fd);
-    size_t n = model_num_params(&c), n2 = 0;
-    float *p = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) p[i] = (float)i * 0.5f;
+    size_t n, n2 = 0;
+    float *p = s_model_params(path, &c, &n, 0.5f);
     CHECKF(modelfile_save(path, &c, 17, 0, p, n, err, sizeof err) == 0, "%s", err);
     int64_t upd = 0;
     float *q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
@@ -1166,11 +1175,8 @@ static void test_modelfile_version1(void)
 {
     model_config_t c = s_small_gpt(), c2;
     char err[256], path[] = "/tmp/brigade-test-model-XXXXXX";
-    int fd = mkstemp(path);
-    close(fd);
-    size_t n = model_num_params(&c), n2 = 0;
-    float *p = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) p[i] = (float)i;
+    size_t n, n2 = 0;
+    float *p = s_model_params(path, &c, &n, 1.0f);
     CHECKF(modelfile_save(path, &c, 4, 0xabcdef12345ULL, p, n, err, sizeof err) == 0, "%s", err);
     int64_t upd = 0;
     uint64_t run = 0;
