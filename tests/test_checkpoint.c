@@ -210,7 +210,7 @@ static void test_checkpoint_damaged(void)
     free(x);
     char mpath[128];
     s_path(mpath, sizeof mpath, "whole.model");
-    CHECK(modelfile_save(mpath, &k.info.cfg, 3, k.p, k.n, err, sizeof err) == 0);
+    CHECK(modelfile_save(mpath, &k.info.cfg, 3, 0, k.p, k.n, err, sizeof err) == 0);
     x = checkpoint_load(mpath, &got, &n, err, sizeof err);
     CHECK(x == NULL && strstr(err, "magic") != NULL);
     free(x);

@@ -716,6 +716,69 @@ static void test_fmnist_invalid(void)
     CHECK(d == NULL && strstr(err, "/nowhere/train-images-idx3-ubyte.gz"));
 }
 
+/* Writes an llm.c shard of n tokens t0, t0+1, ... (mod 500) at path: uint16
+ * (wide 0) or uint32 (wide 1). */
+static void s_token_shard(const char *path, int n, int t0, int wide)
+{
+    int32_t h[256] = { wide ? 20240801 : 20240520, wide ? 7 : 1, n };
+    FILE *f = fopen(path, "wb");
+    fwrite(h, sizeof h, 1, f);
+    for (int i = 0; i < n; i++) {
+        uint32_t t = (uint32_t)((t0 + i) % 500);
+        uint16_t s = (uint16_t)t;
+        if (wide) fwrite(&t, 4, 1, f); else fwrite(&s, 2, 1, f);
+    }
+    fclose(f);
+}
+
+/* tokens:DIR reads llm.c shards of both widths in name order, holds out the
+ * shards named *val* (else the last 5%), reads windows across shard
+ * boundaries, and reports its largest token and where it is. */
+static void test_token_shards(void)
+{
+    char dir[600], path[700], spec[700], err[400];
+    snprintf(dir, sizeof dir, "%s/tok", tmpdir);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/a_train_1.bin", dir);
+    s_token_shard(path, 300, 0, 0);
+    snprintf(path, sizeof path, "%s/a_train_2.bin", dir);
+    s_token_shard(path, 200, 300, 1);
+    snprintf(path, sizeof path, "%s/a_val_0.bin", dir);
+    s_token_shard(path, 100, 7, 0);
+    snprintf(spec, sizeof spec, "tokens:%s", dir);
+    int T = 16;
+    data_t *d = data_open(spec, DATA_TOKENS, T, 1, err, sizeof err);
+    CHECKF(d != NULL, "%s", err);
+    if (!d) return;
+    CHECK(data_val_tokens(d) == 100 && data_classes(d) == 500);
+    const char *file;
+    uint64_t at;
+    CHECK(data_token_max(d, &file, &at) == 499 && strstr(file, "a_train_2.bin") && at == 1024 + 199 * 4);
+    batch_t b;
+    CHECK(data_batch_alloc(d, &b, 1) == 0);
+    data_val_window(d, &b, 0, 5);
+    for (int t = 0; t < T; t++) CHECK(b.tokens[t] == 12 + t && b.targets[t] == 13 + t);
+    uint64_t cursor = 0;
+    int crossed = 0;
+    for (int k = 0; k < 400; k++) {   /* every training window is consecutive, the ones across the shards too */
+        data_next_train(d, &b, 0, 1, &cursor);
+        for (int t = 0; t < T; t++) CHECK(b.targets[t] == (b.tokens[0] + t + 1) % 500 && b.tokens[t] < 500);
+        crossed |= b.tokens[0] < 300 && b.tokens[T - 1] >= 300;
+    }
+    CHECK(crossed);
+    data_batch_free(&b);
+    data_close(&d);
+    snprintf(path, sizeof path, "%s/a_val_0.bin", dir);   /* without val shards: the last 5% */
+    unlink(path);
+    d = data_open(spec, DATA_TOKENS, T, 1, err, sizeof err);
+    CHECKF(d && data_val_tokens(d) == 25, "%s", d ? "wrong split" : err);
+    data_close(&d);
+    s_token_shard(path, 10, 0, 0);   /* a val shard too short for a window */
+    d = data_open(spec, DATA_TOKENS, T, 1, err, sizeof err);
+    CHECKF(!d && strstr(err, "held-out"), "%s", d ? "opened" : err);
+    data_close(&d);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/brigade-test-data-XXXXXX");
@@ -728,6 +791,7 @@ int main(void)
     RUN(test_text_folder);
     RUN(test_text_fortunes);
     RUN(test_text_errors);
+    RUN(test_token_shards);
     RUN(test_fmnist_real);
     RUN(test_fmnist_invalid);
     s_rmtree(tmpdir);

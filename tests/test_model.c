@@ -1,9 +1,11 @@
 /* test_model.c: whole-model gradients against finite differences, the stage
  * split (K stages compute what 1 stage computes), determinism, model files. */
 #include "tests/check.h"
+#include <zlib.h>
 #include "compress/cpu.h"
 #include "node/engine/bigbuf.h"
 #include "node/engine/model.h"
+#include "node/engine/gpt2file.h"
 #include "node/engine/modelfile.h"
 #include "node/engine/optim.h"
 #include "node/engine/rng.h"
@@ -869,18 +871,27 @@ static void test_threads_match_serial(void)
         }
 }
 
+/* A temporary file's name into path (a "/tmp/...XXXXXX" template), and the
+ * parameters of c (*n of them) as i x step. */
+static float *s_model_params(char *path, const model_config_t *c, size_t *n, float step)
+{
+    int fd = mkstemp(path);
+    close(fd);
+    *n = model_num_params(c);
+    float *p = malloc(sizeof(float) * *n);
+    for (size_t i = 0; i < *n; i++) p[i] = (float)i * step;
+    return p;
+}
+
 static void test_modelfile_roundtrip(void)
 {
     model_config_t c = s_small_gpt(), c2;
     char err[256], path[] = "/tmp/brigade-test-model-XXXXXX";
-    int fd = mkstemp(path);
-    close(fd);
-    size_t n = model_num_params(&c), n2 = 0;
-    float *p = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) p[i] = (float)i * 0.5f;
-    CHECKF(modelfile_save(path, &c, 17, p, n, err, sizeof err) == 0, "%s", err);
+    size_t n, n2 = 0;
+    float *p = s_model_params(path, &c, &n, 0.5f);
+    CHECKF(modelfile_save(path, &c, 17, 0, p, n, err, sizeof err) == 0, "%s", err);
     int64_t upd = 0;
-    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    float *q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q != NULL, "%s", err);
     if (q) {
         CHECK(n2 == n && upd == 17 && memcmp(p, q, n * sizeof(float)) == 0);
@@ -894,16 +905,16 @@ static void test_modelfile_roundtrip(void)
     fseek(f, 100, SEEK_SET);
     fputc(ch ^ 0x40, f);
     fclose(f);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECK(q == NULL && strstr(err, "checksum") != NULL);
     free(q);
     /* truncated */
     CHECK(truncate(path, 60) == 0);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECK(q == NULL && strstr(err, "truncated") != NULL);
     free(q);
     unlink(path);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECK(q == NULL && strstr(err, path) != NULL);
     free(p);
 }
@@ -919,9 +930,9 @@ static void test_modelfile_negative_updates(void)
     close(fd);
     size_t n = model_num_params(&c), n2 = 0;
     float *p = calloc(n, sizeof(float));
-    CHECKF(modelfile_save(path, &c, -5, p, n, err, sizeof err) == 0, "%s", err);
+    CHECKF(modelfile_save(path, &c, -5, 0, p, n, err, sizeof err) == 0, "%s", err);
     int64_t upd = 0;
-    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    float *q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q == NULL && strstr(err, path) && strstr(err, "update count"), "loaded with updates %lld (%s)", (long long)upd, err);
     free(q);
     unlink(path);
@@ -939,14 +950,14 @@ static void test_modelfile_name_printable(void)
     size_t n = model_num_params(&c), n2 = 0;
     float *p = calloc(n, sizeof(float));
     snprintf(c.name, sizeof c.name, "gpt\x1b[2J");
-    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
+    CHECKF(modelfile_save(path, &c, 3, 0, p, n, err, sizeof err) == 0, "%s", err);
     int64_t upd = 0;
-    float *q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    float *q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q == NULL && strstr(err, "invalid model config"), "loaded a name with ESC (%s)", err);
     free(q);
     snprintf(c.name, sizeof c.name, "gpt-tiny");
-    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    CHECKF(modelfile_save(path, &c, 3, 0, p, n, err, sizeof err) == 0, "%s", err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q != NULL && strcmp(c2.name, "gpt-tiny") == 0, "%s", err);
     free(q);
     unlink(path);
@@ -965,14 +976,14 @@ static void test_modelfile_not_a_model_file(void)
     size_t n = model_num_params(&c), n2 = 0;
     float *p = calloc(n, sizeof(float));
     int64_t upd = 0;
-    float *q = modelfile_load(dir, &c2, &upd, &n2, err, sizeof err);
+    float *q = modelfile_load(dir, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q == NULL && strstr(err, "not a file"), "a folder: %s", err);
     free(q);
-    CHECKF(modelfile_save(path, &c, 3, p, n, err, sizeof err) == 0, "%s", err);
+    CHECKF(modelfile_save(path, &c, 3, 0, p, n, err, sizeof err) == 0, "%s", err);
     FILE *f = fopen(path, "ab");
     fputc(0, f);
     fclose(f);
-    q = modelfile_load(path, &c2, &upd, &n2, err, sizeof err);
+    q = modelfile_load(path, &c2, &upd, NULL, &n2, err, sizeof err);
     CHECKF(q == NULL && strstr(err, "longer than its header"), "a byte appended: %s", q ? "loaded" : err);
     free(q);
     unlink(path);
@@ -1058,6 +1069,143 @@ static void test_bigbuf(void)
     bigbuf_free(NULL);
 }
 
+/* The head on chunks of rows computes what it computes on all rows at once:
+ * the loss, the parameter gradients and the input gradient agree to float
+ * rounding (the chunks only change how the head's weight gradient is summed),
+ * with a vocabulary that is not the bytes', one and several threads, and a
+ * last chunk shorter than the others. */
+static void s_head_run(const model_config_t *c, int head_rows, int threads, int B, float *loss, float *grads,
+                       float *din, const float *params)
+{
+    char err[200];
+    stage_t s;
+    CHECKF(stage_init(&s, c, 1, 2, err, sizeof err) == 0, "%s", err);
+    s.head_rows = head_rows;
+    s.threads = threads;
+    int T = c->maxT;
+    acts_t *a = acts_new(&s, B, T);
+    grad_scratch_t *g = grad_scratch_new(&s, B, T);
+    for (int i = 0; i < B * T; i++) {
+        a->targets[i] = (i * 37 + 11) % c->V;
+    }
+    for (size_t i = 0; i < (size_t)B * T * c->C; i++) a->in[i] = (float)sin(0.37 * (double)i);
+    memset(grads, 0, sizeof(float) * s.nparams);
+    stage_forward(&s, params, a);
+    stage_backward(&s, params, grads, a, g, 1.0f / (B * T));
+    *loss = a->loss;
+    memcpy(din, a->din, sizeof(float) * (size_t)B * T * c->C);
+    grad_scratch_destroy(&g);
+    acts_destroy(&a);
+}
+
+static void test_head_chunks_match_whole(void)
+{
+    model_config_t c = s_small_gpt();
+    c.V = 300;
+    char err[200];
+    stage_t s;
+    CHECKF(stage_init(&s, &c, 1, 2, err, sizeof err) == 0, "%s", err);
+    float *params = malloc(sizeof(float) * s.nparams);
+    stage_init_params(&s, params, 5);
+    int B = 3, N = B * c.maxT;
+    size_t np = s.nparams, nd = (size_t)N * c.C;
+    float *g0 = malloc(sizeof(float) * np), *g1 = malloc(sizeof(float) * np);
+    float *d0 = malloc(sizeof(float) * nd), *d1 = malloc(sizeof(float) * nd);
+    int rows[] = { 1, 5, 7, N - 1 }, threads[] = { 1, 3 };
+    for (int t = 0; t < 2; t++) {
+        float l0, l1;
+        s_head_run(&c, N, threads[t], B, &l0, g0, d0, params);   /* one chunk: every row at once */
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+            s_head_run(&c, rows[r], threads[t], B, &l1, g1, d1, params);
+            CHECK_NEAR(l1, l0, 1e-6);
+            double worst = 0, scale = 0;
+            for (size_t i = 0; i < np; i++) scale = fmax(scale, fabs(g0[i]));
+            for (size_t i = 0; i < np; i++) worst = check_worst(worst, fabs(g0[i] - g1[i]) / scale);
+            for (size_t i = 0; i < nd; i++) worst = check_worst(worst, fabs(d0[i] - d1[i]) / scale);
+            CHECKF(worst < 1e-5, "rows %d, %d threads: gradients differ by %.3g of the largest", rows[r], threads[t],
+                   worst);
+        }
+    }
+    free(params); free(g0); free(g1); free(d0); free(d1);
+}
+
+/* A gpt written as safetensors and as llm.c's file reads back bit for bit
+ * (llm.c's only when tied: an untied model is refused), a safetensors
+ * without the head count takes it from the caller, and a model of another
+ * shape is refused with the tensor's name. */
+static void test_gpt2file_roundtrip(void)
+{
+    model_config_t c = s_small_gpt(), c2;
+    c.V = 300;
+    char err[300], path[] = "/tmp/brigade-test-gpt2-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    size_t n = model_num_params(&c);
+    float *p = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) p[i] = (float)sin((double)i);
+    size_t head = n - (size_t)c.V * c.C;
+    memcpy(p + head, p, sizeof(float) * (size_t)c.V * c.C);   /* tied */
+    for (int fmt = GPT2_SAFETENSORS; fmt <= GPT2_LLMC; fmt++) {
+        CHECKF(gpt2file_save(path, (gpt2_format_t)fmt, &c, p, 7, err, sizeof err) == 0, "%s", err);
+        int tied = 0;
+        float *q = gpt2file_load(path, 0, &c2, 0, &tied, err, sizeof err);
+        CHECKF(q && tied && c2.V == c.V && c2.C == c.C && c2.L == c.L && c2.NH == c.NH && c2.maxT == c.maxT
+               && memcmp(p, q, sizeof(float) * n) == 0, "format %d: %s", fmt, q ? "differs" : err);
+        free(q);
+        c2 = c;
+        c2.C = 8; c2.NH = 2;
+        q = gpt2file_load(path, 0, &c2, 1, NULL, err, sizeof err);
+        CHECKF(!q && (strstr(err, "wte.weight") || strstr(err, "channels")), "format %d: %s", fmt, q ? "loaded" : err);
+        free(q);
+    }
+    p[head] += 1.0f;   /* untied */
+    CHECK(gpt2file_save(path, GPT2_LLMC, &c, p, 7, err, sizeof err) < 0 && strstr(err, "safetensors"));
+    CHECKF(gpt2file_save(path, GPT2_SAFETENSORS, &c, p, 7, err, sizeof err) == 0, "%s", err);
+    int tied = 1;
+    float *q = gpt2file_load(path, 0, &c2, 0, &tied, err, sizeof err);
+    CHECKF(q && !tied && memcmp(p, q, sizeof(float) * n) == 0, "untied: %s", q ? "differs" : err);
+    free(q);
+    unlink(path);
+    free(p);
+}
+
+/* A model file of format version 1 (before the run id) is still read, with
+ * run id 0; version 2 keeps the run id it was given. */
+static void test_modelfile_version1(void)
+{
+    model_config_t c = s_small_gpt(), c2;
+    char err[256], path[] = "/tmp/brigade-test-model-XXXXXX";
+    size_t n, n2 = 0;
+    float *p = s_model_params(path, &c, &n, 1.0f);
+    CHECKF(modelfile_save(path, &c, 4, 0xabcdef12345ULL, p, n, err, sizeof err) == 0, "%s", err);
+    int64_t upd = 0;
+    uint64_t run = 0;
+    float *q = modelfile_load(path, &c2, &upd, &run, &n2, err, sizeof err);
+    CHECKF(q && run == 0xabcdef12345ULL && upd == 4, "%s", q ? "run id lost" : err);
+    free(q);
+    /* the same file as version 1: no run id after the count, the CRC over the rest */
+    FILE *f = fopen(path, "rb");
+    uint8_t *b = malloc(100 + 4 * n);
+    size_t len = fread(b, 1, 100 + 4 * n, f);
+    fclose(f);
+    size_t h1 = 8 + 4 + 7 * 4 + 24 + 8 + 8;
+    memmove(b + h1, b + h1 + 8, len - h1 - 8);
+    len -= 8;
+    b[8] = 1;
+    uLong crc = crc32(0L, b, (uInt)(len - 4));
+    for (int i = 0; i < 4; i++) b[len - 4 + i] = (uint8_t)(crc >> (8 * i));
+    f = fopen(path, "wb");
+    fwrite(b, 1, len, f);
+    fclose(f);
+    run = 7;
+    q = modelfile_load(path, &c2, &upd, &run, &n2, err, sizeof err);
+    CHECKF(q && run == 0 && upd == 4 && n2 == n && memcmp(p, q, sizeof(float) * n) == 0, "%s", q ? "differs" : err);
+    free(q);
+    free(b);
+    free(p);
+    unlink(path);
+}
+
 int main(void)
 {
     RUN(test_bigbuf);
@@ -1079,7 +1227,10 @@ int main(void)
     RUN(test_team_generations_back_to_back);
     RUN(test_team_parts);
     RUN(test_threads_match_serial);
+    RUN(test_head_chunks_match_whole);
+    RUN(test_gpt2file_roundtrip);
     RUN(test_modelfile_roundtrip);
+    RUN(test_modelfile_version1);
     RUN(test_modelfile_negative_updates);
     RUN(test_modelfile_name_printable);
     RUN(test_modelfile_not_a_model_file);

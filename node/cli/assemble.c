@@ -101,7 +101,7 @@ static int s_join(const char *out, const int *which, const checkpoint_info_t *in
     }
     int rc = 0;
     if (off != total) rc = cli_fail("assemble: the stages do not add up to the model");
-    else if (modelfile_save(out, &info[0].cfg, version, all, total, err, sizeof err) < 0) rc = cli_fail(err);
+    else if (modelfile_save(out, &info[0].cfg, version, info[0].run, all, total, err, sizeof err) < 0) rc = cli_fail(err);
     else printf("assembled %d stage%s of %s (%zu parameters, version %lld) into %s\n", K, K == 1 ? "" : "s", info[0].cfg.name, total, (long long)version, out);
     free(all);
     return rc;

@@ -13,6 +13,8 @@ int cmd_status(int argc, char **argv);
 int cmd_assemble(int argc, char **argv);
 int cmd_ticket(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 /* Prints "brigade: <why>" on stderr, one line (control characters in why,
  * say from an argument it quotes, shown as '?'), and returns 2 (the

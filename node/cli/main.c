@@ -21,6 +21,8 @@ static void s_usage(FILE *f)
         "  status  HOST:PORT/KEY                  the swarm map: stages, peers, rates, loss\n"
         "  sample  --model-file F [--prompt S]    generate text from a trained gpt\n"
         "  assemble CHECKPOINT_DIR... --out FILE  stage checkpoints -> one model file\n"
+        "  eval    --model-file F --data SPEC     held-out loss of a model file (brigade's, safetensors, llm.c)\n"
+        "  export  MODEL_FILE --format safetensors|llmc --out FILE   a model for PyTorch or llm.c\n"
         "  ticket  --owner DIR --peer PUBKEY [--expires T]   admission ticket for a closed swarm\n"
         "  sim     --nodes N --stages K [options] a whole swarm in one process, on a virtual network and clock\n"
         "  version                                this build: release, wire protocol, kernels in use\n"
@@ -70,6 +72,8 @@ static int s_command(int argc, char **argv)
     if (!strcmp(cmd, "assemble")) return cmd_assemble(argc, argv);
     if (!strcmp(cmd, "ticket")) return cmd_ticket(argc, argv);
     if (!strcmp(cmd, "sim")) return cmd_sim(argc, argv);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
+    if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
     snprintf(err, sizeof err, "unknown command '%.60s' (see brigade --help)", cmd);
     return cli_fail(err);
 }
@@ -77,7 +81,7 @@ static int s_command(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "brigade: no command given: solo, node, keygen, status, sample, assemble, ticket, sim or "
+        fprintf(stderr, "brigade: no command given: solo, node, keygen, status, sample, assemble, eval, export, ticket, sim or "
                         "version (see brigade --help)\n");
         return 2;
     }

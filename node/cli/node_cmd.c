@@ -5,6 +5,7 @@
 #include "node/cli/statuspage.h"
 #include "node/cli/stopsig.h"
 #include "node/engine/gemm.h"
+#include "node/engine/gpt2file.h"
 #include "node/engine/modelfile.h"
 #include "node/runtime/netside.h"
 #include "node/runtime/node.h"
@@ -213,6 +214,23 @@ static int s_setup(node_cmd_t *x, int argc, char **argv, char *err, size_t errle
     return 0;
 }
 
+/* --init FILE: its size and hash into the run config; the node that creates
+ * the run checks that the file is of its model before it starts (a joiner
+ * checks its copy against the run's at its stage's start).  0, or -1 with a
+ * one-line reason. */
+static int s_init_check(opts_t *o, char *err, size_t errlen)
+{
+    char why[400];
+    float *p = NULL;
+    if (opts_set_init(o, why, sizeof why) < 0
+        || (!o->join[0] && !(p = gpt2file_load(o->init, 0, &o->cfg, 1, NULL, why, sizeof why)))) {
+        snprintf(err, errlen, "--init %s", why);
+        return -1;
+    }
+    free(p);
+    return 0;
+}
+
 /* A checkpoint left by an earlier run of this node, if any (its stage becomes the wanted one). */
 static int s_checkpoint(node_cmd_t *x, char *err, size_t errlen)
 {
@@ -388,7 +406,11 @@ int cmd_node(int argc, char **argv)
     snprintf(o->listen, sizeof o->listen, "0.0.0.0:7700");
     int r = opts_parse(o, OPTS_NODE, argc, argv, 2, err, sizeof err);
     if (r == 1) { s_node_help(); free(x); return 0; }
-    if (r < 0 || opts_resolve(o, err, sizeof err) < 0) { free(x); return cli_fail(err); }
+    if (r < 0 || opts_resolve(o, err, sizeof err) < 0 || opts_check_swarm(o, err, sizeof err) < 0
+        || (o->init[0] && s_init_check(o, err, sizeof err) < 0)) {
+        free(x);
+        return cli_fail(err);
+    }
     int status = 2;
     x->t0 = metrics_now();
     /* output whose reader went (`| head`, a closed pipe) is lost, not the run: without this the

@@ -10,6 +10,7 @@
 #include "node/engine/gemm.h"
 #include "node/runtime/metrics.h"
 #include "node/engine/model.h"
+#include "node/engine/gpt2file.h"
 #include "node/engine/modelfile.h"
 #include "node/runtime/options.h"
 #include "node/cli/progress.h"
@@ -210,7 +211,7 @@ static int s_load_resume(solo_t *s, char *err, size_t errlen)
     model_config_t rcfg;
     size_t n = 0;
     char why[400];
-    s->resume = modelfile_load(o->resume, &rcfg, &s->resume_version, &n, why, sizeof why);
+    s->resume = modelfile_load(o->resume, &rcfg, &s->resume_version, NULL, &n, why, sizeof why);
     if (!s->resume) {   /* the reason begins with the file's name */
         snprintf(err, errlen, "--resume %s", why);
         return -1;
@@ -222,6 +223,26 @@ static int s_load_resume(solo_t *s, char *err, size_t errlen)
         snprintf(err, errlen, "--resume: the model file's model differs from --model and its overrides");
         return -1;
     }
+    return 0;
+}
+
+/* --init FILE: a GPT-2 checkpoint's parameters for the resolved model (their
+ * shapes must be its), as --resume's at update 0; the run config gets the
+ * file's size and hash.  0, or -1 with a reason. */
+static int s_load_init(solo_t *s, char *err, size_t errlen)
+{
+    opts_t *o = &s->o;
+    char why[400];
+    if (o->resume[0]) {
+        snprintf(err, errlen, "--init: not with --resume (a run starts from one or the other)");
+        return -1;
+    }
+    s->resume = gpt2file_load(o->init, 0, &o->cfg, 1, NULL, why, sizeof why);
+    if (!s->resume || opts_set_init(o, why, sizeof why) < 0) {   /* the reason begins with the file's name */
+        snprintf(err, errlen, "--init %s", why);
+        return -1;
+    }
+    s->resume_version = 0;
     return 0;
 }
 
@@ -477,7 +498,7 @@ static int s_save(solo_t *s, char *err, size_t errlen)
     }
     /* checked again: the run's own checkpoint may be the file now (--checkpoint DIR --save DIR/stage.ckpt) */
     int r = modelfile_check_model_target(s->o.save, err, errlen);
-    if (r == 0) r = modelfile_save(s->o.save, &s->o.cfg, s->st[0]->version, all, nparams, err, errlen);
+    if (r == 0) r = modelfile_save(s->o.save, &s->o.cfg, s->st[0]->version, opts_run_id(&s->o), all, nparams, err, errlen);
     free(all);
     if (r == 0) fprintf(stderr, "saved the model to %s\n", s->o.save);
     return r;
@@ -497,6 +518,7 @@ static int s_options(solo_t *s, int argc, char **argv, char *err, size_t errlen)
         return 1;
     }
     if (r < 0 || (s->o.resume[0] ? s_load_resume(s, err, errlen) : opts_resolve(&s->o, err, errlen)) < 0) return -1;
+    if (s->o.init[0] && s_load_init(s, err, errlen) < 0) return -1;
     if (s->resume && s->resume_version > s->o.steps) {   /* equal: nothing to train, the model is evaluated */
         snprintf(err, errlen, "--steps %lld: the model of --resume %s is at update %lld already (--steps counts from "
                  "the start of the run)", (long long)s->o.steps, s->o.resume, (long long)s->resume_version);

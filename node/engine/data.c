@@ -26,6 +26,9 @@
  *   starting with '.', files over 64 MiB; reading stops at the first file
  *   that would take the total past 256 MiB.  The last 5% of the bytes (at
  *   least T+1) are the validation part; the input needs at least 2(T+1) bytes.
+ * tokens:PATH, nanogpt:DIR, tokens: token shards (shards.h), read in place;
+ *   the held-out part is shards.h's.  The vocabulary data_classes reports is
+ *   the largest token id + 1 (data_token_max names where it is).
  * fmnist[:DIR], images: the four gzip'd IDX files of Fashion-MNIST; the
  *   t10k set is the validation part.  Pixels are kept as bytes and scaled to
  *   [0,1] when a batch is filled.
@@ -44,6 +47,7 @@
  *   are floor(W/B) batches of B (at least 1; indices wrap only if W < B).
  */
 #include "node/engine/data.h"
+#include "node/engine/shards.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -80,9 +84,10 @@ struct data {
     int T;                 /* positions per token sample; 1 for images */
     uint64_t seed;         /* fixes synthetic data and shuffling */
     /* tokens */
-    uint8_t *bytes;        /* ntrain training bytes then nval validation bytes */
-    size_t ntrain;         /* training bytes */
-    size_t nval;           /* validation bytes */
+    uint8_t *bytes;        /* ntrain training bytes then nval validation bytes (NULL with shards) */
+    shards_t *shards;      /* tokens:/nanogpt: shards, read in place */
+    size_t ntrain;         /* training tokens */
+    size_t nval;           /* validation tokens */
     /* images */
     int synthetic;         /* images generated from protos, not stored */
     float *protos;         /* (10,784) synthetic class prototypes */
@@ -379,6 +384,24 @@ static int s_text_load(data_t *self, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* ------------------------------------------------------------- shards */
+
+/* Opens tokens:PATH or nanogpt:DIR (shards.h); returns 0, or -1 with err. */
+static int s_shards_load(data_t *self, const char *spec, char *err, size_t errlen)
+{
+    self->shards = shards_open(spec, err, errlen);
+    if (!self->shards) return -1;
+    self->ntrain = shards_len(self->shards, SHARDS_TRAIN);
+    self->nval = shards_len(self->shards, SHARDS_VAL);
+    size_t need = (size_t)self->T + 1;
+    if (self->ntrain < need || self->nval < need) {
+        s_err(err, errlen, "%s: %zu training and %zu held-out tokens, need at least %zu of each (T+1 with T=%d)",
+              spec, self->ntrain, self->nval, need, self->T);
+        return -1;
+    }
+    return 0;
+}
+
 /* -------------------------------------------------------------- fmnist */
 
 static int s_gz_read(gzFile f, void *buf, size_t n, size_t *got)
@@ -616,6 +639,11 @@ data_t *data_open(const char *spec, data_kind_t kind, int T, uint64_t seed,
             s_err(err, errlen, "%s: text gives byte tokens, but this model takes images", spec);
         else
             rc = s_text_load(self, spec[4] ? spec + 5 : "", err, errlen);
+    } else if (strncmp(spec, "tokens:", 7) == 0 || strncmp(spec, "nanogpt:", 8) == 0) {
+        if (kind != DATA_TOKENS)
+            s_err(err, errlen, "%s: shards hold tokens, but this model takes images", spec);
+        else
+            rc = s_shards_load(self, spec, err, errlen);
     } else if (strcmp(spec, "fmnist") == 0 || strncmp(spec, "fmnist:", 7) == 0) {
         const char *dir = spec[6] ? spec + 7 : "/usr/share/datasets/fashion-mnist";
         if (kind != DATA_IMAGES)
@@ -628,7 +656,7 @@ data_t *data_open(const char *spec, data_kind_t kind, int T, uint64_t seed,
                                    &self->nval_img, err, errlen) == 0)
             rc = 0;
     } else {
-        s_err(err, errlen, "data: unknown spec '%s' (synthetic, text:PATH, fmnist[:DIR])", spec);
+        s_err(err, errlen, "data: unknown spec '%s' (synthetic, text:PATH, tokens:PATH, nanogpt:DIR, fmnist[:DIR])", spec);
     }
     if (rc != 0) {
         data_close(&self);
@@ -643,6 +671,7 @@ void data_close(data_t **self_p)
     data_t *self = *self_p;
     if (!self) return;
     free(self->bytes);
+    shards_close(&self->shards);
     free(self->protos);
     free(self->train_px);
     free(self->train_lab);
@@ -667,7 +696,18 @@ int data_dim(const data_t *self)
 int data_classes(const data_t *self)
 {
     assert(self);
-    return self->kind == DATA_IMAGES ? DATA_NCLASS : DATA_VOCAB;
+    if (self->kind == DATA_IMAGES) return DATA_NCLASS;
+    if (!self->shards) return DATA_VOCAB;
+    uint32_t top = shards_max_id(self->shards, NULL, NULL);
+    return top >= 0x7fffffffu ? 0x7fffffff : (int)top + 1;
+}
+
+uint32_t data_token_max(const data_t *self, const char **file, uint64_t *offset)
+{
+    assert(self && self->kind == DATA_TOKENS);
+    if (file) *file = NULL;
+    if (offset) *offset = 0;
+    return self->shards ? shards_max_id(self->shards, file, offset) : DATA_VOCAB - 1;
 }
 
 int data_batch_alloc(const data_t *self, batch_t *b, int B)
@@ -701,11 +741,18 @@ void data_batch_free(batch_t *b)
     memset(b, 0, sizeof(*b));
 }
 
-/* Copies the window of T+1 bytes at p into sample s of b. */
-static void s_fill_window(const data_t *self, batch_t *b, int s, const uint8_t *p)
+/* Copies the window of T+1 tokens at offset o of part (SHARDS_TRAIN or
+ * SHARDS_VAL) into sample s of b. */
+static void s_fill_window(const data_t *self, batch_t *b, int s, int part, size_t o)
 {
     int T = self->T;
     int *tok = b->tokens + (size_t)s * T, *tgt = b->targets + (size_t)s * T;
+    if (self->shards) {
+        shards_read(self->shards, part, o, (size_t)T, tok);
+        shards_read(self->shards, part, o + 1, (size_t)T, tgt);
+        return;
+    }
+    const uint8_t *p = self->bytes + (part == SHARDS_VAL ? self->ntrain : 0) + o;
     for (int t = 0; t < T; t++) {
         tok[t] = p[t];
         tgt[t] = p[t + 1];
@@ -728,7 +775,7 @@ void data_next_train(data_t *self, batch_t *b, int shard, int nshards, uint64_t 
         for (int i = 0; i < b->B; i++) {
             uint64_t h = s_hash(self->seed, TAG_WINDOW, (uint64_t)shard, n, k0 + (uint64_t)i);
             uint64_t o = s + n * (h % count);
-            s_fill_window(self, b, i, self->bytes + o);
+            s_fill_window(self, b, i, SHARDS_TRAIN, o);
         }
     } else {
         assert(b->x);
@@ -769,8 +816,21 @@ void data_val_batch(data_t *self, batch_t *b, int i)
     for (int s = 0; s < b->B; s++) {
         int j = (int)(((int64_t)i * b->B + s) % W);
         if (self->kind == DATA_TOKENS)
-            s_fill_window(self, b, s, self->bytes + self->ntrain + (size_t)j * ((size_t)self->T + 1));
+            s_fill_window(self, b, s, SHARDS_VAL, (size_t)j * ((size_t)self->T + 1));
         else
             b->targets[s] = s_image(self, 1, j, b->x + (size_t)s * DATA_D);
     }
+}
+
+size_t data_val_tokens(const data_t *self)
+{
+    assert(self && self->kind == DATA_TOKENS);
+    return self->nval;
+}
+
+void data_val_window(data_t *self, batch_t *b, int s, size_t at)
+{
+    assert(self && b && self->kind == DATA_TOKENS && b->T == self->T && s >= 0 && s < b->B);
+    assert(at + (size_t)self->T < self->nval);
+    s_fill_window(self, b, s, SHARDS_VAL, at);
 }

@@ -1,6 +1,8 @@
 /* data.h: training data sources for brigade.
  *   synthetic      deterministic, learnable token sequences or images, no files
  *   text:PATH      the bytes of a file, or of every regular file under a folder
+ *   tokens:PATH    llm.c token shards: a file, a folder or a glob (shards.h)
+ *   nanogpt:DIR    nanoGPT's train.bin and val.bin (uint16 tokens)
  *   fmnist[:DIR]   Fashion-MNIST gzip'd IDX files (default /usr/share/datasets/fashion-mnist)
  * A data set is split into a training part and a held-out validation part.
  * Batches are drawn from a shard (shard_index of num_shards) of the training
@@ -39,8 +41,13 @@ void data_close(data_t **self_p);
 data_kind_t data_kind(const data_t *self);
 /* Input features per sample for DATA_IMAGES (784); 0 for tokens. */
 int data_dim(const data_t *self);
-/* Number of classes (10) for images, vocabulary (256) for tokens. */
+/* Number of classes (10) for images; for tokens the vocabulary the data
+ * needs: 256 for bytes, the largest token id + 1 for shards. */
 int data_classes(const data_t *self);
+/* Tokens: the largest token id; for shards *file and *offset (may be NULL)
+ * get the file and byte offset of its first occurrence (NULL and 0 for
+ * bytes). */
+uint32_t data_token_max(const data_t *self, const char **file, uint64_t *offset);
 
 /* Allocates the arrays of a batch of B samples for this data set; free with
  * data_batch_free.  Returns 0, or -1 when out of memory. */
@@ -56,4 +63,9 @@ void data_next_train(data_t *self, batch_t *b, int shard, int nshards, uint64_t 
 int data_val_batches(const data_t *self, int B);
 /* Fills b with validation batch i (0 <= i < data_val_batches) of size b->B. */
 void data_val_batch(data_t *self, batch_t *b, int i);
+/* Tokens: the length n of the held-out part t[0..n). */
+size_t data_val_tokens(const data_t *self);
+/* Tokens: fills sample s of b with inputs t[at..at+T) and targets
+ * t[at+1..at+T+1) of the held-out part (at + T < data_val_tokens). */
+void data_val_window(data_t *self, batch_t *b, int s, size_t at);
 #endif

@@ -24,11 +24,13 @@ int model_preset(model_config_t *cfg, const char *name, char *err, size_t errlen
         cfg->maxT = 128; cfg->C = 256; cfg->L = 8; cfg->NH = 8;
     } else if (strcmp(name, "gpt-base") == 0) {
         cfg->maxT = 256; cfg->C = 512; cfg->L = 12; cfg->NH = 8;
+    } else if (strcmp(name, "gpt2") == 0) {   /* GPT-2 small's shape */
+        cfg->V = 50257; cfg->maxT = 1024; cfg->C = 768; cfg->L = 12; cfg->NH = 12;
     } else if (strcmp(name, "mlp-fmnist") == 0) {
         cfg->kind = MODEL_MLP; cfg->V = 10; cfg->maxT = 1; cfg->C = 1024; cfg->L = 3;
         cfg->D = 784;
     } else {
-        snprintf(err, errlen, "--model %s: unknown model (gpt-tiny, gpt-small, gpt-base, mlp-fmnist)", name);
+        snprintf(err, errlen, "--model %s: unknown model (gpt-tiny, gpt-small, gpt-base, gpt2, mlp-fmnist)", name);
         return -1;
     }
     return 0;
@@ -49,8 +51,8 @@ int model_check(const model_config_t *cfg, char *err, size_t errlen)
         return -1;
     }
     if (cfg->kind == MODEL_GPT) {
-        if (cfg->V != 256) {
-            snprintf(err, errlen, "gpt: vocabulary %d, brigade's gpt reads bytes (256)", cfg->V);
+        if (cfg->V < 2 || cfg->V > MODEL_VOCAB_MAX) {
+            snprintf(err, errlen, "--vocab %d: must be 2..%d", cfg->V, MODEL_VOCAB_MAX);
             return -1;
         }
         if (cfg->NH < 1 || cfg->C % cfg->NH != 0) {
@@ -87,6 +89,18 @@ int model_check_data(const model_config_t *cfg, const data_t *d, const char *spe
 {
     if (data_kind(d) != model_data_kind(cfg)) {
         snprintf(err, errlen, "--data %s: not the kind of data %s reads", spec, cfg->name);
+        return -1;
+    }
+    if (cfg->kind == MODEL_GPT && data_classes(d) > cfg->V) {
+        const char *file;
+        uint64_t at;
+        uint32_t top = data_token_max(d, &file, &at);
+        if (file)
+            snprintf(err, errlen, "--data %s: %s: token %u at byte %llu is outside the vocabulary of %d (--vocab)",
+                     spec, file, top, (unsigned long long)at, cfg->V);
+        else
+            snprintf(err, errlen, "--data %s: bytes need a vocabulary of %d, the model has %d (--vocab)", spec,
+                     data_classes(d), cfg->V);
         return -1;
     }
     if (cfg->kind == MODEL_MLP && (cfg->D != data_dim(d) || cfg->V < data_classes(d))) {
@@ -296,7 +310,11 @@ size_t stage_out_size(const stage_t *s, int B, int T)
  *        them, and the backward recomputes them, the same bits, from the
  *        input and the saved mean and rstd just before the weight gradient
  *        that reads them.)
- * head:  lnfm lnfr (N) logits (N,V) probs (N,V) losses (N)  (lnf recomputed too)
+ * head:  lnfm lnfr (N) losses (N) logits (R,V) probs (R,V)  (lnf recomputed too):
+ *        the head runs on chunks of R rows (s_head_rows), so no (N,V)
+ *        buffer exists at a large vocabulary; the buffers keep the last
+ *        chunk's logits and probabilities, the backward recomputes the
+ *        others' (with one chunk, as at V 256, it recomputes nothing)
  * scratch: the forward's, reused in turn by every block (ln1, attention's
  *        per-thread scratch, ln2) and the head (lnf)
  * mlp layout: [in][x][per unit: h (B,out)][probs (B,V)][losses (B)][dout][din] */
@@ -328,10 +346,18 @@ static block_acts_t s_block(const model_config_t *c, float *p, int B, int T)
     return b;
 }
 
-static size_t s_head_floats(const model_config_t *c, int B, int T)
+/* Rows of one chunk of the head (model.h: stage_t.head_rows; by default
+ * as many as keep a chunk's logits within MODEL_HEAD_CHUNK_FLOATS). */
+static int s_head_rows(const stage_t *s, int N)
+{
+    long r = s->head_rows > 0 ? s->head_rows : MODEL_HEAD_CHUNK_FLOATS / (long)s->cfg.V;
+    return r < 1 ? 1 : r > N ? N : (int)r;
+}
+
+static size_t s_head_floats(const stage_t *s, int B, int T)
 {
     size_t N = (size_t)B * T;
-    return 2 * N + 2 * N * c->V + N;
+    return 3 * N + 2 * (size_t)s_head_rows(s, B * T) * s->cfg.V;
 }
 
 /* Threads the scratch of new activations and gradients is sized for. */
@@ -355,7 +381,7 @@ static acts_layout_t s_layout(const stage_t *s, int B, int T)
         L.emb = off; if (s->first) off += N * c->C;
         int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
         L.blocks = off; off += (size_t)(u1 - u0) * s_block_floats(c, B, T);
-        L.head = off; if (s->last) off += s_head_floats(c, B, T);
+        L.head = off; if (s->last) off += s_head_floats(s, B, T);
     } else {
         L.emb = off; if (s->first) off += (size_t)B * c->D;
         L.blocks = off;
@@ -424,12 +450,29 @@ void acts_destroy(acts_t **self_p)
     *self_p = NULL;
 }
 
-const float *acts_logits(const stage_t *s, const acts_t *a)
+/* The head's input: the last block's output (or the stage's input, or the embedding). */
+static const float *s_head_in(const stage_t *s, const acts_t *a, const acts_layout_t *L)
 {
-    assert(s->last && s->cfg.kind == MODEL_GPT);
+    const model_config_t *c = &s->cfg;
+    int u0 = s->unit0 < 1 ? 1 : s->unit0, nblk = c->L + 1 - u0;
+    if (nblk > 0) return s_block(c, a->buf + L->blocks + (size_t)(nblk - 1) * s_block_floats(c, a->B, a->T), a->B, a->T).res3;
+    return s->first ? a->buf + L->emb : a->in;
+}
+
+void stage_head_logits(const stage_t *s, const float *params, const acts_t *a, int row, float *out)
+{
+    assert(s->last && s->cfg.kind == MODEL_GPT && row >= 0 && row < a->B * a->T);
+    const model_config_t *c = &s->cfg;
     acts_layout_t L = s_layout(s, a->B, a->T);
     size_t N = (size_t)a->B * a->T;
-    return a->buf + L.head + 2 * N;
+    const float *m = a->buf + L.head, *r = m + N;
+    int u = c->L + 1;
+    float *ln = malloc(sizeof(float) * (size_t)c->C);
+    assert(ln);
+    layernorm_apply(ln, s_head_in(s, a, &L) + (size_t)row * c->C, m + row, r + row, s_tensor(s, params, u, 0),
+                    s_tensor(s, params, u, 1), 1, c->C);
+    linear_forward(out, ln, s_tensor(s, params, u, 2), NULL, 1, c->C, c->V);
+    free(ln);
 }
 
 struct grad_scratch {
@@ -452,7 +495,8 @@ grad_scratch_t *grad_scratch_new(const stage_t *s, int B, int T)
     size_t wide = c->kind == MODEL_MLP && (size_t)c->V > C ? (size_t)c->V : C;
     g->workers = s_workers(s);
     g->attstride = c->kind == MODEL_GPT ? attention_scratch_floats(T, c->C, c->NH) : 0;
-    size_t sz[8] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, N * c->V, N * C,
+    size_t R = c->kind == MODEL_GPT && s->last ? (size_t)s_head_rows(s, B * T) : 0;
+    size_t sz[8] = { N * wide, N * wide, N * 3 * C, N * 4 * C, g->workers * g->attstride, R * c->V, N * C,
                      split_part_floats(B * T, 4 * c->C) };
     if (c->kind == MODEL_MLP) { sz[2] = sz[3] = sz[4] = sz[6] = sz[7] = 0; }
     size_t total = 0;
@@ -505,13 +549,45 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
         x = b.res3;
     }
     if (s->last) {
-        float *m = a->buf + L.head, *r = m + N;
-        float *logits = r + N, *probs = logits + (size_t)N * V, *losses = probs + (size_t)N * V;
-        int u = c->L + 1;
+        float *m = a->buf + L.head, *r = m + N, *losses = r + N;
+        float *logits = losses + N, *probs = logits + (size_t)s_head_rows(s, N) * V;
+        int u = c->L + 1, R = s_head_rows(s, N);
         split_layernorm_forward(tm, scr, m, r, x, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), N, C);
-        split_linear_forward(tm, logits, scr, s_tensor(s, params, u, 2), NULL, N, C, V);
-        a->loss = split_crossentropy_forward(tm, losses, probs, logits, a->targets, N, V);
+        for (int r0 = 0; r0 < N; r0 += R) {
+            int n = N - r0 < R ? N - r0 : R;
+            split_linear_forward(tm, logits, scr + (size_t)r0 * C, s_tensor(s, params, u, 2), NULL, n, C, V);
+            split_crossentropy_forward(tm, losses + r0, probs, logits, a->targets + r0, n, V);
+        }
+        double total = 0.0;   /* as split_crossentropy_forward sums: in double, in row order */
+        for (int n = 0; n < N; n++) total += losses[n];
+        a->loss = N > 0 ? (float)(total / N) : 0.0f;
         a->correct = 0;
+    }
+}
+
+/* The head's backward, chunk by chunk from the last (whose probabilities
+ * the forward left in the buffers; the others' are recomputed from g->re,
+ * the final layernorm's output): the head's weight gradient += and the
+ * gradient of g->re into g->dtmp. */
+static void s_head_backward(const stage_t *s, const float *params, float *grads, acts_t *a, grad_scratch_t *g,
+                            float loss_scale, team_t *tm)
+{
+    const model_config_t *c = &s->cfg;
+    int N = a->B * a->T, C = c->C, V = c->V, R = s_head_rows(s, N), u = c->L + 1;
+    acts_layout_t L = s_layout(s, a->B, a->T);
+    float *losses = a->buf + L.head + 2 * (size_t)N, *logits = losses + N, *probs = logits + (size_t)R * V;
+    const float *w = s_tensor(s, params, u, 2);
+    int last = (N - 1) / R * R;
+    for (int r0 = last; r0 >= 0; r0 -= R) {
+        int n = N - r0 < R ? N - r0 : R;
+        if (r0 != last) {
+            split_linear_forward(tm, logits, g->re + (size_t)r0 * C, w, NULL, n, C, V);
+            split_crossentropy_forward(tm, losses + r0, probs, logits, a->targets + r0, n, V);
+        }
+        memset(g->dlogits, 0, sizeof(float) * (size_t)n * V);
+        split_crossentropy_backward(tm, g->dlogits, probs, a->targets + r0, loss_scale, n, V);
+        split_linear_backward(tm, g->dtmp + (size_t)r0 * C, (float *)s_tensor(s, grads, u, 2), NULL, g->dlogits,
+                              g->re + (size_t)r0 * C, w, n, C, V, 0);
     }
 }
 
@@ -519,7 +595,7 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
                            grad_scratch_t *g, float loss_scale, team_t *tm)
 {
     const model_config_t *c = &s->cfg;
-    int B = a->B, T = a->T, C = c->C, NH = c->NH, V = c->V, N = B * T;
+    int B = a->B, T = a->T, C = c->C, NH = c->NH, N = B * T;
     size_t NC = (size_t)N * C;
     acts_layout_t L = s_layout(s, B, T);
     int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
@@ -529,13 +605,9 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
 #define BLOCK_IN(u) ((u) == u0 ? first_in : s_block(c, a->buf + L.blocks + (size_t)((u) - 1 - u0) * bf, B, T).res3)
     if (s->last) {
         float *m = a->buf + L.head, *r = m + N;
-        float *probs = r + N + (size_t)N * V;
         int u = c->L + 1;
-        memset(g->dlogits, 0, sizeof(float) * N * V);
-        split_crossentropy_backward(tm, g->dlogits, probs, a->targets, loss_scale, N, V);
         split_layernorm_apply(tm, g->re, BLOCK_IN(u1), m, r, s_tensor(s, params, u, 0), s_tensor(s, params, u, 1), N, C);
-        split_linear_backward(tm, g->dtmp, (float *)s_tensor(s, grads, u, 2), NULL, g->dlogits, g->re,
-                              s_tensor(s, params, u, 2), N, C, V, 0);
+        s_head_backward(s, params, grads, a, g, loss_scale, tm);
         memset(g->dres, 0, sizeof(float) * NC);
         split_layernorm_backward(tm, g->dres, (float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1),
                                  g->part, g->dtmp, BLOCK_IN(u1), s_tensor(s, params, u, 0), m, r, N, C);

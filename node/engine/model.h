@@ -28,7 +28,7 @@ typedef enum { SPLIT_EVEN = 0, SPLIT_LATE = 1 } model_split_t;
 typedef struct {
     model_kind_t kind;  /* gpt or mlp */
     char name[24];      /* preset name, e.g. "gpt-tiny" */
-    int V;              /* gpt: vocabulary (256 bytes); mlp: classes */
+    int V;              /* gpt: vocabulary (256: bytes); mlp: classes */
     int maxT;           /* gpt: context length; mlp: 1 */
     int C;              /* gpt: channels; mlp: hidden width */
     int L;              /* gpt: transformer blocks; mlp: hidden layers */
@@ -37,7 +37,11 @@ typedef struct {
     model_split_t split;/* the split rule of a K-stage split (not the model: any split computes the same one) */
 } model_config_t;
 
-/* Fills cfg with a preset: gpt-tiny, gpt-small, gpt-base, mlp-fmnist.
+#define MODEL_VOCAB_MAX (1 << 20)   /* largest gpt vocabulary */
+
+/* Fills cfg with a preset: gpt-tiny, gpt-small, gpt-base, gpt2 (GPT-2
+ * small's shape: vocabulary 50257, context 1024, width 768, 12 blocks of 12
+ * heads), mlp-fmnist.
  * Returns 0, or -1 with a reason in err. */
 int model_preset(model_config_t *cfg, const char *name, char *err, size_t errlen);
 /* Checks sizes (positive, C divisible by NH, limits).  0 or -1 with reason. */
@@ -47,8 +51,9 @@ int model_num_units(const model_config_t *cfg);
 /* The data kind the model consumes. */
 data_kind_t model_data_kind(const model_config_t *cfg);
 /* Checks that the opened data set d fits cfg: an mlp reads data_dim(d)
- * inputs per sample and needs a class for each of data_classes(d) labels
- * (a gpt reads bytes, which model_check fixes).  The sizes of a model file
+ * inputs per sample and needs a class for each of data_classes(d) labels;
+ * a gpt's vocabulary holds every token of d (the reason names the file and
+ * byte offset of a token outside it).  The sizes of a model file
  * or a run config are otherwise only checked against their limits.  Returns
  * 0, or -1 with a reason naming spec (--data's value) in err. */
 int model_check_data(const model_config_t *cfg, const data_t *d, const char *spec, char *err, size_t errlen);
@@ -69,6 +74,7 @@ typedef struct {
 #define MODEL_STAGES_MAX 128
 #define STAGE_MAX_TENSORS 1600   /* 128 blocks x 12 tensors + embedding + head */
 #define MODEL_MAX_PARAMS (1ULL << 28)  /* refuse bigger models (1 GiB of fp32 weights) */
+#define MODEL_HEAD_CHUNK_FLOATS (1L << 24)   /* a gpt head's logits per chunk of rows, by default (64 MiB) */
 
 /* The static description of one stage of a split. */
 typedef struct {
@@ -79,6 +85,8 @@ typedef struct {
     size_t nparams;       /* floats in the parameter buffer */
     int ntensors;         /* entries of tensors[] */
     int threads;          /* threads an engine call on this stage may use (stage_init: 1); not part of the model */
+    int head_rows;        /* rows per chunk of a gpt's head (0, stage_init's: MODEL_HEAD_CHUNK_FLOATS / V); set
+                             before acts_new and grad_scratch_new; not part of the model */
     param_tensor_t tensors[STAGE_MAX_TENSORS];
 } stage_t;
 
@@ -148,6 +156,8 @@ void stage_backward(const stage_t *s, const float *params, float *grads, acts_t 
 /* Forward-only pass for evaluation/sampling: same as stage_forward. */
 #define stage_eval stage_forward
 
-/* Last stage of a gpt: the logits (B,T,V) of the last forward. */
-const float *acts_logits(const stage_t *s, const acts_t *a);
+/* Last stage of a gpt: the logits (V floats) of row `row` (b * T + t) of the
+ * last forward with params, recomputed into out (the head keeps no (B,T,V)
+ * logits: it runs on chunks of rows, see head_rows). */
+void stage_head_logits(const stage_t *s, const float *params, const acts_t *a, int row, float *out);
 #endif

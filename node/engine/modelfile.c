@@ -1,5 +1,6 @@
 /* modelfile.c: model files and stage checkpoints (modelfile.h). */
 #include "node/engine/modelfile.h"
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +18,8 @@ _Static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
 #endif
 
 #define CFG_LEN (7 * 4 + 24)
-#define MODEL_HDR_LEN (8 + 4 + CFG_LEN + 8 + 8)
+#define MODEL_HDR_LEN1 (8 + 4 + CFG_LEN + 8 + 8)   /* format version 1: no run id */
+#define MODEL_HDR_LEN (MODEL_HDR_LEN1 + 8)
 #define CKPT_HDR_LEN (8 + 4 + CFG_LEN + 8 + 4 + 4 + 4 + 8 + 8 + 8 + 8)
 #define EXTRA_HDR_LEN (8 + 4 + 8 + 8 + 8 + 8)
 
@@ -55,7 +57,6 @@ static int s_get_cfg(const uint8_t **p, model_config_t *cfg)
     char why[200];
     if (cfg->kind != MODEL_GPT && cfg->kind != MODEL_MLP) return -1;
     if (model_check(cfg, why, sizeof why) < 0) return -1;
-    if (cfg->kind == MODEL_GPT && cfg->V != 256) return -1;
     if (cfg->kind == MODEL_MLP && (cfg->V < 2 || cfg->V > 100000 || cfg->D < 1 || cfg->D > (1 << 20))) return -1;
     return 0;
 }
@@ -166,14 +167,10 @@ static void s_sync_folder(const char *path)
     free(dir);
 }
 
-/* s_write's work on the file at target (path names it in errors). */
-static int s_write_to(const char *target, const char *path, const uint8_t *h, size_t hlen, const float *const *arr,
-                      int narr, size_t n, char *err, size_t errlen)
+/* modelfile_write_atomic's work on the file at target (path names it in errors). */
+static int s_write_to(const char *target, const char *path, const void *const *parts, const size_t *lens, int n,
+                      char *err, size_t errlen)
 {
-    uLong crc = crc32(0L, h, (uInt)hlen);
-    for (int i = 0; i < narr; i++) crc = crc32_z(crc, (const Bytef *)arr[i], n * sizeof(float));
-    uint8_t tail[4];
-    s_put32(tail, (uint32_t)crc);
     char *tmp = s_tmp_path(target, err, errlen);
     if (!tmp) return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -181,9 +178,9 @@ static int s_write_to(const char *target, const char *path, const uint8_t *h, si
     struct stat sb;
     if (stat(target, &sb) == 0) (void)fchmod(fd, sb.st_mode & 07777);   /* a rewrite keeps the file's permissions */
     FILE *fp = fdopen(fd, "wb");
-    int ok = fp && fwrite(h, 1, hlen, fp) == hlen;
-    for (int i = 0; ok && i < narr; i++) ok = fwrite(arr[i], sizeof(float), n, fp) == n;
-    ok = ok && fwrite(tail, 1, 4, fp) == 4 && fflush(fp) == 0 && fsync(fd) == 0;
+    int ok = fp != NULL;
+    for (int i = 0; ok && i < n; i++) ok = fwrite(parts[i], 1, lens[i], fp) == lens[i];
+    ok = ok && fflush(fp) == 0 && fsync(fd) == 0;
     int saved = errno;
     if (fp) fclose(fp); else close(fd);
     if (!ok || rename(tmp, target) < 0) {
@@ -197,17 +194,32 @@ static int s_write_to(const char *target, const char *path, const uint8_t *h, si
     return 0;
 }
 
-/* Writes header h (hlen bytes), then the arrays, then the CRC, atomically:
- * a temporary file, synced, renamed over the file at path (s_write_target),
- * and the folder synced. */
-static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
-                   char *err, size_t errlen)
+int modelfile_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n,
+                           char *err, size_t errlen)
 {
     char *target = s_write_target(path, err, errlen);
     if (!target) return -1;
-    int r = s_write_to(target, path, h, hlen, arr, narr, n, err, errlen);
+    int r = s_write_to(target, path, parts, lens, n, err, errlen);
     free(target);
     return r;
+}
+
+/* Writes header h (hlen bytes), then the narr arrays of n floats, then the
+ * CRC of all of it, atomically (modelfile_write_atomic). */
+static int s_write(const char *path, const uint8_t *h, size_t hlen, const float *const *arr, int narr, size_t n,
+                   char *err, size_t errlen)
+{
+    uLong crc = crc32(0L, h, (uInt)hlen);
+    for (int i = 0; i < narr; i++) crc = crc32_z(crc, (const Bytef *)arr[i], n * sizeof(float));
+    uint8_t tail[4];
+    s_put32(tail, (uint32_t)crc);
+    const void *parts[8];
+    size_t lens[8];
+    assert(narr <= 6);
+    parts[0] = h; lens[0] = hlen;
+    for (int i = 0; i < narr; i++) { parts[1 + i] = arr[i]; lens[1 + i] = n * sizeof(float); }
+    parts[1 + narr] = tail; lens[1 + narr] = 4;
+    return modelfile_write_atomic(path, parts, lens, narr + 2, err, errlen);
 }
 
 /* Reads the rest of a file after its header h: nfloats floats and the CRC;
@@ -250,7 +262,7 @@ static float *s_read_body(FILE *fp, const char *path, const uint8_t *h, size_t h
     return x;
 }
 
-int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates,
+int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates, uint64_t run,
                    const float *params, size_t n, char *err, size_t errlen)
 {
     uint8_t h[MODEL_HDR_LEN], *p = h;
@@ -258,14 +270,16 @@ int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates,
     p = s_put32(p, MODELFILE_VERSION);
     p = s_put_cfg(p, cfg);
     p = s_put64(p, (uint64_t)updates);
-    s_put64(p, n);
+    p = s_put64(p, n);
+    s_put64(p, run);
     const float *arr[1] = { params };
     return s_write(path, h, sizeof h, arr, 1, n, err, errlen);
 }
 
-/* Opens path and reads a header of hlen bytes with the given magic and format version. */
-static FILE *s_open(const char *path, const char *magic, uint32_t version, uint8_t *h, size_t hlen,
-                    const char *what, char *err, size_t errlen)
+/* Opens path and reads a header of hlen bytes with the given magic and a
+ * format version from oldest to version (the one read in *got, may be NULL). */
+static FILE *s_open_versions(const char *path, const char *magic, uint32_t oldest, uint32_t version, uint32_t *got,
+                             uint8_t *h, size_t hlen, const char *what, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK);   /* a pipe must not hold the open */
     FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
@@ -284,19 +298,34 @@ static FILE *s_open(const char *path, const char *magic, uint32_t version, uint8
     } else {
         const uint8_t *p = h + 8;
         uint32_t v = s_get32(&p);
-        if (v == version) return fp;
+        if (got) *got = v;
+        if (v >= oldest && v <= version) return fp;
         snprintf(err, errlen, "%s: format version %u, this brigade reads %u", path, v, version);
     }
     fclose(fp);
     return NULL;
 }
 
-float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, size_t *n,
+/* s_open_versions of one format version. */
+static FILE *s_open(const char *path, const char *magic, uint32_t version, uint8_t *h, size_t hlen,
+                    const char *what, char *err, size_t errlen)
+{
+    return s_open_versions(path, magic, version, version, NULL, h, hlen, what, err, errlen);
+}
+
+float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, uint64_t *run, size_t *n,
                       char *err, size_t errlen)
 {
     uint8_t h[MODEL_HDR_LEN];
-    FILE *fp = s_open(path, "BRGDMODL", MODELFILE_VERSION, h, sizeof h, "model file", err, errlen);
+    uint32_t v = 0;
+    FILE *fp = s_open_versions(path, "BRGDMODL", 1, MODELFILE_VERSION, &v, h, MODEL_HDR_LEN1, "model file", err, errlen);
     if (!fp) return NULL;
+    size_t hlen = v == 1 ? MODEL_HDR_LEN1 : MODEL_HDR_LEN;
+    if (hlen > MODEL_HDR_LEN1 && fread(h + MODEL_HDR_LEN1, 1, hlen - MODEL_HDR_LEN1, fp) != hlen - MODEL_HDR_LEN1) {
+        snprintf(err, errlen, "%s: truncated header", path);
+        fclose(fp);
+        return NULL;
+    }
     const uint8_t *p = h + 12;
     float *x = NULL;
     if (s_get_cfg(&p, cfg) < 0) {
@@ -304,12 +333,14 @@ float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, s
     } else {
         *updates = (int64_t)s_get64(&p);
         uint64_t count = s_get64(&p);
+        uint64_t id = v == 1 ? 0 : s_get64(&p);
+        if (run) *run = id;
         size_t want = model_num_params(cfg);
         if (*updates < 0)   /* a version below 0 would index solo's weight rings before their start */
             snprintf(err, errlen, "%s: invalid update count %lld", path, (long long)*updates);
         else if (count != want)
             snprintf(err, errlen, "%s: %llu parameters, the config needs %zu", path, (unsigned long long)count, want);
-        else if ((x = s_read_body(fp, path, h, sizeof h, want, err, errlen)))
+        else if ((x = s_read_body(fp, path, h, hlen, want, err, errlen)))
             *n = want;
     }
     fclose(fp);

@@ -4,8 +4,9 @@
  * and `brigade sample`) holds the whole model:
  *   magic "BRGDMODL", u32 format version, the model config (kind, V, maxT,
  *   C, L, NH, D as i32, name as 24 bytes), u64 updates done, u64 parameter
- *   count, the parameters as f32 in unit order (the 1-stage layout of
- *   model.h), u32 CRC-32 of everything before it.
+ *   count, u64 run id (from version 2; 0: not known), the parameters as f32
+ *   in unit order (the 1-stage layout of model.h), u32 CRC-32 of everything
+ *   before it.  Version 1 files (no run id) are read too.
  * A stage checkpoint (`node --checkpoint DIR`, file DIR/stage.ckpt) holds
  * one stage's training state:
  *   magic "BRGDCKPT", u32 format version, the model config as above, u64 run
@@ -28,20 +29,20 @@
 #include <stdint.h>
 #include "node/engine/model.h"
 
-#define MODELFILE_VERSION 1
+#define MODELFILE_VERSION 2      /* 2: the run id after the parameter count */
 #define CHECKPOINT_VERSION 2   /* 2: the split rule after the stage count */
 #define CKPT_EXTRA_VERSION 1
 
-/* Writes cfg and params (n floats, the whole model) to path atomically.
- * 0, or -1 with a reason. */
-int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates,
+/* Writes cfg, the run id and params (n floats, the whole model) to path
+ * atomically.  0, or -1 with a reason. */
+int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates, uint64_t run,
                    const float *params, size_t n, char *err, size_t errlen);
-/* Reads a model file: fills cfg and updates, and returns a malloc'd array of
+/* Reads a model file: fills cfg, updates and run (may be NULL), and returns a malloc'd array of
  * *n floats (the caller frees it).  NULL with a one-line reason naming the
  * file (missing, not a regular file, truncated or longer than its header
  * says, bad magic, checksum mismatch, an update count below 0, sizes that do
  * not match the config). */
-float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, size_t *n,
+float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, uint64_t *run, size_t *n,
                       char *err, size_t errlen);
 /* Whether a model file or checkpoint can be written at path, asked before
  * a run rather than found out at its end: path is no folder and its folder
@@ -52,6 +53,13 @@ int modelfile_check_writable(const char *path, char *err, size_t errlen);
  * and path is not a checkpoint (which the model file would replace, losing
  * the optimizer state it holds).  0, or -1 with a one-line reason. */
 int modelfile_check_model_target(const char *path, char *err, size_t errlen);
+/* The one atomic writer of files: the n byte ranges parts[i] (lens[i]
+ * bytes) one after the other, into a temporary file beside path, synced,
+ * renamed over path (over the file a symbolic link there ends at), the
+ * folder synced: a crash or a failed write leaves the previous file and no
+ * partial one.  0, or -1 with a one-line reason naming path. */
+int modelfile_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n,
+                           char *err, size_t errlen);
 /* Parameters of the whole model (all stages of a 1-stage split). */
 size_t model_num_params(const model_config_t *cfg);
 

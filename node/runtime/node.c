@@ -3,6 +3,7 @@
  * clock as their clock. */
 #include "node/runtime/node.h"
 #include "net/transport.h"
+#include "node/engine/gpt2file.h"
 #include "node/runtime/netside.h"
 #include "node/runtime/pending.h"
 #include "node/runtime/queue.h"
@@ -412,6 +413,33 @@ model_config_t node_start_cfg(const node_t *n, const checkpoint_info_t *ck, int 
     return cfg;
 }
 
+/* A run started from a checkpoint (--init): this stage's slice of it from
+ * this node's copy, when its hash is the run's; a node without a copy needs
+ * the state of a checkpoint of its own or of a peer (have_state).  0, or -1
+ * with a one-line reason. */
+static int s_init_from_file(const node_t *n, const model_config_t *cfg, int stage, float *params, int have_state,
+                            char *err, size_t errlen)
+{
+    const opts_t *o = &n->o;
+    char why[400];
+    if (o->init_size == 0 && o->init[0]) {
+        snprintf(err, errlen, "--init %s: this run does not start from a checkpoint (its creator gave no --init)", o->init);
+        return -1;
+    }
+    if (o->init_size == 0 || (!o->init[0] && have_state)) return 0;
+    if (!o->init[0]) {
+        snprintf(err, errlen, "--init: this run starts from a checkpoint of %llu bytes, and no peer holds stage %d's "
+                 "state yet: give this node a copy with --init FILE", (unsigned long long)o->init_size, stage);
+        return -1;
+    }
+    if (opts_check_init(o, why, sizeof why) < 0 || gpt2file_load_stage(o->init, cfg, stage, o->stages, params, why,
+                                                                       sizeof why) < 0) {
+        snprintf(err, errlen, "--init %s", why);
+        return -1;
+    }
+    return 0;
+}
+
 int node_prepare(node_t *n, const checkpoint_info_t *ck, const float *ck_state, const char *ckpt_path,
                  char *err, size_t errlen)
 {
@@ -428,6 +456,11 @@ int node_prepare(node_t *n, const checkpoint_info_t *ck, const float *ck_state, 
     cc.view = netside_view(n->net);
     uint64_t donor;
     cc.start = compute_choose_start(cc.view, stage, ck_ours ? ck->version : -1, n->o.join[0] != 0, &donor, &use_ck);
+    if (s_init_from_file(n, &cfg, stage, cc.st->params, ck_ours || donor, err, errlen) < 0) {
+        stage_state_destroy(&cc.st);
+        free(cc.view);
+        return -1;
+    }
     if (ck_ours) {
         /* also when a peer is further ahead: a download that fails leaves the checkpoint's state (it
          * once left the initial weights, which the next save wrote over the checkpoint), and the data

@@ -42,12 +42,14 @@ typedef struct {
 #define S(f) sizeof(((opts_t *)0)->f)
 #define BOTH (OPTS_SOLO | OPTS_NODE | OPTS_SIM)   /* the run's options: every trainer takes them */
 static const opt_def_t s_opts[] = {
-    { "model", T_STR, O(model), S(model), BOTH, "NAME", "gpt-tiny | gpt-small | gpt-base | mlp-fmnist (default gpt-tiny)", RUN_ANY },
+    { "model", T_STR, O(model), S(model), BOTH, "NAME", "gpt-tiny | gpt-small | gpt-base | gpt2 | mlp-fmnist (default gpt-tiny)", RUN_ANY },
     { "layers", T_INT, O(layers), 0, BOTH, "N", "override the preset's transformer blocks / hidden layers", RUN_ANY },
     { "dim", T_INT, O(dim), 0, BOTH, "N", "override the preset's width", RUN_ANY },
     { "heads", T_INT, O(heads), 0, BOTH, "N", "override the preset's attention heads", RUN_ANY },
     { "ctx", T_INT, O(ctx), 0, BOTH, "N", "override the preset's context length", RUN_ANY },
-    { "data", T_STR, O(data), S(data), BOTH, "SPEC", "synthetic | text:PATH | fmnist[:DIR] (default synthetic)", RUN_ANY },
+    { "vocab", T_INT, O(vocab), 0, BOTH, "N", "override the preset's vocabulary (gpt; the presets but gpt2 read bytes: 256)", RUN_ANY },
+    { "data", T_STR, O(data), S(data), BOTH, "SPEC", "synthetic | text:PATH | tokens:PATH (llm.c shards: file, folder or glob) | nanogpt:DIR | fmnist[:DIR] (default synthetic)", RUN_ANY },
+    { "init", T_STR, O(init), S(init), OPTS_SOLO | OPTS_NODE, "FILE", "start from a checkpoint: safetensors with GPT-2's names or llm.c's .bin (the run creator's; a joiner gives its own copy)", LOCAL_ANY },
     { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)", RUN(1, MODEL_STAGES_MAX) },
     { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500; sim without it: until --sim-seconds)", RUN(1, NMAX) },
     { "batch", T_INT, O(batch), 0, BOTH, "B", "microbatch size (default 8 gpt, 64 mlp)", RUN(1, 65536) },
@@ -451,6 +453,13 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
     if (opts_given(o, "dim")) o->cfg.C = o->dim;
     if (opts_given(o, "heads")) o->cfg.NH = o->heads;
     if (opts_given(o, "ctx")) o->cfg.maxT = o->ctx;
+    if (opts_given(o, "vocab")) {
+        if (o->cfg.kind != MODEL_GPT) {
+            snprintf(err, errlen, "--vocab: %s is not a gpt (its classes follow the data)", o->cfg.name);
+            return -1;
+        }
+        o->cfg.V = o->vocab;
+    }
     return s_resolve_run(o, err, errlen);
 }
 
@@ -464,7 +473,7 @@ int opts_resolve_model(opts_t *o, const model_config_t *cfg, char *err, size_t e
 int opts_model_given(const opts_t *o)
 {
     return opts_given(o, "model") || opts_given(o, "layers") || opts_given(o, "dim") || opts_given(o, "heads")
-           || opts_given(o, "ctx");
+           || opts_given(o, "ctx") || opts_given(o, "vocab");
 }
 
 void opts_help(FILE *f, int which)
@@ -499,6 +508,10 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
              o->eval_batches, o->closed, o->max_delay_given);
     size_t k = strlen(buf);
     for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
+    if (o->init_size > 0 && k + 90 < len) {   /* only a run started from a checkpoint names one */
+        k += (size_t)snprintf(buf + k, len - k, " init=%llu:", (unsigned long long)o->init_size);
+        for (int i = 0; i < 32; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->init_hash[i]);
+    }
     for (int i = 0; i < o->ndelay && k + 8 < len; i++) {   /* solo only: never part of a swarm's config */
         snprintf(buf + k, len - k, "%s%d", i ? "," : " delay=", o->delay[i]);
         k += strlen(buf + k);
@@ -514,4 +527,53 @@ uint64_t opts_run_id(const opts_t *o)
     uint64_t id = 0;
     for (int i = 0; i < 8; i++) id |= (uint64_t)h[i] << (8 * i);
     return id;
+}
+
+int opts_set_init(opts_t *o, char *err, size_t errlen)
+{
+    FILE *f = fopen(o->init, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", o->init, strerror(errno));
+        return -1;
+    }
+    crypto_generichash_state h;
+    crypto_generichash_init(&h, NULL, 0, sizeof o->init_hash);
+    unsigned char buf[1 << 16];
+    uint64_t size = 0;
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        crypto_generichash_update(&h, buf, got);
+        size += got;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || size == 0) {
+        snprintf(err, errlen, "%s: %s", o->init, bad ? "read error" : "empty");
+        return -1;
+    }
+    crypto_generichash_final(&h, o->init_hash, sizeof o->init_hash);
+    o->init_size = size;
+    return 0;
+}
+
+int opts_check_init(const opts_t *o, char *err, size_t errlen)
+{
+    opts_t mine = *o;
+    if (opts_set_init(&mine, err, errlen) < 0) return -1;
+    if (mine.init_size != o->init_size || sodium_memcmp(mine.init_hash, o->init_hash, sizeof mine.init_hash) != 0) {
+        snprintf(err, errlen, "%s: not the checkpoint this run starts from (%llu bytes here, %llu in the run's; the "
+                 "hashes differ)", o->init, (unsigned long long)mine.init_size, (unsigned long long)o->init_size);
+        return -1;
+    }
+    return 0;
+}
+
+int opts_check_swarm(const opts_t *o, char *err, size_t errlen)
+{
+    if (o->cfg.kind == MODEL_GPT && o->cfg.V > 256 && o->stages > 1) {
+        snprintf(err, errlen, "--vocab %d: a swarm's stages pass the targets on as one byte each, so a vocabulary "
+                 "above 256 runs on one stage (--stages 1) or in brigade solo", o->cfg.V);
+        return -1;
+    }
+    return 0;
 }

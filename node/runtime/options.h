@@ -25,6 +25,7 @@ typedef struct {
     /* model */
     char model[24];              /* preset name */
     int layers, dim, heads, ctx; /* overrides; 0 = preset */
+    int vocab;                   /* --vocab override (gpt); 0 = preset */
     model_config_t cfg;          /* the resolved model */
     /* data and training */
     char data[OPT_PATH];         /* data spec */
@@ -46,6 +47,9 @@ typedef struct {
     int eval_batches;            /* validation batches per evaluation, 0: all held-out ones */
     /* files */
     char metrics[OPT_PATH], checkpoint[OPT_PATH], save[OPT_PATH], resume[OPT_PATH];
+    char init[OPT_PATH];         /* --init: the checkpoint the run starts from (this node's copy) */
+    uint64_t init_size;          /* run config: that file's size in bytes, 0 without --init */
+    uint8_t init_hash[32];       /* run config: its BLAKE2b-256 (crypto_generichash) */
     int save_every;
     /* node */
     char listen[256], join[512], advertise[256], keys[OPT_PATH];
@@ -97,7 +101,7 @@ int opts_resolve(opts_t *o, char *err, size_t errlen);
  * --model and its overrides; the defaults that follow the model (--batch,
  * --eval-batches) follow it. */
 int opts_resolve_model(opts_t *o, const model_config_t *cfg, char *err, size_t errlen);
-/* Whether --model or any of its overrides (--layers --dim --heads --ctx) was given. */
+/* Whether --model or any of its overrides (--layers --dim --heads --ctx --vocab) was given. */
 int opts_model_given(const opts_t *o);
 /* The one check of a run config, the same for `brigade solo`, for the node
  * that creates a swarm (both through opts_resolve) and for a joiner on the
@@ -106,6 +110,17 @@ int opts_model_given(const opts_t *o);
  * codec names.  Returns 0, or -1 with a one-line reason naming the option,
  * e.g. "--steps 100000001: must be 1..100000000". */
 int opts_check_run(const opts_t *o, char *err, size_t errlen);
+/* Reads the file --init names (o->init) and puts its size and BLAKE2b-256
+ * hash into the run config (init_size, init_hash).  0, or -1 with a
+ * one-line reason that begins with the file's name. */
+int opts_set_init(opts_t *o, char *err, size_t errlen);
+/* Whether the file --init names (o->init) is the one of the run config
+ * (init_size, init_hash).  0, or -1 with a one-line reason. */
+int opts_check_init(const opts_t *o, char *err, size_t errlen);
+/* What a swarm (node, sim) needs beyond opts_check_run: a gpt's targets
+ * cross the cuts between stages as one byte each, so a vocabulary above 256
+ * is refused with more than one stage.  0, or -1 with a one-line reason. */
+int opts_check_swarm(const opts_t *o, char *err, size_t errlen);
 /* Prints the option table of `which` to f. */
 void opts_help(FILE *f, int which);
 /* 1 when option `name` (without dashes) was given on the command line. */

@@ -67,6 +67,10 @@ void proto_put_runcfg(wbuf_t *w, const opts_t *o)
     wbuf_put_u8(w, (uint8_t)o->optim.kind);
     wbuf_put_u8(w, (uint8_t)o->split);
     wbuf_put_u8(w, (uint8_t)(o->max_delay_given ? 1 : 0));
+    if (o->init_size > 0) {   /* a trailer only a run started from a checkpoint carries */
+        wbuf_put_u64(w, o->init_size);
+        wbuf_put_raw(w, o->init_hash, 32);
+    }
 }
 
 /* 1 when s has no control bytes (below 0x20, or DEL; UTF-8 passes, as a
@@ -110,6 +114,13 @@ int proto_get_runcfg(rbuf_t *r, opts_t *o, char *err, size_t errlen)
     n.max_delay_given = rbuf_get_u8(r);
     c->split = n.split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)n.split;
     n.ndelay = 0;
+    n.init_size = 0;
+    memset(n.init_hash, 0, sizeof n.init_hash);
+    if (rbuf_remaining(r) > 0) {
+        n.init_size = rbuf_get_u64(r);
+        rbuf_get_raw(r, n.init_hash, 32);
+        if (n.init_size == 0 || rbuf_remaining(r) > 0) r->err = 1;
+    }
     if (rbuf_error(r) || n.closed > 1 || n.max_delay_given > 1 || !s_plain(c->name) || !s_plain(n.data) || !s_plain(n.codec) || !s_plain(n.grad_codec)) {
         snprintf(err, errlen, "run config: truncated or malformed");
         return -1;

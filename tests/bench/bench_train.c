@@ -1,7 +1,7 @@
 /* bench_train.c: the training engine's speed and memory, measured side by
  * side in one run.
  *
- *   bench_train [--models gpt-tiny,gpt-small] [--threads 1,2] [--batch 8]
+ *   bench_train [--models gpt-tiny,gpt-small] [--threads 1,2] [--batch 8] [--ctx T]
  *               [--steps N] [--warmup N] [--rss-model NAME] [--brigade PATH]
  *   bench_train --dump-acts FILE.f32 --dump-grads FILE.f32 [--data SPEC]
  *               [--model NAME] [--stages K] [--cut C] [--updates N] [--count M]
@@ -121,13 +121,14 @@ static void s_pipe_destroy(s_pipe_t **self_p)
 }
 
 /* threads: the most threads a step will be asked to use (scratch is sized for it). */
-static s_pipe_t *s_pipe_new(const char *model, int K, int B, const char *data, int total_updates, int threads)
+static s_pipe_t *s_pipe_new(const char *model, int K, int B, const char *data, int total_updates, int threads, int ctx)
 {
     char err[512];
     s_pipe_t *p = calloc(1, sizeof *p);
     if (!p) s_die("out of memory");
     if (model_preset(&p->cfg, model, err, sizeof err) < 0) s_die(err);
     if (p->cfg.kind != MODEL_GPT) s_die("only gpt models are benchmarked");
+    if (ctx > 0) p->cfg.maxT = ctx;   /* --ctx: a shorter context of the preset */
     if (K < 1 || K > S_MAX_STAGES) s_die("--stages: 1..16");
     p->K = K;
     p->B = B;
@@ -277,7 +278,7 @@ static int s_rss_run(const char *model, int B)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 8, 8, 1.0f, a, 8, b, 8, 0.0f, c, 8);
         return c[0] == 0.0f ? 0 : 1;
     }
-    s_pipe_t *p = s_pipe_new(model, 1, B, "synthetic", 3, 1);
+    s_pipe_t *p = s_pipe_new(model, 1, B, "synthetic", 3, 1, 0);
     for (int i = 0; i < 3; i++)
         s_pipe_step(p);
     s_pipe_destroy(&p);
@@ -293,7 +294,7 @@ static int s_dump(const char *model, const char *data, int K, int cut, int updat
     if (cut < 0 || cut + 1 >= K) s_die("--cut must be in 0..stages-2");
     if (count < 1 || count > updates) s_die("--count must be in 1..updates");
     openblas_set_num_threads(1);
-    s_pipe_t *p = s_pipe_new(model, K, 8, data, updates, 1);
+    s_pipe_t *p = s_pipe_new(model, K, 8, data, updates, 1, 0);
     FILE *fa = acts_path ? fopen(acts_path, "wb") : NULL;
     FILE *fg = grads_path ? fopen(grads_path, "wb") : NULL;
     if ((acts_path && !fa) || (grads_path && !fg)) {
@@ -344,7 +345,7 @@ static int s_parse_list(const char *s, char out[][32], int max)
 static void s_usage(void)
 {
     fprintf(stderr,
-            "usage: bench_train [--models A,B] [--threads 1,2] [--batch B] [--steps N] [--warmup N]\n"
+            "usage: bench_train [--models A,B] [--threads 1,2] [--batch B] [--ctx T] [--steps N] [--warmup N]\n"
             "                   [--rss-model NAME] [--brigade PATH]\n"
             "       bench_train --dump-acts FILE --dump-grads FILE [--data SPEC] [--model NAME]\n"
             "                   [--stages K] [--cut C] [--updates N] [--count M]\n");
@@ -356,13 +357,14 @@ int main(int argc, char **argv)
     const char *models = "gpt-tiny,gpt-small", *threads = "1,2", *rss_model = "gpt-small";
     const char *brigade = NULL, *dump_acts = NULL, *dump_grads = NULL;
     const char *data = "text:/usr/share/games/fortunes", *model = "gpt-small", *rss_run = NULL;
-    int B = 8, steps = 5, warmup = 2, K = 4, cut = 1, updates = 50, count = 8;
+    int B = 8, steps = 5, warmup = 2, K = 4, cut = 1, updates = 50, count = 8, ctx = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) s_usage();
         if (!strcmp(a, "--models")) models = v;
         else if (!strcmp(a, "--threads")) threads = v;
         else if (!strcmp(a, "--batch")) B = atoi(v);
+        else if (!strcmp(a, "--ctx")) ctx = atoi(v);
         else if (!strcmp(a, "--steps")) steps = atoi(v);
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--rss-model")) rss_model = v;
@@ -429,7 +431,7 @@ int main(int argc, char **argv)
     int maxth = 1;
     for (int ti = 0; ti < nt; ti++) if (atoi(tlist[ti]) > maxth) maxth = atoi(tlist[ti]);
     for (int mi = 0; mi < nm; mi++) {
-        s_pipe_t *p = s_pipe_new(mlist[mi], 1, B, "synthetic", 1000, maxth);
+        s_pipe_t *p = s_pipe_new(mlist[mi], 1, B, "synthetic", 1000, maxth, ctx);
         double flops = s_step_flops(&p->cfg, B);
         for (int ti = 0; ti < nt; ti++) {
             int th = atoi(tlist[ti]);

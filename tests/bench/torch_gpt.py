@@ -2,9 +2,9 @@
 speed comparison with tests/bench/bench_train.
 
     /usr/bin/python3 tests/bench/torch_gpt.py [--model gpt-small] [--threads 1]
-                                              [--batch 8] [--steps 5] [--warmup 2]
+                                              [--batch 8] [--ctx T] [--steps 5] [--warmup 2]
 
-The model is the one of node/engine/model.c: byte-level (V = 256), learned token and
+The model is the one of node/engine/model.c: byte-level (V = 256; gpt2: 50257), learned token and
 position embeddings, pre-LN GPT-2 blocks (ln1 -> qkv -> causal attention ->
 proj -> residual; ln2 -> fc 4C -> GELU (tanh) -> proj -> residual), final
 layernorm, untied head (V, C) without bias, softmax cross-entropy.  A step is
@@ -23,6 +23,7 @@ PRESETS = {  # V, T, C, L, NH
     "gpt-tiny": (256, 64, 128, 4, 4),
     "gpt-small": (256, 128, 256, 8, 8),
     "gpt-base": (256, 256, 512, 12, 8),
+    "gpt2": (50257, 1024, 768, 12, 12),
 }
 
 
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--model", default="gpt-small", choices=sorted(PRESETS))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--ctx", type=int, default=0, help="a shorter context than the preset's")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     args = ap.parse_args()
@@ -50,6 +52,7 @@ def main():
         pass
     torch.manual_seed(1)
     V, T, C, L, NH = PRESETS[args.model]
+    T = args.ctx or T
     B = args.batch
     sdpa = getattr(F, "scaled_dot_product_attention", None)
 

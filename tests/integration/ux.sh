@@ -44,7 +44,7 @@ fi
 
 # `brigade COMMAND --help` (README, "Commands"): every command prints its usage and exits 0
 nohelp=""
-for c in solo node keygen status sample assemble ticket sim version; do
+for c in solo node keygen status sample assemble eval export ticket sim version; do
     "$BRIGADE" $c --help >"$T/hc" 2>&1 && head -n 1 "$T/hc" | grep -q "^usage: brigade $c" || nohelp="$nohelp $c"
 done
 [ -z "$nohelp" ] && ok "every command's --help prints its usage, exit 0" || bad "COMMAND --help" "no usage or non-zero exit:$nohelp"
