@@ -1,8 +1,8 @@
 /* test_rogue.c: a hostile peer for the integration tests.
  *
- * Without arguments it proves it builds ("ok - rogue_tool_builds") and runs
- * the in-process cases: a node's network side (netside) fed hand-made
- * messages from hostile keys, with a port that records what it sends.
+ * Without arguments it runs the in-process cases: a node's network side
+ * (netside) fed hand-made messages from hostile keys, with a port that
+ * records what it sends.
  *
  *   test_rogue --target HOST:PORT/KEY --run RUNID_HEX --seconds S
  *              [--rate MSGS_PER_S] [--seed N] [--attack-avg] [--attack-control]
@@ -1698,7 +1698,6 @@ static void t_young_node_learns_first_gossip(void)
 int main(int argc, char **argv)
 {
     if (argc == 1) {
-        printf("ok - rogue_tool_builds\n");
         RUN(t_wildcard_address_refused);
         RUN(t_backup_serving_limited);
         RUN(t_backup_other_snapshot_counted);
