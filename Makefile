@@ -16,16 +16,28 @@ CFLAGS  += -std=c11 -fno-math-errno -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-for
 CFLAGS  += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread $(SAN)
 
+# A plain `make` installs nothing: with a library missing it stops with one
+# line saying what to run, not a compiler error about zstd.h.  The targets
+# that install what they need (tests/deps.sh) go on.
+ifeq ($(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes),)
+ifneq ($(filter-out deps test demo bench asan tsan simfuzz clean,$(or $(MAKECMDGOALS),all)),)
+$(error the libzmq/zstd/sodium/OpenBLAS/zlib headers are missing: run 'make deps' as root (or 'sh tests/deps.sh' for the apt-get line))
+endif
+endif
+
 LIB_SRC := $(wildcard compress/*.c) $(wildcard net/*.c) $(wildcard node/engine/*.c) \
            $(wildcard node/runtime/*.c) $(wildcard node/runtime/*/*.c) \
            $(filter-out node/cli/main.c,$(wildcard node/cli/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# each fuzz target linked with tests/fuzz/replay.c: its corpus replayed by the plain compiler
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test asan tsan simfuzz demo bench fuzz install deb clean
+.PHONY: all deps check test asan tsan simfuzz demo bench fuzz install deb clean
 all: $(BUILD)/brigade
 
 deps:
@@ -63,13 +75,27 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libbrigade.a tests/check.h tests/json_valid
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbrigade.a $(LDLIBS)
 
+$(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(BUILD)/libbrigade.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFUZZ_CORPUS='"tests/fuzz/corpus/$*"' -o $@ $< tests/fuzz/replay.c $(BUILD)/libbrigade.a $(LDLIBS)
+
 $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libbrigade.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbrigade.a $(LDLIBS)
 
-# Every unit test binary and every integration script; ends with "N passed, M failed".
+# The builds of check and test use every core unless make was given -j.
+JOBS     = $(if $(filter -j% --jobserver%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
+
+# For every edit (under a minute): the unit tests, the fuzz corpora and a few
+# dozen simulated swarms (tests/sim/check.sh); ends with "N passed, M failed".
+check:
+	@$(MAKE) --no-print-directory $(JOBS) $(BUILD)/brigade $(TEST_BIN) $(FUZZ_BIN)
+	@BUILD=$(BUILD) TESTS=tests/sim/check.sh sh tests/run.sh
+
+# Everything (CI): every unit test binary, the fuzz corpora and every
+# integration script; ends with "N passed, M failed".
 test: deps
-	@$(MAKE) --no-print-directory $(BUILD)/brigade $(TEST_BIN)
+	@$(MAKE) --no-print-directory $(JOBS) $(BUILD)/brigade $(TEST_BIN) $(FUZZ_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # The same tests built with AddressSanitizer and UndefinedBehaviorSanitizer.

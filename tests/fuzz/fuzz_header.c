@@ -84,7 +84,7 @@ static void s_reader(const uint8_t *ops, size_t nops, const uint8_t *d, size_t n
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t *copy = malloc(size ? size : 1);       /* exact size: ASan sees overreads */
+    uint8_t *copy = calloc(size ? size : 1, 1);    /* exact size: ASan sees overreads */
     if (size) memcpy(copy, data, size);
     s_header(copy, size);
     if (size > WIRE_HDR_LEN) s_header(copy, WIRE_HDR_LEN);
