@@ -70,7 +70,7 @@ import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
 open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(60)' "$T/held" &
 HOLDER=$!
-for _ in $(seq 100); do [ -s "$T/held" ] && break; sleep 0.2; done
+wait_for 60 test -s "$T/held"
 one_line_exit2 "node port in use" "in use" "$BRIGADE" node --listen "127.0.0.1:$(cat "$T/held")" --keys "$T/k2" \
     $TINY --stages 1 --steps 5 --threads 1
 # --http on a port in use is the same one-line error, before the node does

@@ -39,13 +39,13 @@ python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/lo" --timeout 120 --st
     --node 1 " --no-listen" --node 3 " --no-listen" \
     --expect-exit 0 --expect-lost 0 --expect-tokens-grow >"$T/lo.out" 2>&1 &
 hpid=$!
-addr=
-for i in $(seq 150); do
+# running: the creator's address is known and the swarm has made a dozen updates (status asks it mid-run)
+running() {
     addr=$(sed -n 's/.*"join_addr":"\([^"]*\)".*/\1/p' "$T/lo/n0/metrics.jsonl" 2>/dev/null | head -n 1)
     n=$(cat "$T"/lo/n*/metrics.jsonl 2>/dev/null | grep -c '"event":"update"')
-    [ -n "$addr" ] && [ "$n" -ge 12 ] && break
-    sleep 0.2
-done
+    [ -n "$addr" ] && [ "$n" -ge 12 ]
+}
+wait_for 100 running
 "$BRIGADE" status "$addr" >"$T/status.out" 2>&1
 wait $hpid; rc=$?
 outw=$(grep -c ' outward ' "$T/status.out"); rev=$(grep -c ' reverse' "$T/status.out"); pub=$(grep -cE ' (public|relay) ' "$T/status.out")

@@ -16,6 +16,12 @@ for l in open(sys.argv[1]):
     except ValueError: continue
     if e.get("event")==sys.argv[2] and e.get(sys.argv[3]) is not None: print(e[sys.argv[3]])' "$1" "$2" "$3" 2>/dev/null
 }
+# past FILE VERSION: the last update event of FILE is past VERSION
+past() { [ "$(ev "$1" update version | tail -n 1)" -gt "$2" ] 2>/dev/null; }
+# has FILE EVENT KEY: FILE holds an EVENT line with KEY
+has() { [ -n "$(ev "$1" "$2" "$3" | head -n 1)" ]; }
+# addr FILE: the join address of FILE's start event, once written (60 s at most)
+addr() { wait_for 60 has "$1" start join_addr; ev "$1" start join_addr | head -n 1; }
 "$BRIGADE" keygen --out "$T/k0" >/dev/null && "$BRIGADE" keygen --out "$T/k1" >/dev/null || { echo "FAIL - keygen"; exit 0; }
 set -- $(free_ports 2); P0=$1 P1=$2
 RUN="--model gpt-tiny --data synthetic --stages 2 --steps 400 --seed 4 --threads 1 --save-every 20"
@@ -23,7 +29,7 @@ start() {  # start ROUND
     "$BRIGADE" node --listen 127.0.0.1:$P0 --keys "$T/k0" --checkpoint "$T/ck0" $RUN --metrics "$T/n0.$1.jsonl" 2>"$T/n0.$1.err" &
     N0=$!
     A=""
-    for _ in $(seq 150); do A=$(ev "$T/n0.$1.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+    A=$(addr "$T/n0.$1.jsonl")
     "$BRIGADE" node --listen 127.0.0.1:$P1 --keys "$T/k1" --checkpoint "$T/ck1" --join "$A" --threads 1 \
         --metrics "$T/n1.$1.jsonl" 2>"$T/n1.$1.err" &
     N1=$!
@@ -31,9 +37,7 @@ start() {  # start ROUND
 }
 start 1
 # wait until both stages have checkpointed at least once (version >= 40 logged), bounded
-for _ in $(seq 600); do
-    [ "$(ev "$T/n1.1.jsonl" update version | tail -n 1)" -ge 60 ] 2>/dev/null && break; sleep 0.2
-done
+wait_for 240 past "$T/n1.1.jsonl" 59
 kill -9 $N0 $N1; wait $N0 $N1 2>/dev/null
 v1=$(ev "$T/n1.1.jsonl" update version | tail -n 1)
 first=$(ev "$T/n1.1.jsonl" update loss | head -n 5 | awk '{s+=$1} END {if (NR) print s/NR}')
@@ -77,16 +81,16 @@ else echo "FAIL - assemble incomplete: exit $rc: $(cat "$T/asm2")"; fi
 RUN3="--model gpt-tiny --data synthetic --stages 2 --steps 100000 --seed 5 --threads 1"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) $RUN3 --metrics "$T/d0.jsonl" 2>"$T/d0.err" &
 D0=$!; PIDS="$D0"
-for _ in $(seq 150); do A=$(ev "$T/d0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+A=$(addr "$T/d0.jsonl")
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --threads 1 --metrics "$T/d1.jsonl" 2>"$T/d1.err" &
 D1=$!; PIDS="$D0 $D1"
-for _ in $(seq 150); do B=$(ev "$T/d1.jsonl" start join_addr | head -n 1); [ -n "$B" ] && break; sleep 0.1; done
-for _ in $(seq 300); do [ "$(ev "$T/d1.jsonl" update version | tail -n 1)" -ge 3 ] 2>/dev/null && break; sleep 0.1; done
+B=$(addr "$T/d1.jsonl")
+wait_for 120 past "$T/d1.jsonl" 2
 kill -STOP $D0   # no more work reaches stage 1: the joiner below makes no update
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$B" --stage 1 --threads 1 --checkpoint "$T/ck2" --save-every 1 \
     --metrics "$T/d2.jsonl" 2>"$T/d2.err" &
 D2=$!; PIDS="$D0 $D1 $D2"
-for _ in $(seq 150); do v=$(ev "$T/d2.jsonl" resume version | head -n 1); [ -n "$v" ] && break; sleep 0.1; done
+wait_for 120 has "$T/d2.jsonl" resume version; v=$(ev "$T/d2.jsonl" resume version | head -n 1)
 kill -TERM $D2; wait $D2; r2=$?
 kill -9 $D0 $D1; wait $D0 $D1 2>/dev/null; PIDS=""
 how=$(ev "$T/d2.jsonl" resume from | head -n 1); upd=$(ev "$T/d2.jsonl" update version | wc -l)
@@ -102,7 +106,7 @@ cp "$T/ck2/stage.ckpt" "$T/ck2.before" 2>/dev/null
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 20 --seed 6 --threads 1 \
     --metrics "$T/e0.jsonl" 2>"$T/e0.err" &
 E0=$!; PIDS="$E0"
-for _ in $(seq 150); do A=$(ev "$T/e0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+A=$(addr "$T/e0.jsonl")
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --threads 1 --checkpoint "$T/ck2" --save-every 5 \
     --metrics "$T/e1.jsonl" 2>"$T/e1.err" &
 E1=$!; PIDS="$E0 $E1"
@@ -127,7 +131,7 @@ echo "kept before" > "$T/ck2/stage.$run6.s1.ckpt"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 20 --seed 6 --threads 1 \
     --stage 1 --metrics "$T/x0.jsonl" 2>"$T/x0.err" &
 G0=$!; PIDS="$G0"
-for _ in $(seq 150); do A=$(ev "$T/x0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+A=$(addr "$T/x0.jsonl")
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 0 --threads 1 --checkpoint "$T/ck2" --save-every 5 \
     --metrics "$T/x1.jsonl" 2>"$T/x1.err" &
 G1=$!; PIDS="$G0 $G1"
@@ -149,7 +153,7 @@ mkdir -p "$T/ck3" && cp "$T/ck0/stage.ckpt" "$T/ck3/stage.ckpt"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 10 --seed 7 --threads 1 \
     --metrics "$T/f0.jsonl" 2>"$T/f0.err" &
 F0=$!; PIDS="$F0"
-for _ in $(seq 150); do A=$(ev "$T/f0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+A=$(addr "$T/f0.jsonl")
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --threads 1 --checkpoint "$T/ck3" \
     --metrics "$T/f1.jsonl" 2>"$T/f1.err" &
 F1=$!; PIDS="$F0 $F1"
@@ -170,24 +174,28 @@ fi
 RUN7="--model gpt-tiny --data synthetic --stages 2 --steps 100000 --seed 8 --threads 1"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) $RUN7 --metrics "$T/g0.jsonl" 2>"$T/g0.err" &
 G0=$!; PIDS="$G0"
-for _ in $(seq 150); do A=$(ev "$T/g0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
+A=$(addr "$T/g0.jsonl")
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --metrics "$T/g1.jsonl" 2>"$T/g1.err" &
 G1=$!; PIDS="$G0 $G1"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --checkpoint "$T/ck4" \
     --metrics "$T/g2.jsonl" 2>"$T/g2.err" &
 G2=$!; PIDS="$G0 $G1 $G2"
-for _ in $(seq 300); do [ "$(ev "$T/g2.jsonl" update version | tail -n 1)" -ge 5 ] 2>/dev/null && break; sleep 0.1; done
+wait_for 120 past "$T/g2.jsonl" 4
 kill -TERM $G2; wait $G2; rg2=$?
 v2=$(ev "$T/g2.jsonl" end updates | tail -n 1)
 cp "$T/ck4/stage.ckpt" "$T/ck4.before" 2>/dev/null
-for _ in $(seq 300); do [ "$(ev "$T/g1.jsonl" update version | tail -n 1)" -gt $((${v2:-0} + 10)) ] 2>/dev/null && break; sleep 0.1; done
+# the stage's other node well ahead of the checkpoint, so that a joiner downloads from it
+wait_for 180 past "$T/g1.jsonl" $((${v2:-0} + 10))
 vg1=$(ev "$T/g1.jsonl" update version | tail -n 1)
 # again, with a downlink slow enough that the download takes about 20 s
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --checkpoint "$T/ck4" \
     --emu-downlink-mbit 2 --metrics "$T/g3.jsonl" 2>"$T/g3.err" &
 G3=$!; PIDS="$G0 $G1 $G3"
-dl=no
-for _ in $(seq 150); do grep -q "downloading stage 1" "$T/g3.err" 2>/dev/null && { dl=yes; break; }; sleep 0.1; done
+# its start chose: a download, or (when it saw no peer ahead) its checkpoint; either way its word, or its exit
+chose() { grep -qE "downloading stage 1|resumed stage" "$T/g3.err" 2>/dev/null || ! kill -0 $G3 2>/dev/null; }
+wait_for 120 chose
+dl=no; grep -q "downloading stage 1" "$T/g3.err" && dl=yes
+# (the download takes about 20 s at 2 Mbit/s, more on a busy machine: the stop below comes during it)
 sleep 1
 kill -TERM $G3; wait $G3; rg3=$?
 kill -9 $G0 $G1; wait $G0 $G1 2>/dev/null; PIDS=""

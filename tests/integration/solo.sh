@@ -112,7 +112,7 @@ ck_resumes() {   # NAME OPTIONS...: the run in $T/NAME, killed after update 4, r
     # not through timeout: kill -9 must stop the run itself (a run left behind went on saving into the folder)
     "$BRIGADE" solo "$@" --checkpoint "$T/$name" --metrics "$T/${name}1.jsonl" >"$T/${name}1.out" 2>&1 &
     KP=$!
-    for _ in $(seq 600); do grep -q '"version":4,' "$T/${name}1.jsonl" 2>/dev/null && break; sleep 0.05; done
+    wait_for 120 grep -qs '"version":4,' "$T/${name}1.jsonl"
     kill -9 $KP 2>/dev/null; wait $KP 2>/dev/null
     $B solo "$@" --checkpoint "$T/$name" --metrics "$T/${name}2.jsonl" >"$T/${name}2.out" 2>&1; rc2=$?
     r=$(python3 -c '
@@ -309,7 +309,7 @@ fi
 #     stage, and a restart then took over the other's)
 $BRIGADE solo --model gpt-tiny --data synthetic --steps 100000 --checkpoint "$T/lk" >/dev/null 2>&1 &
 lkpid=$!
-for i in $(seq 1 100); do [ -s "$T/lk/.lock" ] && break; sleep 0.1; done
+wait_for 60 test -s "$T/lk/.lock"
 port=$(free_port)
 $B solo --model gpt-tiny --data synthetic --steps 3 --checkpoint "$T/lk" >/dev/null 2>"$T/lk1.err"; rc1=$?
 $B node --listen 127.0.0.1:$port --stages 1 --steps 3 --checkpoint "$T/lk" >/dev/null 2>"$T/lk2.err"; rc2=$?

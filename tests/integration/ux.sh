@@ -139,7 +139,12 @@ for l in open(sys.argv[1]):
     [ -n "$A" ] && break; sleep 0.1
 done
 [ -n "$A" ] || bad "node start" "no start event: $(tail -n 2 "$T/n.err")"
-sleep 3
+# page_shows_progress: the page's JSON counts an update and holds a point of the loss curve
+page_shows_progress() {
+    curl -sf "http://127.0.0.1:$H/status.json" >"$T/s.json" && python3 -c 'import json, sys
+s = json.load(open(sys.argv[1])); sys.exit(0 if s["updates"] > 0 and s["loss_history"] else 1)' "$T/s.json" 2>/dev/null
+}
+wait_for 120 page_shows_progress
 if curl -sf "http://127.0.0.1:$H/status.json" >"$T/s.json" && python3 - "$T/s.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -153,7 +158,8 @@ curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$H/nope" | grep -q 404 
 c=$(curl -s -o "$T/rb" -w '%{http_code}' -H 'Host: evil.example' "http://127.0.0.1:$H/status.json")
 [ "$c" = 421 ] && ! grep -q join_addr "$T/rb" && ok "a request for another Host (DNS rebinding) is 421, without the page" \
     || bad "foreign Host" "status $c: $(head -c 100 "$T/rb")"
-# 10 idle connections do not hold up the page (served one at a time, each held it 2 s: 22 s for this request)
+# 10 idle connections do not hold up the page (served one at a time, each held it 2 s: 22 s for this
+# request; the bound of 10 s leaves a busy machine room)
 dt=$(python3 - "$H" <<'PY'
 import socket, sys, time, urllib.request
 port = int(sys.argv[1])
@@ -167,7 +173,7 @@ except Exception as e:
     print("failed after %.2f s: %s" % (time.time() - t, e))
 PY
 )
-python3 -c "import sys; sys.exit(0 if float('$dt') < 1.5 else 1)" 2>/dev/null && ok "10 idle connections: /status.json answered in $dt s" \
+python3 -c "import sys; sys.exit(0 if float('$dt') < 10 else 1)" 2>/dev/null && ok "10 idle connections: /status.json answered in $dt s" \
     || bad "10 idle connections hold up the page" "$dt s"
 "$BRIGADE" status "$A" >"$T/st" 2>&1 && grep -q "127.0.0.1:$P" "$T/st" && grep -q "1 stages, split even," "$T/st" \
     && ok "brigade status shows the swarm map and the split" \
@@ -200,8 +206,8 @@ PID=""
 # stopped by a signal before any update (waiting for a peer of stage 1): still a line on stderr that says why
 "$BRIGADE" node --listen 127.0.0.1:0 --stages 2 --threads 1 --metrics "$T/w.jsonl" >"$T/w.out" 2>"$T/w.err" &
 W=$!
-for _ in $(seq 100); do grep -q '^join with' "$T/w.err" 2>/dev/null && break; sleep 0.1; done
-sleep 0.5   # its handlers are set just after it prints its address
+# its handlers are set before it prints its address
+wait_for 60 grep -qs '^join with' "$T/w.err"
 kill -TERM "$W"; wait "$W"; rc=$?
 [ "$rc" = 143 ] && grep -q "interrupted by SIGTERM" "$T/w.err" && ok "SIGTERM before any update: exit 143 with the reason on stderr" \
     || bad "SIGTERM before any update" "exit $rc: $(tail -n 1 "$T/w.err")"
@@ -248,7 +254,7 @@ for _ in $(seq 150); do A=$(ev "$T/a0.jsonl" start join_addr | head -n 1); [ -n 
 A1=$!; PID="$A0 $A1"
 for _ in $(seq 150); do [ -n "$(ev "$T/a1.jsonl" resume version)" ] && break; sleep 0.1; done
 kill -INT $A1; gone $A1 50; wait $A1
-sleep 2   # its goodbye has come
+wait_for 60 grep -qs '"what":"gone","why":"bye"' "$T/a0.jsonl"   # its goodbye has come
 np=$(grep -c '"event":"plan"' "$T/a0.jsonl")
 kill -INT $A0; gone $A0 50; wait $A0
 PID=""
@@ -260,7 +266,9 @@ mkfifo "$T/fifo"
     --checkpoint "$T/pck" 2>"$T/fifo" &
 P1=$!; PID="$P1"
 head -n 1 "$T/fifo" >/dev/null
-sleep 6   # a progress line comes every 5 s: it meets the closed pipe
+# a progress line comes with an update every 5 s: an update 7 s after the first came after one met the closed pipe
+late() { ! kill -0 $P1 2>/dev/null || ev "$T/p.jsonl" update t | awk 'NR == 1 { t0 = $1 } $1 >= t0 + 7 { found = 1 } END { exit !found }'; }
+wait_for 120 late
 if kill -0 $P1 2>/dev/null; then
     kill -TERM $P1
     gone $P1 100
@@ -278,7 +286,7 @@ PID=""
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 1 --steps 100000 --threads 1 --metrics "$T/hup.jsonl" \
     --checkpoint "$T/hck" 2>"$T/hup.err" &
 P1=$!; PID="$P1"
-for _ in $(seq 150); do [ -n "$(ev "$T/hup.jsonl" update version)" ] && break; sleep 0.1; done
+wait_for 120 grep -qs '"event":"update"' "$T/hup.jsonl"
 kill -HUP $P1
 gone $P1 100
 wait $P1; rc=$?
@@ -287,11 +295,18 @@ why=$(ev "$T/hup.jsonl" end why | tail -n 1)
     && ok "SIGHUP (its terminal closed) stops a node as SIGTERM does: exit 129, end event, checkpoint" \
     || bad "SIGHUP" "exit $rc, end '$why', checkpoint: $(ls "$T/hck" 2>&1)"
 PID=""
-# SIGTERM while it waits for its bootstrap's WELCOME: exit 143 with an end event, at once
-"$BRIGADE" node --listen 127.0.0.1:0 --join "127.0.0.1:9/$(printf 'A%.0s' $(seq 40))" --threads 1 \
+# SIGTERM while it waits for its bootstrap's WELCOME: exit 143 with an end event, at once.  The
+# bootstrap is a socket that takes the connection and never answers: once it has, the node waits
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+c, _ = s.accept(); open(sys.argv[2], "w").write("connected"); time.sleep(60)' "$T/mute.port" "$T/mute.conn" &
+MUTE=$!
+wait_for 30 test -s "$T/mute.port"
+"$BRIGADE" node --listen 127.0.0.1:0 --join "127.0.0.1:$(cat "$T/mute.port")/$(printf 'A%.0s' $(seq 40))" --threads 1 \
     --metrics "$T/jn.jsonl" 2>"$T/jn.err" &
-P1=$!; PID="$P1"
-sleep 2
+P1=$!; PID="$P1 $MUTE"
+wait_for 60 test -s "$T/mute.conn"
 kill -TERM $P1
 if ! gone $P1 30; then bad "SIGTERM while joining" "still running 3 s after SIGTERM"
 else
@@ -301,6 +316,7 @@ else
         ok "SIGTERM while joining: exit 143, end event '$why', one line: $(tail -n 1 "$T/jn.err")" \
         || bad "SIGTERM while joining" "exit $rc, end event '$why': $(tr '\n' '|' <"$T/jn.err")"
 fi
+kill "$MUTE" 2>/dev/null
 PID=""
 # every failure after the metrics file is open still ends with an end event naming the reason
 # (endcheck NAME REASON ARGS...: REASON, a grep pattern, must be in the event's why)
@@ -324,7 +340,7 @@ endcheck "unreadable checkpoint" "stage.ckpt" --listen 127.0.0.1:0 --checkpoint 
 endcheck "silent bootstrap" "127.0.0.1:9" --listen 127.0.0.1:0 --join "127.0.0.1:9/$(printf 'A%.0s' $(seq 40))" --stages 2
 python3 -c 'import socket,time,sys; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(20)' >"$T/busy" &
 BUSY=$!
-for _ in $(seq 50); do [ -s "$T/busy" ] && break; sleep 0.1; done
+wait_for 30 test -s "$T/busy"
 endcheck "port in use" "already in use" --listen "127.0.0.1:$(cat "$T/busy")" --stages 2
 kill "$BUSY" 2>/dev/null
 
