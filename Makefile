@@ -37,7 +37,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps check test asan tsan simfuzz demo bench fuzz install deb clean
+.PHONY: all deps check test asan tsan simfuzz demo bench fuzz man install deb clean
 all: $(BUILD)/brigade
 
 deps:
@@ -132,6 +132,12 @@ bench:
 
 fuzz:
 	@sh tests/fuzz/run.sh
+
+# The manual page (options from the binary's --help, the metrics schema):
+# man build/brigade.1
+man: $(BUILD)/brigade.1
+$(BUILD)/brigade.1: $(BUILD)/brigade examples/debian/brigade.1.in examples/debian/manpage.sh
+	@sh examples/debian/manpage.sh $(BUILD)/brigade $(VERSION) >$@.tmp && mv $@.tmp $@
 
 install: $(BUILD)/brigade
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -392,7 +392,7 @@ static float s_opt_reference(const stage_t *s, const optim_config_t *o, opt_bufs
     return norm;
 }
 
-/* What README "The optimizer" states, checked against the code: defaults,
+/* What node/README.md "The optimizer" states, checked against the code: defaults,
  * the schedule formula, which tensors decay, clipping unit by unit, and one
  * AdamW step of one element by the written formula. */
 static void test_optim_as_documented(void)

@@ -32,30 +32,8 @@ install -d "$ROOT/DEBIAN" "$ROOT/usr/bin" "$ROOT/usr/share/man/man1" "$ROOT/lib/
 install -m 0755 "$BIN" "$ROOT/usr/bin/brigade"
 if command -v strip >/dev/null 2>&1; then strip --strip-unneeded "$ROOT/usr/bin/brigade"; fi
 
-# the man page, its OPTIONS from the binary's own help: node's, then solo's
-# own (those node does not take), marked so
-{ "$BIN" node --help; echo "@SOLO@"; "$BIN" solo --help; } | awk '
-    /^@SOLO@$/ { solo = 1; next }
-    /^  --/ {
-        line = substr($0, 3)
-        i = index(line, "  ")
-        opt = i ? substr(line, 1, i - 1) : $1
-        desc = i ? substr(line, i) : ""
-        sub(/^ +/, "", desc)
-        n = split(opt, part, " ")
-        if (part[1] in seen) next
-        seen[part[1]] = 1
-        if (solo) desc = desc " (solo only)"
-        name = part[1]; gsub(/-/, "\\-", name)
-        gsub(/\\/, "\\e", desc)
-        sub(/^[.'"'"']/, "\\\\\\&&", desc)
-        arg = n > 1 ? " \\fI" part[2] "\\fR" : ""
-        printf(".TP\n\\fB%s\\fR%s\n%s\n", name, arg, desc)
-    }' > "$ROOT/options.roff"
-awk -v version="$VERSION" -v opts="$ROOT/options.roff" '
-    /@OPTIONS@/ { while ((getline l < opts) > 0) print l; next }
-    { gsub(/@VERSION@/, version); print }' "$HERE/brigade.1.in" | gzip -9n > "$ROOT/usr/share/man/man1/brigade.1.gz"
-rm -f "$ROOT/options.roff"
+# the man page, its OPTIONS from the binary's own help
+sh "$HERE/manpage.sh" "$BIN" "$VERSION" | gzip -9n > "$ROOT/usr/share/man/man1/brigade.1.gz"
 
 # the unit of examples/, for /usr/bin, without its manual install notes
 {

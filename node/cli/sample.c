@@ -186,7 +186,7 @@ static int s_generate(const sample_opts_t *o, const model_config_t *cfg, const s
     free(prob);
     free(ctx);
     acts_destroy(&a);
-    if (fflush(stdout) != 0 || ferror(stdout)) {   /* a failure during the run: 1 (README, exit status) */
+    if (fflush(stdout) != 0 || ferror(stdout)) {   /* a failure during the run: 1 (man brigade, EXIT STATUS) */
         fprintf(stderr, "brigade: sample: the output could not be written: %s\n", strerror(errno));
         return 1;
     }

@@ -17,7 +17,7 @@
  * gradient moves an orthogonalized step less than an AdamW one, whose
  * per-element normalization lets a few stale coordinates take full-size
  * steps: a pipeline with delayed gradients converges much closer to its
- * synchronous run with Muon (README, "Staleness").
+ * synchronous run with Muon (node/README.md, "Staleness").
  *
  * optim_step is the update the trainers run: one fused pass per unit (norm,
  * clip, AdamW, Muon, zeroing of the gradients).  optim_clip + optim_adamw +

@@ -56,7 +56,7 @@ else
     echo "FAIL - real compute: exit $rc, loss '$l', evaluations '$ev' (want 50, 100, 150, falling): $(tail -n 2 "$T/learn.out" | tr '\n' ' ')"
 fi
 
-# 3a. every node's start event names the run (README, "Metrics": role sim, run, model, join_addr)
+# 3a. every node's start event names the run (man brigade, METRICS: role sim, run, model, join_addr)
 st=$(python3 -c "import json, re, sys
 st = [e for e in map(json.loads, open(sys.argv[1])) if e.get('event') == 'start']
 runs = set(e.get('run') for e in st)

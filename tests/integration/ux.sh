@@ -49,60 +49,58 @@ for c in solo node keygen status sample assemble eval export ticket sim version;
 done
 [ -z "$nohelp" ] && ok "every command's --help prints its usage, exit 0" || bad "COMMAND --help" "no usage or non-zero exit:$nohelp"
 
-# README's option table is the --help text of solo and node, row for row
+# the option reference is the manual page (examples/debian/manpage.sh, `make man`): it lists every option of
+# solo and node with its --help text, row for row, and every option it names is one some command takes
 "$BRIGADE" solo --help >"$T/hs" 2>&1
-d=$(python3 - "$T/hs" "$T/hn" "$(dirname "$0")/../../README.md" <<'PY'
+sh "$(dirname "$0")/../../examples/debian/manpage.sh" "$BRIGADE" >"$T/brigade.1" 2>"$T/man.err"
+for c in sim keygen status sample assemble ticket; do "$BRIGADE" $c --help; done >"$T/hother" 2>&1
+d=$(python3 - "$T/hs" "$T/hn" "$T/brigade.1" "$T/hother" <<'PY'
 import re, sys
 rows, order = {}, []
-for f, col in ((sys.argv[1], 0), (sys.argv[2], 1)):
+for f, solo in ((sys.argv[2], 0), (sys.argv[1], 1)):
     for line in open(f):
-        m = re.match(r"  (--\S+(?: \S+)?)\s{2,}(\S.*)$", line.rstrip("\n"))
-        if not m:
-            continue
-        k = m.group(1)
-        if k not in rows:
-            rows[k] = [" ", " ", m.group(2)]
-            order.append(k)
-        rows[k][col] = "x"
-want = ["| `%s` | %s | %s | %s |" % (k.replace("|", "\\|"), rows[k][0].strip(), rows[k][1].strip(),
-        rows[k][2].replace("|", "\\|")) for k in order]
-want = [w.replace("|  |", "| |") for w in want]
-have = [l.rstrip("\n") for l in open(sys.argv[3]) if l.startswith("| `--")]
-norm = lambda l: re.sub(r"\|\s+\|", "| |", l)
-have = [norm(l) for l in have]
-want = [norm(l) for l in want]
-missing = [w for w in want if w not in have]
-extra = [h for h in have if h not in want]
-if len(want) < 30 or len(have) < 30:
-    print("too few rows to compare: %d in --help, %d in README" % (len(want), len(have)))
-diff = ["README lacks: " + m for m in missing[:3]] + ["README has, --help not: " + e for e in extra[:3]]
-print("; ".join(diff) if diff else "compared %d" % len(want))
+        m = re.match(r"  (--\S+)(?: (\S+))?\s{2,}(\S.*)$", line.rstrip("\n"))
+        if m and m.group(1) not in rows:
+            rows[m.group(1)] = (m.group(2), m.group(3) + (" (solo only)" if solo else ""))
+            order.append(m.group(1))
+page = open(sys.argv[3]).read()
+unroff = lambda t: t.replace("\\-", "-").replace("\\e", "\\").replace("\\&", "")
+entries = {}
+for m in re.finditer(r"^\.TP\n\\fB(\\-\\-[^\\]+(?:\\-[^\\]+)*)\\fR(?: \\fI([^\\]+)\\fR)?\n(.*)$", page, re.M):
+    entries[unroff(m.group(1))] = (m.group(2), unroff(m.group(3)))
+bad = ["%s: page has %s, --help %s" % (k, entries.get(k), rows[k]) for k in order if entries.get(k) != rows[k]]
+known = set(rows) | set(re.findall(r"--[a-z][a-z0-9-]*", open(sys.argv[4]).read())) | {"--help", "--version"}
+named = set(re.findall(r"--[a-z][a-z0-9-]*[a-z0-9]", unroff(page)))
+stale = sorted(n for n in named - known if n not in ("--name", "--bogus", "--emu", "--now"))   # --now: systemctl's
+if len(order) < 30:
+    bad.append("only %d options in --help" % len(order))
+print("; ".join(bad[:3] + ["names no option: " + " ".join(stale)] * bool(stale)) or "compared %d" % len(order))
 PY
 )
 case $d in
-"compared "*) ok "README's option table matches solo and node --help (${d#compared } rows)" ;;
-*) bad "README option table" "$(echo "$d" | tr '\n' ' ')" ;;
+"compared "*) ok "the manual page lists every option of solo and node as --help says it (${d#compared } rows)" ;;
+*) bad "manual page options" "$(echo "$d" | tr '\n' ' ') $(head -c 200 "$T/man.err")" ;;
 esac
 
-# README names every option of brigade sim's own (the run options are the table above)
+# tests/README.md names every option of brigade sim's own (the run options are the manual page's)
 absent=""; nsim=0
 for o in $("$BRIGADE" sim --help | sed -n '/^simulation options:/,/^$/p' | awk '/^  --/ { print $1 }'); do
     nsim=$((nsim + 1))
-    grep -qE -- "(^|[^a-z-])$o([^a-z-]|\$)" "$(dirname "$0")/../../README.md" || absent="$absent $o"
+    grep -qE -- "(^|[^a-z-])$o([^a-z-]|\$)" "$(dirname "$0")/../README.md" || absent="$absent $o"
 done
-if [ -z "$absent" ] && [ "$nsim" -ge 8 ]; then ok "README names every simulation option of sim --help ($nsim)"
-else bad "README sim options" "missing:$absent (of $nsim found in sim --help, want at least 8)"; fi
+if [ -z "$absent" ] && [ "$nsim" -ge 8 ]; then ok "tests/README.md names every simulation option of sim --help ($nsim)"
+else bad "tests/README.md sim options" "missing:$absent (of $nsim found in sim --help, want at least 8)"; fi
 
-# README states the optimizer exactly (test_model checks the same facts against the code)
-R="$(dirname "$0")/../../README.md"
-opt=$(sed -n '/^### The optimizer/,/^### /p' "$R")
+# node/README.md states the optimizer exactly (test_model checks the same facts against the code)
+R="$(dirname "$0")/../../node/README.md"
+opt=$(sed -n '/^## The optimizer/,/^## /p' "$R")
 missing=""
 for f in "betas 0.9 and 0.95" "eps 1e-8" "0.1 lr" "lr (t + 1) / W" "Clipping per unit" "token and" "output head" \
          "Biases and layer-norm" "1 - lr_t wd" "1/(M B T)"; do
     echo "$opt" | grep -qF -- "$f" || missing="$missing '$f'"
 done
-[ -n "$opt" ] && [ -z "$missing" ] && ok "README states the optimizer (betas, eps, schedule, decay, clipping unit)" \
-    || bad "README optimizer" "section '### The optimizer' missing or lacks:$missing"
+[ -n "$opt" ] && [ -z "$missing" ] && ok "node/README.md states the optimizer (betas, eps, schedule, decay, clipping unit)" \
+    || bad "node/README.md optimizer" "section '## The optimizer' missing or lacks:$missing"
 
 # a bad value: one line naming the option, exit 2
 "$BRIGADE" node --stage banana >"$T/e" 2>&1; rc=$?
