@@ -37,7 +37,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps check test asan tsan simfuzz demo bench fuzz man install deb clean
+.PHONY: all deps check test test-bins asan tsan simfuzz demo bench fuzz man install deb clean
 all: $(BUILD)/brigade
 
 deps:
@@ -89,14 +89,18 @@ JOBS     = $(if $(filter -j% --jobserver%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/
 # For every edit (under a minute): the unit tests, the fuzz corpora and a few
 # dozen simulated swarms (tests/sim/check.sh); ends with "N passed, M failed".
 check:
-	@$(MAKE) --no-print-directory $(JOBS) $(BUILD)/brigade $(TEST_BIN) $(FUZZ_BIN)
+	@$(MAKE) --no-print-directory $(JOBS) test-bins
 	@BUILD=$(BUILD) TESTS=tests/sim/check.sh sh tests/run.sh
 
 # Everything (CI): every unit test binary, the fuzz corpora and every
 # integration script; ends with "N passed, M failed".
 test: deps
-	@$(MAKE) --no-print-directory $(JOBS) $(BUILD)/brigade $(TEST_BIN) $(FUZZ_BIN)
+	@$(MAKE) --no-print-directory $(JOBS) test-bins
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# what both tiers run: the binary, the unit tests, the fuzz corpus replays
+test-bins: $(BUILD)/brigade $(TEST_BIN) $(FUZZ_BIN)
+	@:
 
 # The same tests built with AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps
