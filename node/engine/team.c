@@ -243,6 +243,40 @@ void team_run(team_t *t, int ntasks, team_fn fn, void *ctx)
     s_wait_done(t, ntasks);
 }
 
+/* The sum of the shares scaled by c, each held within [lo, hi]. */
+static double s_clamped_sum(const double *share, int n, double c, double lo, double hi)
+{
+    double sum = 0.0;
+    for (int w = 0; w < n; w++) {
+        double s = c * share[w];
+        sum += s < lo ? lo : s > hi ? hi : s;
+    }
+    return sum;
+}
+
+/* Scales shares (n of them, positive) to sum to 1 with each within half and
+ * one and a half times an equal one: the scale c for which the clamped
+ * shares sum to 1, found by bisection (the clamped sum grows with c, from
+ * n lo = 0.5 to n hi = 1.5).  Clamping first and scaling after (as this
+ * once did) moved a share clamped at the floor below it again when others
+ * were clamped at the ceiling. */
+static void s_bound_shares(double *share, int n)
+{
+    double lo = 0.5 / n, hi = 1.5 / n, least = share[0];
+    for (int w = 1; w < n; w++) if (share[w] < least) least = share[w];
+    double a = 0.0, b = hi / (least > 1e-300 ? least : 1e-300);
+    for (int i = 0; i < 100; i++) {
+        double m = 0.5 * (a + b);
+        if (s_clamped_sum(share, n, m, lo, hi) < 1.0) a = m;
+        else b = m;
+    }
+    double total = s_clamped_sum(share, n, b, lo, hi);
+    for (int w = 0; w < n; w++) {
+        double s = b * share[w];
+        share[w] = (s < lo ? lo : s > hi ? hi : s) / total;
+    }
+}
+
 /* Moves the shares toward those with which every worker would have
  * finished the loop published at t0 at once (worker w did share[w] of it
  * by end[w]; the wait for a helper to wake counts as its time).  A short
@@ -258,13 +292,10 @@ static void s_learn(team_t *t, double t0)
         sum += rate[w];
         if (dt > longest) longest = dt;
     }
-    double a = longest / (longest + S_LEARN_S), lo = 0.5 / t->n, hi = 1.5 / t->n, total = 0.0;
-    for (int w = 0; w < t->n; w++) {
-        double s = (1.0 - a) * t->share[w] + a * rate[w] / sum;
-        t->share[w] = s < lo ? lo : s > hi ? hi : s;
-        total += t->share[w];
-    }
-    for (int w = 0; w < t->n; w++) t->share[w] /= total;
+    double a = longest / (longest + S_LEARN_S);
+    for (int w = 0; w < t->n; w++)
+        t->share[w] = (1.0 - a) * t->share[w] + a * rate[w] / sum;
+    s_bound_shares(t->share, t->n);
 }
 
 void team_run_parts(team_t *t, team_fn fn, void *ctx)
