@@ -9,6 +9,10 @@
  *   int8  blockwise absmax: per block of B values (default 64) one fp16 scale
  *         d = amax/127 and B int8 codes in [-127,127]
  *   int4  the same with codes in [-7,7], two per byte
+ *   hq1..hq4  rotated: per tile of B values (a power of two, default 128)
+ *         a fixed sign pattern and the Walsh-Hadamard rotation, then 1..4
+ *         bits per value, the Lloyd-Max levels of a unit normal times one
+ *         fp16 scale per tile (the tile's RMS); compress/rotq.h
  *
  * and then always through zstd (the raw payload is stored instead when zstd
  * does not save at least FRAME_ZSTD_MIN_SAVING_PCT percent: zstd's z bytes
@@ -24,6 +28,12 @@
  *   int8/int4 with round to nearest: |y-x| <= 0.5*d*(1+2^-10) + amax*2^-36,
  *   d = block amax / 127 (int8) or / 7 (int4); with stochastic rounding the
  *   bound is d*(1+2^-10) + amax*2^-36.
+ *   hq1..hq4: mean squared error about 0.363, 0.118, 0.0345, 0.0095 (1..4
+ *   bits) of the tile's mean square for data that look normal after the
+ *   rotation (the rotation makes most data so); no per-value bound.  The
+ *   encoder refuses (FRAME_E_RANGE) a tensor whose amax times the largest
+ *   level times sqrt(B) reaches FLT_MAX/2, so that what it sends decodes
+ *   finite; stochastic rounding (sr_seed) does not apply to them.
  *   Block scales are rounded toward zero, so |y| never exceeds the block amax
  *   (FLT_MAX inputs decode finite).  The stored scale ds is then a little
  *   below d (ds > d*(1-2^-10) for a normal half), and values above qmax*ds
@@ -43,12 +53,13 @@
  *   off size field
  *     0  4   magic "BTF1" (0x31465442)
  *     4  1   version (1)
- *     5  1   codec id (0 fp32, 1 fp16, 2 bf16, 3 int8, 4 int4)
+ *     5  1   codec id (0 fp32, 1 fp16, 2 bf16, 3 int8, 4 int4, 5..8 hq1..hq4)
  *     6  1   dtype of the tensor (0 = float32)
  *     7  1   ndim (1..FRAME_MAX_NDIM)
  *     8  1   flags (bit0 payload is zstd, bit1 byte-plane layout)
  *     9  1   scale exponent e (int8; values are multiplied by 2^e)
- *    10  2   block size (int8/int4: 8..4096, multiple of 8; float codecs: 0)
+ *    10  2   block size (int8/int4: 8..4096, multiple of 8; hq1..hq4: a
+ *            power of two in 8..4096; float codecs: 0)
  *    12  8   raw length: payload bytes before zstd
  *    20  8   payload length: bytes that follow the header
  *    28 4*ndim  shape, one uint32 per dimension
@@ -63,6 +74,11 @@
  *   int4:  nb fp16 scales, then ceil(n/2) bytes; value i is the nibble
  *          (i&1 ? high : low) of byte i/2, stored as code+8 (1..15); when
  *          n is odd the high nibble of the last byte is 0.
+ *   hq1..hq4: nb fp16 scales, then nb*B codes of b = 1..4 bits (the last
+ *          tile padded), packed little-endian: code i is bits i*b ..
+ *          i*b+b-1 of the stream, stream bit k being bit k%8 of byte k/8.
+ *          Every bit pattern is a code; the decoder refuses negative,
+ *          NaN and Inf scales and a frame whose values decode to NaN/Inf.
  *   nb = ceil(n / block size).  The decoder refuses any other code.
  *
  * Threads: a codec_ctx_t is used by one thread at a time; make one per thread.
@@ -73,13 +89,14 @@
 #include <stdint.h>
 
 enum { CODEC_FP32 = 0, CODEC_FP16 = 1, CODEC_BF16 = 2, CODEC_INT8 = 3, CODEC_INT4 = 4,
-       CODEC_COUNT = 5 };
+       CODEC_HQ1 = 5, CODEC_HQ2 = 6, CODEC_HQ3 = 7, CODEC_HQ4 = 8, CODEC_PCA = 9, CODEC_COUNT = 10 };
 
 #define FRAME_MAGIC 0x31465442u            /* "BTF1" little-endian */
 #define FRAME_VERSION 1
 #define FRAME_MAX_NDIM 8
 #define FRAME_MAX_VALUES (1u << 28)       /* 1 GiB of float32 */
 #define FRAME_DEFAULT_BLOCK 64
+#define FRAME_DEFAULT_TILE 128            /* hq1..hq4 */
 #define FRAME_MIN_BLOCK 8
 #define FRAME_MAX_BLOCK 4096
 #define FRAME_ZSTD_MIN_SAVING_PCT 3
@@ -93,11 +110,12 @@ typedef enum {
     FRAME_E_CODEC, FRAME_E_DTYPE, FRAME_E_NDIM, FRAME_E_FLAGS, FRAME_E_BLOCK,
     FRAME_E_EXPONENT, FRAME_E_SHAPE, FRAME_E_CAP, FRAME_E_RAWLEN,
     FRAME_E_PAYLOADLEN, FRAME_E_CHECKSUM, FRAME_E_ZSTD, FRAME_E_SCALE,
-    FRAME_E_VALUE, FRAME_E_NONFINITE_INPUT, FRAME_E_NOMEM
+    FRAME_E_VALUE, FRAME_E_NONFINITE_INPUT, FRAME_E_NOMEM, FRAME_E_RANGE
 } frame_error_t;
 
 typedef struct {
-    int block_size;     /* int8/int4 values per scale; 0 = FRAME_DEFAULT_BLOCK */
+    int block_size;     /* int8/int4 values per scale (0 = FRAME_DEFAULT_BLOCK);
+                           hq1..hq4 tile (0 = FRAME_DEFAULT_TILE) */
     uint64_t sr_seed;   /* int8/int4 stochastic rounding seed; 0 = round to nearest.
                            Vary it per tensor (e.g. mix in step and stream). */
     float *residual;    /* error feedback: n floats, or NULL.  x + residual is
@@ -126,8 +144,16 @@ typedef struct {
 
 typedef struct codec_ctx_t codec_ctx_t;
 
-/* "fp32","fp16","bf16","int8","int4" -> codec id >= 0; anything else -> -1. */
+/* "fp32","fp16","bf16","int8","int4","hq1".."hq4" -> codec id >= 0;
+ * anything else -> -1. */
 int codec_from_name(const char *name);
+
+/* The block size (encode_opts_t.block_size) for a tensor made of rows of
+ * `row` values (one position's or one sample's vector) so that no block
+ * spans two rows: pca takes the row itself, hq1..hq4 the largest power of
+ * two up to FRAME_DEFAULT_TILE dividing it; 0 (the default) for the other
+ * codecs and for rows no block fits (pca: outside 8..4096; hq: odd rows). */
+int codec_block_for_rows(int codec, size_t row);
 
 /* Codec id -> its name; "?" for an unknown id. */
 const char *codec_name(int id);
@@ -148,6 +174,12 @@ frame_error_t codec_ctx_error(const codec_ctx_t *self);
 /* Largest frame, in bytes, that frame_encode can produce for n_values values
  * of the codec with any block size; 0 for an unknown codec. */
 size_t frame_bound(size_t n_values, int codec);
+
+/* The bytes a frame of n values of the codec takes in a typical tensor, for
+ * a simulator that models tensors by their size: frame_bound, but pca,
+ * whose size depends on the values: a sixteenth of fp32's (what it gives
+ * on gpt activations and gradients; tests/bench/RESULTS.md). */
+size_t frame_typical_len(size_t n_values, int codec);
 
 /* Encodes x (ndim dimensions given by shape, n = product of shape values)
  * into out (cap bytes, at least frame_bound(n, codec) is always enough).

@@ -2,6 +2,8 @@
  * decoder.  Wire format and error bounds: compress/codec.h. */
 #include "compress/codec.h"
 #include "compress/quant.h"
+#include "compress/pca.h"
+#include "compress/rotq.h"
 
 #include <float.h>
 #include <math.h>
@@ -18,6 +20,7 @@
 #define S_MAX_LEVEL 19
 #define S_MIN_EXP (-126)
 #define S_MAX_EXP 126
+#define S_PCA_EPS 0.03125f   /* pca: the coding error about 1/32 of the mean square (pca.h) */
 
 struct codec_ctx_t {
     ZSTD_CCtx *cctx;        /* reused compression context */
@@ -27,12 +30,14 @@ struct codec_ctx_t {
     size_t raw_cap;         /* bytes allocated in raw */
     float *tmp;             /* x + residual for error feedback */
     size_t tmp_cap;         /* floats allocated in tmp */
+    float *work;            /* pca's scratch */
+    size_t work_cap;        /* bytes allocated in work */
     uint8_t *frame;         /* frame buffer for codec_roundtrip */
     size_t frame_cap;       /* bytes allocated in frame */
     frame_error_t error;    /* last error */
 };
 
-static const char *s_names[CODEC_COUNT] = {"fp32", "fp16", "bf16", "int8", "int4"};
+static const char *s_names[CODEC_COUNT] = {"fp32", "fp16", "bf16", "int8", "int4", "hq1", "hq2", "hq3", "hq4", "pca"};
 
 int codec_from_name(const char *name)
 {
@@ -47,6 +52,18 @@ int codec_from_name(const char *name)
 const char *codec_name(int id)
 {
     return id >= 0 && id < CODEC_COUNT ? s_names[id] : "?";
+}
+
+int codec_block_for_rows(int codec, size_t row)
+{
+    if (codec == CODEC_PCA)
+        return row >= FRAME_MIN_BLOCK && row <= FRAME_MAX_BLOCK ? (int)row : 0;
+    if (codec < CODEC_HQ1 || codec > CODEC_HQ4)
+        return 0;
+    for (int bs = FRAME_DEFAULT_TILE; bs >= ROTQ_MIN_TILE; bs /= 2)
+        if (row % (size_t)bs == 0)
+            return bs;
+    return 0;
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -88,7 +105,25 @@ static uint64_t s_get64(const uint8_t *p)
 
 static int s_is_int(int codec) { return codec == CODEC_INT8 || codec == CODEC_INT4; }
 
-/* Raw payload bytes for n values (n <= FRAME_MAX_VALUES, so no overflow). */
+/* Bits per code of a rotated codec (hq1..hq4), 0 for the others. */
+static int s_hq_bits(int codec) { return codec >= CODEC_HQ1 && codec <= CODEC_HQ4 ? codec - CODEC_HQ1 + 1 : 0; }
+
+/* Codecs with a block (tile) size and per-block scales. */
+static int s_is_blocked(int codec) { return s_is_int(codec) || s_hq_bits(codec) || codec == CODEC_PCA; }
+
+/* Whether bs is a block size the codec takes. */
+static int s_block_ok(int codec, int bs)
+{
+    if (s_hq_bits(codec))
+        return rotq_tile_ok(bs);
+    if (codec == CODEC_PCA)
+        return bs >= FRAME_MIN_BLOCK && bs <= FRAME_MAX_BLOCK;
+    return bs >= FRAME_MIN_BLOCK && bs <= FRAME_MAX_BLOCK && bs % 8 == 0;
+}
+
+/* Raw payload bytes for n values (n <= FRAME_MAX_VALUES, so no overflow);
+ * for pca the most it can be (its length says its rank), 0 when bs does not
+ * divide n. */
 static uint64_t s_raw_len(int codec, uint64_t n, int bs)
 {
     uint64_t nb = bs > 0 ? (n + (uint64_t)bs - 1) / (uint64_t)bs : 0;
@@ -98,6 +133,14 @@ static uint64_t s_raw_len(int codec, uint64_t n, int bs)
     case CODEC_BF16: return 2 * n;
     case CODEC_INT8: return 2 * nb + n;
     case CODEC_INT4: return 2 * nb + (n + 1) / 2;
+    case CODEC_HQ1: case CODEC_HQ2: case CODEC_HQ3: case CODEC_HQ4:
+        return 2 * nb + nb * (uint64_t)bs * (uint64_t)s_hq_bits(codec) / 8;
+    case CODEC_PCA: {
+        if (bs <= 0 || n % (uint64_t)bs)
+            return 0;
+        uint64_t m = n / (uint64_t)bs, r = (uint64_t)pca_width_rank(bs);
+        return pca_raw_len((size_t)m, bs, (int)(r < m ? r : m));
+    }
     default: return 0;
     }
 }
@@ -188,6 +231,7 @@ void codec_ctx_destroy(codec_ctx_t **self_p)
     ZSTD_freeDCtx(self->dctx);
     free(self->raw);
     free(self->tmp);
+    free(self->work);
     free(self->frame);
     free(self);
     *self_p = NULL;
@@ -203,7 +247,18 @@ size_t frame_bound(size_t n_values, int codec)
     if (codec < 0 || codec >= CODEC_COUNT || n_values > FRAME_MAX_VALUES)
         return 0;
     uint64_t raw = s_raw_len(codec, n_values, FRAME_MIN_BLOCK);
+    if (s_hq_bits(codec))   /* the last tile's padding: at most a tile of codes */
+        raw += (uint64_t)ROTQ_MAX_TILE * (uint64_t)s_hq_bits(codec) / 8;
+    if (codec == CODEC_PCA)  /* r <= min(m, w): 2 + 2r + r*w + r*m <= 2n + 2 + 2*PCA_MAX_RANK */
+        raw = 2 * (uint64_t)n_values + 2 + 2 * PCA_MAX_RANK;
     return FRAME_HEADER_MAX + ZSTD_compressBound((size_t)raw);
+}
+
+size_t frame_typical_len(size_t n_values, int codec)
+{
+    if (codec == CODEC_PCA && n_values <= FRAME_MAX_VALUES)
+        return FRAME_HEADER_MAX + n_values / 4;
+    return frame_bound(n_values, codec);
 }
 
 /* ------------------------------------------------------------ encode */
@@ -214,13 +269,16 @@ static int s_choose_exp(int codec, float amax)
 {
     if (amax == 0.0f || codec == CODEC_FP32 || codec == CODEC_BF16)
         return 0;
-    double t = codec == CODEC_INT8 ? amax / 127.0 : codec == CODEC_INT4 ? amax / 7.0 : amax;
+    double t = codec == CODEC_INT8 ? amax / 127.0 : codec == CODEC_INT4 ? amax / 7.0 : amax;   /* hq: amax */
     int e = ilogb(t) - 14;                        /* double: no underflow for denormals */
     return e < S_MIN_EXP ? S_MIN_EXP : e > S_MAX_EXP ? S_MAX_EXP : e;
 }
 
-static void s_quantize(uint8_t *raw, const float *x, size_t n, int codec, int bs,
-                       float p2ne, uint64_t seed)
+/* The codec's raw payload of x into raw (raw_len bytes at most); work is
+ * pca's scratch.  Returns the raw length (less than raw_len for pca at a
+ * lower rank). */
+static size_t s_quantize(uint8_t *raw, float *work, const float *x, size_t n, int codec, int bs,
+                         float p2ne, uint64_t seed, size_t raw_len)
 {
     size_t nb = bs > 0 ? (n + (size_t)bs - 1) / (size_t)bs : 0;
     switch (codec) {
@@ -229,8 +287,13 @@ static void s_quantize(uint8_t *raw, const float *x, size_t n, int codec, int bs
     case CODEC_BF16: quant_bf16_planes(raw, x, n); break;
     case CODEC_INT8: quant_q8((uint16_t *)raw, (int8_t *)(raw + 2 * nb), x, n, bs, p2ne, seed); break;
     case CODEC_INT4: quant_q4((uint16_t *)raw, raw + 2 * nb, x, n, bs, p2ne, seed); break;
+    case CODEC_HQ1: case CODEC_HQ2: case CODEC_HQ3: case CODEC_HQ4:
+        rotq_quant((uint16_t *)raw, raw + 2 * nb, x, n, bs, s_hq_bits(codec), p2ne);
+        break;
+    case CODEC_PCA: return pca_encode(raw, x, n / (size_t)bs, bs, p2ne, S_PCA_EPS, work);
     default: assert(0);
     }
+    return raw_len;
 }
 
 /* fp16 planes whose value x 2^e rounded past FLT_MAX: one step toward zero. */
@@ -246,9 +309,14 @@ static void s_f16_clip_top(uint8_t *raw, size_t n, float p2e)
     }
 }
 
+/* A rotated codec's frame whose values decode to NaN or Inf. */
+#define S_E_NONFINITE (-3)
+
 /* raw must be 2-byte aligned.  Returns 0; for int8/int4 QUANT_E_SCALE or
- * QUANT_E_CODE (quant.h); for the float codecs -1 for a NaN/Inf value. */
-static int s_dequantize(float *y, const uint8_t *raw, size_t n, int codec, int bs, float p2e)
+ * QUANT_E_CODE (quant.h); for hq1..hq4 QUANT_E_SCALE or S_E_NONFINITE; for
+ * pca any of the three; for
+ * the float codecs -1 for a NaN/Inf value. */
+static int s_dequantize(float *y, const uint8_t *raw, size_t raw_len, size_t n, int codec, int bs, float p2e)
 {
     size_t nb = bs > 0 ? (n + (size_t)bs - 1) / (size_t)bs : 0;
     switch (codec) {
@@ -257,6 +325,14 @@ static int s_dequantize(float *y, const uint8_t *raw, size_t n, int codec, int b
     case CODEC_BF16: return dequant_bf16_planes(y, raw, n);
     case CODEC_INT8: return dequant_q8(y, (const uint16_t *)raw, (const int8_t *)(raw + 2 * nb), n, bs, p2e);
     case CODEC_INT4: return dequant_q4(y, (const uint16_t *)raw, raw + 2 * nb, n, bs, p2e);
+    case CODEC_HQ1: case CODEC_HQ2: case CODEC_HQ3: case CODEC_HQ4: {
+        int rc = rotq_dequant(y, (const uint16_t *)raw, raw + 2 * nb, n, bs, s_hq_bits(codec), p2e);
+        return rc == -1 ? QUANT_E_SCALE : rc == -2 ? S_E_NONFINITE : 0;
+    }
+    case CODEC_PCA: {
+        int rc = pca_decode(y, raw, raw_len, n / (size_t)bs, bs, p2e);
+        return rc == PCA_E_SCALE ? QUANT_E_SCALE : rc == PCA_E_CODE ? QUANT_E_CODE : rc == PCA_E_NONFINITE ? S_E_NONFINITE : 0;
+    }
     default: return -1;
     }
 }
@@ -282,12 +358,15 @@ static int s_encode_check(codec_ctx_t *ctx, const uint8_t *out, const float *x, 
     if (*n > 0 && !x)
         return s_fail(slot, FRAME_E_ARG, err, errlen, "encode: NULL input");
     *bs = 0;
-    if (s_is_int(codec)) {
-        *bs = opts->block_size ? opts->block_size : FRAME_DEFAULT_BLOCK;
-        if (*bs < FRAME_MIN_BLOCK || *bs > FRAME_MAX_BLOCK || *bs % 8)
-            return s_fail(slot, FRAME_E_BLOCK, err, errlen,
-                          "encode: block size %d not a multiple of 8 in %d..%d", *bs, FRAME_MIN_BLOCK, FRAME_MAX_BLOCK);
+    if (s_is_blocked(codec)) {
+        *bs = opts->block_size ? opts->block_size : s_hq_bits(codec) ? FRAME_DEFAULT_TILE : FRAME_DEFAULT_BLOCK;
+        if (!s_block_ok(codec, *bs))
+            return s_fail(slot, FRAME_E_BLOCK, err, errlen, "encode: block size %d not %s in %d..%d", *bs,
+                          s_hq_bits(codec) ? "a power of two" : "a multiple of 8", FRAME_MIN_BLOCK, FRAME_MAX_BLOCK);
     }
+    if (codec == CODEC_PCA && *n % (uint64_t)*bs)
+        return s_fail(slot, FRAME_E_BLOCK, err, errlen, "encode: pca rows of %d do not divide %llu values", *bs,
+                      (unsigned long long)*n);
     if (opts->zstd < 0 || opts->zstd > 2)
         return s_fail(slot, FRAME_E_ARG, err, errlen, "encode: zstd mode %d not in 0..2", opts->zstd);
     return 0;
@@ -371,25 +450,33 @@ long frame_encode(codec_ctx_t *ctx, uint8_t *out, size_t cap, const float *x,
     }
     float amax;
     memcpy(&amax, &amax_bits, 4);
+    if (s_hq_bits(codec) && (double)amax * rotq_gain(bs, s_hq_bits(codec)) >= 0.5 * FLT_MAX)
+        return s_fail(slot, FRAME_E_RANGE, err, errlen, "encode: %s: largest |value| %g out of its range", codec_name(codec),
+                      (double)amax);
+    if (codec == CODEC_PCA && (double)amax * 4.0 * sqrt((double)bs) >= 0.5 * FLT_MAX)
+        return s_fail(slot, FRAME_E_RANGE, err, errlen, "encode: pca: largest |value| %g out of its range", (double)amax);
     if (s_grow((void **)&ctx->raw, &ctx->raw_cap, raw_len + 1) < 0)
+        return s_fail(slot, FRAME_E_NOMEM, err, errlen, "encode: out of memory");
+    if (codec == CODEC_PCA && s_grow((void **)&ctx->work, &ctx->work_cap,
+                                     sizeof(float) * pca_scratch_floats((size_t)n / (size_t)bs, bs)) < 0)
         return s_fail(slot, FRAME_E_NOMEM, err, errlen, "encode: out of memory");
 
     int e = s_choose_exp(codec, amax);
     float p2ne = ldexpf(1.0f, -e), p2e = ldexpf(1.0f, e);
     if (n > 0)
-        s_quantize(ctx->raw, src, n, codec, bs, p2ne, opts->sr_seed);
+        raw_len = s_quantize(ctx->raw, ctx->work, src, n, codec, bs, p2ne, opts->sr_seed, raw_len);
     if (codec == CODEC_FP16 && e > 127 - 16)
         s_f16_clip_top(ctx->raw, n, p2e);
     if (opts->residual && n > 0) {
         float *r = opts->residual;
-        int rc = s_dequantize(r, ctx->raw, n, codec, bs, p2e);
+        int rc = s_dequantize(r, ctx->raw, raw_len, n, codec, bs, p2e);
         assert(rc == 0);
         (void)rc;
         for (size_t i = 0; i < n; i++)
             r[i] = src[i] - r[i];
     }
 
-    unsigned flags = s_is_int(codec) ? 0 : FRAME_FLAG_PLANES;
+    unsigned flags = s_is_blocked(codec) ? 0 : FRAME_FLAG_PLANES;
     size_t payload_len = s_encode_payload(ctx, out, cap, hdr, raw_len, opts->zstd, &flags);
     s_encode_header(out, hdr, codec, ndim, shape, flags, e, bs, raw_len, payload_len);
     ctx->error = FRAME_OK;
@@ -449,14 +536,14 @@ int frame_peek(frame_info_t *info, const uint8_t *in, size_t len, char *err, siz
     if (len < hdr)
         return s_fail(slot, FRAME_E_SHORT, err, errlen, "frame too short: %zu bytes < header %zu", len, hdr);
     unsigned flags = in[8];
-    unsigned want_planes = s_is_int(codec) ? 0 : FRAME_FLAG_PLANES;
+    unsigned want_planes = s_is_blocked(codec) ? 0 : FRAME_FLAG_PLANES;
     if ((flags & ~(FRAME_FLAG_ZSTD | FRAME_FLAG_PLANES)) || (flags & FRAME_FLAG_PLANES) != want_planes)
         return s_fail(slot, FRAME_E_FLAGS, err, errlen, "frame: bad flags 0x%02x for %s", flags, codec_name(codec));
     int e = (int8_t)in[9];
     if (((codec == CODEC_FP32 || codec == CODEC_BF16) && e != 0) || e < S_MIN_EXP || e > S_MAX_EXP)
         return s_fail(slot, FRAME_E_EXPONENT, err, errlen, "frame: bad scale exponent %d for %s", e, codec_name(codec));
     int bs = s_get16(in + 10);
-    if (s_is_int(codec) ? (bs < FRAME_MIN_BLOCK || bs > FRAME_MAX_BLOCK || bs % 8) : bs != 0)
+    if (s_is_blocked(codec) ? !s_block_ok(codec, bs) : bs != 0)
         return s_fail(slot, FRAME_E_BLOCK, err, errlen, "frame: bad block size %d for %s", bs, codec_name(codec));
     uint64_t n = 1;
     for (int i = 0; i < ndim; i++) {
@@ -465,8 +552,15 @@ int frame_peek(frame_info_t *info, const uint8_t *in, size_t len, char *err, siz
         if (n > FRAME_MAX_VALUES)
             return s_fail(slot, FRAME_E_SHAPE, err, errlen, "frame: shape holds more than %u values", FRAME_MAX_VALUES);
     }
-    uint64_t raw_len = s_get64(in + 12), payload_len = s_get64(in + 20);
-    if (s_check_lengths(slot, err, errlen, raw_len, s_raw_len(codec, n, bs), payload_len, len - hdr, flags))
+    uint64_t raw_len = s_get64(in + 12), payload_len = s_get64(in + 20), want_raw = s_raw_len(codec, n, bs);
+    if (codec == CODEC_PCA) {
+        if (n % (uint64_t)bs)
+            return s_fail(slot, FRAME_E_BLOCK, err, errlen, "frame: pca rows of %d do not divide %llu values", bs,
+                          (unsigned long long)n);
+        if (pca_rank_of(raw_len, (size_t)(n / (uint64_t)bs), bs) >= 0)
+            want_raw = raw_len;   /* any rank the shape allows */
+    }
+    if (s_check_lengths(slot, err, errlen, raw_len, want_raw, payload_len, len - hdr, flags))
         return -1;
     info->codec = codec;
     info->dtype = 0;
@@ -531,11 +625,18 @@ static int s_decode_values(codec_ctx_t *ctx, float *out, const uint8_t *raw, con
         double qmax = fi->codec == CODEC_INT8 ? 127.0 : 7.0;
         near_top = (double)ms * qmax * ldexp(1.0, fi->scale_exp) >= (double)FLT_MAX;
     }
-    int rc = s_dequantize(out, raw, n, fi->codec, bs, ldexpf(1.0f, fi->scale_exp));
+    int rc = s_dequantize(out, raw, (size_t)fi->raw_len, n, fi->codec, bs, ldexpf(1.0f, fi->scale_exp));
     if (is_int && rc == QUANT_E_SCALE)
         return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf/negative scale");
     if (is_int && rc == QUANT_E_CODE)
         return s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: %s code out of range", codec_name(fi->codec));
+    int other = s_hq_bits(fi->codec) || fi->codec == CODEC_PCA;
+    if (other && rc == QUANT_E_SCALE)
+        return s_fail(slot, FRAME_E_SCALE, err, errlen, "decode: NaN/Inf/negative scale");
+    if (fi->codec == CODEC_PCA && rc == QUANT_E_CODE)
+        return s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: pca code out of range");
+    if (other && rc == S_E_NONFINITE)
+        return s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: %s values decode to NaN/Inf", codec_name(fi->codec));
     if (rc < 0)
         return s_fail(slot, FRAME_E_VALUE, err, errlen, "decode: NaN/Inf value");
     if (near_top && quant_absmax_bits(out, n) >= 0x7f800000u)

@@ -88,7 +88,8 @@ static int s_forward(solo_t *s)
         if (k > 0) {
             size_t n = stage_in_size(&s->st[k]->s, B, T);
             memcpy(s->acts[k]->in, s->acts[k - 1]->out, sizeof(float) * n);
-            if (s->act_codec != 0 && codec_roundtrip(s->codec, s->acts[k]->in, n, s->act_codec, NULL) < 0)
+            encode_opts_t eo = { .block_size = codec_block_for_rows(s->act_codec, n / ((size_t)B * T)) };
+            if (s->act_codec != 0 && codec_roundtrip(s->codec, s->acts[k]->in, n, s->act_codec, &eo) < 0)
                 return -1;
         }
         stage_forward(&s->st[k]->s, s->w[k], s->acts[k]);
@@ -104,7 +105,8 @@ static int s_backward(solo_t *s, float scale)
             size_t n = stage_out_size(&s->st[k]->s, B, T);
             memcpy(s->acts[k]->dout, s->acts[k + 1]->din, sizeof(float) * n);
             if (s->grad_codec != 0) {
-                encode_opts_t eo = { .residual = s->residual[k], .sr_seed = 0 };
+                encode_opts_t eo = { .residual = s->residual[k], .sr_seed = 0,
+                                     .block_size = codec_block_for_rows(s->grad_codec, n / ((size_t)B * T)) };
                 if (codec_roundtrip(s->codec, s->acts[k]->dout, n, s->grad_codec, &eo) < 0)
                     return -1;
             }

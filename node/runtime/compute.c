@@ -4,6 +4,7 @@
  * here, the schedule, the end of a run, evaluation, state and moves, the
  * split choice and weight delay. */
 #include "node/runtime/compute/internal.h"
+#include "compress/codec.h"
 #include "node/runtime/invariant.h"
 #include "node/engine/modelfile.h"
 #include "node/engine/rng.h"
@@ -68,6 +69,7 @@ mail_t *compute_tensor_mail(compute_t *c, int type, uint64_t peer, uint64_t mb, 
     }
     m->n = n;
     m->codec = codec;
+    m->block = codec_block_for_rows(codec, n / ((size_t)c->shape.B * (size_t)c->shape.T));   /* blocks within one position */
     wire_hdr_init(&m->hdr, (wire_type_t)type);
     m->hdr.mb = mb;
     m->hdr.wversion = (uint32_t)c->version;

@@ -94,6 +94,7 @@ typedef struct mail {
     float *x;               /* TENSOR: decoded values; SEND: values to encode (owned) */
     size_t n;               /* floats in x (SEND without x: a modelled tensor of n floats) */
     int codec;              /* SEND: codec id of x (-1: no tensor) */
+    int block;              /* SEND: the codec's block size (0: its default; codec_block_for_rows) */
     int feedback;           /* SEND: carry this destination stream's quantization error forward */
     uint8_t *aux;           /* ACT targets (one byte each), or a ready-made frame (owned) */
     size_t aux_len;         /* its bytes */

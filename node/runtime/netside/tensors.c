@@ -161,14 +161,14 @@ static long s_encode(netside_t *ns, const mail_t *m, uint8_t **frame, uint64_t *
         *frame = malloc(PROTO_MODELLED_LEN);
         if (!*frame) return -1;
         proto_put_modelled(*frame, m->n);
-        *virt = frame_bound(m->n, m->codec);
+        *virt = frame_typical_len(m->n, m->codec);
         return PROTO_MODELLED_LEN;
     }
     size_t cap = frame_bound(m->n, m->codec);
     *frame = malloc(cap);
     if (!*frame) return -1;
     uint32_t shape[1] = { (uint32_t)m->n };
-    encode_opts_t eo = { .residual = m->feedback ? s_residual(ns, m->peer, m->n) : NULL };
+    encode_opts_t eo = { .residual = m->feedback ? s_residual(ns, m->peer, m->n) : NULL, .block_size = m->block };
     char err[200];
     return frame_encode(ns->tensor.enc, *frame, cap, m->x, shape, 1, m->codec, &eo, err, sizeof err);
 }
