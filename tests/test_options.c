@@ -203,7 +203,7 @@ static void test_opts_local_bounds(void)
     CHECK(s_parse(&o, OPTS_SOLO, "", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
     CHECK(o.stages == 1 && strcmp(o.codec, "fp32") == 0 && strcmp(o.grad_codec, "fp32") == 0);
     CHECK(s_parse(&o, OPTS_NODE, "", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
-    CHECK(o.stages == 4 && strcmp(o.codec, "int8") == 0 && strcmp(o.grad_codec, "int8") == 0);
+    CHECK(o.stages == 4 && strcmp(o.codec, "pca") == 0 && strcmp(o.grad_codec, "pca") == 0);
 }
 
 int main(void)

@@ -1,9 +1,12 @@
 /* bench_codec.c: compression ratio, error and speed of every codec, beside
  * memcpy measured in the same run, on one core.
  *
- *   bench_codec [-n VALUES] [-l ZSTD_LEVEL] [FILE]
+ *   bench_codec [-n VALUES] [-l ZSTD_LEVEL] [-w ROW] [FILE]
  *
  * -n: values of synthetic data (default 4M), or at most that many from FILE.
+ * -w: the values of one row (one position's vector: the model's width,
+ * default 256), which hq and pca blocks never span; the values are cut to
+ * whole rows.
  * FILE holds raw little-endian float32 values (e.g. dumped activations);
  * without it the data is synthetic: gaussian-ish with heavy tails.  Prints
  * markdown tables: the codecs, then what zstd and the payload layout add. */
@@ -90,17 +93,19 @@ typedef struct {
 int main(int argc, char **argv)
 {
     size_t n = 1u << 22;
-    int level = 1, n_given = 0;
+    int level = 1, n_given = 0, row = 256;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc)
             n = strtoul(argv[++i], NULL, 10), n_given = 1;
         else if (!strcmp(argv[i], "-l") && i + 1 < argc)
             level = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-w") && i + 1 < argc)
+            row = atoi(argv[++i]);
         else if (argv[i][0] != '-')
             path = argv[i];
         else {
-            fprintf(stderr, "usage: bench_codec [-n VALUES] [-l ZSTD_LEVEL] [FILE.f32]\n");
+            fprintf(stderr, "usage: bench_codec [-n VALUES] [-l ZSTD_LEVEL] [-w ROW] [FILE.f32]\n");
             return 2;
         }
     }
@@ -115,6 +120,11 @@ int main(int argc, char **argv)
         x = malloc(n * sizeof *x);
         s_synthetic(x, n);
     }
+    if (row < 1) {
+        fprintf(stderr, "bench_codec: -w %d: a row holds at least one value\n", row);
+        return 2;
+    }
+    n -= n % (size_t)row;
     if (n == 0 || n > FRAME_MAX_VALUES) {
         fprintf(stderr, "bench_codec: %zu values: need 1..%u\n", n, FRAME_MAX_VALUES);
         return 1;
@@ -132,8 +142,8 @@ int main(int argc, char **argv)
     S_TIME(t, memcpy(cp, x, n * sizeof *x); __asm__ volatile("" ::"r"(cp) : "memory"));
     double memcpy_gbs = raw / t / 1e9;
 
-    printf("## codecs (%s, %zu values, zstd level %d, one core)\n\n",
-           path ? path : "synthetic heavy-tailed gaussian", n, level);
+    printf("## codecs (%s, %zu values, rows of %d, zstd level %d, one core)\n\n",
+           path ? path : "synthetic heavy-tailed gaussian", n, row, level);
     printf("| codec | ratio | rel L2 err | encode GB/s | decode GB/s | memcpy GB/s |\n");
     printf("|---|---:|---:|---:|---:|---:|\n");
     s_row_t rows[] = {
@@ -142,10 +152,12 @@ int main(int argc, char **argv)
         {"int8 zstd always", CODEC_INT8, 2, 0}, {"int8 stochastic", CODEC_INT8, 0, 7},
         {"int4", CODEC_INT4, 0, 0}, {"int4 no zstd", CODEC_INT4, 1, 0},
         {"int4 zstd always", CODEC_INT4, 2, 0}, {"int4 stochastic", CODEC_INT4, 0, 7},
+        {"hq2", CODEC_HQ2, 0, 0}, {"hq3", CODEC_HQ3, 0, 0}, {"hq4", CODEC_HQ4, 0, 0}, {"pca", CODEC_PCA, 0, 0},
     };
     char err[256];
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
-        encode_opts_t o = {.zstd = rows[r].zstd, .sr_seed = rows[r].seed};
+        encode_opts_t o = {.zstd = rows[r].zstd, .sr_seed = rows[r].seed,
+                           .block_size = codec_block_for_rows(rows[r].codec, (size_t)row)};
         size_t cap = frame_bound(n, rows[r].codec);
         long len = 0;
         double te, td;
