@@ -20,7 +20,7 @@
 #define S_MAX_LEVEL 19
 #define S_MIN_EXP (-126)
 #define S_MAX_EXP 126
-#define S_PCA_EPS 0.03125f   /* pca: the coding error about 1/32 of the mean square (pca.h) */
+#define S_PCA_EPS 0.02f   /* pca: the coefficients' coding error about 1/50 of the mean square (pca.h) */
 
 struct codec_ctx_t {
     ZSTD_CCtx *cctx;        /* reused compression context */

@@ -7,6 +7,8 @@
 
 #define S_ITERS 3          /* subspace iterations (the Rayleigh-Ritz step sorts out the rest) */
 #define S_JACOBI_SWEEPS 30
+#define S_BASIS_SHARE 0.5  /* a direction's basis step over the one that would give it the coefficients'
+                              error: its basis then adds about a quarter of that */
 
 int pca_width_rank(int w) { return w < PCA_MAX_RANK ? w : PCA_MAX_RANK; }
 
@@ -221,6 +223,40 @@ static void s_directions(float *v, float *g, float *t, const float *x, size_t m,
 
 /* ------------------------------------------------------------ codec */
 
+/* y[j*m + i] = row i . basis row j (times p2ne) for the p basis rows;
+ * returns the largest |y|. */
+static float s_coefs(float *y, const float *x, const float *basis, size_t m, int w, int p, float p2ne)
+{
+    float ymax = 0.0f;
+    for (size_t i = 0; i < m; i++)
+        for (int j = 0; j < p; j++) {
+            float s = s_dot(x + i * (size_t)w, basis + (size_t)j * (size_t)w, w) * p2ne;
+            y[(size_t)j * m + i] = s;
+            ymax = fmaxf(ymax, fabsf(s));
+        }
+    return ymax;
+}
+
+/* Codes direction v (w long) into d (its scale, then w codes) and vq (as
+ * decoded), with a step of at least floor: a direction whose coefficients
+ * carry energy e is coded no finer than its coefficients' error needs
+ * (floor = step * sqrt(m / (w e)) makes the basis's share of the error
+ * about that of the coefficients), so a weak direction's codes are small. */
+static void s_code_basis(uint8_t *d, float *vq, const float *v, int w, float floor)
+{
+    float amax = 0.0f;
+    for (int c = 0; c < w; c++)
+        amax = fmaxf(amax, fabsf(v[c]));
+    uint16_t hs = s_f16_up(fmaxf(amax / 127.0f, floor));
+    float sc = quant_f16_to_f32(hs);
+    s_put16(d, hs);
+    for (int c = 0; c < w; c++) {
+        float code = sc > 0 ? fminf(fmaxf(rintf(v[c] / sc), -127.0f), 127.0f) : 0.0f;
+        d[2 + c] = (uint8_t)(int8_t)code;
+        vq[c] = code * sc;
+    }
+}
+
 size_t pca_encode(uint8_t *raw, const float *x, size_t m, int w, float p2ne, float eps, float *scratch)
 {
     int p = pca_width_rank(w);
@@ -233,43 +269,27 @@ size_t pca_encode(uint8_t *raw, const float *x, size_t m, int w, float p2ne, flo
     for (size_t i = 0; i < n; i++)
         msq += (double)(x[i] * p2ne) * (double)(x[i] * p2ne);
     msq /= (double)(n ? n : 1);
-    if (p == 0 || msq == 0.0) {
-        s_put16(raw, 0);
+    s_put16(raw, 0);
+    if (p == 0 || msq == 0.0)
         return pca_raw_len(m, w, 0);
-    }
     s_directions(v, g, t, x, m, w, p, p2ne);
-    size_t per = 2 + (size_t)w + m;
-    uint8_t *dir = raw + 2;
-    for (int j = 0; j < p; j++) {                    /* basis codes, and the basis as decoded */
-        const float *vj = v + (size_t)j * (size_t)w;
-        float amax = 0.0f;
-        for (int c = 0; c < w; c++)
-            amax = fmaxf(amax, fabsf(vj[c]));
-        uint16_t hs = s_f16_up(amax / 127.0f);
-        float sc = quant_f16_to_f32(hs);
-        uint8_t *d = dir + (size_t)j * per;
-        s_put16(d, hs);
-        for (int c = 0; c < w; c++) {
-            float code = sc > 0 ? fminf(fmaxf(rintf(vj[c] / sc), -127.0f), 127.0f) : 0.0f;
-            d[2 + c] = (uint8_t)(int8_t)code;
-            vq[(size_t)j * (size_t)w + c] = code * sc;
-        }
-    }
-    float ymax = 0.0f;                               /* coefficients on the decoded basis */
-    for (size_t i = 0; i < m; i++) {
-        const float *r = x + i * (size_t)w;
-        for (int j = 0; j < p; j++) {
-            float s = s_dot(r, vq + (size_t)j * (size_t)w, w) * p2ne;
-            y[(size_t)j * m + i] = s;
-            ymax = fmaxf(ymax, fabsf(s));
-        }
-    }
-    float step = (float)sqrt(12.0 * (double)eps * msq);
-    if (ymax > 127.0f * step)
-        step = ymax / 127.0f;
+    float ymax = s_coefs(y, x, v, m, w, p, p2ne);
+    float step = fmaxf((float)sqrt(12.0 * (double)eps * msq), ymax / 127.0f);
     uint16_t hstep = s_f16_up(step);
     step = quant_f16_to_f32(hstep);
     s_put16(raw, hstep);
+    size_t per = 2 + (size_t)w + m;
+    uint8_t *dir = raw + 2;
+    for (int j = 0; j < p; j++) {
+        double e = 0.0;
+        for (size_t i = 0; i < m; i++)
+            e += (double)y[(size_t)j * m + i] * y[(size_t)j * m + i];
+        float floor = e > 0 ? (float)(S_BASIS_SHARE * step * sqrt((double)m / ((double)w * e))) : 0.0f;
+        s_code_basis(dir + (size_t)j * per, vq + (size_t)j * (size_t)w, v + (size_t)j * (size_t)w, w, floor);
+    }
+    /* the coefficients stay those on the exact basis: on the coded one,
+     * which is not quite orthonormal, X Vq Vq^T would add the directions'
+     * overlaps to the error */
     int r = 0;
     for (int j = 0; j < p; j++) {
         int8_t *cq = (int8_t *)(dir + (size_t)j * per + 2 + (size_t)w);

@@ -7,12 +7,16 @@
  * matrix X^T X, by subspace iteration from a fixed start and a Jacobi
  * Rayleigh-Ritz step), keeps at most PCA_MAX_RANK of them, codes each
  * direction's basis vector in int8 (one fp16 scale per direction) and every
- * row's coefficient on it as an int8 multiple of one step for the whole
- * tensor.  One uniform step over the directions spends bits where the
- * energy is (reverse water-filling): a weak direction's coefficients
- * round to zero, and trailing directions whose codes are all zero are not
- * sent.  The step is sqrt(12 * eps * mean square) (eps the coding error's
- * share of the mean square, about), raised so that no code passes 127.
+ * row's coefficient on it (on the exact basis) as an int8 multiple of one
+ * step for the whole tensor.  One uniform step over the directions spends
+ * bits where the energy is (reverse water-filling): a weak direction's
+ * coefficients round to zero, and trailing directions whose codes are all
+ * zero are not sent.  The step is sqrt(12 * eps * mean square) (eps the
+ * coefficients' coding error's share of the mean square, about), raised so
+ * that no code passes 127.  A direction's basis step is at least what
+ * keeps its error near a quarter of its coefficients' (weaker directions
+ * get coarser bases, whose small codes zstd then packs), and at least
+ * 1/127 of its largest entry.
  *
  * As in quant.h the kernels work on x * 2^-e (p2ne) and the decoder
  * multiplies by 2^e (p2e).
