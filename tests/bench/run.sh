@@ -174,8 +174,8 @@ run_pass() {
     grep -v '^kv ' "$WORK/torch.$pass.out"
     profile "$pass" "$@"
     "$@" "$BUILD/bench/bench_codec" > "$WORK/codec.$pass.synth" 2>&1
-    "$@" "$BUILD/bench/bench_codec" "$ACTS" > "$WORK/codec.$pass.acts" 2>&1
-    "$@" "$BUILD/bench/bench_codec" "$GRADS" > "$WORK/codec.$pass.grads" 2>&1
+    "$@" "$BUILD/bench/bench_codec" -w 256 "$ACTS" > "$WORK/codec.$pass.acts" 2>&1    # gpt-small: rows of 256
+    "$@" "$BUILD/bench/bench_codec" -w 256 "$GRADS" > "$WORK/codec.$pass.grads" 2>&1
     for s in synth acts grads; do
         echo
         sed -n '/^## codecs/,/^## payload/p' "$WORK/codec.$pass.$s" | grep -v '^## payload'
@@ -327,7 +327,7 @@ crow() {   # file label column(2 ratio, 3 err, 4 enc, 5 dec, 6 memcpy)
     echo
     echo "| codec | ratio synth | ratio acts | ratio grads | rel L2 err acts | rel L2 err grads | encode GB/s acts | decode GB/s acts | encode GB/s grads | decode GB/s grads | memcpy GB/s | encode/decode acts, 2nd pass |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    for c in fp32 fp16 bf16 int8 "int8 stochastic" int4 "int4 stochastic"; do
+    for c in fp32 fp16 bf16 int8 "int8 stochastic" int4 "int4 stochastic" hq2 hq3 hq4 pca; do
         s=$WORK/codec.set
         printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n' "$c" \
             "$(crow $s.synth "$c" 2)" "$(crow $s.acts "$c" 2)" "$(crow $s.grads "$c" 2)" \
