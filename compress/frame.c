@@ -249,8 +249,8 @@ size_t frame_bound(size_t n_values, int codec)
     uint64_t raw = s_raw_len(codec, n_values, FRAME_MIN_BLOCK);
     if (s_hq_bits(codec))   /* the last tile's padding: at most a tile of codes */
         raw += (uint64_t)ROTQ_MAX_TILE * (uint64_t)s_hq_bits(codec) / 8;
-    if (codec == CODEC_PCA)  /* r <= min(m, w): 2 + 2r + r*w + r*m <= 2n + 2 + 2*PCA_MAX_RANK */
-        raw = 2 * (uint64_t)n_values + 2 + 2 * PCA_MAX_RANK;
+    if (codec == CODEC_PCA)  /* r <= min(w, 64): r*m <= n, r*w <= 64*4096, so 2 + r*(2 + w + m) is below */
+        raw = (uint64_t)n_values + (uint64_t)PCA_MAX_RANK * FRAME_MAX_BLOCK + 2 + 2 * PCA_MAX_RANK;
     return FRAME_HEADER_MAX + ZSTD_compressBound((size_t)raw);
 }
 

@@ -404,6 +404,16 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
             return -1;
         }
         const char *flag[2] = { "--codec", "--grad-codec" }, *codec[2] = { o->codec, o->grad_codec };
+        size_t row = n / ((size_t)o->batch * (size_t)c->maxT);
+        for (int d = 0; d < 2; d++) {
+            int id = codec_from_name(codec[d]);
+            if ((id == CODEC_PCA || (id >= CODEC_HQ1 && id <= CODEC_HQ4)) && codec_block_for_rows(id, row) == 0) {
+                snprintf(err, errlen, "%s %s: the tensor between stages %d and %d has rows of %zu values, which its "
+                         "blocks cannot keep to (pca: 8..4096 values, hq: a multiple of 8); pick int8",
+                         flag[d], codec[d], k, k + 1, row);
+                return -1;
+            }
+        }
         for (int d = 0; d < 2; d++)
             if (frame_bound(n, codec_from_name(codec[d])) > WIRE_FRAME_BYTES_MAX) {
                 snprintf(err, errlen, "--batch %d: the tensor between stages %d and %d (%zu values) can take more than "
