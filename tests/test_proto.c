@@ -222,6 +222,38 @@ static void test_modelled_roundtrip(void)
     CHECK(s_cuts_refused(s_get_modelled, &n, b, sizeof b));
 }
 
+/* The targets of an ACT: one byte each up to vocabulary 256, then 2, then
+ * 4, little-endian; a wrong length or a target not below V is refused. */
+static void test_targets_roundtrip(void)
+{
+    static const struct { int V, w; } widths[] = { { 2, 1 }, { 256, 1 }, { 257, 2 }, { 50257, 2 }, { 65536, 2 },
+                                                   { 65537, 4 }, { 1 << 30, 4 } };
+    for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+        int V = widths[k].V, w = proto_target_width(V);
+        CHECK(w == widths[k].w);
+        int t[5] = { 0, 1, V / 2, V - 2, V - 1 }, back[5];
+        uint8_t buf[5 * 4];
+        proto_put_targets(buf, t, 5, w);
+        CHECK(proto_get_targets(back, buf, 5 * (size_t)w, 5, w, V) == 0);
+        CHECK(memcmp(back, t, sizeof t) == 0);
+        CHECK(proto_get_targets(NULL, buf, 5 * (size_t)w, 5, w, V) == 0);
+        CHECK(proto_get_targets(back, buf, 5 * (size_t)w - 1, 5, w, V) == -1);
+        CHECK(proto_get_targets(back, buf, 5 * (size_t)w, 4, w, V) == -1);
+        CHECK(proto_get_targets(back, buf, 5 * (size_t)w, 5, w, V - 1) == -1);   /* V - 1 is out of range there */
+    }
+    /* the byte offsets of proto.h: target i at i*w, low byte first */
+    int t[2] = { 0x1234, 0x0201 };
+    uint8_t b2[4], b4[8];
+    proto_put_targets(b2, t, 2, 2);
+    CHECK(b2[0] == 0x34 && b2[1] == 0x12 && b2[2] == 0x01 && b2[3] == 0x02);
+    proto_put_targets(b4, t, 2, 4);
+    CHECK(b4[0] == 0x34 && b4[1] == 0x12 && b4[2] == 0 && b4[3] == 0 && b4[4] == 0x01 && b4[5] == 0x02);
+    uint8_t b1[2] = { 7, 255 };
+    int back[2];
+    CHECK(proto_get_targets(back, b1, 2, 2, 1, 256) == 0 && back[0] == 7 && back[1] == 255);
+    CHECK(proto_get_targets(back, b1, 2, 2, 3, 256) == -1);   /* no such width */
+}
+
 static void test_plan_flags(void)
 {
     CHECK(plan_of_flags(plan_flags(-1)) == -1);
@@ -240,6 +272,7 @@ int main(void)
     RUN(test_status_roundtrip);
     RUN(test_status_links);
     RUN(test_modelled_roundtrip);
+    RUN(test_targets_roundtrip);
     RUN(test_plan_flags);
     CHECK_EXIT();
 }

@@ -257,3 +257,29 @@ int proto_get_modelled(uint64_t *n, const uint8_t *buf, size_t len)
     *n = rbuf_get_u64(&r);
     return rbuf_error(&r) ? -1 : 0;
 }
+
+int proto_target_width(int V)
+{
+    return V <= 256 ? 1 : V <= 65536 ? 2 : 4;
+}
+
+void proto_put_targets(uint8_t *out, const int *t, size_t n, int w)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (w == 1) out[i] = (uint8_t)t[i];
+        else if (w == 2) le_put16(out + 2 * i, (uint16_t)t[i]);
+        else le_put32(out + 4 * i, (uint32_t)t[i]);
+    }
+}
+
+int proto_get_targets(int *t, const uint8_t *buf, size_t len, size_t n, int w, int V)
+{
+    if ((w != 1 && w != 2 && w != 4) || n > SIZE_MAX / 4 || len != n * (size_t)w) return -1;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p = buf + i * (size_t)w;
+        uint32_t v = w == 1 ? p[0] : w == 2 ? le_get16(p) : le_get32(p);
+        if (V < 0 || v >= (uint32_t)V) return -1;
+        if (t) t[i] = (int)v;
+    }
+    return 0;
+}

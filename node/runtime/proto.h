@@ -23,7 +23,7 @@
  *   PING, PONG  none (hdr.mb: the nonce)
  *   ACT, GRAD, AVG  frame 0: a tensor frame (compress/frame.h), or in the
  *               simulator a modelled one (proto_put_modelled); ACT frame 1:
- *               the targets (the last stage's), raw bytes
+ *               the targets (the last stage's): proto_put_targets
  *   STATE_REQ   none (hdr.stage: the stage wanted)
  *   STATE       frame 0: proto_state_pre_t; frame 1: the chunk's bytes
  *               (hdr.mb: the chunk's index)
@@ -225,6 +225,22 @@ void proto_put_links(wbuf_t *w, const uint8_t *links, uint32_t n);
  * what it can): blobs[i]/lens[i] each record's announcement (NULL/0 when
  * absent), links[i] STATUS_LINK_* or STATUS_LINK_UNKNOWN. */
 void proto_get_status_rest(rbuf_t *r, int k, const uint8_t **blobs, size_t *lens, uint8_t *links);
+
+/* ---- ACT frame 1: the targets ---------------------------------------------
+ *   offset size field
+ *        0  n*w targets    n unsigned integers of w bytes each, little-endian:
+ *                          target i at offset i*w.  w = proto_target_width(V)
+ *                          of the run's vocabulary V: 1 when V <= 256 (one
+ *                          byte each), 2 when V <= 65536, else 4.  n: the
+ *                          microbatch's batch x context (batch for an mlp) */
+/* The bytes per target of a run of vocabulary V (1, 2 or 4). */
+int proto_target_width(int V);
+/* Writes targets t[0..n) (each in 0 .. 2^(8w)-1) into out, n*w bytes. */
+void proto_put_targets(uint8_t *out, const int *t, size_t n, int w);
+/* Reads n targets of w bytes from buf (len bytes) into t[0..n) (t NULL:
+ * checks only).  0, or -1 when len is not n*w or a target is not below V
+ * (t then partly written). */
+int proto_get_targets(int *t, const uint8_t *buf, size_t len, size_t n, int w, int V);
 
 /* ---- a modelled tensor (simulator) -----------------------------------------
  *   offset size field
