@@ -250,12 +250,16 @@ static void s_tensor(rogue_t *r, int kind, int type, const uint8_t *frame, size_
     uint8_t h[WIRE_HDR_LEN];
     s_hdr(r, h, type, r->tstage < 0 ? 0 : r->tstage, s_rand(r) & 0xffffff);
     size_t nt = r->targets_n ? r->targets_n : 64;
-    uint8_t *tg = calloc(nt, 1);
-    if (!tg) return;
-    for (size_t i = 0; i < nt; i++) tg[i] = (uint8_t)(s_rand(r) % (uint64_t)(r->V > 0 ? r->V : 256));
+    int V = r->V > 0 ? r->V : 256, w = proto_target_width(V);
+    int *t = calloc(nt, sizeof *t);
+    uint8_t *tg = calloc(nt, (size_t)w);
+    if (!t || !tg) { free(t); free(tg); return; }
+    for (size_t i = 0; i < nt; i++) t[i] = (int)(s_rand(r) % (uint64_t)V);
+    proto_put_targets(tg, t, nt, w);
     const void *f[3] = { h, frame, tg };
-    size_t l[3] = { WIRE_HDR_LEN, len, nt };
+    size_t l[3] = { WIRE_HDR_LEN, len, nt * (size_t)w };
     s_sendv(r, kind, f, l, type == WIRE_ACT ? 3 : 2, 1);
+    free(t);
     free(tg);
 }
 
@@ -583,6 +587,7 @@ typedef struct {
     double clock;               /* its seconds (s_clk) */
     char adv[PEER_ADDR_MAX];
     int states;                 /* MAIL_STATEs posted to the compute side with a state in them */
+    int tensors;                /* MAIL_TENSORs posted to it */
 } tnode_t;
 
 /* The compute side of a test node: counts the states that come, drops the rest. */
@@ -590,17 +595,19 @@ static void s_post_tally(void *a, mail_t *m)
 {
     tnode_t *n = a;
     n->states += m->kind == MAIL_STATE && m->state != NULL;
+    n->tensors += m->kind == MAIL_TENSOR;
     mail_free(m);
 }
 
-enum { TN_ADOPT = 1, TN_RELAY = 2, TN_YOUNG = 4 };
+enum { TN_ADOPT = 1, TN_RELAY = 2, TN_YOUNG = 4, TN_VOCAB512 = 8 };
 
 /* A node serving `stage` of a 4-stage gpt-tiny run (the creator when stage >= 0,
  * a joiner waiting for its WELCOME when stage < 0); modelled: tensors and
  * state are sizes only (no buffers of the stage's size go by); flags TN_ADOPT:
  * its port adopts the connections outward-only peers open to it
  * (s_box_adopt); TN_RELAY: it relays for outward-only peers; TN_YOUNG: its
- * clock (seconds since its process started) begins at 2 s, not 100 s. */
+ * clock (seconds since its process started) begins at 2 s, not 100 s;
+ * TN_VOCAB512: the run's vocabulary is 512 (targets of 2 bytes). */
 static int s_tnode_as(tnode_t *n, int stage, int modelled, const char *adv, int flags)
 {
     char err[300];
@@ -608,6 +615,8 @@ static int s_tnode_as(tnode_t *n, int stage, int modelled, const char *adv, int 
     opts_defaults(&n->o, OPTS_NODE);
     n->o.stages = 4;
     n->o.stage = stage;
+    char *vocab[] = { "brigade", "node", "--vocab", "512" };
+    if ((flags & TN_VOCAB512) && opts_parse(&n->o, OPTS_NODE, 4, vocab, 2, err, sizeof err) < 0) return -1;
     if (opts_resolve(&n->o, err, sizeof err) < 0) { printf("  opts: %s\n", err); return -1; }
     if (keypair_generate(&n->kp, err, sizeof err) < 0) return -1;
     snprintf(n->adv, sizeof n->adv, "%s", adv);
@@ -1020,25 +1029,36 @@ static void t_join_checkpoint_of_other_run(void)
     s_tnode_free(&boot);
 }
 
+/* A modelled stage-1 node a (s_tnode_as flags) with its sizes set (si), and
+ * a stage-0 peer up that introduced itself to it.  0, or -1 (a is then not
+ * made). */
+static int s_stage1_fed(tnode_t *a, int flags, keypair_t *up, self_info_t *si)
+{
+    char err[300];
+    if (s_tnode_as(a, 1, 1, "127.0.0.1:7000", flags) < 0) return -1;
+    stage_t st;
+    if (keypair_generate(up, err, sizeof err) < 0 || stage_init(&st, &a->o.cfg, 1, a->o.stages, err, sizeof err) < 0) {
+        s_tnode_free(a);
+        return -1;
+    }
+    memset(si, 0, sizeof *si);
+    si->stage = 1;
+    si->in_n = stage_in_size(&st, a->o.batch, a->o.cfg.maxT);
+    si->out_n = stage_out_size(&st, a->o.batch, a->o.cfg.maxT);
+    si->nparams = st.nparams;
+    netside_set_self(a->ns, si);
+    s_send_join(a->ns, up, "127.0.0.1:7001", 0, 1);   /* the stage-0 peer introduces itself */
+    return 0;
+}
+
 /* Tensors that reach a node after its compute side ended (its peers have
  * not heard yet) are not bad messages: no drop, no strike. */
 static void t_tensor_after_leave_not_dropped(void)
 {
     tnode_t a;
     keypair_t up;
-    char err[300];
-    if (s_tnode(&a, 1, 1, "127.0.0.1:7000") < 0) { CHECK(0); return; }
-    CHECK(keypair_generate(&up, err, sizeof err) == 0);
-    stage_t st;
-    CHECK(stage_init(&st, &a.o.cfg, 1, a.o.stages, err, sizeof err) == 0);
     self_info_t si;
-    memset(&si, 0, sizeof si);
-    si.stage = 1;
-    si.in_n = stage_in_size(&st, a.o.batch, a.o.cfg.maxT);
-    si.out_n = stage_out_size(&st, a.o.batch, a.o.cfg.maxT);
-    si.nparams = st.nparams;
-    netside_set_self(a.ns, &si);
-    s_send_join(a.ns, &up, "127.0.0.1:7001", 0, 1);   /* a stage-0 peer introduces itself */
+    if (s_stage1_fed(&a, 0, &up, &si) < 0) { CHECK(0); return; }
     uint8_t cnt[PROTO_MODELLED_LEN], targets[4096];
     proto_put_modelled(cnt, si.in_n);
     size_t ntarg = (size_t)a.o.batch * (size_t)a.o.cfg.maxT;
@@ -1059,6 +1079,43 @@ static void t_tensor_after_leave_not_dropped(void)
     s_deliver(a.ns, &up, WIRE_ACT, 1, 0, 8, f, l, 2);
     CHECKF(s_drops(&a) == d0, "an ACT after the compute side ended counted as %llu drops",
            (unsigned long long)(s_drops(&a) - d0));
+    s_tnode_free(&a);
+}
+
+/* A run of vocabulary 512: an ACT's targets are 2 bytes each.  Targets up
+ * to 511 are taken; a frame of one byte per target, or a target of 512, is
+ * dropped and counted, and nothing of it reaches the compute side. */
+static void t_wide_targets_checked(void)
+{
+    tnode_t a;
+    keypair_t up;
+    self_info_t si;
+    if (s_stage1_fed(&a, TN_VOCAB512, &up, &si) < 0) { CHECK(0); return; }
+    CHECK(a.o.cfg.V == 512 && proto_target_width(a.o.cfg.V) == 2);
+    size_t ntarg = (size_t)a.o.batch * (size_t)a.o.cfg.maxT;
+    int *t = calloc(ntarg, sizeof *t);
+    uint8_t *wide = calloc(ntarg, 2), cnt[PROTO_MODELLED_LEN];
+    if (!t || !wide) { CHECK(0); free(t); free(wide); s_tnode_free(&a); return; }
+    for (size_t i = 0; i < ntarg; i++) t[i] = (int)((i * 37) % 512);
+    t[ntarg - 1] = 511;
+    proto_put_modelled(cnt, si.in_n);
+    const void *f[2] = { cnt, wide };
+    size_t l[2] = { sizeof cnt, 2 * ntarg };
+    uint64_t d0 = s_drops(&a);
+    proto_put_targets(wide, t, ntarg, 2);
+    s_deliver(a.ns, &up, WIRE_ACT, 1, 0, 7, f, l, 2);
+    CHECKF(s_drops(&a) == d0 && a.tensors == 1, "targets up to 511: %llu drops, %d posted",
+           (unsigned long long)(s_drops(&a) - d0), a.tensors);
+    l[1] = ntarg;   /* one byte each, as a run of vocabulary 256 sends */
+    s_deliver(a.ns, &up, WIRE_ACT, 1, 0, 8, f, l, 2);
+    t[ntarg / 2] = 512;
+    proto_put_targets(wide, t, ntarg, 2);
+    l[1] = 2 * ntarg;
+    s_deliver(a.ns, &up, WIRE_ACT, 1, 0, 9, f, l, 2);
+    CHECKF(s_drops(&a) == d0 + 2 && a.tensors == 1, "a short frame and a target of 512: %llu drops, %d posted",
+           (unsigned long long)(s_drops(&a) - d0), a.tensors);
+    free(t);
+    free(wide);
     s_tnode_free(&a);
 }
 
@@ -1705,6 +1762,7 @@ int main(int argc, char **argv)
         RUN(t_join_answers_from_bootstrap_only);
         RUN(t_join_checkpoint_of_other_run);
         RUN(t_tensor_after_leave_not_dropped);
+        RUN(t_wide_targets_checked);
         RUN(t_links_of_long_gone_peers_closed);
         RUN(t_closed_ticket_expires);
         RUN(t_feedback_streams_of_gone_peers_reused);

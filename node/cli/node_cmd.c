@@ -406,7 +406,7 @@ int cmd_node(int argc, char **argv)
     snprintf(o->listen, sizeof o->listen, "0.0.0.0:7700");
     int r = opts_parse(o, OPTS_NODE, argc, argv, 2, err, sizeof err);
     if (r == 1) { s_node_help(); free(x); return 0; }
-    if (r < 0 || opts_resolve(o, err, sizeof err) < 0 || opts_check_swarm(o, err, sizeof err) < 0
+    if (r < 0 || opts_resolve(o, err, sizeof err) < 0
         || (o->init[0] && s_init_check(o, err, sizeof err) < 0)) {
         free(x);
         return cli_fail(err);

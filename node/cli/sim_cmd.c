@@ -181,7 +181,7 @@ int cmd_sim(int argc, char **argv)
     if (r == 0) r = opts_parse(&so->o, OPTS_SIM, nrest + 2, rest, 2, err, sizeof err);
     if (r == 1) { s_help(); free(so); free(rest); return 0; }
     so->steps_given = opts_given(&so->o, "steps");
-    if (r < 0 || opts_resolve(&so->o, err, sizeof err) < 0 || opts_check_swarm(&so->o, err, sizeof err) < 0) {
+    if (r < 0 || opts_resolve(&so->o, err, sizeof err) < 0) {
         free(so);
         free(rest);
         return cli_fail(err);

@@ -350,6 +350,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     if (plan_chosen(c->plan.split)) c->model.split = (model_split_t)c->plan.split;
     c->shape.T = c->model.kind == MODEL_GPT ? c->model.maxT : 1;
     c->shape.targets_n = (size_t)c->shape.B * c->shape.T;
+    c->shape.targets_len = c->shape.targets_n * (size_t)proto_target_width(c->model.V);
     c->issue.cursor = cfg->cursor;
     /* microbatch ids: an origin of 32 bits drawn from the node id and the
      * start's wall clock (each start of a node its own, so a node restarted
@@ -405,7 +406,7 @@ void compute_destroy(compute_t **self_p)
     stage_state_destroy(&c->st);
     data_close(&c->issue.data);
     data_batch_free(&c->issue.batch);
-    free(c->issue.targets8);
+    free(c->issue.targets_wire);
     free(c);
     *self_p = NULL;
 }

@@ -96,7 +96,7 @@ typedef struct mail {
     int codec;              /* SEND: codec id of x (-1: no tensor) */
     int block;              /* SEND: the codec's block size (0: its default; codec_block_for_rows) */
     int feedback;           /* SEND: carry this destination stream's quantization error forward */
-    uint8_t *aux;           /* ACT targets (one byte each), or a ready-made frame (owned) */
+    uint8_t *aux;           /* ACT targets (as sent: proto_put_targets), or a ready-made frame (owned) */
     size_t aux_len;         /* its bytes */
     uint64_t raw_bytes;     /* SEND: the message's size with tensors as raw fp32 */
     int state_bytes;        /* SEND: counts as stage-state traffic (bytes_sent_state) */

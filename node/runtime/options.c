@@ -579,13 +579,3 @@ int opts_check_init(const opts_t *o, char *err, size_t errlen)
     }
     return 0;
 }
-
-int opts_check_swarm(const opts_t *o, char *err, size_t errlen)
-{
-    if (o->cfg.kind == MODEL_GPT && o->cfg.V > 256 && o->stages > 1) {
-        snprintf(err, errlen, "--vocab %d: a swarm's stages pass the targets on as one byte each, so a vocabulary "
-                 "above 256 runs on one stage (--stages 1) or in brigade solo", o->cfg.V);
-        return -1;
-    }
-    return 0;
-}

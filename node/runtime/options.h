@@ -117,10 +117,6 @@ int opts_set_init(opts_t *o, char *err, size_t errlen);
 /* Whether the file --init names (o->init) is the one of the run config
  * (init_size, init_hash).  0, or -1 with a one-line reason. */
 int opts_check_init(const opts_t *o, char *err, size_t errlen);
-/* What a swarm (node, sim) needs beyond opts_check_run: a gpt's targets
- * cross the cuts between stages as one byte each, so a vocabulary above 256
- * is refused with more than one stage.  0, or -1 with a one-line reason. */
-int opts_check_swarm(const opts_t *o, char *err, size_t errlen);
 /* Prints the option table of `which` to f. */
 void opts_help(FILE *f, int which);
 /* 1 when option `name` (without dashes) was given on the command line. */

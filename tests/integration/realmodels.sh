@@ -270,7 +270,3 @@ HARNESS=$(dirname "$0")/../harness
 hx init-swarm-vs-solo --stages 2 \
     --creator-args "--vocab 256 --ctx 64 --dim 64 --layers 2 --heads 4 --data text:/usr/share/common-licenses/GPL-3 --steps 8 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1" \
     --node-args "--threads 1 --init $T/init256.safetensors" --expect-exit 0 --expect-parity 8
-# the stages of a swarm pass the targets on as bytes: a larger vocabulary is refused in one line
-$B node --vocab 512 --stages 2 --listen 127.0.0.1:0 >"$T/n.out" 2>&1; rc=$?
-if [ $rc = 2 ] && [ "$(wc -l <"$T/n.out")" = 1 ] && grep -q -- "--vocab 512" "$T/n.out"; then ok "swarm of vocabulary 512: refused"
-else bad "swarm of vocabulary 512" "exit $rc: $(cat "$T/n.out")"; fi

@@ -5,6 +5,7 @@ BRIGADE=${BRIGADE:-build/brigade}
 T=$(mktemp -d /tmp/brigade-sim.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 SEEDS=${SIM_SEEDS:-250}
+. "$(dirname "$0")/hx.inc"
 
 # 1. a few hundred seeds of random faults: every run completes, every invariant holds
 if BRIGADE=$BRIGADE sh tests/sim/simfuzz.sh 1 "$SEEDS" >"$T/fuzz.out" 2>&1; then
@@ -144,6 +145,25 @@ for seed in 2 6; do
 done
 if [ -z "$gbad" ]; then echo "ok - --split auto: a stage gone before the choice and back 29 s later: one choice, the run completes"
 else echo "FAIL - --split auto with a stage gone before the choice (want one split, 1 chosen, 2 data-stage nodes, done):$gbad $(tail -n 1 "$T/auto-gap6.out")"; fi
+
+# 3e. a vocabulary above 256 across stages: the targets travel 2 bytes each, and a swarm of 3 stages (fp32 on the
+#     wire, one microbatch in flight) computes what solo computes; the token shards hold ids up to 511
+mkdir -p "$T/tok"
+tok_shards "$T/tok"
+V="--vocab 512 --layers 3 --dim 32 --heads 2 --ctx 16 --data tokens:$T/tok --steps 12 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1"
+"$BRIGADE" sim --nodes 3 --stages 3 --compute real $V --metrics "$T/v512.jsonl" >"$T/v512.out" 2>&1; rc=$?
+"$BRIGADE" solo $V --metrics "$T/v512s.jsonl" >"$T/v512s.out" 2>&1; rcs=$?
+# pair A B: the last stage's update losses of metrics files A and B, when they are the same 12 (to 1e-6), else nothing
+pair() {
+    python3 -c "import json, sys
+l = [[e['loss'] for e in map(json.loads, open(f)) if e.get('event') == 'update' and e.get('loss') is not None] for f in sys.argv[1:]]
+if len(l[0]) == len(l[1]) == 12 and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(*l)): print('%.6f .. %.6f' % (l[1][0], l[1][-1]))" "$1" "$2" 2>/dev/null
+}
+lv=$(pair "$T/v512.jsonl" "$T/v512s.jsonl")
+drops=$(sed -n 's/.*"drops":\([0-9]*\).*/\1/p' "$T/v512.jsonl" 2>/dev/null | sort -n | tail -n 1)
+if [ $rc = 0 ] && [ $rcs = 0 ] && [ -n "$lv" ] && [ "$drops" = 0 ]; then
+    echo "ok - --vocab 512 on 3 stages equals solo: losses $lv, 0 drops"
+else echo "FAIL - --vocab 512 on 3 stages vs solo: exit $rc $rcs, drops '$drops', losses not solo's 12: $(tail -n 1 "$T/v512.out") $(tail -n 1 "$T/v512s.out")"; fi
 
 # 4. a run bounded by simulated time (no --steps) with churn ends cleanly
 "$BRIGADE" sim --nodes 12 --stages 4 --sim-seconds 120 --churn 30 --seed 5 >"$T/churn.out" 2>&1; rc=$?

@@ -23,6 +23,14 @@ hx parity-muon-vs-solo --stages 4 \
     --creator-args "$TINY --steps 12 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1 --optim muon" \
     --expect-exit 0 --expect-parity 12
 
+# A vocabulary above 256: the targets cross the cuts 2 bytes each (ids up to 511 in these shards), and the
+# swarm still computes what solo computes.
+mkdir -p "$T/tok"
+tok_shards "$T/tok"
+hx vocab512-3-stages-vs-solo --stages 3 \
+    --creator-args "--vocab 512 --layers 3 --dim 32 --heads 2 --ctx 16 --data tokens:$T/tok --steps 12 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1" \
+    --expect-exit 0 --expect-parity 12
+
 hx int8-4-stages-learns --stages 4 \
     --creator-args "$TINY --steps 200 --seed 1 --codec int8 --grad-codec int8" \
     --expect-exit 0 --expect-loss-ratio 0.5 --expect-wire-ratio 3.9 --expect-lost 0 --expect-tokens-grow --expect-cpu-split

@@ -44,7 +44,7 @@ int eval_issue(compute_t *c, uint32_t flags)
         if (a) stage_forward(&c->lay, compute_params(c), a);
         c->upd.flops += schedule_fwd_flops(c);
         if (c->nstages == 1) eval_batch(c, round, 0, nval, i, a);
-        else schedule_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->issue.targets8, 0);
+        else schedule_send_out(c, slot, EVAL_MB(round, nval, i), ACT_FLAG_EVAL | flags, c->issue.targets_wire, 0);
     }
     return 0;
 }
@@ -88,7 +88,7 @@ int eval_on_act(compute_t *c, const mail_t *m)
     c->upd.flops += schedule_fwd_flops(c);
     if (compute_last(c)) {
         if (a) {
-            for (size_t i = 0; i < c->shape.targets_n; i++) a->targets[i] = m->aux[i];
+            schedule_take_targets(c, a, m);
             stage_forward(&c->lay, compute_params(c), a);
         }
         eval_batch(c, round, (m->hdr.flags & ACT_FLAG_FINAL) != 0, nval, i, a);

@@ -27,6 +27,7 @@ typedef enum { PH_FETCH = 0, PH_RUN, PH_DONE } compute_phase_t;
 typedef struct {
     int B, T;                     /* sequences per microbatch, positions per sequence (1: mlp) */
     size_t in_n, out_n, targets_n;
+    size_t targets_len;           /* the targets' bytes on the wire (targets_n x proto_target_width) */
 } compute_shape_t;
 
 struct compute {

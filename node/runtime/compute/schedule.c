@@ -145,12 +145,12 @@ uint64_t schedule_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, 
     const float *out = c->work.pool[slot] ? c->work.pool[slot]->out : NULL;
     mail_t *m = compute_tensor_mail(c, WIRE_ACT, to, mb, out, c->shape.out_n, codec_from_name(c->o->codec));
     if (!m) return 0;
-    m->aux = malloc(c->shape.targets_n);
+    m->aux = malloc(c->shape.targets_len);
     if (!m->aux) { mail_free(m); return 0; }
-    if (targets) memcpy(m->aux, targets, c->shape.targets_n);
-    else memset(m->aux, 0, c->shape.targets_n);
-    m->aux_len = c->shape.targets_n;
-    m->raw_bytes += c->shape.targets_n * sizeof(float);  /* the targets are a tensor too: 4 bytes each as raw fp32, 1 on the wire */
+    if (targets) memcpy(m->aux, targets, c->shape.targets_len);
+    else memset(m->aux, 0, c->shape.targets_len);
+    m->aux_len = c->shape.targets_len;
+    m->raw_bytes += c->shape.targets_n * sizeof(float);  /* the targets are a tensor too: 4 bytes each as raw fp32, 1, 2 or 4 on the wire */
     m->hdr.flags = flags;
     compute_out(c, m);
     return to;
@@ -163,8 +163,8 @@ uint64_t schedule_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, 
 static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t avoid)
 {
     if (!r->targets) {
-        if (!(r->targets = malloc(c->shape.targets_n))) return -2;
-        memcpy(r->targets, targets, c->shape.targets_n);
+        if (!(r->targets = malloc(c->shape.targets_len))) return -2;
+        memcpy(r->targets, targets, c->shape.targets_len);
     }
     uint64_t to = schedule_send_out(c, r->slot, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT, r->targets, avoid);
     r->to = to;
@@ -223,7 +223,7 @@ void schedule_load_batch(compute_t *c, int slot)
 {
     acts_t *a = c->work.pool[slot];
     const model_config_t *model = &c->model;
-    for (size_t i = 0; i < c->shape.targets_n; i++) c->issue.targets8[i] = (uint8_t)c->issue.batch.targets[i];
+    proto_put_targets(c->issue.targets_wire, c->issue.batch.targets, c->shape.targets_n, proto_target_width(model->V));
     if (!a) return;
     if (model->kind == MODEL_GPT) memcpy(a->tokens, c->issue.batch.tokens, sizeof(int) * (size_t)c->shape.B * c->shape.T);
     else memcpy(a->x, c->issue.batch.x, sizeof(float) * (size_t)c->shape.B * model->D);
@@ -285,7 +285,7 @@ int schedule_issue(compute_t *c, mbrec_t *old)
         s_completed_one(c);
     } else {
         s_forward(c, r);
-        if (s_send_act(c, r, c->issue.targets8, avoid) == -2) {
+        if (s_send_act(c, r, c->issue.targets_wire, avoid) == -2) {
             /* out of memory to hold its output: given up (the cursor has moved past it), counted as lost */
             c->count.lost++;
             compute_trace(c, TRACE_LOST, r->mb, c->version);
@@ -323,6 +323,14 @@ int schedule_take_input(compute_t *c, int slot, const mail_t *m)
     if (!s_input_fits(c, m)) return -1;
     if (c->work.pool[slot] && m->x) memcpy(c->work.pool[slot]->in, m->x, sizeof(float) * c->shape.in_n);
     return 0;
+}
+
+/* Decodes an ACT mail's targets (its frame 1, proto_put_targets) into a's
+ * targets; the network side checked their length and range. */
+void schedule_take_targets(compute_t *c, acts_t *a, const mail_t *m)
+{
+    int ok = proto_get_targets(a->targets, m->aux, m->aux_len, c->shape.targets_n, proto_target_width(c->model.V), c->model.V);
+    INVARIANT(ok == 0);
 }
 
 /* Issue attempt a is older than attempt b, both as the flags carry them
@@ -386,7 +394,7 @@ int schedule_on_act(compute_t *c, const mail_t *m)
     r->attempt = (int)attempt;
     acts_t *a = c->work.pool[slot];
     if (compute_last(c)) {
-        if (a) for (size_t i = 0; i < c->shape.targets_n; i++) a->targets[i] = m->aux[i];
+        if (a) schedule_take_targets(c, a, m);
         s_forward(c, r);
         c->upd.loss_sum += a ? a->loss : 0;
         c->upd.loss_n++;

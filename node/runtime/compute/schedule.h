@@ -25,7 +25,7 @@ typedef struct {
     uint64_t cursor;      /* data stage: the data position, to re-issue it */
     int tries;            /* data stage: times issued */
     int attempt;          /* the issue attempt this record carries (flags bits 8..15) */
-    uint8_t *targets;     /* the targets its output carries (owned; NULL until it first goes out or waits),
+    uint8_t *targets;     /* the targets its output carries, as sent (owned; NULL until it first goes out or waits),
                              kept to send it again when its next-stage peer is gone */
     int held;             /* its output waits for a route */
 } mbrec_t;
@@ -45,7 +45,7 @@ typedef struct {
 typedef struct {
     data_t *data;                 /* the data (stage 0), NULL elsewhere */
     batch_t batch;                /* the batch being issued */
-    uint8_t *targets8;            /* its targets as sent (one byte each) */
+    uint8_t *targets_wire;        /* its targets as sent (proto_put_targets) */
     uint64_t cursor, mb_origin, mb_seq;   /* its position in the data; microbatch ids (schedule_issue) */
     double turn_mean, turn_dev;   /* round-trip time of a microbatch */
     window_t win;                 /* the window the queueing along the pipeline allows */
@@ -80,6 +80,7 @@ void schedule_load_batch(compute_t *c, int slot);
 int schedule_issue(compute_t *c, mbrec_t *old);
 void schedule_send_held(compute_t *c);
 int schedule_take_input(compute_t *c, int slot, const mail_t *m);
+void schedule_take_targets(compute_t *c, acts_t *a, const mail_t *m);
 int schedule_on_act(compute_t *c, const mail_t *m);
 void schedule_on_grad(compute_t *c, const mail_t *m);
 void schedule_timeouts(compute_t *c);

@@ -226,7 +226,7 @@ int state_stage_setup(compute_t *c)
     c->count.busy_s = 0;
     c->count.fwd_done = 0;
     if (c->stage == 0 && c->issue.data && !c->issue.batch.targets && data_batch_alloc(c->issue.data, &c->issue.batch, c->shape.B) < 0) return -1;
-    if (c->stage == 0 && !c->issue.targets8 && !(c->issue.targets8 = calloc(c->shape.targets_n, 1))) return -1;
+    if (c->stage == 0 && !c->issue.targets_wire && !(c->issue.targets_wire = calloc(c->shape.targets_len, 1))) return -1;
     if (c->stage == 0 && !c->issue.data && !c->issue.batch.targets && !(c->issue.batch.targets = calloc(c->shape.targets_n, sizeof(int)))) return -1;
     return 0;
 }

@@ -85,24 +85,26 @@ void ns_on_tensor(netside_t *ns, const transport_msg_t *m)
         return;
     }
     if (m->nframes < 1 || expect == 0) { ns_drop(ns, "tensor message without tensor", m->sender); return; }
-    size_t ntarg = type == WIRE_ACT ? (size_t)ns->c.o->batch * (size_t)(ns->c.o->cfg.kind == MODEL_GPT ? ns->c.o->cfg.maxT : 1) : 0;
-    if (type == WIRE_ACT && (m->nframes < 2 || m->len[1] != ntarg)) { ns_drop(ns, "ACT without valid targets", m->sender); return; }
+    /* an ACT's targets: ntarg of them, tlen bytes on the wire (proto_put_targets) */
+    const model_config_t *cfg = &ns->c.o->cfg;
+    size_t ntarg = type == WIRE_ACT ? (size_t)ns->c.o->batch * (size_t)(cfg->kind == MODEL_GPT ? cfg->maxT : 1) : 0;
+    size_t tlen = ntarg * (size_t)proto_target_width(cfg->V);
+    if (type == WIRE_ACT && (m->nframes < 2 || m->len[1] != tlen)) { ns_drop(ns, "ACT without valid targets", m->sender); return; }
     const char *bad = s_tensor_shape(ns, m, expect);
     if (bad) { ns_drop(ns, bad, m->sender); return; }
     mail_t *mail = mail_new(MAIL_TENSOR);
     float *t = NULL;
     if (!ns->c.modelled) t = malloc(sizeof(float) * expect);
-    uint8_t *tg = ntarg ? malloc(ntarg) : NULL;
-    if (!mail || (!ns->c.modelled && !t) || (ntarg && !tg)) {
+    uint8_t *tg = tlen ? malloc(tlen) : NULL;
+    if (!mail || (!ns->c.modelled && !t) || (tlen && !tg)) {
         mail_free(mail); free(t); free(tg);
         ns_drop(ns, "out of memory", m->sender);
         return;
     }
     if (!ns->c.modelled) bad = s_tensor_values(ns, m, t, expect);
-    if (!bad && ntarg) {
-        memcpy(tg, m->frame[1], ntarg);
-        for (size_t i = 0; i < ntarg; i++)
-            if (tg[i] >= ns->c.o->cfg.V) { bad = "target out of range"; break; }
+    if (!bad && tlen) {
+        memcpy(tg, m->frame[1], tlen);
+        if (proto_get_targets(NULL, tg, tlen, ntarg, proto_target_width(cfg->V), cfg->V) < 0) bad = "target out of range";
     }
     if (bad) {
         mail_free(mail); free(t); free(tg);
@@ -115,7 +117,7 @@ void ns_on_tensor(netside_t *ns, const transport_msg_t *m)
     mail->x = t;
     mail->n = expect;
     mail->aux = tg;
-    mail->aux_len = ntarg;
+    mail->aux_len = tlen;
     ns_post(ns, mail);
 }
 
