@@ -97,6 +97,30 @@ static void s_runcfg(const uint8_t *d, size_t n)
     wbuf_free(&w);
 }
 
+/* ACT targets: a byte picking the width (1, 2, 4), a u32 vocabulary, then
+ * the targets; what decodes encodes to the same bytes. */
+static void s_targets(const uint8_t *d, size_t n)
+{
+    if (n < 5) return;
+    static const int widths[3] = { 1, 2, 4 };
+    int w = widths[d[0] % 3], V = (int)(le_get32(d + 1) & 0x7fffffffu);
+    size_t len = n - 5, count = len / (size_t)w;
+    int *t = malloc((count ? count : 1) * sizeof *t);
+    uint8_t *back = malloc(len ? len : 1);
+    if (!t || !back) abort();
+    int rc = proto_get_targets(t, d + 5, len, count, w, V);
+    if (proto_get_targets(NULL, d + 5, len, count, w, V) != rc) abort();
+    if (rc == 0) {
+        if (len != count * (size_t)w) abort();
+        for (size_t i = 0; i < count; i++)
+            if (t[i] < 0 || t[i] >= V) abort();
+        proto_put_targets(back, t, count, w);
+        if (len && memcmp(back, d + 5, len) != 0) abort();
+    }
+    free(t);
+    free(back);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -104,13 +128,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = size - 1;
     uint8_t *copy = malloc(n ? n : 1);   /* exactly the body's bytes: ASan sees a read past them */
     if (n) memcpy(copy, data + 1, n);
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
     case 0: s_join(copy, n); break;
     case 1: s_welcome(copy, n); break;
     case 2: s_state_pre(copy, n); break;
     case 3: s_peers_tail(copy, n); break;
     case 4: s_status(copy, n); break;
-    default: s_runcfg(copy, n); break;
+    case 5: s_runcfg(copy, n); break;
+    default: s_targets(copy, n); break;
     }
     free(copy);
     return 0;

@@ -229,6 +229,11 @@ static void s_proto(void)
         proto_put_runcfg(&w, &o);
         s_proto_one("runcfg", 5, w.data, w.len);
     }
+    int targets[4] = { 0, 300, 511, 7 };
+    uint8_t tb[5 + 8] = { 1 };   /* width 2, vocabulary 512 */
+    le_put32(tb + 1, 512);
+    proto_put_targets(tb + 5, targets, 4, 2);
+    s_proto_one("targets", 6, tb, sizeof tb);
     wbuf_free(&w);
 }
 
