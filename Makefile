@@ -93,8 +93,10 @@ check:
 	@BUILD=$(BUILD) TESTS=tests/sim/check.sh sh tests/run.sh
 
 # Everything (CI): every unit test binary, the fuzz corpora and every
-# integration script; ends with "N passed, M failed".
-test: deps
+# integration script; ends with "N passed, M failed".  PyTorch (Debian's
+# python3-torch) is installed for the parity checks of tests/integration/realmodels.sh.
+test:
+	@sh tests/deps.sh python3-torch
 	@$(MAKE) --no-print-directory $(JOBS) test-bins
 	@BUILD=$(BUILD) sh tests/run.sh
 
