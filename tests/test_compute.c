@@ -269,6 +269,103 @@ static void test_same_attempt_copy_dropped(void)
     s_hand_end(&h, &c, &mt);
 }
 
+/* What a middle stage driven by hand sent for the run of s_rc_run: every
+ * tensor (activations on, gradients back) in order, and its FLOPs. */
+typedef struct {
+    int n;
+    int type[32];
+    uint64_t mb[32];
+    float *x[32];
+    size_t len[32];
+    double flops;
+} rc_sent_t;
+
+/* Delivers m to c, runs what it can, and keeps the tensors it sent in *out. */
+static void s_rc_deliver(compute_t *c, hand_t *h, mail_t *m, rc_sent_t *out)
+{
+    s_hand_clear(h);
+    compute_on_mail(c, m);
+    double f = 0;
+    while (compute_step(c, &f)) out->flops += f;
+    compute_flush(c);
+    for (int i = 0; i < h->nout && out->n < 32; i++) {
+        mail_t *s = h->out[i];
+        if (s->kind != MAIL_SEND || !s->x) continue;
+        out->type[out->n] = s->hdr.type;
+        out->mb[out->n] = s->hdr.mb;
+        out->len[out->n] = s->n;
+        out->x[out->n] = s->x;
+        s->x = NULL;
+        out->n++;
+    }
+}
+
+/* A tensor of n floats for mb (its values from mb, so each differs), as s_hand_tensor. */
+static mail_t *s_rc_tensor(int type, uint64_t mb, uint64_t from, size_t n, size_t targets)
+{
+    mail_t *m = s_hand_tensor(type, mb, 1, 1, from, n, targets);
+    m->x = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) m->x[i] = sinf((float)(i * 7 + mb * 13)) * (type == WIRE_ACT ? 1.0f : 1e-3f);
+    return m;
+}
+
+/* Stage 1 of 3 of a small gpt, real compute, --micro 2, --recompute as
+ * given: four activations in flight, their gradients back out of order with
+ * updates between (so backwards run at stashed versions), one more
+ * activation before the last gradients and one after the last update. */
+static void s_rc_run(int recompute, rc_sent_t *out)
+{
+    opts_t o;
+    char err[256];
+    s_hand_opts(&o, "3");
+    o.micro = 2;
+    o.recompute = recompute;
+    memset(out, 0, sizeof *out);
+    stage_state_t *st = stage_state_new(&o.cfg, 1, 3, o.seed, err, sizeof err);
+    CHECKF(st != NULL, "%s", err);
+    if (!st) return;
+    peer_view_t *v = s_hand_view(2, (uint64_t[]){10, 70}, (int[]){0, 2});
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    size_t in_n = 0, out_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .st = st}, "recompute", &in_n, &out_n);
+    if (!c) return;
+    const struct { int type; uint64_t mb; } ev[] = {
+        {WIRE_ACT, 1}, {WIRE_ACT, 2}, {WIRE_ACT, 3}, {WIRE_ACT, 4}, {WIRE_GRAD, 2}, {WIRE_GRAD, 1},
+        {WIRE_ACT, 5}, {WIRE_GRAD, 4}, {WIRE_GRAD, 3}, {WIRE_GRAD, 5}, {WIRE_ACT, 6}};
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        int act = ev[i].type == WIRE_ACT;
+        s_rc_deliver(c, &h, s_rc_tensor(ev[i].type, ev[i].mb, act ? 10 : 70, act ? in_n : out_n, act ? targets : 0), out);
+    }
+    compute_result_t r;
+    compute_result(c, &r);
+    CHECKF(r.version == 2 && r.drops == 0, "recompute %d: version %lld (want 2), drops %llu", recompute,
+           (long long)r.version, (unsigned long long)r.drops);
+    s_hand_end(&h, &c, &mt);
+}
+
+/* --recompute on keeps only each microbatch's input and runs its forward
+ * again at its backward, at the weights its forward used: every tensor a
+ * stage sends (its outputs, and the input gradients, which carry the
+ * weights of each update) is the same bits as with it off, and the redone
+ * forwards are work done. */
+static void test_recompute_same_bits(void)
+{
+    rc_sent_t off, on;
+    s_rc_run(RECOMPUTE_OFF, &off);
+    s_rc_run(RECOMPUTE_ON, &on);
+    int same = off.n == on.n && off.n == 11;
+    for (int i = 0; same && i < off.n; i++)
+        same = off.type[i] == on.type[i] && off.mb[i] == on.mb[i] && off.len[i] == on.len[i]
+               && memcmp(off.x[i], on.x[i], sizeof(float) * off.len[i]) == 0;
+    CHECKF(same, "recompute on sent %d tensors, off %d (want 11 each, the same bits)", on.n, off.n);
+    CHECKF(on.flops > off.flops, "recompute on did %.0f FLOPs, off %.0f: no forward was run again", on.flops, off.flops);
+    for (int i = 0; i < off.n; i++) free(off.x[i]);
+    for (int i = 0; i < on.n; i++) free(on.x[i]);
+}
+
 /* An evaluation activation whose id names no batch of its round (index at
  * or past the round's count) is dropped and counted, before any forward. */
 static void test_bad_eval_act_counted(void)
@@ -365,6 +462,7 @@ int main(void)
     RUN(test_restart_keeps_checkpoint);
     RUN(test_bad_reissue_keeps_held);
     RUN(test_same_attempt_copy_dropped);
+    RUN(test_recompute_same_bits);
     RUN(test_bad_eval_act_counted);
     CHECK_EXIT();
 }

@@ -99,6 +99,7 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--steps 9 --save-every 5", "needs --checkpoint"));
     CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --join", "--join"));
     CHECK(s_refused(OPTS_NODE, "--steps 12x", "not a valid integer"));
+    CHECK(s_refused(OPTS_SOLO, "--recompute yes", "--recompute yes: want on, off or auto"));
     CHECK(s_refused(OPTS_NODE, "--batch 99999999999", "not a valid integer"));
     CHECK(s_refused(OPTS_NODE, "--seed -1", "seed"));
     CHECK(s_refused(OPTS_NODE, "--lr abc", "not a valid number"));

@@ -19,6 +19,7 @@
 #define S_CREATOR_LINE "--model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --data synthetic " \
     "--stages 3 --steps 123 --batch 5 --micro 2 --lr 0.002 --wd 0.05 --warmup 7 --clip 0.5 " \
     "--codec int4 --grad-codec bf16 --schedule gpipe --split late --stash 2bw --max-inflight 6 --max-delay 0 --seed 99 " \
+    "--recompute on " \
     "--eval-every 11 --eval-batches 5 --staleness lr+ramp --listen 127.0.0.1:40001 --metrics /tmp/creator.jsonl --threads 2"
 
 static void s_creator(opts_t *o)
@@ -75,6 +76,7 @@ static void test_opts_run_roundtrip(void)
     CHECK(strcmp(j.codec, "int4") == 0 && strcmp(j.grad_codec, "bf16") == 0);
     CHECK(j.schedule == SCHED_GPIPE && j.stash == STASH_2BW);
     CHECK(j.split == SPLIT_LATE && j.cfg.split == SPLIT_LATE);
+    CHECK(j.recompute == RECOMPUTE_ON);
     CHECK(j.max_inflight == 6 && j.eval_every == 11 && j.eval_batches == 5 && j.seed == 99);
     CHECK(j.staleness == (STALE_LR | STALE_RAMP) && j.max_delay == 0 && j.max_delay_given == c.max_delay_given);
     CHECK(j.optim.kind == OPTIM_ADAMW);
@@ -204,6 +206,8 @@ static void test_opts_run_out_of_range(void)
     c = base; c.schedule = 2;               CHECK(s_decode_of(&c) == -1);
     c = base; c.stash = 9;                  CHECK(s_decode_of(&c) == -1);
     c = base; c.max_inflight = -1;          CHECK(s_decode_of(&c) == -1);
+    c = base; c.recompute = RECOMPUTE_ON + 1; CHECK(s_decode_of(&c) == -1);
+    c = base; c.recompute = RECOMPUTE_ON;   CHECK(s_decode_of(&c) == 0);
     c = base; c.eval_every = -1;            CHECK(s_decode_of(&c) == -1);
     c = base; c.staleness = STALE_ALL + 1;  CHECK(s_decode_of(&c) == -1);
     c = base; c.staleness = 0;              CHECK(s_decode_of(&c) == 0);
@@ -213,9 +217,9 @@ static void test_opts_run_out_of_range(void)
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];
     size_t len = s_encode(&base, buf, sizeof buf);
-    CHECK(len > 38);
-    buf[len - 38] = 2;   /* closed: before the owner key, the staleness flags, the delay budget, the optimizer, the split,
-                            whether the budget was given */
+    CHECK(len > 39);
+    buf[len - 39] = 2;   /* closed: before the owner key, the staleness flags, the delay budget, the optimizer, the split,
+                            whether the budget was given, --recompute */
     rbuf_t r;
     rbuf_init(&r, buf, len);
     opts_t j;
@@ -223,7 +227,7 @@ static void test_opts_run_out_of_range(void)
     char err[256];
     CHECK(proto_get_runcfg(&r, &j, err, sizeof err) == -1);
     len = s_encode(&base, buf, sizeof buf);
-    buf[len - 1] = 2;    /* whether the budget was given */
+    buf[len - 2] = 2;    /* whether the budget was given */
     rbuf_init(&r, buf, len);
     CHECK(proto_get_runcfg(&r, &j, err, sizeof err) == -1);
 }

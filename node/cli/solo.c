@@ -97,10 +97,17 @@ static int s_forward(solo_t *s)
     return 0;
 }
 
+/* Backward through all stages.  With --recompute on each stage but the
+ * last (whose backward follows its forward at once) first runs its forward
+ * again from its input, at the same weights, as a node of a swarm does for
+ * a microbatch whose activations it did not keep: the same bits (solo holds
+ * one microbatch, so it keeps them all the same).  Returns 0, or -1 when a
+ * gradient at a cut is not finite. */
 static int s_backward(solo_t *s, float scale)
 {
     int B = s->o.batch, T = s->o.cfg.maxT;
     for (int k = s->K - 1; k >= 0; k--) {
+        if (s->o.recompute == RECOMPUTE_ON && k < s->K - 1) stage_forward(&s->st[k]->s, s->w[k], s->acts[k]);
         if (k < s->K - 1) {
             size_t n = stage_out_size(&s->st[k]->s, B, T);
             memcpy(s->acts[k]->dout, s->acts[k + 1]->din, sizeof(float) * n);

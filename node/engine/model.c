@@ -439,6 +439,37 @@ acts_t *acts_new(const stage_t *s, int B, int T)
     return a;
 }
 
+acts_t *acts_new_inputs(const stage_t *s, int B, int T)
+{
+    acts_t *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    int gpt = s->cfg.kind == MODEL_GPT;
+    size_t ntok = gpt ? (size_t)B * T : (size_t)B;
+    a->B = B;
+    a->T = T;
+    a->workers = s_workers(s);
+    a->nbuf = s->first ? (gpt ? 0 : (size_t)B * s->cfg.D) : stage_in_size(s, B, T);
+    a->buf = a->nbuf ? bigbuf_new(a->nbuf) : NULL;
+    if (s->first && gpt) a->tokens = calloc(ntok, sizeof(int));
+    if (s->last) a->targets = calloc(ntok, sizeof(int));
+    if ((a->nbuf && !a->buf) || (s->first && gpt && !a->tokens) || (s->last && !a->targets)) {
+        acts_destroy(&a);
+        return NULL;
+    }
+    if (!s->first) a->in = a->buf;
+    else if (!gpt) a->x = a->buf;
+    return a;
+}
+
+void acts_copy_inputs(const stage_t *s, acts_t *dst, const acts_t *src)
+{
+    size_t ntok = s->cfg.kind == MODEL_GPT ? (size_t)src->B * src->T : (size_t)src->B;
+    if (src->in) memcpy(dst->in, src->in, sizeof(float) * stage_in_size(s, src->B, src->T));
+    if (src->x) memcpy(dst->x, src->x, sizeof(float) * (size_t)src->B * s->cfg.D);
+    if (src->tokens) memcpy(dst->tokens, src->tokens, sizeof(int) * ntok);
+    if (src->targets) memcpy(dst->targets, src->targets, sizeof(int) * ntok);
+}
+
 void acts_destroy(acts_t **self_p)
 {
     if (!*self_p) return;

@@ -129,6 +129,17 @@ typedef struct {
  * scratch for s->threads threads. NULL when out of memory. */
 acts_t *acts_new(const stage_t *s, int B, int T);
 void acts_destroy(acts_t **self_p);
+/* The inputs alone of a microbatch at stage s (what activation
+ * recomputation keeps while it is in flight): in, tokens or x, targets, as
+ * acts_new has them; out, dout, din and the saved activations are NULL, so
+ * stage_forward and stage_backward do not take it: its inputs are copied
+ * into full activations (acts_copy_inputs) to run a pass.  NULL when out of
+ * memory. */
+acts_t *acts_new_inputs(const stage_t *s, int B, int T);
+/* Copies the inputs of src (in, tokens, x, targets: those stage s has) into
+ * dst; both are stage s's for the same B and T, from acts_new or
+ * acts_new_inputs. */
+void acts_copy_inputs(const stage_t *s, acts_t *dst, const acts_t *src);
 /* Floats acts_new allocates (for memory reports). */
 size_t acts_floats(const stage_t *s, int B, int T);
 

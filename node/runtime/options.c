@@ -12,7 +12,7 @@
 #include "compress/codec.h"
 #include "node/engine/staleness.h"
 
-typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_STAGE, T_CODEC, T_STALE, T_OPTIM, T_SPLIT, T_DELAYS, T_FLAG } opt_type_t;
+typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_RECOMPUTE, T_STAGE, T_CODEC, T_STALE, T_OPTIM, T_SPLIT, T_DELAYS, T_FLAG } opt_type_t;
 
 typedef enum { B_NONE, B_CLOSED, B_OPEN_LO } opt_bound_t;  /* no bounds, [lo, hi], (lo, hi] */
 
@@ -64,6 +64,7 @@ static const opt_def_t s_opts[] = {
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
     { "split", T_SPLIT, O(split), 0, BOTH, "R", "auto (default; solo: even) | even | late: stage 0 holds the embedding alone, the blocks the later stages, which an async pipeline delays less (better per update on slow links, slower where compute binds); auto: the data stage chooses before the first update, late where its measured round trip asks for 1.75 times the window the delay budget holds or more", RUN(SPLIT_EVEN, SPLIT_AUTO) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
+    { "recompute", T_RECOMPUTE, O(recompute), 0, BOTH, "R", "auto (default) | on | off: keep only each in-flight microbatch's stage input and redo the stage's forward at its backward (the same gradients, about one forward more per microbatch); auto: on where the activations of 2 x stages microbatches in flight would pass 256 MiB", RUN(RECOMPUTE_AUTO, RECOMPUTE_ON) },
     { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip and the queues, 1..8 x stages, more for microbatches under 8 sequences, within --max-delay)", RUN(0, 4096) },
     { "max-delay", T_INT, O(max_delay), 0, BOTH, "D", "weight delay budget in updates: a stage's backward runs at most D updates after its forward (default 2, 3 with --optim muon, 1 with --stash 2bw)", RUN(0, 64) },
     { "staleness", T_STALE, O(staleness), 0, BOTH, "C", "delay compensation: none or predict, ramp, lr, dc joined by + (default predict+ramp; dc in solo only)", RUN(0, STALE_ALL) },
@@ -260,6 +261,12 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
         return 0;
     case T_DELAYS:
         return s_set_delays(o, v, err, errlen);
+    case T_RECOMPUTE:
+        if (strcmp(v, "auto") == 0) *(int *)p = RECOMPUTE_AUTO;
+        else if (strcmp(v, "on") == 0) *(int *)p = RECOMPUTE_ON;
+        else if (strcmp(v, "off") == 0) *(int *)p = RECOMPUTE_OFF;
+        else { snprintf(err, errlen, "--recompute %s: want on, off or auto", v); return -1; }
+        return 0;
     case T_STAGE:
         if (strcmp(v, "auto") == 0) { *(int *)p = -1; return 0; }
         {
@@ -351,7 +358,7 @@ static double s_num(const opts_t *o, const opt_def_t *d)
 {
     const void *p = (const char *)o + d->off;
     switch (d->type) {
-    case T_INT: case T_SCHED: case T_STASH: case T_STAGE: case T_STALE: case T_OPTIM: case T_SPLIT: case T_FLAG: return *(const int *)p;
+    case T_INT: case T_SCHED: case T_STASH: case T_RECOMPUTE: case T_STAGE: case T_STALE: case T_OPTIM: case T_SPLIT: case T_FLAG: return *(const int *)p;
     case T_FLOAT: return *(const float *)p;
     case T_DOUBLE: return *(const double *)p;
     case T_U64: return (double)*(const uint64_t *)p;

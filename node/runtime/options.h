@@ -9,6 +9,9 @@
 
 enum { SCHED_ASYNC = 0, SCHED_GPIPE = 1 };
 enum { STASH_FULL = 0, STASH_2BW = 1 };
+/* --recompute: keep only each in-flight microbatch's stage input and redo the
+ * stage's forward at its backward (auto: where a window of activations is big). */
+enum { RECOMPUTE_AUTO = 0, RECOMPUTE_OFF = 1, RECOMPUTE_ON = 2 };
 #define OPT_PATH 1024
 #define SPLIT_AUTO 2                 /* --split auto (opts_t.split only): the run's data stage chooses even or late */
 #define OPT_MAX_DELAY 64             /* solo --delay: most updates of delay per stage */
@@ -33,6 +36,7 @@ typedef struct {
     optim_config_t optim;
     char codec[8], grad_codec[8];
     int schedule, stash, max_inflight;
+    int recompute;               /* --recompute: RECOMPUTE_AUTO (default), _OFF or _ON */
     int split;                   /* --split: SPLIT_EVEN or SPLIT_LATE (node/engine/model.h), copied into cfg, or
                                     SPLIT_AUTO (cfg holds SPLIT_EVEN until the run's data stage chooses: compute/plan.c) */
     int staleness;               /* delay compensation: STALE_* flags (node/engine/staleness.h) */

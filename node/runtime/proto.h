@@ -124,10 +124,12 @@ int proto_get_welcome(proto_welcome_t *a, const uint8_t *buf, size_t len);
  *        .    1 closed          u8 (0, 1)
  *        .   32 owner_pub       raw
  *        .    5 staleness max_delay optim_kind split max_delay_given  5 x u8
+ *        .    1 recompute       u8 (RECOMPUTE_*)
  *   then, only in a run started from a checkpoint (--init):
  *        .    8 init_size       u64 (> 0)
  *        .   32 init_hash       raw (BLAKE2b-256 of the file) */
-/* Writes the run config (everything opts_run_text covers). */
+/* Writes the run config (everything opts_run_text covers, and --recompute,
+ * which changes no result and so not the run id). */
 void proto_put_runcfg(wbuf_t *w, const opts_t *o);
 /* Reads a run config into o, keeping o's local options (listen, join,
  * stage, files, threads, emulation).  Returns 0, or -1 with a reason when

@@ -8,6 +8,7 @@
 
 #define STALE_S 120.0        /* a non-data stage forgets a microbatch after this */
 #define MAX_TRIES 20         /* a data-stage microbatch is given up after this many issues */
+#define RECOMPUTE_AUTO_BYTES (256.0 * 1024 * 1024)   /* --recompute auto: on above this much of a small window's activations */
 
 /* mb (attempt flags as an ACT carries them) counts as applied here: the
  * first attempt (1) by the ids remembered exactly, a re-issue by its
@@ -30,7 +31,8 @@ static int s_slot_get(compute_t *c)
         if (!c->work.slot_used[i]) { c->work.slot_used[i] = 1; return i; }
     if (c->work.npool == POOL_MAX) return -1;
     acts_t *a = NULL;
-    if (!c->cfg.modelled && !(a = acts_new(&c->lay, c->shape.B, c->shape.T))) return -1;
+    if (!c->cfg.modelled && !(a = c->work.recompute ? acts_new_inputs(&c->lay, c->shape.B, c->shape.T)
+                                                    : acts_new(&c->lay, c->shape.B, c->shape.T))) return -1;
     c->work.pool[c->work.npool] = a;
     c->work.slot_used[c->work.npool] = 1;
     return c->work.npool++;
@@ -64,6 +66,7 @@ static void s_rec_free(compute_t *c, mbrec_t *r)
     r->targets = NULL;
     r->held = 0;
     if (r->slot >= 0) c->work.slot_used[r->slot] = 0;
+    if (r->slot == c->work.redo_slot) c->work.redo_slot = -1;   /* the slot's next holder has another forward */
     stash_unref(&c->delay.stash, r->version, c->version);
     r->used = 0;
     c->work.inflight--;
@@ -120,6 +123,62 @@ double schedule_fwd_flops(const compute_t *c)
     return 2.0 * (double)c->lay.nparams * (double)c->shape.B * (double)c->shape.T;
 }
 
+/* Whether this node recomputes (--recompute; auto: on where the
+ * activations of 2 x stages microbatches in flight, the window the data
+ * stage starts from, pass RECOMPUTE_AUTO_BYTES: a gpt-small stage at 4
+ * stages, not a gpt-tiny one), and if so its one set of full activations.
+ * Real compute only: the simulator's modelled tensors hold nothing.  Made
+ * before any slot; 0, or -1 when out of memory. */
+int schedule_setup_recompute(compute_t *c)
+{
+    int mode = c->o->recompute;
+    double window = 2.0 * c->nstages * sizeof(float) * (double)acts_floats(&c->lay, c->shape.B, c->shape.T);
+    c->work.recompute = !c->cfg.modelled && (mode == RECOMPUTE_ON || (mode == RECOMPUTE_AUTO && window > RECOMPUTE_AUTO_BYTES));
+    c->work.redo_slot = -1;
+    if (c->work.recompute && !(c->work.redo = acts_new(&c->lay, c->shape.B, c->shape.T))) return -1;
+    return 0;
+}
+
+/* The weights record r's forward used, and so its backward uses. */
+static const float *s_rec_weights(const compute_t *c, const mbrec_t *r)
+{
+    return stash_params(&c->delay.stash, r->version, c->version, delay_version_weights(c));
+}
+
+/* The activations a forward of record r runs in: its slot's, or under
+ * --recompute the full ones, its slot's inputs copied in (NULL when
+ * modelled). */
+static acts_t *s_pass_acts(compute_t *c, const mbrec_t *r)
+{
+    acts_t *slot = c->work.pool[r->slot];
+    if (!c->work.recompute || !slot) return slot;
+    acts_copy_inputs(&c->lay, c->work.redo, slot);
+    return c->work.redo;
+}
+
+/* The activations that hold record r's forward (NULL when modelled): under
+ * --recompute, when another forward has run in them since, r's is run
+ * again from its slot's inputs at the weights its forward used, the same
+ * bits (model.h: the same inputs, weights and threads). */
+static acts_t *s_held_acts(compute_t *c, const mbrec_t *r)
+{
+    if (!c->work.recompute) return c->work.pool[r->slot];
+    if (c->work.redo_slot != r->slot) {
+        stage_forward(&c->lay, s_rec_weights(c, r), s_pass_acts(c, r));
+        c->work.redo_slot = r->slot;
+        c->upd.flops += schedule_fwd_flops(c);
+    }
+    return c->work.redo;
+}
+
+/* The output of slot's last forward (under --recompute, of a training
+ * slot: the full activations', which s_held_acts made hold it). */
+static const float *s_slot_out(const compute_t *c, int slot)
+{
+    const acts_t *a = c->work.recompute && slot != EVAL_SLOT ? c->work.redo : c->work.pool[slot];
+    return a ? a->out : NULL;
+}
+
 /* The peer of the next stage that work with these flags goes to, 0 none: an
  * evaluation's batch for the last stage to its peer of the lowest id (where
  * the evaluation is summed whole), the rest to the router's choice, not
@@ -136,14 +195,11 @@ uint64_t schedule_next_peer(compute_t *c, uint32_t flags, uint64_t avoid)
     return to;
 }
 
-/* Sends the output of slot to the next stage (schedule_next_peer).  Returns the
- * peer's id, 0 when there is none. */
-uint64_t schedule_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, const uint8_t *targets, uint64_t avoid)
+/* Sends the output of slot to peer `to` of the next stage: to, or 0 when
+ * out of memory. */
+static uint64_t s_send_to(compute_t *c, uint64_t to, int slot, uint64_t mb, uint32_t flags, const uint8_t *targets)
 {
-    uint64_t to = schedule_next_peer(c, flags, avoid);
-    if (!to) return 0;
-    const float *out = c->work.pool[slot] ? c->work.pool[slot]->out : NULL;
-    mail_t *m = compute_tensor_mail(c, WIRE_ACT, to, mb, out, c->shape.out_n, codec_from_name(c->o->codec));
+    mail_t *m = compute_tensor_mail(c, WIRE_ACT, to, mb, s_slot_out(c, slot), c->shape.out_n, codec_from_name(c->o->codec));
     if (!m) return 0;
     m->aux = malloc(c->shape.targets_len);
     if (!m->aux) { mail_free(m); return 0; }
@@ -156,6 +212,14 @@ uint64_t schedule_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, 
     return to;
 }
 
+/* Sends the output of slot to the next stage (schedule_next_peer).  Returns the
+ * peer's id, 0 when there is none. */
+uint64_t schedule_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, const uint8_t *targets, uint64_t avoid)
+{
+    uint64_t to = schedule_next_peer(c, flags, avoid);
+    return to ? s_send_to(c, to, slot, mb, flags, targets) : 0;
+}
+
 /* Sends record r's output on (its targets kept in the record) and remembers
  * where it went: 0.  With no peer of the next stage routable (but avoid),
  * the output is held and goes out when one is: -1; -2 when there is no
@@ -166,7 +230,12 @@ static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t
         if (!(r->targets = malloc(c->shape.targets_len))) return -2;
         memcpy(r->targets, targets, c->shape.targets_len);
     }
-    uint64_t to = schedule_send_out(c, r->slot, r->mb, (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT, r->targets, avoid);
+    uint32_t flags = (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT;
+    uint64_t to = schedule_next_peer(c, flags, avoid);
+    if (to) {
+        s_held_acts(c, r);   /* its output: recomputed when it was let go (--recompute) */
+        to = s_send_to(c, to, r->slot, r->mb, flags, r->targets);
+    }
     r->to = to;
     r->held = !to;
     if (!to) return -1;
@@ -174,28 +243,33 @@ static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t
     return 0;
 }
 
-/* Forward of record r (inputs already in its slot). */
-static void s_forward(compute_t *c, mbrec_t *r)
+/* Forward of record r (inputs already in its slot); returns the
+ * activations that hold it (NULL when modelled). */
+static acts_t *s_forward(compute_t *c, mbrec_t *r)
 {
     delay_choose_weights(c);
     r->version = c->version;
     stash_ref(&c->delay.stash, r->version);
-    if (!c->cfg.modelled) stage_forward(&c->lay, delay_version_weights(c), c->work.pool[r->slot]);
+    acts_t *a = s_pass_acts(c, r);
+    if (a) stage_forward(&c->lay, delay_version_weights(c), a);
+    c->work.redo_slot = r->slot;
     c->count.tokens += (uint64_t)c->shape.B * c->shape.T;
     c->count.fwd_done++;
     c->upd.flops += schedule_fwd_flops(c);
     r->t = compute_now(c);
+    return a;
 }
 
-/* Backward of record r (dout in its slot unless last); sends din upstream. */
-static void s_backward(compute_t *c, mbrec_t *r)
+/* Backward of record r with dout, the gradient of its output (NULL on the
+ * last stage); sends din upstream. */
+static void s_backward(compute_t *c, mbrec_t *r, const float *dout)
 {
-    acts_t *a = c->work.pool[r->slot];
     delay_note(c, r->version);
-    if (!c->cfg.modelled) {
-        const float *w = stash_params(&c->delay.stash, r->version, c->version, delay_version_weights(c));
+    acts_t *a = s_held_acts(c, r);
+    if (a) {
         float scale = 1.0f / ((float)c->shape.B * c->shape.T * c->o->micro);
-        stage_backward(&c->lay, w, c->st->grads, a, c->work.gs, scale);
+        if (dout) memcpy(a->dout, dout, sizeof(float) * c->shape.out_n);
+        stage_backward(&c->lay, s_rec_weights(c, r), c->st->grads, a, c->work.gs, scale);
     }
     s_mark_applied(c, r->mb);
     c->upd.flops += 2 * schedule_fwd_flops(c);
@@ -277,10 +351,10 @@ int schedule_issue(compute_t *c, mbrec_t *old)
     if (c->nstages == 1) {
         /* a single stage: forward, loss and backward here */
         if (a) memcpy(a->targets, c->issue.batch.targets, sizeof(int) * c->shape.targets_n);
-        s_forward(c, r);
+        a = s_forward(c, r);
         c->upd.loss_sum += a ? a->loss : 0;
         c->upd.loss_n++;
-        s_backward(c, r);
+        s_backward(c, r, NULL);
         s_rec_free(c, r);
         s_completed_one(c);
     } else {
@@ -395,10 +469,10 @@ int schedule_on_act(compute_t *c, const mail_t *m)
     acts_t *a = c->work.pool[slot];
     if (compute_last(c)) {
         if (a) schedule_take_targets(c, a, m);
-        s_forward(c, r);
+        a = s_forward(c, r);
         c->upd.loss_sum += a ? a->loss : 0;
         c->upd.loss_n++;
-        s_backward(c, r);
+        s_backward(c, r, NULL);
         s_rec_free(c, r);
         s_completed_one(c);
     } else {
@@ -453,8 +527,7 @@ void schedule_on_grad(compute_t *c, const mail_t *m)
         c->issue.turn_dev = 0.9 * c->issue.turn_dev + 0.1 * fabs(turn - c->issue.turn_mean);
         if (c->issue.auto_window) window_on_turn(&c->issue.win, compute_now(c), turn, c->work.inflight, delay_window_held(c));
     }
-    if (c->work.pool[r->slot] && m->x) memcpy(c->work.pool[r->slot]->dout, m->x, sizeof(float) * c->shape.out_n);
-    s_backward(c, r);
+    s_backward(c, r, m->x);
     s_rec_free(c, r);
     s_after_backward(c);
 }

@@ -37,6 +37,9 @@ typedef struct {
     acts_t *pool[POOL_MAX + 1];   /* training's, then EVAL_SLOT */
     int npool, slot_used[POOL_MAX];   /* training's slots only: EVAL_SLOT is never held */
     grad_scratch_t *gs;
+    int recompute;                /* --recompute here: the slots hold inputs alone (acts_new_inputs), the passes run in redo */
+    acts_t *redo;                 /* --recompute: the one set of full activations training's passes run in */
+    int redo_slot;                /* the slot whose forward redo holds (-1: none) */
     pending_t acts, grads;        /* tensors waiting */
     applied_t applied;            /* microbatches whose gradient this node accumulated */
 } schedule_work_t;
@@ -74,6 +77,7 @@ typedef struct {
 
 /* Each contract at its definition in schedule.c. */
 double schedule_fwd_flops(const compute_t *c);
+int schedule_setup_recompute(compute_t *c);
 uint64_t schedule_next_peer(compute_t *c, uint32_t flags, uint64_t avoid);
 uint64_t schedule_send_out(compute_t *c, int slot, uint64_t mb, uint32_t flags, const uint8_t *targets, uint64_t avoid);
 void schedule_load_batch(compute_t *c, int slot);

@@ -217,6 +217,7 @@ int state_stage_setup(compute_t *c)
     c->shape.in_n = stage_in_size(&c->lay, c->shape.B, c->shape.T);
     c->shape.out_n = stage_out_size(&c->lay, c->shape.B, c->shape.T);
     if (!c->cfg.modelled && !(c->work.gs = grad_scratch_new(&c->lay, c->shape.B, c->shape.T))) return -1;
+    if (schedule_setup_recompute(c) < 0) return -1;
     stash_init(&c->delay.stash, c->st ? c->lay.nparams : 1, c->o->stash == STASH_2BW);
     c->delay.fwd_for = c->delay.fwd_chosen = -1;
     c->delay.ewma = -1;
@@ -249,6 +250,7 @@ void state_stage_teardown(compute_t *c)
     memset(c->work.slot_used, 0, sizeof c->work.slot_used);
     c->work.npool = 0;
     grad_scratch_destroy(&c->work.gs);
+    acts_destroy(&c->work.redo);
     stash_fini(&c->delay.stash);
     free(c->delay.fwd_w);
     c->delay.fwd_w = NULL;
