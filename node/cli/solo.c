@@ -107,7 +107,7 @@ static int s_backward(solo_t *s, float scale)
 {
     int B = s->o.batch, T = s->o.cfg.maxT;
     for (int k = s->K - 1; k >= 0; k--) {
-        if (s->o.recompute == RECOMPUTE_ON && k < s->K - 1) stage_forward(&s->st[k]->s, s->w[k], s->acts[k]);
+        if (s->o.recompute == RECOMPUTE_ON && k < s->K - 1) stage_recompute(&s->st[k]->s, s->w[k], s->acts[k]);
         if (k < s->K - 1) {
             size_t n = stage_out_size(&s->st[k]->s, B, T);
             memcpy(s->acts[k]->dout, s->acts[k + 1]->din, sizeof(float) * n);

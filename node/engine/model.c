@@ -550,7 +550,10 @@ void grad_scratch_destroy(grad_scratch_t **self_p)
 
 /* ---- gpt ---- */
 
-static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team_t *tm)
+/* out 0: the stage's output is not wanted (stage_recompute): the last
+ * block of a stage before the last skips its fc projection, whose result
+ * only the next stage reads. */
+static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team_t *tm, int out)
 {
     const model_config_t *c = &s->cfg;
     int B = a->B, T = a->T, C = c->C, NH = c->NH, V = c->V, N = B * T;
@@ -576,6 +579,7 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
         split_layernorm_forward(tm, scr, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
         /* fch holds gelu' */
         split_linear_bias_gelu_forward_grad(tm, b.fchg, b.fch, scr, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
+        if (!out && !s->last && u == u1 - 1) break;
         split_linear_bias_residual_forward(tm, b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], b.res2, N, 4 * C, C);
         x = b.res3;
     }
@@ -763,7 +767,15 @@ static team_t *s_team(const stage_t *s, int workers)
 void stage_forward(const stage_t *s, const float *params, acts_t *a)
 {
     team_t *tm = s_team(s, a->workers);
-    if (s->cfg.kind == MODEL_GPT) s_gpt_forward(s, params, a, tm);
+    if (s->cfg.kind == MODEL_GPT) s_gpt_forward(s, params, a, tm, 1);
+    else s_mlp_forward(s, params, a, tm);
+    team_stop(&tm);
+}
+
+void stage_recompute(const stage_t *s, const float *params, acts_t *a)
+{
+    team_t *tm = s_team(s, a->workers);
+    if (s->cfg.kind == MODEL_GPT) s_gpt_forward(s, params, a, tm, 0);
     else s_mlp_forward(s, params, a, tm);
     team_stop(&tm);
 }

@@ -164,6 +164,11 @@ void stage_forward(const stage_t *s, const float *params, acts_t *a);
  * stage_forward, up to the scratch's size. */
 void stage_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
                     grad_scratch_t *g, float loss_scale);
+/* stage_forward for a backward alone (activation recomputation): saves
+ * the same bits stage_backward reads, but a->out, which it reads not, is
+ * left as it was on a gpt stage before the last (its last product is
+ * skipped: about a sixth of a two-block stage's forward). */
+void stage_recompute(const stage_t *s, const float *params, acts_t *a);
 /* Forward-only pass for evaluation/sampling: same as stage_forward. */
 #define stage_eval stage_forward
 

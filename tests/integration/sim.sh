@@ -457,3 +457,12 @@ printf '0 rogue 3\n' >"$T/er.plan"
 if [ -n "$(sent "$T/p0.out")" ] && [ "$(sent "$T/ek.out")" != "$(sent "$T/p0.out")" ] && [ "$(sent "$T/er.out")" != "$(sent "$T/p0.out")" ]; then
     echo "ok - a kill and a rogue planned before their node starts take effect ($(sent "$T/p0.out"); $(sent "$T/ek.out"); $(sent "$T/er.out"))"
 else echo "FAIL - plans before a node starts: $(sent "$T/p0.out"); kill: $(sent "$T/ek.out"); rogue: $(sent "$T/er.out")"; fi
+
+# 8. --recompute on keeps only each microbatch's stage input and redoes its forward at its backward, at the
+#    weights that forward used: the final weights are the same bits as off.  (The redone forwards add a few
+#    microseconds of modelled compute here, far below the links' latency, so the schedule is the same too.)
+RC="--nodes 3 --stages 3 --steps 15 --micro 2 --staleness predict --compute real --model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32"
+w_off=$("$BRIGADE" sim $RC --recompute off 2>/dev/null | sed -n 's/^sim: weights //p')
+w_on=$("$BRIGADE" sim $RC --recompute on 2>/dev/null | sed -n 's/^sim: weights //p')
+if [ -n "$w_off" ] && [ "$w_off" = "$w_on" ]; then echo "ok - sim --compute real --recompute on: weights $w_on, as off"
+else echo "FAIL - sim --compute real --recompute on: weights '$w_on', off '$w_off'"; fi

@@ -366,5 +366,13 @@ if [ $rc = 130 ] && [ "$st" = interrupted ] && [ "$w" = "interrupted by SIGINT (
     if grep -q "resumed at update $u from" "$T/int2.out"; then ok "SIGINT stops solo: exit 130, end event 'interrupted' after $u updates, resumed there"
     else bad "SIGINT stops solo: resumed where it stopped" "$(head -n 2 "$T/int2.out" | tr '\n' ' ')"; fi
 else bad "SIGINT stops solo" "exit $rc, end status $st ($w), $u updates of $lu; $(tail -n 1 "$T/int.out")"; fi
+# 10. --recompute on redoes each stage's forward from its input before its backward: the same
+#     losses and the same model, bit for bit, as off (3 stages, 2 microbatches per update)
+RC="--model gpt-tiny --layers 3 --data synthetic --stages 3 --steps 6 --micro 2 --seed 4"
+if run rc-off $RC --recompute off --save "$T/rc-off.model" && run rc-on $RC --recompute on --save "$T/rc-on.model" \
+    && [ "$(losses "$T/rc-off.jsonl" | wc -l)" = 6 ] && [ "$(losses "$T/rc-off.jsonl")" = "$(losses "$T/rc-on.jsonl")" ] \
+    && cmp -s "$T/rc-off.model" "$T/rc-on.model"; then
+    ok "solo --recompute on: the losses and the model file of off, bit for bit"
+else bad "solo --recompute on" "losses or model differ from off: $(why rc-on)"; fi
 hx_jsonl
 exit 0

@@ -159,12 +159,14 @@ static acts_t *s_pass_acts(compute_t *c, const mbrec_t *r)
 /* The activations that hold record r's forward (NULL when modelled): under
  * --recompute, when another forward has run in them since, r's is run
  * again from its slot's inputs at the weights its forward used, the same
- * bits (model.h: the same inputs, weights and threads). */
-static acts_t *s_held_acts(compute_t *c, const mbrec_t *r)
+ * bits (model.h: the same inputs, weights and threads); its output too
+ * when `out` (to send it), else only what its backward reads
+ * (stage_recompute), its backward to follow at once. */
+static acts_t *s_held_acts(compute_t *c, const mbrec_t *r, int out)
 {
     if (!c->work.recompute) return c->work.pool[r->slot];
     if (c->work.redo_slot != r->slot) {
-        stage_forward(&c->lay, s_rec_weights(c, r), s_pass_acts(c, r));
+        (out ? stage_forward : stage_recompute)(&c->lay, s_rec_weights(c, r), s_pass_acts(c, r));
         c->work.redo_slot = r->slot;
         c->upd.flops += schedule_fwd_flops(c);
     }
@@ -233,7 +235,7 @@ static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t
     uint32_t flags = (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT;
     uint64_t to = schedule_next_peer(c, flags, avoid);
     if (to) {
-        s_held_acts(c, r);   /* its output: recomputed when it was let go (--recompute) */
+        s_held_acts(c, r, 1);   /* its output: recomputed when it was let go (--recompute) */
         to = s_send_to(c, to, r->slot, r->mb, flags, r->targets);
     }
     r->to = to;
@@ -265,7 +267,7 @@ static acts_t *s_forward(compute_t *c, mbrec_t *r)
 static void s_backward(compute_t *c, mbrec_t *r, const float *dout)
 {
     delay_note(c, r->version);
-    acts_t *a = s_held_acts(c, r);
+    acts_t *a = s_held_acts(c, r, 0);
     if (a) {
         float scale = 1.0f / ((float)c->shape.B * c->shape.T * c->o->micro);
         if (dout) memcpy(a->dout, dout, sizeof(float) * c->shape.out_n);
