@@ -10,7 +10,8 @@
  * R / (F + B), with the bytes
  * of one microbatch's full activations and of its stage input alone
  * (what --recompute keeps while it is in flight).  The last stage runs its
- * backward right after its forward and recomputes nothing. */
+ * backward right after its forward and recomputes nothing.  A line
+ * "kv stage=K params=P acts_mib=A input_kib=I" follows each row. */
 #include "node/engine/train.h"
 #include "node/runtime/options.h"
 #include <stdio.h>
@@ -66,6 +67,8 @@ int main(int argc, char **argv)
         char added[32] = "0 (last stage)";
         if (k < K - 1) snprintf(added, sizeof added, "%.1f%%", 100 * rbest / (fbest + bbest));
         printf("| %d | %.1f | %.1f | %.1f | %s | %.1f | %.0f |\n", k, fbest * 1e3, rbest * 1e3, bbest * 1e3, added,
+               (double)acts_floats(&st->s, B, T) * 4 / 1048576.0, in_kib);
+        printf("kv stage=%d params=%zu acts_mib=%.2f input_kib=%.1f\n", k, st->s.nparams,
                (double)acts_floats(&st->s, B, T) * 4 / 1048576.0, in_kib);
         grad_scratch_destroy(&g);
         acts_destroy(&in);
