@@ -326,7 +326,7 @@ static uint8_t *s_map(const char *path, size_t *len, char *err, size_t errlen)
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
         snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : st.st_size == 0 && S_ISREG(st.st_mode)
-                 ? "empty" : "not a regular file");
+                 ? "empty" : "not a file (a folder, a device or a pipe)");
         if (fd >= 0) close(fd);
         return NULL;
     }
@@ -375,10 +375,17 @@ float *gpt2file_load_any(const char *path, int heads, model_config_t *cfg, int64
                          char *err, size_t errlen)
 {
     char magic[8] = { 0 };
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        if (fread(magic, 1, 8, f) != 8) memset(magic, 0, 8);
-        fclose(f);
+    /* opened without blocking, so that a pipe is refused rather than waited on */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a file (a folder, a device or a pipe)", path);
+        close(fd);
+        return NULL;
+    }
+    if (fd >= 0) {
+        if (read(fd, magic, 8) != 8) memset(magic, 0, 8);
+        close(fd);
     }
     if (updates) *updates = 0;
     if (run) *run = 0;
