@@ -2,9 +2,11 @@
 # --codec auto against fixed codecs, side by side in one run: 4-node gpt-tiny swarms on loopback (a fast link:
 # auto should keep int8's tokens/s) and over emulated 5 Mbit/s uplinks (auto should take pca).  Prints one line per
 # swarm: codecs, links, tokens/s at stage 0, the wire's bytes against fp32, the final val loss, and the codec events.
-# Usage: tests/bench/bench_autocodec.sh [STEPS] [OUT_DIR]   (run from the checkout, after make)
+# Usage: tests/bench/bench_autocodec.sh [STEPS] [OUT_DIR] [ROUNDS]   (run from the checkout, after make)
+# ROUNDS > 0: only the fast links, int8 and the default alternated ROUNDS times (the spread of the ratio).
 STEPS=${1:-200}
 OUT=${2:-$(mktemp -d /tmp/bench_autocodec.XXXXXX)}
+ROUNDS=${3:-0}
 mkdir -p "$OUT"
 F=/usr/share/games/fortunes
 C="--model gpt-tiny --data text:$F --stages 4 --steps $STEPS --batch 8 --lr 1e-3 --seed 1 --eval-every 100 --split even"
@@ -42,6 +44,10 @@ print("%-40s tokens/s %8.0f  wire x%5.1f  val %s  codec events %d %s" % (args or
       "%.4f" % val if val else "-", len(codecs), " ".join(codecs[:8])))
 PY
 }
+if [ "$ROUNDS" -gt 0 ]; then
+  for r in $(seq "$ROUNDS"); do swarm i8r$r --codec int8 --grad-codec int8; swarm aur$r; done
+  echo "metrics in $OUT"; exit 0
+fi
 for links in "" "--emu-bandwidth-mbit 5"; do
   swarm i8$([ -n "$links" ] && echo s) --codec int8 --grad-codec int8 $links
   swarm au$([ -n "$links" ] && echo s) $links
