@@ -109,7 +109,8 @@ static void test_opts_parse_bad(void)
     /* a stage cut over FRAME_MAX_VALUES (2^16 x 64 x 128 = 2^29) could never be sent */
     CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --stages 2 --batch 65536", "between stages 0 and 1"));
     CHECK(s_refused(OPTS_SOLO, "--model gpt-tiny --stages 2 --batch 65536 --codec int8", "more than a frame carries"));
-    CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --dim 4 --heads 1 --stages 2", "--codec pca: the tensor between stages 0 and 1 has rows of 4"));
+    CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --dim 4 --heads 1 --stages 2 --codec pca", "--codec pca: the tensor between stages 0 and 1 has rows of 4"));
+    CHECK(s_refused(OPTS_NODE, "--codec autox", "unknown codec (auto, fp32"));
     CHECK(s_refused(OPTS_NODE, "--model gpt-tiny --dim 12 --heads 1 --stages 2 --codec int8 --grad-codec hq2", "--grad-codec hq2"));
     /* a cut of 2^25 values (4096 x 64 x 128) fits a frame's count, but not its bytes (WIRE_FRAME_BYTES_MAX,
      * 64 MiB) in fp32 or fp16: the receiver's transport reset the connection at each, the microbatch lost */
@@ -206,7 +207,10 @@ static void test_opts_local_bounds(void)
     CHECK(s_parse(&o, OPTS_SOLO, "", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
     CHECK(o.stages == 1 && strcmp(o.codec, "fp32") == 0 && strcmp(o.grad_codec, "fp32") == 0);
     CHECK(s_parse(&o, OPTS_NODE, "", err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0);
-    CHECK(o.stages == 4 && strcmp(o.codec, "pca") == 0 && strcmp(o.grad_codec, "pca") == 0);
+    CHECK(o.stages == 4 && strcmp(o.codec, "auto") == 0 && strcmp(o.grad_codec, "auto") == 0);
+    /* auto where pca's blocks do not fit the rows: taken (such links stay on int8) */
+    CHECK(s_parse(&o, OPTS_NODE, "--model gpt-tiny --dim 4 --heads 1 --stages 2", err, sizeof err) == 0);
+    CHECKF(opts_resolve(&o, err, sizeof err) == 0, "%s", err);
 }
 
 int main(void)

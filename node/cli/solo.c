@@ -18,6 +18,7 @@
 #include "node/engine/staleness.h"
 #include "node/engine/train.h"
 #include "compress/codec.h"
+#include "node/runtime/codecpick.h"
 #include "compress/cpu.h"
 #include <cblas.h>
 #include <math.h>
@@ -539,8 +540,9 @@ static int s_options(solo_t *s, int argc, char **argv, char *err, size_t errlen)
                  s->o.ndelay == 1 ? "" : "s", s->K, s->K == 1 ? "" : "s");
         return -1;
     }
-    s->act_codec = codec_from_name(s->o.codec);
-    s->grad_codec = codec_from_name(s->o.grad_codec);
+    /* auto: solo has no links to measure, so the cheap-to-encode codec auto starts every link on */
+    s->act_codec = codecpick_id(s->o.codec) == CODEC_AUTO ? CODEC_INT8 : codec_from_name(s->o.codec);
+    s->grad_codec = codecpick_id(s->o.grad_codec) == CODEC_AUTO ? CODEC_INT8 : codec_from_name(s->o.grad_codec);
     return 0;
 }
 

@@ -170,6 +170,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
         state_check_donor(c);
         break;
     case MAIL_STATE: state_on_fetched(c, m); break;
+    case MAIL_SAY: if (m->aux) compute_say(c, (const char *)m->aux); break;
     case MAIL_STOP:
         if (c->phase != PH_DONE) closing_finish(c);
         break;

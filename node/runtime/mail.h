@@ -26,6 +26,7 @@ typedef enum {
     MAIL_VIEW,        /* net -> compute: view, a new snapshot of the peer table */
     MAIL_STATE,       /* net -> compute: state (params|m|v, version) of stage hdr.stage; NULL: none came */
     MAIL_STOP,        /* net -> compute: the run ended (the last stage said so) or the node must stop */
+    MAIL_SAY,         /* net -> compute: aux, a line for the user (NUL-terminated) */
     MAIL_SEND,        /* compute -> net: hdr to peer (0: every live peer); x[n] encoded with codec; aux after it */
     MAIL_SELF,        /* compute -> net: self, this node's stage, sizes and progress */
     MAIL_FETCH,       /* compute -> net: fetch stage hdr.stage's state from peer (0: any backup holder) */

@@ -10,6 +10,7 @@
 #include <sodium.h>
 #include "net/wire.h"
 #include "compress/codec.h"
+#include "node/runtime/codecpick.h"
 #include "node/engine/staleness.h"
 
 typedef enum { T_INT, T_U64, T_FLOAT, T_DOUBLE, T_STR, T_SCHED, T_STASH, T_RECOMPUTE, T_STAGE, T_CODEC, T_STALE, T_OPTIM, T_SPLIT, T_DELAYS, T_FLAG } opt_type_t;
@@ -59,7 +60,7 @@ static const opt_def_t s_opts[] = {
     { "wd", T_FLOAT, O(optim.wd), 0, BOTH, "X", "decoupled weight decay of every matrix (default 0.01)", RUN(0, 10) },
     { "warmup", T_INT, O(optim.warmup), 0, BOTH, "N", "linear warmup updates, then cosine decay to 0.1 x lr (default 10)", RUN(0, NMAX) },
     { "clip", T_FLOAT, O(optim.clip), 0, BOTH, "X", "gradient L2 norm limit per unit (embeddings, block, head), 0 = off (default 1)", RUN(0, 1e6) },
-    { "codec", T_CODEC, O(codec), S(codec), BOTH, "C", "activation codec: fp32 fp16 bf16 int8 int4 hq1 hq2 hq3 hq4 pca (default pca node, fp32 solo)", RUN_ANY },
+    { "codec", T_CODEC, O(codec), S(codec), BOTH, "C", "activation codec: auto fp32 fp16 bf16 int8 int4 hq1 hq2 hq3 hq4 pca (default auto node: int8 per link, pca on a link too slow for it; fp32 solo)", RUN_ANY },
     { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)", RUN_ANY },
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
     { "split", T_SPLIT, O(split), 0, BOTH, "R", "auto (default; solo: even) | even | late: stage 0 holds the embedding alone, the blocks the later stages, which an async pipeline delays less (better per update on slow links, slower where compute binds); auto: the data stage chooses before the first update, late where its measured round trip asks for 1.75 times the window the delay budget holds or more", RUN(SPLIT_EVEN, SPLIT_AUTO) },
@@ -105,7 +106,7 @@ void opts_defaults(opts_t *o, int which)
     snprintf(o->model, sizeof o->model, "gpt-tiny");
     snprintf(o->data, sizeof o->data, "synthetic");
     o->stages = which == OPTS_SOLO ? 1 : 4;
-    snprintf(o->codec, sizeof o->codec, "%s", which == OPTS_SOLO ? "fp32" : "pca");
+    snprintf(o->codec, sizeof o->codec, "%s", which == OPTS_SOLO ? "fp32" : "auto");
     snprintf(o->grad_codec, sizeof o->grad_codec, "%s", o->codec);
     o->steps = 500;
     o->micro = 1;
@@ -162,10 +163,10 @@ static int s_set_delays(opts_t *o, const char *v, char *err, size_t errlen)
 /* "--NAME V: unknown codec (fp32, fp16, ...)" into err; -1. */
 static int s_bad_codec(const char *name, const char *v, char *err, size_t errlen)
 {
-    char list[128] = "";
-    size_t k = 0;
+    char list[128] = "auto";
+    size_t k = 4;
     for (int i = 0; i < CODEC_COUNT && k < sizeof list; i++)
-        k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", codec_name(i));
+        k += (size_t)snprintf(list + k, sizeof list - k, ", %s", codec_name(i));
     snprintf(err, errlen, "--%s %s: unknown codec (%s)", name, v, list);
     return -1;
 }
@@ -227,7 +228,7 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
             snprintf(err, errlen, "--%s: value too long (at most %zu characters)", d->name, d->size - 1);
             return -1;
         }
-        if (d->type == T_CODEC && codec_from_name(v) < 0)
+        if (d->type == T_CODEC && codecpick_id(v) < 0)
             return s_bad_codec(d->name, v, err, errlen);
         snprintf((char *)p, d->size, "%s", v);
         return 0;
@@ -396,8 +397,8 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
     if (s_check_bounds(o, 1, err, errlen) < 0) return -1;
     stage_t probe;
     if (stage_init(&probe, c, 0, o->stages, err, errlen) < 0) return -1;
-    if (codec_from_name(o->codec) < 0) return s_bad_codec("codec", o->codec, err, errlen);
-    if (codec_from_name(o->grad_codec) < 0) return s_bad_codec("grad-codec", o->grad_codec, err, errlen);
+    if (codecpick_id(o->codec) < 0) return s_bad_codec("codec", o->codec, err, errlen);
+    if (codecpick_id(o->grad_codec) < 0) return s_bad_codec("grad-codec", o->grad_codec, err, errlen);
     /* every cut between stages crosses as one tensor frame, which holds at
      * most FRAME_MAX_VALUES values and WIRE_FRAME_BYTES_MAX bytes in either
      * direction's codec (a bigger one could never be sent: the receiver's
@@ -422,7 +423,7 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
             }
         }
         for (int d = 0; d < 2; d++)
-            if (frame_bound(n, codec_from_name(codec[d])) > WIRE_FRAME_BYTES_MAX) {
+            if (frame_bound(n, codecpick_id(codec[d]) == CODEC_AUTO ? CODEC_INT8 : codec_from_name(codec[d])) > WIRE_FRAME_BYTES_MAX) {
                 snprintf(err, errlen, "--batch %d: the tensor between stages %d and %d (%zu values) can take more than "
                          "%u MiB in its %s %s, more than a message's frame may; lower --batch, --ctx or --dim, or pick "
                          "a smaller codec", o->batch, k, k + 1, n, WIRE_FRAME_BYTES_MAX >> 20, flag[d], codec[d]);

@@ -72,6 +72,7 @@ static void s_fresh(peer_t *p, const peer_info_t *info, double heard)
     p->link = -1;
     p->last_heard = heard;
     p->last_loss = NAN;
+    codecpick_init(&p->pick);
 }
 
 int peers_upsert(peers_t *t, const peer_info_t *info, double heard)

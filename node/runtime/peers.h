@@ -9,6 +9,7 @@
 #include "net/ticket.h"
 #include "net/wire.h"
 #include "node/runtime/bucket.h"
+#include "node/runtime/codecpick.h"
 #include "node/runtime/idmap.h"
 #include "node/runtime/mail.h"
 
@@ -70,6 +71,7 @@ typedef struct {
                                the table is scanned often and held by every node) */
     double last_state_req;  /* rate limit of its STATE_REQs */
     peer_norm_t norm;       /* the usual scale of its tensors */
+    codecpick_t pick;       /* --codec auto: the codec of our tensors to it, and its drain probes */
     int adopted;            /* link is the connection it opened to us (transport_adopt) */
     double last_dial;       /* when we last asked for a link from it (DIAL) */
     int relays;             /* it relays for outward-only nodes (its signed announcement) */

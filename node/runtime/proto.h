@@ -10,7 +10,7 @@
  *   ACT     ACT_FLAG_EVAL, ACT_FLAG_FINAL; bits 8..15 the issue attempt
  *   GRAD    GRAD_FLAG_DUP; bits 8..15 the issue attempt
  *   JOIN    JOIN_FLAG_INTRO, JOIN_FLAG_OUTWARD
- *   PING    PING_FLAG_PROBE (and its PONG)
+ *   PING    PING_FLAG_PROBE (and its PONG), PING_FLAG_DRAIN (and its PONG)
  *   STATE, STATE_REQ  STATE_FLAG_BACKUP, STATE_FLAG_REPLY
  *   RELAY   RELAY_FLAG_FWD        DIAL  DIAL_FLAG_FWD
  *   any     PLAN_FLAG_KNOWN, PLAN_FLAG_LATE (bits 16, 17: the run's split)
@@ -51,6 +51,7 @@
 #define JOIN_FLAG_INTRO 0x1u   /* JOIN: an introduction (ticket) to a peer, no WELCOME wanted */
 #define JOIN_FLAG_OUTWARD 0x2u /* JOIN: the sender is reachable only over links it opens (no probe; send back over them) */
 #define PING_FLAG_PROBE 0x1u   /* PING/PONG: the bootstrap's reachability probe of a joiner's address */
+#define PING_FLAG_DRAIN 0x2u   /* PING/PONG: sent right behind a tensor, to time its bytes leaving (codecpick.h) */
 #define PLAN_FLAG_KNOWN 0x10000u  /* any message (flags bit 16): the sender knows the run's split (--split auto:
                                     chosen by its data stage before the first update) */
 #define PLAN_FLAG_LATE 0x20000u   /* with PLAN_FLAG_KNOWN (bit 17): that split is late, else even */

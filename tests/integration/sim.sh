@@ -307,7 +307,7 @@ else echo "FAIL - a move whose backup does not come (want a download from the pe
 #     last update; (d) two nodes moving to the same empty stage do not wait 30 s on each other's download
 gbad=""
 "$BRIGADE" sim --nodes 3 --stages 3 --compute real --steps 40 --micro 2 --eval-every 10 --latency-ms 5:60 --loss 0.02 --seed 200008 \
-    --metrics "$T/ga.jsonl" >"$T/ga.out" 2>&1 || gbad="$gbad [a: exit $?]"
+    --codec pca --grad-codec pca --metrics "$T/ga.jsonl" >"$T/ga.out" 2>&1 || gbad="$gbad [a: exit $?]"   # pca: its losses were timed for pca tensors
 ga=$(evs "$T/ga.jsonl")
 case "$ga" in 10:*" "20:*" "30:*" "3[5-9]:*) ;; *) gbad="$gbad [a: evaluations '$ga', want 10, 20, 30 and a final one]" ;; esac
 printf '9 kill 5\n' >"$T/gb.plan"
@@ -379,7 +379,8 @@ else echo "FAIL - both last-stage nodes restarted without their counts (want exi
 #     node at stage 1 dropped every activation; 47 microbatches lost, the run stuck to the 1000 s limit).  Now it
 #     trains again when one comes CLOSED_HOLD_S after the final evaluation passed
 "$BRIGADE" sim --nodes 5 --stages 4 --steps 100 --faults 7 --seed 2 --latency-ms 5:60 --loss 0.002 --sim-seconds 1000 \
-    --wall-seconds 60 --eval-every 25 --compute real --layers 4 --dim 32 --heads 2 --ctx 16 --batch 1 >"$T/mc.out" 2>&1; rc=$?
+    --wall-seconds 60 --eval-every 25 --compute real --layers 4 --dim 32 --heads 2 --ctx 16 --batch 1 \
+    --codec pca --grad-codec pca >"$T/mc.out" 2>&1; rc=$?   # pca: the faults of seed 2 were timed for a run of pca tensors
 ms=$(sim_s "$T/mc.out")
 if [ $rc = 0 ] && grep -q 'training again after the final evaluation passed' "$T/mc.out" && awk "BEGIN { exit !(${ms:-9999} < 300) }"; then
     echo "ok - a middle stage the final evaluation passed trains again when the data stage trains on: over after $ms s"

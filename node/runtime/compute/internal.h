@@ -15,6 +15,7 @@
 #include "node/runtime/compute/schedule.h"
 #include "node/runtime/compute/state.h"
 #include "node/runtime/compute/view.h"
+#include "node/runtime/codecpick.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

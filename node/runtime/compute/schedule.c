@@ -201,7 +201,7 @@ uint64_t schedule_next_peer(compute_t *c, uint32_t flags, uint64_t avoid)
  * out of memory. */
 static uint64_t s_send_to(compute_t *c, uint64_t to, int slot, uint64_t mb, uint32_t flags, const uint8_t *targets)
 {
-    mail_t *m = compute_tensor_mail(c, WIRE_ACT, to, mb, s_slot_out(c, slot), c->shape.out_n, codec_from_name(c->o->codec));
+    mail_t *m = compute_tensor_mail(c, WIRE_ACT, to, mb, s_slot_out(c, slot), c->shape.out_n, codecpick_id(c->o->codec));
     if (!m) return 0;
     m->aux = malloc(c->shape.targets_len);
     if (!m->aux) { mail_free(m); return 0; }
@@ -276,7 +276,7 @@ static void s_backward(compute_t *c, mbrec_t *r, const float *dout)
     s_mark_applied(c, r->mb);
     c->upd.flops += 2 * schedule_fwd_flops(c);
     if (c->stage > 0) {
-        mail_t *m = compute_tensor_mail(c, WIRE_GRAD, r->from, r->mb, a ? a->din : NULL, c->shape.in_n, codec_from_name(c->o->grad_codec));
+        mail_t *m = compute_tensor_mail(c, WIRE_GRAD, r->from, r->mb, a ? a->din : NULL, c->shape.in_n, codecpick_id(c->o->grad_codec));
         if (m) {
             m->feedback = 1;
             m->hdr.flags = (uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT;

@@ -261,6 +261,7 @@ static void s_on_ping(netside_t *ns, const transport_msg_t *m)
     wire_hdr_t h;
     ns_hdr(ns, &h, WIRE_PONG);
     h.mb = m->hdr.mb;
+    h.flags |= m->hdr.flags & PING_FLAG_DRAIN;
     if (m->link >= 0 || m->link == RELAYED_LINK || ns_link(ns, m->sender) >= 0) ns_send(ns, m->sender, &h, NULL, NULL, 0, 0, 0);
 }
 
@@ -342,7 +343,10 @@ void ns_dispatch(netside_t *ns, const transport_msg_t *m)
     switch (type) {
     case WIRE_PEERS: ns_on_peers(ns, m); break;
     case WIRE_PING: s_on_ping(ns, m); break;
-    case WIRE_PONG: ns_on_pong(ns, m); break;
+    case WIRE_PONG:
+        if (m->hdr.flags & PING_FLAG_DRAIN) ns_on_drain_pong(ns, m);
+        else ns_on_pong(ns, m);
+        break;
     case WIRE_ACT: case WIRE_GRAD: case WIRE_AVG: ns_on_tensor(ns, m); break;
     case WIRE_STATE_REQ: ns_on_state_req(ns, m); break;
     case WIRE_STATE: ns_on_state(ns, m); break;
@@ -413,7 +417,7 @@ void netside_on_mail(netside_t *ns, mail_t *m)
     case MAIL_FETCH: ns_on_fetch(ns, m); break;
     case MAIL_STATE_OUT: ns_on_state_out(ns, m); break;
     case MAIL_LEAVE: s_on_leave(ns, &m->self); break;
-    case MAIL_TENSOR: case MAIL_STATE_REQ: case MAIL_VIEW: case MAIL_STATE: case MAIL_STOP:
+    case MAIL_TENSOR: case MAIL_STATE_REQ: case MAIL_VIEW: case MAIL_STATE: case MAIL_STOP: case MAIL_SAY:
         INVARIANT(!"mail for the compute side posted to the network side");
     }
     mail_free(m);

@@ -138,6 +138,7 @@ typedef struct {
 /* Tensor codecs and the gradient streams' error feedback. */
 typedef struct {
     codec_ctx_t *dec, *enc;
+    double enc_s_per_value[2];  /* --codec auto: measured encode time per value of int8 and pca (0: none yet) */
     feedback_t fb[FEEDBACK_STREAMS];
     int nfb;
 } ns_tensor_t;
@@ -257,6 +258,8 @@ void ns_heard(netside_t *ns, uint64_t id);
 void ns_traffic(netside_t *ns, peer_t *p);
 /* PONG (RTT), and the timed rounds: gone-peer probes, pings, health. */
 void ns_on_pong(netside_t *ns, const transport_msg_t *m);
+/* The PONG of a drain probe (tensors.c): a throughput sample of the link to its sender, and its codec under auto. */
+void ns_on_drain_pong(netside_t *ns, const transport_msg_t *m);
 void ns_probe_gone(netside_t *ns);
 void ns_ping_round(netside_t *ns);
 void ns_check_health(netside_t *ns);

@@ -153,9 +153,38 @@ void ns_feedback_reset(netside_t *ns)
     ns->tensor.nfb = 0;
 }
 
-/* Encodes mail m's tensor into frame (returns its length, -1 on failure);
- * *virt: the bytes a modelled tensor stands for. */
-static long s_encode(netside_t *ns, const mail_t *m, uint8_t **frame, uint64_t *virt)
+/* The values of one row (one position's vector) of a cut tensor of n values. */
+static size_t s_row(const netside_t *ns, size_t n)
+{
+    size_t rows = (size_t)ns->c.o->batch * (size_t)(ns->c.o->cfg.kind == MODEL_GPT ? ns->c.o->cfg.maxT : 1);
+    return rows ? n / rows : 0;
+}
+
+/* The encode time of n values in codec (int8 or pca): measured, or before
+ * a measure (and in the simulator, whose clock stands still while the
+ * node works) the nominal one; pca's before its own measure at least
+ * CODECPICK_PCA_OVER_INT8 x int8's measured one (the same machine). */
+static double s_enc_s(const netside_t *ns, int codec, size_t n)
+{
+    double i8 = ns->tensor.enc_s_per_value[0], pca = ns->tensor.enc_s_per_value[1];
+    if (!(i8 > 0)) i8 = CODECPICK_INT8_S_PER_VALUE;
+    if (!(pca > 0)) pca = fmax(CODECPICK_PCA_S_PER_VALUE, CODECPICK_PCA_OVER_INT8 * i8);
+    return (codec == CODEC_PCA ? pca : i8) * (double)n;
+}
+
+/* The codec of mail m's tensor: its own, or under auto the one its link
+ * has now (int8 where pca's blocks do not fit the rows). */
+static int s_codec_of(netside_t *ns, const mail_t *m, peer_t *to)
+{
+    if (m->codec != CODEC_AUTO) return m->codec;
+    if (!to || codec_block_for_rows(CODEC_PCA, s_row(ns, m->n)) == 0) return CODEC_INT8;
+    return to->pick.codec;
+}
+
+/* Encodes mail m's tensor in codec (block: its block size) into frame
+ * (returns its length, -1 on failure); *virt: the bytes a modelled tensor
+ * stands for.  Under auto a real encode is timed (s_enc_s). */
+static long s_encode(netside_t *ns, const mail_t *m, int codec, int block, uint8_t **frame, uint64_t *virt)
 {
     *virt = 0;
     if (ns->c.modelled || !m->x) {
@@ -163,16 +192,73 @@ static long s_encode(netside_t *ns, const mail_t *m, uint8_t **frame, uint64_t *
         *frame = malloc(PROTO_MODELLED_LEN);
         if (!*frame) return -1;
         proto_put_modelled(*frame, m->n);
-        *virt = frame_typical_len(m->n, m->codec);
+        *virt = frame_typical_len(m->n, codec);
         return PROTO_MODELLED_LEN;
     }
-    size_t cap = frame_bound(m->n, m->codec);
+    size_t cap = frame_bound(m->n, codec);
     *frame = malloc(cap);
     if (!*frame) return -1;
     uint32_t shape[1] = { (uint32_t)m->n };
-    encode_opts_t eo = { .residual = m->feedback ? s_residual(ns, m->peer, m->n) : NULL, .block_size = m->block };
+    encode_opts_t eo = { .residual = m->feedback ? s_residual(ns, m->peer, m->n) : NULL, .block_size = block };
     char err[200];
-    return frame_encode(ns->tensor.enc, *frame, cap, m->x, shape, 1, m->codec, &eo, err, sizeof err);
+    double t0 = ns_now(ns);
+    long len = frame_encode(ns->tensor.enc, *frame, cap, m->x, shape, 1, codec, &eo, err, sizeof err);
+    if (m->codec == CODEC_AUTO && len > 0 && m->n > 0) {   /* an EWMA of the time per value */
+        double *per = &ns->tensor.enc_s_per_value[codec == CODEC_PCA], t = (ns_now(ns) - t0) / (double)m->n;
+        *per = *per > 0 ? 0.8 * *per + 0.2 * t : t;
+    }
+    return len;
+}
+
+/* A drain probe behind the tensor of `bytes` just sent to p under auto,
+ * when none is out (one lost is given up after 5 s): the PING waits behind
+ * the tensor on the link, so its PONG times the tensor's bytes leaving. */
+static void s_drain_probe(netside_t *ns, peer_t *p, double bytes)
+{
+    double now = ns_now(ns);
+    if (p->pick.probe_t > 0 && now - p->pick.probe_t < 5.0) return;
+    wire_hdr_t h;
+    ns_hdr(ns, &h, WIRE_PING);
+    h.mb = (uint64_t)(now * 1e6);
+    h.flags |= PING_FLAG_DRAIN;
+    if (ns_send(ns, p->info.id, &h, NULL, NULL, 0, 0, 0) != 0) return;
+    p->pick.probe_t = now;
+    p->pick.probe_bytes = bytes;
+}
+
+/* Says a change of p's codec under auto: a `codec` event and a line. */
+static void s_codec_said(netside_t *ns, const peer_t *p, int was, double rate, double wire_s, double extra_s)
+{
+    char id[9], line[300];
+    node_id_short(p->info.id, id);
+    const char *dir = p->info.stage > ns->me.stage ? "act" : "grad";
+    snprintf(line, sizeof line, "%s to %s: %s, was %s (the link moves %.2f Mbit/s: an int8 tensor takes %.1f ms on it, "
+             "pca encodes in %.1f ms more)", dir[0] == 'a' ? "activations" : "gradients", id,
+             codec_name(p->pick.codec), codec_name(was), rate * 8e-6, wire_s * 1e3, extra_s * 1e3);
+    metrics_event(ns->c.metrics, "codec", "\"peer\":%s,\"dir\":%s,\"codec\":%s,\"was\":%s,\"mbit\":%.3f,"
+                  "\"int8_ms\":%.3f,\"pca_extra_ms\":%.3f,\"why\":%s", id, dir, codec_name(p->pick.codec), codec_name(was),
+                  rate * 8e-6, wire_s * 1e3, extra_s * 1e3, line);
+    mail_t *m = mail_new(MAIL_SAY);
+    if (!m) return;
+    m->aux = (uint8_t *)strdup(line);
+    if (m->aux) m->aux_len = strlen(line) + 1;
+    ns_post(ns, m);
+}
+
+void ns_on_drain_pong(netside_t *ns, const transport_msg_t *m)
+{
+    peer_t *p = peers_find(&ns->peers, m->sender);
+    if (!p || p->pick.probe_t <= 0 || (uint64_t)(p->pick.probe_t * 1e6) != m->hdr.mb) return;   /* not the one out */
+    double rtt = ns_now(ns) - p->pick.probe_t;
+    p->pick.probe_t = 0;
+    if (!codecpick_sample(&p->pick, rtt, p->rtt_min_ms * 1e-3) || codecpick_samples(&p->pick) < CODECPICK_FIRST) return;
+    int stage_n = p->info.stage > ns->me.stage ? 1 : 0;   /* the tensor to it: our output (ACT) or our input (GRAD) */
+    size_t n = stage_n ? ns->me.out_n : ns->me.in_n;
+    double rate = codecpick_rate(&p->pick), b8 = (double)frame_typical_len(n, CODEC_INT8);
+    double e8 = s_enc_s(ns, CODEC_INT8, n), ep = s_enc_s(ns, CODEC_PCA, n);
+    int was = p->pick.codec;
+    p->pick.codec = codecpick_choose(was, rate, b8, e8, ep);
+    if (p->pick.codec != was) s_codec_said(ns, p, was, rate, b8 / rate, ep - e8);
 }
 
 /* Sends the message of a MAIL_SEND: header, the tensor (encoded here), the aux frame. */
@@ -183,8 +269,11 @@ void ns_on_send(netside_t *ns, mail_t *m)
     int nf = 0;
     uint8_t *frame = NULL;
     uint64_t virt = 0;
+    peer_t *to = m->peer ? peers_find(&ns->peers, m->peer) : NULL;
     if (m->codec >= 0) {
-        long len = s_encode(ns, m, &frame, &virt);
+        int codec = s_codec_of(ns, m, to);
+        int block = m->codec == CODEC_AUTO ? codec_block_for_rows(codec, s_row(ns, m->n)) : m->block;
+        long len = s_encode(ns, m, codec, block, &frame, &virt);
         if (len < 0) { free(frame); ns_drop(ns, "tensor could not be encoded", ns->id); return; }
         f[nf] = frame;
         l[nf++] = (size_t)len;
@@ -193,11 +282,11 @@ void ns_on_send(netside_t *ns, mail_t *m)
     wire_hdr_t h = m->hdr;
     h.run = ns->run;
     if (m->peer) {
-        peer_t *to = peers_find(&ns->peers, m->peer);
         if (to && (h.type == WIRE_ACT || h.type == WIRE_GRAD)) ns_traffic(ns, to);
         if (ns_send(ns, m->peer, &h, f, l, nf, m->raw_bytes, virt) != 0)   /* not the peer's offence */
             ns_count_drop(ns, "send failed (peer unknown or its queue full)", m->peer);
         else if (m->state_bytes) atomic_fetch_add(&ns->ctr.bytes_sent_state, WIRE_HDR_LEN + l[0] + (nf > 1 ? l[1] : 0));
+        else if (to && m->codec == CODEC_AUTO) s_drain_probe(ns, to, (double)(WIRE_HDR_LEN + virt + l[0] + (nf > 1 ? l[1] : 0)));
     } else {
         uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)(ns->peers.n + 1));
         int k = ids ? ns_live_ids(ns, ids) : 0;
