@@ -167,6 +167,29 @@ static int s_parse(sim_opts_t *so, int argc, char **argv, char **rest, int *nres
     return 0;
 }
 
+/* Where the node-time of the steady state went, per stage, and the steady
+ * state's share of the compute bound (the line DESIGN.md names). */
+static void s_print_steady(const sim_result_t *r, int stages)
+{
+    const sim_steady_t *st = &r->steady;
+    if (!st->reached) { printf("sim: no steady state: not every initial node started its stage\n"); return; }
+    double span = st->to - st->from;
+    for (int k = 0; k < stages && k < MODEL_STAGES_MAX; k++) {
+        double all = 0;
+        for (int w = 0; w < SIM_T_N; w++) all += st->t[k][w];
+        if (all <= 0) continue;
+        const double *t = st->t[k];
+        printf("sim: stage %d, %.1f nodes: computing %.1f%%, waiting for input %.1f%%, held by the delay budget or a flush "
+               "%.1f%%, held by the window %.1f%%, averaging %.1f%%, waiting on a link %.1f%%, other %.1f%%\n",
+               k, span > 0 ? all / span : 0.0, 100 * t[SIM_T_COMPUTE] / all, 100 * t[SIM_T_INPUT] / all,
+               100 * t[SIM_T_HELD] / all, 100 * t[SIM_T_WINDOW] / all, 100 * t[SIM_T_AVG] / all,
+               100 * t[SIM_T_LINK] / all, 100 * t[SIM_T_OTHER] / all);
+    }
+    printf("sim: steady state %.1f..%.1f s: %llu microbatches at the last stage, %.2f per simulated s, %.1f%% of the "
+           "compute bound (%.2f per s)\n", st->from, st->to, (unsigned long long)st->mb, span > 0 ? st->mb / span : 0.0,
+           st->bound_mb > 0 ? 100.0 * st->mb / st->bound_mb : 0.0, span > 0 ? st->bound_mb / span : 0.0);
+}
+
 int cmd_sim(int argc, char **argv)
 {
     sim_opts_t *so = calloc(1, sizeof *so);
@@ -222,6 +245,7 @@ int cmd_sim(int argc, char **argv)
            (unsigned long long)res.applied_last, res.sim_s > 0 ? res.applied_last / res.sim_s : 0.0,
            res.bound_mb > 0 ? 100.0 * res.applied_last / res.bound_mb : 0.0, res.sim_s > 0 ? res.bound_mb / res.sim_s : 0.0,
            res.cpu_s > 0 ? res.sim_s / res.cpu_s : 0.0, res.cpu_s);
+    s_print_steady(&res, so->o.stages);
     if (so->real) printf("sim: weights %016llx\n", (unsigned long long)res.weights);
     if (!res.run_complete) printf("sim: the run did not complete (%llu of %llu microbatches)\n",
                                   (unsigned long long)res.completed, (unsigned long long)res.target);

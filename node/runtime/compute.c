@@ -217,6 +217,15 @@ double compute_tick(compute_t *c)
     return c->issue.next_timeout < c->state.next_move ? c->issue.next_timeout : c->state.next_move;
 }
 
+int compute_idle(const compute_t *c)
+{
+    if (c->phase != PH_RUN || c->state.fetching || (!plan_chosen(c->plan.split) && c->stage == 0)) return COMPUTE_IDLE_OTHER;
+    if (c->stage != 0 || !view_all_stages_served(c) || c->closing.active || closing_steps_covered(c)) return COMPUTE_IDLE_INPUT;
+    if (c->o->schedule == SCHED_GPIPE) return c->work.inflight ? COMPUTE_IDLE_HELD : COMPUTE_IDLE_INPUT;
+    if (!delay_budget_room(c)) return COMPUTE_IDLE_HELD;
+    return c->work.inflight >= c->issue.max_inflight ? COMPUTE_IDLE_WINDOW : COMPUTE_IDLE_INPUT;
+}
+
 int compute_step(compute_t *c, double *flops)
 {
     c->upd.flops = 0;

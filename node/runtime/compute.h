@@ -108,6 +108,13 @@ double compute_tick(compute_t *self);
  * evaluation): 1 when it did something, 0 when there was nothing to do.
  * *flops: the floating-point work it did (for modelled durations). */
 int compute_step(compute_t *self, double *flops);
+/* Why the compute side has nothing to run (after compute_step gave 0):
+ * waiting for input (a tensor, or the swarm); held by the delay budget or a
+ * gpipe flush (data stage); held by the window, the microbatches the round
+ * trip and the queues along the pipeline allow (data stage); anything else
+ * (fetching its state, choosing the split, finished). */
+enum { COMPUTE_IDLE_INPUT = 1, COMPUTE_IDLE_HELD, COMPUTE_IDLE_WINDOW, COMPUTE_IDLE_OTHER };
+int compute_idle(const compute_t *self);
 /* The time the last step took (production: measured; the simulator:
  * modelled from its FLOPs): the node's capacity and window come from it. */
 void compute_account(compute_t *self, double seconds);

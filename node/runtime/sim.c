@@ -181,6 +181,7 @@ static int s_node_prepare(snode_t *n, char *err, size_t errlen)
     n->chk.last_vstage = -1;
     n->chk.last_v = -1;
     compute_flush(n->comp);
+    simtime_prepared(n);
     sim_comp_wake(n, s->now);
     return 0;
 }
@@ -267,6 +268,7 @@ snode_t *sim_node_new(sim_t *s)
     n->bps = mbit > 0 ? mbit * 1e6 : 0;
     n->slow = 1.0;
     n->cwake = INFINITY;
+    n->tm.what = -1;
     idmap_init(&n->chk.applied);
     s->node[s->nnodes++] = n;
     return n;
@@ -286,6 +288,7 @@ void sim_node_start(snode_t *n)
     n->cwake = INFINITY;
     n->nlinks = 0;
     n->started_at = s->now;
+    simtime_set(n, SIM_T_OTHER);
     if (n->inc > 1) n->paused_until = 0;   /* a pause planned before its first start holds */
     n->closed = 0;
     n->chk.issued = n->chk.resolved = 0;
@@ -373,6 +376,7 @@ void sim_node_stop(snode_t *n, int crash)
         if (c > n->sim->best_done) n->sim->best_done = c;
     }
     if (!crash && n->net) netside_bye(n->net);
+    simtime_set(n, -1);
     n->alive = 0;
     n->left_at = n->sim->now;
     n->sim->res->node_seconds += n->sim->now - n->started_at;
@@ -386,6 +390,7 @@ static void s_comp_ended(snode_t *n)
     sim_t *s = n->sim;
     if (n->finished) return;
     n->finished = 1;
+    simtime_set(n, SIM_T_OTHER);
     compute_result_t r;
     compute_result(n->comp, &r);
     if (r.status == 0 && r.done == 1 && r.stage == n->o.stages - 1 && !isfinite(s->done_at) && s->so.steps_given) s->done_at = s->now;
@@ -402,6 +407,17 @@ static void s_comp_ended(snode_t *n)
         netside_on_mail(n->net, leave);
     }
     sim_push(s, s->now + STOP_AFTER_S, EV_STOP, n->idx, (uint64_t)n->inc, NULL);
+}
+
+/* What an idle compute side's time goes to (compute_idle's reason). */
+static int s_idle_what(int idle)
+{
+    switch (idle) {
+    case COMPUTE_IDLE_INPUT: return SIM_T_INPUT;
+    case COMPUTE_IDLE_HELD: return SIM_T_HELD;
+    case COMPUTE_IDLE_WINDOW: return SIM_T_WINDOW;
+    default: return SIM_T_OTHER;
+    }
 }
 
 /* Runs the node's compute side if it is free: its mail, its timers, one step. */
@@ -424,6 +440,7 @@ static void s_comp_run(snode_t *n)
         double dur = flops / rate;
         if (dur < 1e-6) dur = 1e-6;
         compute_account(n->comp, dur);
+        simtime_set(n, SIM_T_COMPUTE);
         n->busy = 1;
         n->cgen++;
         sim_push(s, s->now + dur, EV_COMP_DONE, n->idx, n->cgen, NULL);
@@ -431,6 +448,7 @@ static void s_comp_run(snode_t *n)
     }
     compute_flush(n->comp);
     if (compute_finished(n->comp)) { s_comp_ended(n); return; }
+    simtime_set(n, s_idle_what(compute_idle(n->comp)));
     sim_comp_wake(n, next > s->now ? next : s->now + 1e-3);
 }
 

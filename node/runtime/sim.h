@@ -76,6 +76,22 @@ int sim_plan_random(uint64_t seed, int nodes, int count, double horizon, plan_ev
  * naming the line and the field. */
 int sim_plan_parse(const char *text, int nodes, plan_ev_t **out, char *err, size_t errlen);
 
+/* What a node's time goes to (sim_steady_t.t): computing; waiting for
+ * input; held by the delay budget or a gpipe flush; held by the window
+ * (data stage); idle while its uplink sends averaging weights; idle while
+ * its uplink sends anything else; the rest (joining, fetching state). */
+enum { SIM_T_COMPUTE = 0, SIM_T_INPUT, SIM_T_HELD, SIM_T_WINDOW, SIM_T_AVG, SIM_T_LINK, SIM_T_OTHER, SIM_T_N };
+
+/* The steady state: from when every initial node has started its stage to
+ * when the last stage's count reaches --steps (or the end of the run). */
+typedef struct {
+    int reached;               /* every initial node started its stage */
+    double from, to;           /* simulated seconds */
+    uint64_t mb;               /* microbatches applied at the last stage within it */
+    double bound_mb;           /* the compute bound within it (as bound_mb) */
+    double t[MODEL_STAGES_MAX][SIM_T_N];   /* node-seconds within it, by stage and SIM_T_* */
+} sim_steady_t;
+
 typedef struct {
     uint64_t completed;        /* microbatches completed at the last stage */
     uint64_t target;           /* what the run needed (0: time-bounded) */
@@ -101,6 +117,7 @@ typedef struct {
     int nodes_total;           /* nodes that ever ran */
     int violations;            /* invariants broken */
     char why[512];             /* the first broken invariant */
+    sim_steady_t steady;
 } sim_result_t;
 
 /* Runs a simulation; progress to `log` (NULL: none); metrics to so->o.metrics.

@@ -45,6 +45,17 @@ typedef struct {
 
 typedef struct sim sim_t;
 
+/* Where one node's time goes (simtime.c): what it is doing since when. */
+typedef struct {
+    int what;                  /* SIM_T_*, -1: not counted (not alive) */
+    int stage;                 /* the stage it serves then (-1: none yet) */
+    double since;
+    double link_until;         /* idle: its uplink was busy until then when it fell idle, */
+    double avg_until;          /* the averaging weights among what it sent until then */
+    double avg_end;            /* when the last averaging message it sent leaves its uplink */
+    int prepared;              /* it started a stage once (an initial node: the steady state waits for it) */
+} simtime_t;
+
 /* What the invariants follow of one node. */
 typedef struct {
     idmap_t applied;           /* microbatches its compute side applied (this incarnation's stage tenure: a restarted
@@ -87,6 +98,7 @@ typedef struct {
     int nlinks, caplinks;
     simmsg_t *last_in;         /* a rogue's last received message (replays) */
     simcheck_t chk;            /* what the invariants follow */
+    simtime_t tm;              /* where its time goes */
 } snode_t;
 
 struct sim {
@@ -116,6 +128,9 @@ struct sim {
     uint64_t best_done;        /* the run's progress as the last node that left saw it */
     uint64_t rogue_sent;       /* bytes rogues put on the network beside their network sides */
     double capacity;           /* FLOPs the nodes could have done while alive (speed x --gflops x time) */
+    int prepared;              /* initial nodes that started their stage (the steady state begins when all did) */
+    double cap0;               /* capacity at the start of the steady state */
+    uint64_t mb0;              /* the last stage's count then */
     vcache_t *vcache;          /* announcements verified already (all nodes: verification is a pure function) */
 };
 
@@ -180,8 +195,23 @@ void sim_report(void *arg, const node_report_t *r);
 void sim_close_compute(snode_t *n, int died);
 /* A node that has not yet learnt every stage: does it now? */
 void sim_check_learned(snode_t *n);
+/* Modelled FLOPs of one microbatch through every stage. */
+double sim_mb_flops(const sim_opts_t *so);
 /* By when every node must have ended once the run completed. */
 double sim_end_deadline(const sim_t *s);
 /* The results and the end-of-run invariants into s->res. */
 void sim_finish(sim_t *s);
+
+/* ---- where the time goes, the steady state (simtime.c) ---- */
+
+/* Node n is now doing `what` (SIM_T_*; -1: it is gone). */
+void simtime_set(snode_t *n, int what);
+/* Node n started its stage: the steady state may begin. */
+void simtime_prepared(snode_t *n);
+/* The last stage applied a microbatch: the steady state may end. */
+void simtime_applied(sim_t *s);
+/* The end of the run: the steady state ends if it has not. */
+void simtime_finish(sim_t *s);
+/* FLOPs the nodes could have done until now (speed x --gflops x time alive). */
+double simtime_capacity(const sim_t *s);
 #endif

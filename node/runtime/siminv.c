@@ -22,7 +22,10 @@ void sim_trace(void *arg, int what, uint64_t mb, int64_t v)
             idmap_put(&n->chk.applied, mb, 0);
         }
         if (netside_stage(n->net) == 0) n->chk.resolved++;
-        if (netside_stage(n->net) == n->o.stages - 1) s->res->applied_last++;
+        if (netside_stage(n->net) == n->o.stages - 1) {
+            s->res->applied_last++;
+            simtime_applied(s);
+        }
         break;
     case TRACE_LOST: n->chk.resolved++; break;
     case TRACE_SKIP: n->chk.resolved++; break;
@@ -120,6 +123,7 @@ void sim_finish(sim_t *s)
     sim_result_t *r = s->res;
     uint64_t best = 0, sent = s->sent_dead + s->rogue_sent, recv = s->recv_dead;
     int complete = s->so.steps_given && isfinite(s->done_at);
+    simtime_finish(s);
     for (int i = 0; i < s->nnodes; i++) {
         snode_t *n = s->node[i];
         if (!n->alive) continue;

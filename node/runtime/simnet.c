@@ -81,6 +81,7 @@ void sim_transmit(sim_t *s, simmsg_t *m)
     double start = src->egress_free > s->now ? src->egress_free : s->now;
     double ser = src->bps > 0 ? (double)m->bytes * 8.0 / src->bps : 0;
     src->egress_free = start + ser;
+    if (m->type == WIRE_AVG) src->tm.avg_end = src->egress_free;
     double lat = sim_range(s, ((uint64_t)(uint32_t)m->src << 32) | (uint32_t)m->dst, s->so.lat_lo, s->so.lat_hi) * 1e-3;
     double at = src->egress_free + lat + (s->so.jitter_ms > 0 ? sim_uniform(s) * s->so.jitter_ms * 1e-3 : 0);
     double *last = s_pair_last(s, m->src, m->dst);
