@@ -390,6 +390,7 @@ static void s_comp_ended(snode_t *n)
     sim_t *s = n->sim;
     if (n->finished) return;
     n->finished = 1;
+    sim_progressed(s);
     simtime_set(n, SIM_T_OTHER);
     compute_result_t r;
     compute_result(n->comp, &r);
@@ -550,6 +551,7 @@ static void s_step(sim_t *s, ev_t *e)
         break;
     case EV_PROGRESS:
         s_progress(s);
+        sim_check_live(s);
         sim_push(s, s->now + PROGRESS_EVERY_S, EV_PROGRESS, -1, 0, NULL);
         break;
     default: break;

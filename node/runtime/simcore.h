@@ -17,7 +17,8 @@
 #define END_GRACE_S 700.0               /* after the run completes, live nodes must end within this (a node cut off gives up after 600 s) */
 #define REJOIN_S 5.0                    /* a failed join is tried again (through another node) after this */
 #define ROGUE_EVERY_S 0.2               /* a rogue sends a bad message this often */
-#define PROGRESS_EVERY_S 60.0           /* simulated seconds between progress lines */
+#define PROGRESS_EVERY_S 60.0           /* simulated seconds between progress lines (and liveness checks) */
+#define LIVE_BOUND_S 300.0              /* a swarm with a live node at every stage makes progress within this */
 
 enum { EV_START = 1, EV_DELIVER, EV_NET, EV_COMP, EV_COMP_DONE, EV_STOP, EV_PLAN, EV_CHURN, EV_ROGUE, EV_PROGRESS };
 
@@ -129,6 +130,8 @@ struct sim {
     uint64_t rogue_sent;       /* bytes rogues put on the network beside their network sides */
     double capacity;           /* FLOPs the nodes could have done while alive (speed x --gflops x time) */
     int prepared;              /* initial nodes that started their stage (the steady state begins when all did) */
+    double last_progress;      /* when the swarm last made progress (sim_progressed) */
+    double live_since;         /* since when every stage has had a live node, no pause or partition in force */
     double cap0;               /* capacity at the start of the steady state */
     uint64_t mb0;              /* the last stage's count then */
     vcache_t *vcache;          /* announcements verified already (all nodes: verification is a pure function) */
@@ -197,6 +200,13 @@ void sim_close_compute(snode_t *n, int died);
 void sim_check_learned(snode_t *n);
 /* Modelled FLOPs of one microbatch through every stage. */
 double sim_mb_flops(const sim_opts_t *so);
+/* The swarm made progress now: a microbatch applied at the last stage, an
+ * update, a compute side that ended. */
+void sim_progressed(sim_t *s);
+/* Liveness, checked every PROGRESS_EVERY_S: a run in which every stage has
+ * had a live, serving node (none paused, no partition) for LIVE_BOUND_S
+ * makes progress within it. */
+void sim_check_live(sim_t *s);
 /* By when every node must have ended once the run completed. */
 double sim_end_deadline(const sim_t *s);
 /* The results and the end-of-run invariants into s->res. */

@@ -24,6 +24,7 @@ void sim_trace(void *arg, int what, uint64_t mb, int64_t v)
         if (netside_stage(n->net) == 0) n->chk.resolved++;
         if (netside_stage(n->net) == n->o.stages - 1) {
             s->res->applied_last++;
+            sim_progressed(s);
             simtime_applied(s);
         }
         break;
@@ -34,6 +35,7 @@ void sim_trace(void *arg, int what, uint64_t mb, int64_t v)
             sim_violation(s, "node %d: weight version went from %lld to %lld", n->idx, (long long)n->chk.last_v, (long long)v);
         n->chk.last_vstage = (int)mb;
         n->chk.last_v = v;
+        sim_progressed(s);
         break;
     case TRACE_MOVE: idmap_clear(&n->chk.applied); break;   /* a new stage: its microbatches are new */
     default: break;
@@ -161,4 +163,35 @@ void sim_finish(sim_t *s)
     r->trace = s->trace;
     r->nodes_total = s->nnodes;
     if (r->learn_n) r->learn_all_s /= r->learn_n;
+}
+
+void sim_progressed(sim_t *s)
+{
+    s->last_progress = s->now;
+}
+
+/* Whether every stage has a live node serving it now, none paused and no
+ * partition in force (the conditions liveness is owed under). */
+static int s_all_served(const sim_t *s)
+{
+    unsigned char served[MODEL_STAGES_MAX] = {0};
+    int K = s->so.o.stages, have = 0;
+    if (s->part_active) return 0;
+    for (int i = 0; i < s->nnodes; i++) {
+        const snode_t *n = s->node[i];
+        if (n->alive && n->paused_until > s->now) return 0;
+        if (!n->alive || !n->comp || n->finished || !n->net) continue;
+        int st = netside_stage(n->net);
+        if (st >= 0 && st < K && !served[st]) { served[st] = 1; have++; }
+    }
+    return have == K;
+}
+
+void sim_check_live(sim_t *s)
+{
+    if (isfinite(s->done_at)) return;
+    if (!s_all_served(s)) { s->live_since = s->now; return; }
+    double since = fmax(s->live_since, s->last_progress);
+    if (s->now - since > LIVE_BOUND_S)
+        sim_violation(s, "no progress for %.0f s (since %.1f s) while every stage had a live node", s->now - since, since);
 }
