@@ -148,8 +148,12 @@ int peers_pick_stage(const peers_t *t, int nstages, uint64_t salt)
     int count[MODEL_STAGES_MAX];
     if (nstages > MODEL_STAGES_MAX) nstages = MODEL_STAGES_MAX;
     peers_stage_counts(t, nstages, count);
-    for (int s = 0; s < nstages; s++)
+    int even = 1;
+    for (int s = 0; s < nstages; s++) {
         if (count[s] == 0) return s;
+        even &= count[s] == count[0];
+    }
+    if (even) return 0;   /* all alike: another data stage, as the first newcomers of a run take */
     /* two stages drawn by the salt (distinct when there are two), the less served of them */
     uint64_t h = (salt + 1) * 0x9e3779b97f4a7c15ULL;
     h ^= h >> 29;

@@ -118,7 +118,7 @@ int peers_set_announce(peer_t *p, const uint8_t *blob, uint64_t seq);
 /* Peers (alive, self included) serving each stage, into count[nstages]. */
 void peers_stage_counts(const peers_t *t, int nstages, int *count);
 /* The stage a newcomer should take: the lowest one nobody alive serves;
- * else, of two stages drawn by `salt` (the newcomer's id: the same for
+ * stage 0 when every stage has as many; else, of two stages drawn by `salt` (the newcomer's id: the same for
  * the same table), the one with fewer alive peers (the lower on a tie).
  * Two choices, not the least served: many nodes welcome newcomers at once,
  * each from a table that lacks the others' latest, and the least served

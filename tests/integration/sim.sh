@@ -135,17 +135,18 @@ else
     echo "FAIL - --split auto: '$ps' (want late, 1 chosen, 1 data-stage node, done), '$pf' (even 1 1 done), '$pp' (late 1 2 done): $(tail -n 1 "$T/auto-slow.out")"
 fi
 # ... and a stage that loses its only peer before the choice: the choice waits for it, then one node makes it
-# (the two data-stage nodes each chose at its return, one of them without a round trip, and stages took both: hung)
+# (the two data-stage nodes each chose at its return, one of them without a round trip, and stages took both: hung).
+# A data-stage node may fill the empty stage before the other's return (rebalancing): then one data-stage node chose
 gbad=""
 for seed in 2 6; do
     printf '1.0 kill 1\n30 restart 1\n' >"$T/gap.plan"
     "$BRIGADE" sim --nodes 5 --stages 4 --steps 40 --micro 4 --seed "$seed" --latency-ms 20:80 --bandwidth-mbit 20:20 \
         --plan "$T/gap.plan" --metrics "$T/auto-gap$seed.jsonl" >"$T/auto-gap$seed.out" 2>&1 || gbad="$gbad exit $?"
     pg=$(echo $(plans "gap$seed"))
-    case "$pg" in even\ 1\ 2\ done|late\ 1\ 2\ done) ;; *) gbad="$gbad [seed $seed: '$pg']" ;; esac
+    case "$pg" in even\ 1\ [12]\ done|late\ 1\ [12]\ done) ;; *) gbad="$gbad [seed $seed: '$pg']" ;; esac
 done
 if [ -z "$gbad" ]; then echo "ok - --split auto: a stage gone before the choice and back 29 s later: one choice, the run completes"
-else echo "FAIL - --split auto with a stage gone before the choice (want one split, 1 chosen, 2 data-stage nodes, done):$gbad $(tail -n 1 "$T/auto-gap6.out")"; fi
+else echo "FAIL - --split auto with a stage gone before the choice (want one split, 1 chosen, 1 or 2 data-stage nodes, done):$gbad $(tail -n 1 "$T/auto-gap6.out")"; fi
 
 # 3e. a vocabulary above 256 across stages: the targets travel 2 bytes each, and a swarm of 3 stages (fp32 on the
 #     wire, one microbatch in flight) computes what solo computes; the token shards hold ids up to 511
@@ -207,7 +208,8 @@ fi
 #     turnarounds that spanned its pause are not taken for its speed (they were, and node 5 then
 #     did 6-13 updates after its pause against 72-98 of its stage's other peer).  The node must
 #     also log no update inside its pause (20-24 s): with the plan's pause not applied the
-#     counts below are as even as with it handled well
+#     counts below are as even as with it handled well.  When rebalancing took its stage's other peer
+#     elsewhere, the stage's work is all its own: it counts as that peer
 paused() {
     printf '20 pause 5 4\n' >"$T/pause.plan"
     "$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed "$1" --plan "$T/pause.plan" --metrics "$T/pause$1.jsonl" \
@@ -219,7 +221,7 @@ me = [e['node'] for e in ev if e['event'] == 'start' and e.get('incarnation') ==
 ups = [e for e in ev if e['event'] == 'update' and e['t'] > 24]
 stage = [e['stage'] for e in ev if e['event'] == 'update' and e['node'] == me][-1]
 mine = sum(1 for e in ups if e['node'] == me)
-other = max(sum(1 for e in ups if e['node'] == o and e['stage'] == stage) for o in {e['node'] for e in ups} - {me})
+other = max(sum(1 for e in ups if e['node'] == o and e['stage'] == stage) for o in {e['node'] for e in ups} - {me}) or mine
 during = sum(1 for e in ev if e['event'] == 'update' and e['node'] == me and 20.05 < e['t'] < 24)
 print(mine, other, during)" "$T/pause$1.jsonl"
 }

@@ -47,15 +47,19 @@ static int s_stage_caps(const compute_t *c, double mine, double *cap, int *count
  * peers of its stage with higher ids).  From another stage: its highest-id
  * node to the stage of the least capacity.  Either only when the stage it
  * leaves keeps MOVE_GAIN x what the other had (the slower of the two gets
- * faster, and no move undoes another). */
-static int s_balance_target(const compute_t *c, const double *cap, double mine, int above)
+ * faster, and no move undoes another).  Only the stage of the most
+ * capacity among those served by several gives nodes in a round. */
+static int s_balance_target(const compute_t *c, const double *cap, const int *count, double mine, int above)
 {
-    int K = c->nstages, from = c->stage, least = 0;
+    int K = c->nstages, from = c->stage, least = 0, giver = from;
     double mean = 0, short_sum = 0;
     for (int s = 0; s < K; s++) {
         mean += cap[s] / K;
         if (cap[s] < cap[least]) least = s;
+        if (count[s] >= 2 && cap[s] > cap[giver]) giver = s;
     }
+    if (giver != from) return -1;   /* one stage gives at a time, the one of the most capacity: the others'
+                                       movers would all go to the same short stage at once */
     if (cap[from] <= mean) return above == 0 && least != from && cap[from] - mine >= MOVE_GAIN * cap[least] ? least : -1;
     if (above >= (int)fmax(1.0, floor((cap[from] - mean) / mine))) return -1;
     for (int s = 0; s < K; s++) short_sum += cap[s] < mean ? mean - cap[s] : 0;
@@ -128,7 +132,7 @@ void balance_consider_move(compute_t *c)
     for (int s = 0; s < c->nstages; s++)
         if (count[s] == 0 && above == 0) { s_move_or_drain(c, s, "stage without peers"); return; }
     if (!known || now - c->t0 < MOVE_BALANCE_S || c->closing.active) return;
-    int b = s_balance_target(c, cap, mine, above);
+    int b = s_balance_target(c, cap, count, mine, above);
     if (b < 0) return;
     char why[128];
     snprintf(why, sizeof why, "stage %d has less capacity (%.1f vs %.1f microbatches/s here)", b, cap[b], cap[c->stage]);
