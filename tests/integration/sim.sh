@@ -297,7 +297,7 @@ else echo "FAIL - evaluations with two last-stage nodes (want every one whole at
 #     by then (back from a partition), it downloads from it (it took the initial weights: a version-0 replica
 #     beside one at version 150)
 printf '22 kill 5\n23.3 partition 1,0\n30.7 heal\n35.3 restart 5\n' >"$T/mv.plan"
-"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed 7 --plan "$T/mv.plan" >"$T/mv.out" 2>&1; rc=$?
+"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --micro 1 --seed 7 --plan "$T/mv.plan" >"$T/mv.out" 2>&1; rc=$?
 mv=$(grep -h 'moved from stage' "$T/mv.out" | sed 's/^sim *[0-9.]* s: //')
 if [ $rc = 0 ] && [ -n "$mv" ] && ! grep -q 'initial weights' "$T/mv.out" && printf '%s' "$mv" | grep -q 'downloaded at version [1-9]'; then
     echo "ok - a move whose backup does not come downloads from a peer that serves the stage by then: $mv"
@@ -323,7 +323,7 @@ printf '3 kill 2\n4 restart 2\n' >"$T/gc.plan"
 gc=$(evs "$T/gc.jsonl")
 [ "${gc##* }" = after ] || gbad="$gbad [c: evaluations '$gc', the last not after stage 0's last update]"
 printf '12 kill 3\n12 kill 7\n' >"$T/gd.plan"
-"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed 7 --plan "$T/gd.plan" >"$T/gd.out" 2>&1 || gbad="$gbad [d: exit $?]"
+"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --micro 1 --seed 7 --plan "$T/gd.plan" >"$T/gd.out" 2>&1 || gbad="$gbad [d: exit $?]"
 gd=$(sim_s "$T/gd.out")
 awk "BEGIN { exit !(${gd:-999} < 60) }" || gbad="$gbad [d: over after '$gd' s, want under 60]"
 if [ -z "$gbad" ]; then echo "ok - the end of a run with evaluations: 2% lost: $ga; receiver killed: over after $gb s; trained on after an early final: $gc; two movers: over after $gd s"
@@ -366,7 +366,7 @@ printf '66 kill 3\n66 kill 7\n67 restart 3\n67 restart 7\n' >"$T/lc2.plan"
 printf '44 kill 3\n44 kill 7\n45 restart 3\n45 restart 7\n' >"$T/lc3.plan"
 lbad=""; lok=""
 for run in "--eval-every 25" "--eval-every 25 --plan $T/lc2.plan" "--eval-every 0 --plan $T/lc3.plan"; do
-    "$BRIGADE" sim --nodes 8 --stages 4 --split late --steps 200 --faults 7 --seed 179507 --latency-ms 5:60 \
+    "$BRIGADE" sim --nodes 8 --stages 4 --split late --steps 200 --micro 1 --faults 7 --seed 179507 --latency-ms 5:60 \
         --bandwidth-mbit 10:200 --speed 1:4 --loss 0.002 --sim-seconds 2000 --wall-seconds 60 --codec int8 --grad-codec int8 \
         $run >"$T/lc.out" 2>&1; rc=$?   # int8: the plans' kill times fall before the end of a run of int8 tensors
     ls=$(sim_s "$T/lc.out")
@@ -381,7 +381,7 @@ else echo "FAIL - both last-stage nodes restarted without their counts (want exi
 #     training on (a last-stage node's count short): the middle stage took no training after it for good (its only
 #     node at stage 1 dropped every activation; 47 microbatches lost, the run stuck to the 1000 s limit).  Now it
 #     trains again when one comes CLOSED_HOLD_S after the final evaluation passed
-"$BRIGADE" sim --nodes 5 --stages 4 --steps 100 --faults 7 --seed 2 --latency-ms 5:60 --loss 0.002 --sim-seconds 1000 \
+"$BRIGADE" sim --nodes 5 --stages 4 --steps 100 --micro 1 --faults 7 --seed 2 --latency-ms 5:60 --loss 0.002 --sim-seconds 1000 \
     --wall-seconds 60 --eval-every 25 --compute real --layers 4 --dim 32 --heads 2 --ctx 16 --batch 1 >"$T/mc.out" 2>&1; rc=$?
 ms=$(sim_s "$T/mc.out")
 if [ $rc = 0 ] && grep -q 'training again after the final evaluation passed' "$T/mc.out" && awk "BEGIN { exit !(${ms:-9999} < 300) }"; then
@@ -444,7 +444,7 @@ else echo "FAIL - a long --latency-ms: exit $rc: $(cat "$T/ll.err")"; fi
 # 7. plans and bounds near the end: a run that completes just before --sim-seconds, and one with a pause past the
 #    end of the run (longer than the grace after completion), were invariant breaks (exit 1); a kill or rogue
 #    planned before its node started was lost (the node ran as if unplanned)
-"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --seed 3 --sim-seconds 3.3 >"$T/e7.out" 2>"$T/e7.err"; rc=$?
+"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --micro 1 --seed 3 --sim-seconds 3.3 >"$T/e7.out" 2>"$T/e7.err"; rc=$?
 if [ $rc = 0 ]; then echo "ok - completed just before --sim-seconds: exit 0"
 else echo "FAIL - completed just before --sim-seconds: exit $rc: $(tail -n 2 "$T/e7.err" | tr '\n' ' ')"; fi
 printf '1 pause 3 1000\n' >"$T/lp.plan"

@@ -116,7 +116,8 @@ int balance_take_data(compute_t *c)
 }
 
 /* Rebalancing (every few seconds): a node of a stage served by several
- * peers moves to a stage with none (the highest-id peer of its stage), or
+ * peers moves to a stage with none (the highest-id peer of its stage, not
+ * at the data stage, whose microbatches wait for that stage), or
  * evens out the stages' capacities (s_balance_target), once every stage's
  * rate is known and MOVE_BALANCE_S into its run, at most once per
  * MOVE_COOLDOWN_S.  A data-stage node drains first (balance_drained); a
@@ -129,8 +130,9 @@ void balance_consider_move(compute_t *c)
     double cap[MODEL_STAGES_MAX], mine = compute_rate(c);
     int known = s_stage_caps(c, mine, cap, count, &above) == 0;
     if (count[c->stage] < 2) return;
-    for (int s = 0; s < c->nstages; s++)
-        if (count[s] == 0 && above == 0) { s_move_or_drain(c, s, "stage without peers"); return; }
+    for (int s = 0; s < c->nstages && c->stage != 0; s++)   /* a data-stage node would drain for good: its
+                                                               microbatches wait for the empty stage */
+        if (count[s] == 0 && above == 0) { state_move(c, s, "stage without peers"); return; }
     if (!known || now - c->t0 < MOVE_BALANCE_S || c->closing.active) return;
     int b = s_balance_target(c, cap, count, mine, above);
     if (b < 0) return;
