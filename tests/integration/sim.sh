@@ -152,7 +152,7 @@ else echo "FAIL - --split auto with a stage gone before the choice (want one spl
 #     wire, one microbatch in flight) computes what solo computes; the token shards hold ids up to 511
 mkdir -p "$T/tok"
 tok_shards "$T/tok"
-V="--vocab 512 --layers 3 --dim 32 --heads 2 --ctx 16 --data tokens:$T/tok --steps 12 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1"
+V="--vocab 512 --layers 3 --dim 32 --heads 2 --ctx 16 --data tokens:$T/tok --steps 12 --micro 1 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1"
 "$BRIGADE" sim --nodes 3 --stages 3 --compute real $V --metrics "$T/v512.jsonl" >"$T/v512.out" 2>&1; rc=$?
 "$BRIGADE" solo $V --metrics "$T/v512s.jsonl" >"$T/v512s.out" 2>&1; rcs=$?
 # pair A B: the last stage's update losses of metrics files A and B, when they are the same 12 (to 1e-6), else nothing
