@@ -44,7 +44,7 @@ static int s_stage_caps(const compute_t *c, double mine, double *cap, int *count
  * stages below the mean, in proportion to how far below (the movers of a
  * stage spread over the short ones), as many of its nodes at once as its
  * surplus holds (at least one; the highest ids first, `above` being the
- * peers of its stage with higher ids).  From another stage: its highest-id
+ * peers of its stage with higher ids), never all of them.  From another stage: its highest-id
  * node to the stage of the least capacity.  Either only when the stage it
  * leaves keeps MOVE_GAIN x what the other had (the slower of the two gets
  * faster, and no move undoes another).  Only the stage of the most
@@ -60,6 +60,8 @@ static int s_balance_target(const compute_t *c, const double *cap, const int *co
     }
     if (giver != from) return -1;   /* one stage gives at a time, the one of the most capacity: the others'
                                        movers would all go to the same short stage at once */
+    if (above + 1 >= count[from]) return -1;   /* the movers of a round (this node and the peers above it)
+                                                   leave the stage a node: two slow nodes left one empty */
     if (cap[from] <= mean) return above == 0 && least != from && cap[from] - mine >= MOVE_GAIN * cap[least] ? least : -1;
     if (above >= (int)fmax(1.0, floor((cap[from] - mean) / mine))) return -1;
     for (int s = 0; s < K; s++) short_sum += cap[s] < mean ? mean - cap[s] : 0;
