@@ -15,10 +15,13 @@
 #   STEPS=N  updates (default 7000)    MODEL=NAME  (default gpt-tiny)
 #   LR=X     peak learning rate (3e-3)  BATCH=B     microbatch (8)
 #   INFLIGHT=N  microbatches in flight (default 0: as the delay budget allows)
+#   MICRO=M  microbatches per update (default 1, the figures above; brigade's own
+#            default for 4 stages is 16, which keeps a swarm of many nodes busy)
 #   PORT=P   the bootstrap's port (7700; the peers take free ones)  KEEP=1  keep the work folder
 set -u
 B=${BRIGADE:-build/brigade}
 STEPS=${STEPS:-7000}
+MICRO=${MICRO:-1}
 MODEL=${MODEL:-gpt-tiny}
 LR=${LR:-3e-3}
 BATCH=${BATCH:-8}
@@ -56,7 +59,7 @@ elif q == "summary":
 PY
 }
 echo "== a local swarm: $MODEL on ${DATA#text:}, 4 stages, $STEPS updates (work folder $W)"
-"$B" node --listen 127.0.0.1:$PORT --stage 0 --model "$MODEL" --data "$DATA" --stages 4 --steps "$STEPS" \
+"$B" node --listen 127.0.0.1:$PORT --stage 0 --model "$MODEL" --data "$DATA" --stages 4 --steps "$STEPS" --micro "$MICRO" \
     --lr "$LR" --batch "$BATCH" --max-inflight "$INFLIGHT" --codec int8 --grad-codec int8 --checkpoint "$W/ck0" --save-every 500 \
     --metrics "$W/n0.jsonl" 2>"$W/n0.err" &
 PIDS="$PIDS $!"

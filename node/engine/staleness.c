@@ -54,8 +54,8 @@ int stale_budget_micro(const optim_config_t *o, int flags, int t, int delay, int
     float f = span > 0 && t < o->total ? (o->lr - optim_lr(o, t)) / span : 1.0f;
     /* whole updates: on a link whose round trip is long against a microbatch's compute, late microbatches
      * short of a whole update each hide one serialization, not the round trip, yet cost loss like any other */
-    int b = (int)lroundf(f * (float)delay) * micro;
-    return b < 1 ? 1 : b > full ? full : b;
+    int b = (int)lroundf(f * (float)delay) * micro, floor = micro / 4 > 1 ? micro / 4 : 1;
+    return b < floor ? floor : b > full ? full : b;
 }
 
 float stale_lr_scale(const optim_config_t *o, int flags, int t, int delay)

@@ -17,7 +17,8 @@
  *            weight prediction).  stale_forward_weights().
  *   ramp     the delay is let in as the learning rate comes down: none
  *            over the first stale_ramp_updates() (a synchronous pipeline),
- *            then one microbatch of each update runs one update late, and
+ *            then a quarter of each update's microbatches (at least one)
+ *            run one update late, and
  *            whole updates of delay come in as the rate decays, until the
  *            whole budget is used at its floor.
  *            stale_budget_micro(); the swarm meets it by narrowing its
@@ -69,7 +70,7 @@ int stale_ramp_updates(const optim_config_t *o);
  * of the update's microbatches, counted with their extra updates of delay,
  * may be late (delay x micro without STALE_RAMP).  With STALE_RAMP: 0 before
  * stale_ramp_updates(o), then f x delay rounded to whole updates, times
- * micro, at least 1, where f is the share of the cosine decay the rate has
+ * micro, at least one in four of the update's microbatches (at least 1), where f is the share of the cosine decay the rate has
  * done (0 at the peak rate, 1 at its floor o->lr_min_frac x o->lr; 1 without
  * a decay).  The swarm's data stage keeps at most micro + budget
  * microbatches in flight. */

@@ -79,6 +79,16 @@ mail_t *compute_tensor_mail(compute_t *c, int type, uint64_t peer, uint64_t mb, 
     return m;
 }
 
+/* Microbatches per second this node adds to its stage's throughput (0:
+ * not measured yet), which rebalancing evens out (balance.c): forwards per
+ * busy second; at the data stage per busy or held second, as the delay
+ * budget holds a data-stage node back between updates for a share of its
+ * time (so the data stage gets more nodes than its compute alone would say). */
+double compute_rate(const compute_t *c)
+{
+    return c->count.busy_s >= 0.5 ? c->count.fwd_done / (c->count.busy_s + c->count.held_s) : 0;
+}
+
 /* Tells the network side this node's stage, plan, sizes and progress (mail of `kind`). */
 void compute_send_self(compute_t *c, int kind)
 {
@@ -91,7 +101,7 @@ void compute_send_self(compute_t *c, int kind)
     s->out_n = c->shape.out_n;
     s->nparams = c->lay.nparams;
     s->version = c->version;
-    s->rate = c->count.busy_s >= 0.5 ? (float)(c->count.fwd_done / c->count.busy_s) : 0.0f;
+    s->rate = (float)compute_rate(c);
     s->completed = c->count.completed;
     s->loss = c->upd.last_loss;
     s->done = c->end.done;
@@ -170,7 +180,6 @@ void compute_on_mail(compute_t *c, mail_t *m)
         state_check_donor(c);
         break;
     case MAIL_STATE: state_on_fetched(c, m); break;
-    case MAIL_SAY: if (m->aux) compute_say(c, (const char *)m->aux); break;
     case MAIL_STOP:
         if (c->phase != PH_DONE) closing_finish(c);
         break;
@@ -208,11 +217,12 @@ double compute_tick(compute_t *c)
         c->issue.next_timeout = now + 0.2;
     }
     if (c->phase == PH_RUN) closing_data_stage_end(c, now);
+    if (c->phase == PH_RUN) balance_drained(c);
     closing_last_stage_end(c);
     closing_final_wait_end(c, now);
     eval_stale(c, now);
     if (c->phase == PH_RUN && c->closing.final_wait_until == 0 && now >= c->state.next_move) {
-        state_consider_move(c);
+        balance_consider_move(c);
         c->state.next_move = now + 5.0;
     }
     return c->issue.next_timeout < c->state.next_move ? c->issue.next_timeout : c->state.next_move;
@@ -220,11 +230,23 @@ double compute_tick(compute_t *c)
 
 int compute_idle(const compute_t *c)
 {
-    if (c->phase != PH_RUN || c->state.fetching || (!plan_chosen(c->plan.split) && c->stage == 0)) return COMPUTE_IDLE_OTHER;
+    if (c->phase != PH_RUN || c->state.fetching || (!plan_chosen(c->plan.split) && c->stage == 0) || c->balance.drain_to >= 0)
+        return COMPUTE_IDLE_OTHER;
     if (c->stage != 0 || !view_all_stages_served(c) || c->closing.active || closing_steps_covered(c)) return COMPUTE_IDLE_INPUT;
     if (c->o->schedule == SCHED_GPIPE) return c->work.inflight ? COMPUTE_IDLE_HELD : COMPUTE_IDLE_INPUT;
     if (!delay_budget_room(c)) return COMPUTE_IDLE_HELD;
     return c->work.inflight >= c->issue.max_inflight ? COMPUTE_IDLE_WINDOW : COMPUTE_IDLE_INPUT;
+}
+
+/* The data stage's time held by the delay budget (compute_rate): held now or not. */
+static void s_note_held(compute_t *c, int held)
+{
+    double now = compute_now(c);
+    if (held && c->count.held_from == 0) c->count.held_from = now;
+    if (!held && c->count.held_from > 0) {
+        c->count.held_s += now - c->count.held_from;
+        c->count.held_from = 0;
+    }
 }
 
 int compute_step(compute_t *c, double *flops)
@@ -252,6 +274,7 @@ int compute_step(compute_t *c, double *flops)
                 if (schedule_issue(c, NULL) == 0) did = 1;
         }
     }
+    if (c->stage == 0) s_note_held(c, !did && c->phase == PH_RUN && compute_idle(c) == COMPUTE_IDLE_HELD);
     if (flops) *flops = c->upd.flops;
     return did;
 }
@@ -372,6 +395,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     c->t0 = compute_now(c);
     c->state.last_backup = c->t0;
     c->state.last_move = -1e9;
+    c->balance.drain_to = -1;
     c->state.fetch_from = -1;
     c->state.saved_version = -1;
     c->upd.last_loss = NAN;

@@ -112,7 +112,7 @@ int compute_step(compute_t *self, double *flops);
  * waiting for input (a tensor, or the swarm); held by the delay budget or a
  * gpipe flush (data stage); held by the window, the microbatches the round
  * trip and the queues along the pipeline allow (data stage); anything else
- * (fetching its state, choosing the split, finished). */
+ * (fetching its state, choosing the split, draining before a move, finished). */
 enum { COMPUTE_IDLE_INPUT = 1, COMPUTE_IDLE_HELD, COMPUTE_IDLE_WINDOW, COMPUTE_IDLE_OTHER };
 int compute_idle(const compute_t *self);
 /* The time the last step took (production: measured; the simulator:

@@ -144,20 +144,22 @@ void peers_stage_counts(const peers_t *t, int nstages, int *count)
     }
 }
 
-int peers_pick_stage(const peers_t *t, int nstages)
+int peers_pick_stage(const peers_t *t, int nstages, uint64_t salt)
 {
     int count[MODEL_STAGES_MAX];
-    double rate[MODEL_STAGES_MAX] = {0};
     if (nstages > MODEL_STAGES_MAX) nstages = MODEL_STAGES_MAX;
     peers_stage_counts(t, nstages, count);
-    for (int i = 0; i < t->n; i++) {
-        const peer_t *p = &t->p[i];
-        if (p->health != PEER_GONE && p->info.stage >= 0 && p->info.stage < nstages) rate[p->info.stage] += p->info.rate;
+    int even = 1;
+    for (int s = 0; s < nstages; s++) {
+        if (count[s] == 0) return s;
+        even &= count[s] == count[0];
     }
-    int best = 0;
-    for (int s = 1; s < nstages; s++)
-        if (count[s] < count[best] || (count[s] == count[best] && rate[s] < rate[best])) best = s;
-    return best;
+    if (even) return 0;   /* all alike: another data stage, as the first newcomers of a run take */
+    /* two stages drawn by the salt (distinct when there are two), the less served of them */
+    uint64_t h = (salt + 1) * 0x9e3779b97f4a7c15ULL;
+    h ^= h >> 29;
+    int a = (int)((h >> 8) % (uint64_t)nstages), b = nstages > 1 ? (a + 1 + (int)((h >> 40) % (uint64_t)(nstages - 1))) % nstages : a;
+    return count[b] < count[a] || (count[b] == count[a] && b < a) ? b : a;
 }
 
 uint64_t peers_completed(const peers_t *t)

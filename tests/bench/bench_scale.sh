@@ -8,9 +8,8 @@
 #                                                 RESULTS_DIR/scale-1000x1h.txt, quoted by every later run)
 #
 # Writes RESULTS_DIR/75-scale.md and, when gnuplot is installed,
-# tests/bench/scale.png.  gpt-small cut into 8 stages (--micro 8: an update
-# every 8 microbatches, so the delay budget lets the data stages keep the
-# pipeline full, as PipeDream-2BW's micro >= stages), modelled compute
+# tests/bench/scale.png.  gpt-small cut into 8 stages (the default options
+# a user runs, --micro included: 4 x stages), modelled compute
 # (50 GFLOP/s per node), int8 codecs, 20..50 ms links, 100 Mbit/s uplinks,
 # seed 1; N = 10, 100, 1000 nodes, churn 10% and 1% of the nodes per
 # simulated hour (--churn 0.1 and 0.01: leaves, half crashes and half
@@ -30,9 +29,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/brigade-scale.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT INT TERM
 cp "$BRIGADE" "$WORK/brigade" && BRIGADE=$WORK/brigade
 t_start=$(date +%s)
-C="--stages 8 --micro 8 --model gpt-small --compute model --seed 1 --wall-seconds 7200"
+C="--stages 8 --model gpt-small --compute model --seed 1 --wall-seconds 7200"
 
-# fields OUT: one line "N churn learn_s ctl_B gossip_B hb_B mb_s bound_pct lost dup sim_per_cpu sim_per_wall cpu_s rc"
+# fields OUT: one line "learn_s ctl_B gossip_B hb_B mb_s bound_pct lost dup sim_per_cpu sim_s wall_s cpu_s steady_mb_s steady_pct"
 fields() {
     python3 - "$1" <<'PY'
 import re, sys
@@ -46,7 +45,9 @@ print(num(r"learned_s=([0-9.]+)", num(r"every stage ([0-9.]+) s after")),
       "%.0f" % (gossip + hb), "%.0f" % gossip, "%.0f" % hb,
       num(r"last stage, ([0-9.]+) per simulated s"), num(r"([0-9.]+)% of the compute bound"),
       num(r" lost (\d+),"), num(r"duplicated (\d+),"), num(r"speed ([0-9.]+) simulated s per CPU s"),
-      num(r"sim ([0-9.]+) s in"), num(r"in ([0-9.]+) s wall"), num(r"\(([0-9.]+) CPU s\)"))
+      num(r"sim ([0-9.]+) s in"), num(r"in ([0-9.]+) s wall"), num(r"\(([0-9.]+) CPU s\)"),
+      num(r"steady state [^:]*: \d+ microbatches at the last stage, ([0-9.]+) per"),
+      num(r"steady state .*?([0-9.]+)% of the compute bound"))
 PY
 }
 
@@ -87,20 +88,22 @@ print("- *gossip + heartbeats*: bytes of PEERS, PING and PONG messages put on th
 print("  (headers included; JOIN/WELCOME/BYE/DONE are apart).")
 print("- *throughput*: microbatches applied at the last stage per simulated second; *of the bound*: against the compute bound,")
 print("  what the nodes' summed compute could do (every node busy all the time it was alive, the work perfectly balanced).")
+print("- *steady*: the same within the steady state (from when every initial node serves its stage to the end of the run),")
+print("  as `brigade sim` prints it: the join of the nodes left out.")
 print("- *lost / dup*: microbatches given up (counted) / applied twice by a node; every run also checks the other invariants.")
 print("- *speed*: simulated seconds per CPU second of the simulator process.")
 print()
 print("At N = 1000 the %s s are mostly the join and the ramp (1000 nodes join in about 60 s, through a bootstrap that" % rows[2][2])
-print("answers 20 JOINs a second, then the windows grow as round trips are measured), so its throughput is not a steady")
-print("state; a Poisson churn at N = 10 may see no leave at all in the hour (seed 1 sees none).")
+print("answers 20 JOINs a second, then the windows grow as round trips are measured), so its whole-run throughput is not a")
+print("steady state: the steady columns leave the join out; a Poisson churn at N = 10 may see no leave at all in the hour (seed 1 sees none).")
 print()
-print("| nodes | churn /h | sim s | learn every stage | gossip + heartbeats B/node/s | (gossip, heartbeats) | throughput mb/s | of the bound | lost | dup | speed sim s / CPU s | CPU s | exit |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| nodes | churn /h | sim s | learn every stage | gossip + heartbeats B/node/s | (gossip, heartbeats) | throughput mb/s | of the bound | steady mb/s | steady of the bound | lost | dup | speed sim s / CPU s | CPU s | exit |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     n, c, secs, rc = r[0], r[1], r[2], r[3]
-    learn, ctl, g, hb, mbs, pct, lost, dup, spd, sims, wall, cpu = r[4:16]
-    print("| %s | %s%% | %s | %s s | %s | (%s, %s) | %s | %s%% | %s | %s | %s | %s | %s |" % (
-        n, "%g" % (100 * float(c)), sims, learn, ctl, g, hb, mbs, pct, lost, dup, spd, cpu, rc))
+    learn, ctl, g, hb, mbs, pct, lost, dup, spd, sims, wall, cpu, smbs, spct = r[4:18]
+    print("| %s | %s%% | %s | %s s | %s | (%s, %s) | %s | %s%% | %s | %s%% | %s | %s | %s | %s | %s |" % (
+        n, "%g" % (100 * float(c)), sims, learn, ctl, g, hb, mbs, pct, smbs, spct, lost, dup, spd, cpu, rc))
 print()
 by = {(r[0], r[1]): r for r in rows}
 for c in ("0.1", "0.01"):

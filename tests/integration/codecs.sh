@@ -15,7 +15,7 @@ if [ ! -d "$DATA" ]; then
     exit 0
 fi
 for c in fp32-fp32 int8-int8 int4-int8; do
-    timeout 240 "$BRIGADE" solo --model gpt-tiny --data "text:$DATA" --stages 4 --steps 200 --seed 3 \
+    timeout 240 "$BRIGADE" solo --model gpt-tiny --data "text:$DATA" --stages 4 --micro 1 --steps 200 --seed 3 \
         --threads 1 --codec "${c%-*}" --grad-codec "${c#*-}" --metrics "$T/$c.jsonl" >"$T/$c.out" 2>&1 &
 done
 wait

@@ -10,7 +10,7 @@ trap '[ -n "$HOLDER" ] && kill "$HOLDER" 2>/dev/null; [ -n "$KEEP" ] || rm -rf "
 trap 'exit 1' INT TERM HUP
 
 . "$(dirname "$0")/hx.inc"
-TINY="--model gpt-tiny --data synthetic"
+TINY="--model gpt-tiny --data synthetic --micro 1"
 
 # kill -9 one peer of a 2-peer stage once 60 losses are logged.
 hx kill9-one-of-two-peers --stages 4 --replicas 2 --fault "kill9 6 after 60" \

@@ -35,7 +35,7 @@ ok no-listen-needs-join $? "exit $rc: $(head -n 1 "$T/nl.out")"
 
 # 2. loopback: stages 1 and 3 accept no connection at all
 python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/lo" --timeout 120 --stages 4 \
-    --creator-args "--model gpt-tiny --data synthetic --steps 80 --seed 1" \
+    --creator-args "--model gpt-tiny --data synthetic --micro 1 --steps 80 --seed 1" \
     --node 1 " --no-listen" --node 3 " --no-listen" \
     --expect-exit 0 --expect-lost 0 --expect-tokens-grow >"$T/lo.out" 2>&1 &
 hpid=$!
@@ -82,7 +82,7 @@ for k in a b c; do "$BRIGADE" keygen --out "$T/key$k" >/dev/null; echo "$(node_i
 set -- $(cat "$T/keys.order")
 mv "$T/key$1" "$T/k4"; mv "$T/key$2" "$T/k0"; mv "$T/key$3" "$T/k3"
 python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/relay" --timeout 150 --stages 4 --nodes 5 \
-    --creator-args "--model gpt-tiny --data synthetic --steps 150 --seed 1" \
+    --creator-args "--model gpt-tiny --data synthetic --micro 1 --steps 150 --seed 1" \
     --node 0 " --keys $T/k0" --node 3 " --keys $T/k3" --node 4 " --keys $T/k4" \
     --node 1 " --no-listen" --node 2 " --no-listen" --fault "kill9 4 after 100" \
     --expect-exit 0 --expect-lost 0 --expect-tokens-grow >"$T/relay.out" 2>&1
@@ -98,7 +98,7 @@ ok relay-killed-routed-around $? "harness exit $rc: $(grep -E '^FAILED|^check lo
 #    so the run's length follows how many the 5% hits: 8-35 s here, 27 s to
 #    over 120 s under AddressSanitizer; the bound leaves room for that.
 python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/tamper" --timeout 300 --stages 4 \
-    --creator-args "--model gpt-tiny --data synthetic --steps 40 --seed 1" \
+    --creator-args "--model gpt-tiny --data synthetic --micro 1 --steps 40 --seed 1" \
     --node 0 " --emu-relay-tamper 0.05" --node 3 " --emu-relay-tamper 0.05" \
     --node 1 " --no-listen" --node 2 " --no-listen" \
     --expect-exit 0 --expect-lost 0 >"$T/tamper.out" 2>&1
@@ -118,7 +118,7 @@ for i in 1 2 3; do
     "$BRIGADE" ticket --owner "$T/owner" --peer "$T/c$i" --expires 1h >"$T/c$i.ticket" 2>/dev/null
 done
 python3 "$HARNESS" --quiet --brigade "$BRIGADE" --dir "$T/closed" --timeout 120 --stages 4 \
-    --creator-args "--model gpt-tiny --data synthetic --steps 40 --seed 1 --owner $T/owner" \
+    --creator-args "--model gpt-tiny --data synthetic --micro 1 --steps 40 --seed 1 --owner $T/owner" \
     --node 0 " --keys $T/owner" --node 1 " --no-listen --keys $T/c1 --ticket @$T/c1.ticket" \
     --node 2 " --no-listen --keys $T/c2 --ticket @$T/c2.ticket" --node 3 " --keys $T/c3 --ticket @$T/c3.ticket" \
     --expect-exit 0 --expect-lost 0 >"$T/closed.out" 2>&1
@@ -136,7 +136,7 @@ else
     if [ -d /usr/share/games/fortunes ]; then DATA=text:/usr/share/games/fortunes; else DATA=synthetic; fi
     sh "$HERE/netns/swarm" --nodes 4 --up 20 --home 1 --home 3 --links "$T/links.json" --max 200 -- \
         --brigade "$BRIGADE" --stages 4 --dir "$T/nn" --timeout 180 --quiet --summary "$T/nn.json" \
-        --creator-args "--model gpt-tiny --data synthetic --steps 200 --seed 1" \
+        --creator-args "--model gpt-tiny --data synthetic --micro 1 --steps 200 --seed 1" \
         --expect-exit 0 --expect-lost 0 --expect-loss-ratio 0.5 >"$T/nn.out" 2>&1
     rc=$?
     r=$(reach "$T/nn")

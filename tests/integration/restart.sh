@@ -24,7 +24,7 @@ has() { [ -n "$(ev "$1" "$2" "$3" | head -n 1)" ]; }
 addr() { wait_for 60 has "$1" start join_addr; ev "$1" start join_addr | head -n 1; }
 "$BRIGADE" keygen --out "$T/k0" >/dev/null && "$BRIGADE" keygen --out "$T/k1" >/dev/null || { echo "FAIL - keygen"; exit 0; }
 set -- $(free_ports 2); P0=$1 P1=$2
-RUN="--model gpt-tiny --data synthetic --stages 2 --steps 400 --seed 4 --threads 1 --save-every 20"
+RUN="--model gpt-tiny --data synthetic --stages 2 --micro 1 --steps 400 --seed 4 --threads 1 --save-every 20"
 start() {  # start ROUND
     "$BRIGADE" node --listen 127.0.0.1:$P0 --keys "$T/k0" --checkpoint "$T/ck0" $RUN --metrics "$T/n0.$1.jsonl" 2>"$T/n0.$1.err" &
     N0=$!
@@ -78,7 +78,7 @@ else echo "FAIL - assemble incomplete: exit $rc: $(cat "$T/asm2")"; fi
 # a joiner that downloaded its stage's state and is stopped before an update of
 # its own keeps that state, also when the version is one --save-every would
 # have saved (it did not: the version came by the download)
-RUN3="--model gpt-tiny --data synthetic --stages 2 --steps 100000 --seed 5 --threads 1"
+RUN3="--model gpt-tiny --data synthetic --stages 2 --micro 1 --steps 100000 --seed 5 --threads 1"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) $RUN3 --metrics "$T/d0.jsonl" 2>"$T/d0.err" &
 D0=$!; PIDS="$D0"
 A=$(addr "$T/d0.jsonl")
@@ -103,7 +103,7 @@ fi
 # aside (DIR/stage.RUN.ckpt) instead of overwriting it with this run's saves
 run5=$(ev "$T/d0.jsonl" start run | head -n 1)
 cp "$T/ck2/stage.ckpt" "$T/ck2.before" 2>/dev/null
-"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 20 --seed 6 --threads 1 \
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --micro 1 --steps 20 --seed 6 --threads 1 \
     --metrics "$T/e0.jsonl" 2>"$T/e0.err" &
 E0=$!; PIDS="$E0"
 A=$(addr "$T/e0.jsonl")
@@ -128,7 +128,7 @@ fi
 # goes to DIR/stage.RUN.s1.2.ckpt (it replaced the earlier one)
 cp "$T/ck2/stage.ckpt" "$T/ck2.s1" 2>/dev/null
 echo "kept before" > "$T/ck2/stage.$run6.s1.ckpt"
-"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 20 --seed 6 --threads 1 \
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --micro 1 --steps 20 --seed 6 --threads 1 \
     --stage 1 --metrics "$T/x0.jsonl" 2>"$T/x0.err" &
 G0=$!; PIDS="$G0"
 A=$(addr "$T/x0.jsonl")
@@ -150,7 +150,7 @@ fi
 # a joiner with --stage auto whose folder holds stage 0 of another run takes
 # the stage this run lacks, not stage 0 again (which left stage 1 unserved)
 mkdir -p "$T/ck3" && cp "$T/ck0/stage.ckpt" "$T/ck3/stage.ckpt"
-"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --steps 10 --seed 7 --threads 1 \
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --model gpt-tiny --data synthetic --stages 2 --micro 1 --steps 10 --seed 7 --threads 1 \
     --metrics "$T/f0.jsonl" 2>"$T/f0.err" &
 F0=$!; PIDS="$F0"
 A=$(addr "$T/f0.jsonl")
@@ -171,7 +171,7 @@ fi
 # a node stopped while it downloads its stage's state leaves its checkpoint
 # as it was: the weights it held then were initial ones (saved, they replaced
 # a good earlier state of the stage with version 0)
-RUN7="--model gpt-tiny --data synthetic --stages 2 --steps 100000 --seed 8 --threads 1"
+RUN7="--model gpt-tiny --data synthetic --stages 2 --micro 1 --steps 100000 --seed 8 --threads 1"
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) $RUN7 --metrics "$T/g0.jsonl" 2>"$T/g0.err" &
 G0=$!; PIDS="$G0"
 A=$(addr "$T/g0.jsonl")

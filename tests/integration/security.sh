@@ -140,7 +140,7 @@ creator() {
 
 PORTS=$(free_ports 9) || { echo "FAIL - ports: $PORTS"; exit 1; }
 port() { echo "$PORTS" | cut -d ' ' -f $(($1 + 1)); }     # port K: the K-th of PORTS, from 0
-RUN="--model gpt-tiny --data synthetic --threads 1 --codec int8 --grad-codec int8"
+RUN="--model gpt-tiny --data synthetic --micro 1 --threads 1 --codec int8 --grad-codec int8"
 
 # ---- rogue ----------------------------------------------------------------
 if ! [ -x "$ROGUE" ]; then

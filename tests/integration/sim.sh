@@ -27,8 +27,9 @@ else
 fi
 
 # 3. real compute learns: the last stage's loss falls, and validation runs
-#    every 50 updates up to the last one (the run ends after its final evaluation)
-"$BRIGADE" sim --nodes 4 --stages 4 --steps 150 --compute real --lr 3e-3 --seed 3 --latency-ms 10:30 --eval-every 50 \
+#    every 50 updates up to the last one (the run ends after its final evaluation); updates of one microbatch
+#    (the default micro, 16 at 4 stages, would make the run 16 times as long)
+"$BRIGADE" sim --nodes 4 --stages 4 --steps 150 --micro 1 --compute real --lr 3e-3 --seed 3 --latency-ms 10:30 --eval-every 50 \
     --metrics "$T/learn.jsonl" >"$T/learn.out" 2>"$T/learn.err"; rc=$?
 l=$(sed -n 's/^sim: loss \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p' "$T/learn.out")
 # evals FILE: the eval events of a metrics file as VERSION:VAL_LOSS words
@@ -134,23 +135,24 @@ else
     echo "FAIL - --split auto: '$ps' (want late, 1 chosen, 1 data-stage node, done), '$pf' (even 1 1 done), '$pp' (late 1 2 done): $(tail -n 1 "$T/auto-slow.out")"
 fi
 # ... and a stage that loses its only peer before the choice: the choice waits for it, then one node makes it
-# (the two data-stage nodes each chose at its return, one of them without a round trip, and stages took both: hung)
+# (the two data-stage nodes each chose at its return, one of them without a round trip, and stages took both: hung).
+# A data-stage node may fill the empty stage before the other's return (rebalancing): then one data-stage node chose
 gbad=""
 for seed in 2 6; do
     printf '1.0 kill 1\n30 restart 1\n' >"$T/gap.plan"
     "$BRIGADE" sim --nodes 5 --stages 4 --steps 40 --micro 4 --seed "$seed" --latency-ms 20:80 --bandwidth-mbit 20:20 \
         --plan "$T/gap.plan" --metrics "$T/auto-gap$seed.jsonl" >"$T/auto-gap$seed.out" 2>&1 || gbad="$gbad exit $?"
     pg=$(echo $(plans "gap$seed"))
-    case "$pg" in even\ 1\ 2\ done|late\ 1\ 2\ done) ;; *) gbad="$gbad [seed $seed: '$pg']" ;; esac
+    case "$pg" in even\ 1\ [12]\ done|late\ 1\ [12]\ done) ;; *) gbad="$gbad [seed $seed: '$pg']" ;; esac
 done
 if [ -z "$gbad" ]; then echo "ok - --split auto: a stage gone before the choice and back 29 s later: one choice, the run completes"
-else echo "FAIL - --split auto with a stage gone before the choice (want one split, 1 chosen, 2 data-stage nodes, done):$gbad $(tail -n 1 "$T/auto-gap6.out")"; fi
+else echo "FAIL - --split auto with a stage gone before the choice (want one split, 1 chosen, 1 or 2 data-stage nodes, done):$gbad $(tail -n 1 "$T/auto-gap6.out")"; fi
 
 # 3e. a vocabulary above 256 across stages: the targets travel 2 bytes each, and a swarm of 3 stages (fp32 on the
 #     wire, one microbatch in flight) computes what solo computes; the token shards hold ids up to 511
 mkdir -p "$T/tok"
 tok_shards "$T/tok"
-V="--vocab 512 --layers 3 --dim 32 --heads 2 --ctx 16 --data tokens:$T/tok --steps 12 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1"
+V="--vocab 512 --layers 3 --dim 32 --heads 2 --ctx 16 --data tokens:$T/tok --steps 12 --micro 1 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1"
 "$BRIGADE" sim --nodes 3 --stages 3 --compute real $V --metrics "$T/v512.jsonl" >"$T/v512.out" 2>&1; rc=$?
 "$BRIGADE" solo $V --metrics "$T/v512s.jsonl" >"$T/v512s.out" 2>&1; rcs=$?
 # pair A B: the last stage's update losses of metrics files A and B, when they are the same 12 (to 1e-6), else nothing
@@ -206,7 +208,8 @@ fi
 #     turnarounds that spanned its pause are not taken for its speed (they were, and node 5 then
 #     did 6-13 updates after its pause against 72-98 of its stage's other peer).  The node must
 #     also log no update inside its pause (20-24 s): with the plan's pause not applied the
-#     counts below are as even as with it handled well
+#     counts below are as even as with it handled well.  When rebalancing took its stage's other peer
+#     elsewhere, the stage's work is all its own: it counts as that peer
 paused() {
     printf '20 pause 5 4\n' >"$T/pause.plan"
     "$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed "$1" --plan "$T/pause.plan" --metrics "$T/pause$1.jsonl" \
@@ -218,7 +221,7 @@ me = [e['node'] for e in ev if e['event'] == 'start' and e.get('incarnation') ==
 ups = [e for e in ev if e['event'] == 'update' and e['t'] > 24]
 stage = [e['stage'] for e in ev if e['event'] == 'update' and e['node'] == me][-1]
 mine = sum(1 for e in ups if e['node'] == me)
-other = max(sum(1 for e in ups if e['node'] == o and e['stage'] == stage) for o in {e['node'] for e in ups} - {me})
+other = max(sum(1 for e in ups if e['node'] == o and e['stage'] == stage) for o in {e['node'] for e in ups} - {me}) or mine
 during = sum(1 for e in ev if e['event'] == 'update' and e['node'] == me and 20.05 < e['t'] < 24)
 print(mine, other, during)" "$T/pause$1.jsonl"
 }
@@ -270,11 +273,12 @@ else echo "FAIL - 1% of messages lost: exit $rc, last evaluation '$last', over a
 #     24 and 8 batches); two stage-0 nodes' rounds in flight at once are summed apart (they were reported one
 #     batch at a time); with one stage-0 node left the run ends after its final evaluation (version 40): a
 #     final batch that came after the count completed left the last stage waiting for good (seed 5), and the
-#     final evaluation was cut short by the other last-stage node's end (seed 1); with two stage-0 nodes the run
-#     had no final evaluation (every run: its last evaluation comes after stage 0's last update)
+#     final evaluation was cut short by the other last-stage node's end (seed 1 then; seed 9 gives that placement
+#     now: two nodes at stage 0, node 3 one of them, two at the last stage); with two stage-0 nodes the run had no
+#     final evaluation (every run: its last evaluation comes after stage 0's last update)
 R2="--nodes 6 --stages 3 --compute real --model gpt-tiny --layers 3 --dim 64 --heads 2 --ctx 32 --steps 40 --micro 2 --eval-every 10"
 ebad=""
-for run in 5:- 5:3 1:3 3:1; do
+for run in 5:- 5:3 9:3 3:1; do
     seed=${run%:*}; kill=${run#*:}; plan=""
     if [ "$kill" != - ]; then printf '1 kill %s\n' "$kill" >"$T/two$run.plan"; plan="--plan $T/two$run.plan"; fi
     "$BRIGADE" sim $R2 --seed "$seed" $plan --metrics "$T/two$run.jsonl" >"$T/two$run.out" 2>&1; rc=$?
@@ -292,11 +296,13 @@ else echo "FAIL - evaluations with two last-stage nodes (want every one whole at
 
 # 5f. a node that moves to a stage without peers waits for a backup; when none comes but a peer serves the stage
 #     by then (back from a partition), it downloads from it (it took the initial weights: a version-0 replica
-#     beside one at version 150)
+#     beside one at version 150).  Seed 4 places stage 1 on nodes 1 and 5 and two nodes on stage 2 (a data-stage
+#     node does not fill an empty stage), and 500 microbatches outlast the plan
 printf '22 kill 5\n23.3 partition 1,0\n30.7 heal\n35.3 restart 5\n' >"$T/mv.plan"
-"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed 7 --plan "$T/mv.plan" >"$T/mv.out" 2>&1; rc=$?
+"$BRIGADE" sim --nodes 8 --stages 4 --steps 500 --micro 1 --seed 4 --plan "$T/mv.plan" >"$T/mv.out" 2>&1; rc=$?
 mv=$(grep -h 'moved from stage' "$T/mv.out" | sed 's/^sim *[0-9.]* s: //')
-if [ $rc = 0 ] && [ -n "$mv" ] && ! grep -q 'initial weights' "$T/mv.out" && printf '%s' "$mv" | grep -q 'downloaded at version [1-9]'; then
+if [ $rc = 0 ] && [ -n "$mv" ] && ! grep -q 'initial weights' "$T/mv.out" && printf '%s' "$mv" | grep -q 'downloaded at version [1-9]' \
+    && grep -q 'no backup of the stage came, but a peer serves it now' "$T/mv.out"; then
     echo "ok - a move whose backup does not come downloads from a peer that serves the stage by then: $mv"
 else echo "FAIL - a move whose backup does not come (want a download from the peer back from a partition): exit $rc: $mv"; fi
 
@@ -320,7 +326,7 @@ printf '3 kill 2\n4 restart 2\n' >"$T/gc.plan"
 gc=$(evs "$T/gc.jsonl")
 [ "${gc##* }" = after ] || gbad="$gbad [c: evaluations '$gc', the last not after stage 0's last update]"
 printf '12 kill 3\n12 kill 7\n' >"$T/gd.plan"
-"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --seed 7 --plan "$T/gd.plan" >"$T/gd.out" 2>&1 || gbad="$gbad [d: exit $?]"
+"$BRIGADE" sim --nodes 8 --stages 4 --steps 300 --micro 1 --seed 7 --plan "$T/gd.plan" >"$T/gd.out" 2>&1 || gbad="$gbad [d: exit $?]"
 gd=$(sim_s "$T/gd.out")
 awk "BEGIN { exit !(${gd:-999} < 60) }" || gbad="$gbad [d: over after '$gd' s, want under 60]"
 if [ -z "$gbad" ]; then echo "ok - the end of a run with evaluations: 2% lost: $ga; receiver killed: over after $gb s; trained on after an early final: $gc; two movers: over after $gd s"
@@ -358,12 +364,15 @@ else echo "FAIL - a final evaluation behind a full window: exit $rc, evaluations
 #     200) and the last stage's short (141) for good: stage 0 closed, the last stage waited to the 2000 s limit.
 #     Now stage 0 trains on while a last-stage node says its own count is short; also when both restart again
 #     after stage 0 closed and count 0 (a count of 0 was taken for none said), and without evaluations (stage 0
-#     stopped at --steps with its count complete: 304 of 200)
-printf '66 kill 3\n66 kill 7\n67 restart 3\n67 restart 7\n' >"$T/lc2.plan"
-printf '44 kill 3\n44 kill 7\n45 restart 3\n45 restart 7\n' >"$T/lc3.plan"
+#     stopped at --steps with its count complete: 304 of 200).  Seed 179507's faults now restart one last-stage
+#     node before the other is killed (its joiners take other stages); seed 285's do not: nodes 3 and 5 serve the
+#     last stage, node 3 restarts while node 5 is down and starts from its initial weights, node 5 then downloads
+#     from it; stage 0 closes at 71 s.  Without evaluations: seed 179507, last-stage nodes 3 and 5 restarted at 45 s
+printf '72 kill 3\n72 kill 5\n73 restart 3\n73 restart 5\n' >"$T/lc2.plan"
+printf '44 kill 3\n44 kill 5\n45 restart 3\n45 restart 5\n' >"$T/lc3.plan"
 lbad=""; lok=""
-for run in "--eval-every 25" "--eval-every 25 --plan $T/lc2.plan" "--eval-every 0 --plan $T/lc3.plan"; do
-    "$BRIGADE" sim --nodes 8 --stages 4 --split late --steps 200 --faults 7 --seed 179507 --latency-ms 5:60 \
+for run in "--seed 285 --eval-every 25" "--seed 285 --eval-every 25 --plan $T/lc2.plan" "--seed 179507 --eval-every 0 --plan $T/lc3.plan"; do
+    "$BRIGADE" sim --nodes 8 --stages 4 --split late --steps 200 --micro 1 --faults 7 --latency-ms 5:60 \
         --bandwidth-mbit 10:200 --speed 1:4 --loss 0.002 --sim-seconds 2000 --wall-seconds 60 --codec int8 --grad-codec int8 \
         $run >"$T/lc.out" 2>&1; rc=$?   # int8: the plans' kill times fall before the end of a run of int8 tensors
     ls=$(sim_s "$T/lc.out")
@@ -378,7 +387,7 @@ else echo "FAIL - both last-stage nodes restarted without their counts (want exi
 #     training on (a last-stage node's count short): the middle stage took no training after it for good (its only
 #     node at stage 1 dropped every activation; 47 microbatches lost, the run stuck to the 1000 s limit).  Now it
 #     trains again when one comes CLOSED_HOLD_S after the final evaluation passed
-"$BRIGADE" sim --nodes 5 --stages 4 --steps 100 --faults 7 --seed 2 --latency-ms 5:60 --loss 0.002 --sim-seconds 1000 \
+"$BRIGADE" sim --nodes 5 --stages 4 --steps 100 --micro 1 --faults 7 --seed 2 --latency-ms 5:60 --loss 0.002 --sim-seconds 1000 \
     --wall-seconds 60 --eval-every 25 --compute real --layers 4 --dim 32 --heads 2 --ctx 16 --batch 1 \
     --codec pca --grad-codec pca >"$T/mc.out" 2>&1; rc=$?   # pca: the faults of seed 2 were timed for a run of pca tensors
 ms=$(sim_s "$T/mc.out")
@@ -442,7 +451,7 @@ else echo "FAIL - a long --latency-ms: exit $rc: $(cat "$T/ll.err")"; fi
 # 7. plans and bounds near the end: a run that completes just before --sim-seconds, and one with a pause past the
 #    end of the run (longer than the grace after completion), were invariant breaks (exit 1); a kill or rogue
 #    planned before its node started was lost (the node ran as if unplanned)
-"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --seed 3 --sim-seconds 3.3 >"$T/e7.out" 2>"$T/e7.err"; rc=$?
+"$BRIGADE" sim --nodes 4 --stages 2 --steps 30 --micro 1 --seed 3 --sim-seconds 3.3 >"$T/e7.out" 2>"$T/e7.err"; rc=$?
 if [ $rc = 0 ]; then echo "ok - completed just before --sim-seconds: exit 0"
 else echo "FAIL - completed just before --sim-seconds: exit $rc: $(tail -n 2 "$T/e7.err" | tr '\n' ' ')"; fi
 printf '1 pause 3 1000\n' >"$T/lp.plan"

@@ -52,7 +52,7 @@ print("%d losses, %.4f -> %.4f" % (len(l), f, e) if len(l) >= 10 and e <= 0.5 * 
 else bad "solo gpt-tiny loss halves" "exit $?: $(why learn)"; fi
 
 # 2. --stages 1, --stages 3 and --stages 4 --split late are the same computation; 3. same seed twice, same losses.
-C="--model gpt-tiny --data synthetic --steps 20 --seed 7"
+C="--model gpt-tiny --data synthetic --steps 20 --micro 4 --seed 7"   # one --micro: its default follows --stages
 if run s1 $C --stages 1 && run s3 $C --stages 3 && run s4l $C --stages 4 --split late && run s1b $C --stages 1; then
     for s in s1 s3 s4l s1b; do losses "$T/$s.jsonl" >"$T/$s.l"; done
     for s in "s3:--stages 3" "s4l:--stages 4 --split late"; do

@@ -9,7 +9,7 @@ trap '[ -n "$KEEP" ] || rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
 . "$(dirname "$0")/hx.inc"
-TINY="--model gpt-tiny --data synthetic"
+TINY="--model gpt-tiny --data synthetic --micro 1"
 
 # The same computation as solo, evaluation included: --eval-batches is part
 # of the run config with one default, so both measure val_loss on the same batches.

@@ -215,7 +215,7 @@ ev() { python3 -c 'import json,sys
 for l in open(sys.argv[1]):
     e=json.loads(l)
     if e.get("event")==sys.argv[2] and e.get(sys.argv[3]) is not None: print(e[sys.argv[3]])' "$1" "$2" "$3" 2>/dev/null; }
-"$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 2 --steps 200 --threads 1 --metrics "$T/l0.jsonl" 2>"$T/l0.err" &
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 2 --micro 1 --steps 200 --threads 1 --metrics "$T/l0.jsonl" 2>"$T/l0.err" &
 L0=$!
 for _ in $(seq 150); do A=$(ev "$T/l0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --stage 1 --threads 1 --metrics "$T/l1.jsonl" 2>"$T/l1.err" &
@@ -245,7 +245,7 @@ kill -CONT $L2; kill -9 $L1 $L2 2>/dev/null; wait $L1 $L2 2>/dev/null
 PID=""
 # a node that leaves before --split auto chose says nothing of the split (its goodbye said "even", and the
 # run's creator took that as the choice with two of four stages served)
-"$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 4 --steps 10 --threads 1 --metrics "$T/a0.jsonl" 2>"$T/a0.err" &
+"$BRIGADE" node --listen 127.0.0.1:$(free_port) --stages 4 --micro 1 --steps 10 --threads 1 --metrics "$T/a0.jsonl" 2>"$T/a0.err" &
 A0=$!; PID="$A0"
 for _ in $(seq 150); do A=$(ev "$T/a0.jsonl" start join_addr | head -n 1); [ -n "$A" ] && break; sleep 0.1; done
 "$BRIGADE" node --listen 127.0.0.1:$(free_port) --join "$A" --threads 1 --metrics "$T/a1.jsonl" 2>"$T/a1.err" &

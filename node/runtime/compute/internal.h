@@ -8,6 +8,7 @@
 #ifndef BRIGADE_RUNTIME_COMPUTE_INTERNAL_H
 #define BRIGADE_RUNTIME_COMPUTE_INTERNAL_H
 #include "node/runtime/compute.h"
+#include "node/runtime/compute/balance.h"
 #include "node/runtime/compute/closing.h"
 #include "node/runtime/compute/delay.h"
 #include "node/runtime/compute/eval.h"
@@ -51,6 +52,7 @@ struct compute {
     plan_choice_t plan;           /* the run's split (plan.h) */
     closing_t closing;            /* the end of the run (closing.h) */
     state_moves_t state;          /* fetches, snapshots, moves (state.h) */
+    balance_t balance;            /* rebalancing across the stages (balance.h) */
     evalsum_t evals;              /* evaluation rounds being summed (last stage, or a single stage) */
     double t0;                    /* when this node started */
     double last_company;          /* when the view last held a live peer (0: never yet) */
@@ -78,6 +80,7 @@ void compute_drop(compute_t *c, const char *why, uint64_t from);
 void compute_trace(compute_t *c, int what, uint64_t mb, int64_t v);
 mail_t *compute_tensor_mail(compute_t *c, int type, uint64_t peer, uint64_t mb, const float *x, size_t n, int codec);
 void compute_send_self(compute_t *c, int kind);
+double compute_rate(const compute_t *c);
 void compute_emit_update(compute_t *c, double loss);
 void compute_say(compute_t *c, const char *line);
 #endif

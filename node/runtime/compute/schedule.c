@@ -597,7 +597,7 @@ void schedule_timeouts(compute_t *c)
 int schedule_may_issue(const compute_t *c)
 {
     if (c->stage != 0 || !view_all_stages_served(c)) return 0;
-    if (c->closing.active) return 0;
+    if (c->closing.active || c->balance.drain_to >= 0) return 0;
     if (closing_steps_covered(c)) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->work.inflight == 0;
     return c->work.inflight < c->issue.max_inflight && delay_budget_room(c);

@@ -73,6 +73,7 @@ typedef struct {
     uint64_t retries, lost, drops, tokens, completed, skipped;
     uint64_t fwd_done;
     double busy_s;                /* compute seconds (rate) */
+    double held_s, held_from;     /* data stage: seconds held by the delay budget (rate); since when now (0: not) */
 } schedule_counts_t;
 
 /* Each contract at its definition in schedule.c. */

@@ -10,10 +10,6 @@
 #define BACKUP_BUDGET 0.05   /* and only when they stay within 5% of the bytes this node sends */
 #define FETCH_DOWNLOAD_S 30.0   /* a stage's state from a serving peer must begin to come within this long, */
 #define FETCH_BACKUP_S 5.0      /* from a backup that may not exist this long (then it goes on while it comes) */
-#define MOVE_FIRST_S 20.0     /* no move before a node has run this long, */
-#define MOVE_BALANCE_S 120.0  /* nor a move for speed (not to fill an empty stage) before this: rates settle first */
-#define MOVE_COOLDOWN_S 60.0  /* nor sooner than this after its last move */
-#define MOVE_GAIN 1.2         /* the slowest stage must get at least this much faster */
 
 static void s_backup(compute_t *c);
 
@@ -225,6 +221,7 @@ int state_stage_setup(compute_t *c)
     c->upd.loss_sum = 0;
     c->upd.loss_n = 0;
     c->count.busy_s = 0;
+    c->count.held_s = c->count.held_from = 0;
     c->count.fwd_done = 0;
     if (c->stage == 0 && c->issue.data && !c->issue.batch.targets && data_batch_alloc(c->issue.data, &c->issue.batch, c->shape.B) < 0) return -1;
     if (c->stage == 0 && !c->issue.targets_wire && !(c->issue.targets_wire = calloc(c->shape.targets_len, 1))) return -1;
@@ -343,10 +340,14 @@ int state_relayout(compute_t *c, const model_config_t *model, int stage)
 
 /* Moves this node to stage `to`: drops its work at the old stage (the data
  * stage re-issues it) and fetches the new stage's state from a peer of it
- * (or a backup); serving resumes when it arrives (state_on_fetched). */
-static void s_move(compute_t *c, int to, const char *why)
+ * (or a backup); serving resumes when it arrives (state_on_fetched).  A
+ * move to the data stage takes the data first (balance_take_data); it
+ * stays where it is when it cannot. */
+void state_move(compute_t *c, int to, const char *why)
 {
     int from = c->stage;
+    c->balance.drain_to = -1;
+    if (to == 0 && balance_take_data(c) < 0) return;
     if (state_relayout(c, &c->model, to) < 0) return;
     /* what was applied at the old stage says nothing of the new one's microbatches: remembered, it
      * answered "applied already" (DUP) to microbatches this node applied only at its old stage */
@@ -357,43 +358,4 @@ static void s_move(compute_t *c, int to, const char *why)
     snprintf(c->state.fetch_why, sizeof c->state.fetch_why, "%s", why);
     compute_send_self(c, MAIL_SELF);   /* the network side refuses the old stage's tensors from now on */
     state_fetch(c, s_stage_donor(c, 0, 0));
-}
-
-/* Rebalancing (every few seconds): a node of a stage served by several
- * peers moves to a stage with none, or to the slowest stage when that makes
- * the slowest stage MOVE_GAIN times faster.  Only the highest-id peer of a
- * stage moves, at most once per MOVE_COOLDOWN_S; the data stage (which
- * holds the data) neither gives nor takes nodes. */
-void state_consider_move(compute_t *c)
-{
-    double now = compute_now(c);
-    if (c->stage == 0 || c->nstages < 3 || now - c->t0 < MOVE_FIRST_S || now - c->state.last_move < MOVE_COOLDOWN_S) return;
-    int count[MODEL_STAGES_MAX] = {0}, unknown = 0, highest = 1;
-    double cap[MODEL_STAGES_MAX] = {0}, mine = c->count.busy_s >= 0.5 ? c->count.fwd_done / c->count.busy_s : 0;
-    count[c->stage] = 1;
-    cap[c->stage] = mine;
-    for (int i = 0; c->seen.view && i < c->seen.view->n; i++) {
-        const view_peer_t *p = &c->seen.view->p[i];
-        int s = p->stage;
-        if (p->health == PEER_GONE || s < 0 || s >= c->nstages) continue;
-        count[s]++;
-        cap[s] += p->rate;
-        if (s > 0 && p->rate <= 0) unknown = 1;
-        if (s == c->stage && p->id > c->cfg.id) highest = 0;
-    }
-    if (count[c->stage] < 2 || !highest) return;
-    for (int s = 1; s < c->nstages; s++)
-        if (count[s] == 0) { s_move(c, s, "stage without peers"); return; }
-    if (unknown || mine <= 0 || now - c->t0 < MOVE_BALANCE_S) return;
-    int b = 1;
-    for (int s = 2; s < c->nstages; s++)
-        if (cap[s] < cap[b]) b = s;
-    if (b == c->stage) return;
-    double after_mine = cap[c->stage] - mine, after_b = cap[b] + mine;
-    double new_min = after_mine < after_b ? after_mine : after_b;
-    if (new_min >= MOVE_GAIN * cap[b]) {
-        char why[96];
-        snprintf(why, sizeof why, "stage %d is the slowest (%.1f vs %.1f microbatches/s here)", b, cap[b], cap[c->stage]);
-        s_move(c, b, why);
-    }
 }

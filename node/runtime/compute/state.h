@@ -22,7 +22,7 @@ typedef struct {
     int saved_stage;              /* the stage the checkpoint file holds (compute_save_checkpoint) */
     int64_t saved_version;        /* and its version (-1: nothing written by this process) */
     double last_move;             /* when this node last moved to another stage */
-    double next_move;             /* when a move is considered next */
+    double next_move;             /* when a move is considered next (balance_consider_move) */
 } state_moves_t;
 
 /* Each contract at its definition in state.c. */
@@ -38,5 +38,5 @@ int state_stage_setup(compute_t *c);
 void state_stage_teardown(compute_t *c);
 void state_on_fetched(compute_t *c, mail_t *m);
 int state_relayout(compute_t *c, const model_config_t *model, int stage);
-void state_consider_move(compute_t *c);
+void state_move(compute_t *c, int to, const char *why);
 #endif

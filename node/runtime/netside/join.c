@@ -239,7 +239,7 @@ void ns_on_join(netside_t *ns, const transport_msg_t *m)
     if (intro) { s_on_intro(ns, m, adv, want, until); return; }
     int stage = want;
     if (known && want < 0) stage = known->info.stage;  /* a repeated JOIN keeps its stage */
-    if (stage < 0 || stage >= ns->nstages) stage = peers_pick_stage(&ns->peers, ns->nstages);
+    if (stage < 0 || stage >= ns->nstages) stage = peers_pick_stage(&ns->peers, ns->nstages, m->sender);
     int counts[MODEL_STAGES_MAX];
     peers_stage_counts(&ns->peers, ns->nstages, counts);
     peer_t *p = s_take_joiner(ns, m, adv, stage, until);
