@@ -294,6 +294,18 @@ static void s_completed_one(compute_t *c)
     closing_last_stage_end(c);
 }
 
+/* The stage that computes the loss (the last, or the only one) trains r
+ * through whole: forward, loss, backward; then r is done here. */
+static void s_train_here(compute_t *c, mbrec_t *r)
+{
+    acts_t *a = s_forward(c, r);
+    c->upd.loss_sum += a ? a->loss : 0;
+    c->upd.loss_n++;
+    s_backward(c, r, NULL);
+    s_rec_free(c, r);
+    s_completed_one(c);
+}
+
 /* Fills slot's inputs with the data stage's current batch. */
 void schedule_load_batch(compute_t *c, int slot)
 {
@@ -353,12 +365,7 @@ int schedule_issue(compute_t *c, mbrec_t *old)
     if (c->nstages == 1) {
         /* a single stage: forward, loss and backward here */
         if (a) memcpy(a->targets, c->issue.batch.targets, sizeof(int) * c->shape.targets_n);
-        a = s_forward(c, r);
-        c->upd.loss_sum += a ? a->loss : 0;
-        c->upd.loss_n++;
-        s_backward(c, r, NULL);
-        s_rec_free(c, r);
-        s_completed_one(c);
+        s_train_here(c, r);
     } else {
         s_forward(c, r);
         if (s_send_act(c, r, c->issue.targets_wire, avoid) == -2) {
@@ -471,12 +478,7 @@ int schedule_on_act(compute_t *c, const mail_t *m)
     acts_t *a = c->work.pool[slot];
     if (compute_last(c)) {
         if (a) schedule_take_targets(c, a, m);
-        a = s_forward(c, r);
-        c->upd.loss_sum += a ? a->loss : 0;
-        c->upd.loss_n++;
-        s_backward(c, r, NULL);
-        s_rec_free(c, r);
-        s_completed_one(c);
+        s_train_here(c, r);
     } else {
         s_forward(c, r);
         if (s_send_act(c, r, m->aux, 0) == -2) s_rec_free(c, r);  /* cannot hold it: the data stage re-issues it */
