@@ -13,7 +13,7 @@ trap '[ -n "$KEEP" ] || rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
 . "$(dirname "$0")/../integration/hx.inc"
-SMALL="--model gpt-tiny --layers 4 --dim 32 --heads 2 --ctx 16 --data synthetic"
+SMALL="--model gpt-tiny --layers 4 --dim 32 --heads 2 --ctx 16 --data synthetic --micro 1"   # updates of one microbatch, as these runs were sized for
 
 hx tsan-4-stages-2-threads --stages 4 --node-args "--threads 2" \
     --creator-args "$SMALL --steps 40 --seed 1" \
