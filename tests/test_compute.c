@@ -230,6 +230,44 @@ static void test_bad_reissue_keeps_held(void)
     s_hand_end(&h, &c, &mt);
 }
 
+/* A shared stage serves first the activations a data stage's update under
+ * way waits for: one marked ACT_FLAG_AHEAD that came first goes on last,
+ * and keeps its mark on the way. */
+static void test_ahead_served_last(void)
+{
+    opts_t o;
+    s_hand_opts(&o, "3");
+    peer_view_t *v = s_hand_view(2, (uint64_t[]){10, 70}, (int[]){0, 2});
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    size_t in_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
+    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                 .view = v, .modelled = 1}, "ahead", &in_n, NULL);
+    if (!c) return;
+    s_hand_clear(&h);
+    mail_t *early = s_hand_tensor(WIRE_ACT, 501, 1, 1, 10, in_n, targets);
+    early->hdr.flags |= ACT_FLAG_AHEAD;
+    compute_on_mail(c, early);
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 502, 1, 1, 10, in_n, targets));
+    compute_on_mail(c, s_hand_tensor(WIRE_ACT, 503, 1, 1, 10, in_n, targets));
+    for (int i = 0; i < 3; i++) compute_step(c, NULL);
+    compute_flush(c);
+    uint64_t order[3] = {0};
+    uint32_t flags[3] = {0};
+    int n = 0;
+    for (int i = 0; i < h.nout && n < 3; i++)
+        if (h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_ACT) {
+            flags[n] = h.out[i]->hdr.flags;
+            order[n++] = h.out[i]->hdr.mb;
+        }
+    CHECKF(n == 3 && order[0] == 502 && order[1] == 503 && order[2] == 501,
+           "went on in the order %llu %llu %llu (want 502 503 501)", (unsigned long long)order[0],
+           (unsigned long long)order[1], (unsigned long long)order[2]);
+    CHECK((flags[2] & ACT_FLAG_AHEAD) && !(flags[0] & ACT_FLAG_AHEAD));
+    s_hand_end(&h, &c, &mt);
+}
+
 /* A second copy of the attempt held here (from another previous-stage peer:
  * ids are easy to guess) is dropped: taking it forwarded the microbatch
  * again, possibly to another next-stage peer that applied it too, and sent
@@ -461,6 +499,7 @@ int main(void)
     RUN(test_mover_fetches_elsewhere);
     RUN(test_restart_keeps_checkpoint);
     RUN(test_bad_reissue_keeps_held);
+    RUN(test_ahead_served_last);
     RUN(test_same_attempt_copy_dropped);
     RUN(test_recompute_same_bits);
     RUN(test_bad_eval_act_counted);

@@ -197,6 +197,8 @@ static void test_split_equals_whole(void)
     c.split = SPLIT_LATE;
     s_check_split(&c, 2, 2);
     s_check_split(&c, 5, 2);
+    c.split = SPLIT_FRONT;
+    s_check_split(&c, 2, 2);   /* 3 blocks and 1 */
     model_preset(&c, "mlp-fmnist", err, sizeof err);
     c.C = 64;
     s_check_split(&c, 2, 8);
@@ -258,6 +260,41 @@ static void test_split_late(void)
     c.split = SPLIT_LATE;
     CHECK(stage_init(&s, &c, 0, 2, err, sizeof err) < 0);
     CHECK(strstr(err, "--split late") != NULL);
+}
+
+/* The front split: one block per later stage (the last the head too), the
+ * rest at stage 0; contiguous and covering the model once at any K. */
+static void test_split_front(void)
+{
+    model_config_t c;
+    char err[128];
+    model_preset(&c, "gpt-small", err, sizeof err);   /* 8 blocks: units 0..9 */
+    c.split = SPLIT_FRONT;
+    CHECK(strcmp(split_name(c.split), "front") == 0);
+    int want[4][2] = { { 0, 6 }, { 6, 7 }, { 7, 8 }, { 8, 10 } };
+    for (int k = 0; k < 4; k++) {
+        int u0, u1;
+        stage_units(&c, k, 4, &u0, &u1);
+        CHECKF(u0 == want[k][0] && u1 == want[k][1], "stage %d of 4: units %d..%d", k, u0, u1);
+    }
+    for (int K = 1; K <= c.L; K++) {
+        size_t total = 0;
+        int prev = 0;
+        for (int k = 0; k < K; k++) {
+            stage_t s;
+            CHECKF(stage_init(&s, &c, k, K, err, sizeof err) == 0, "K=%d: %s", K, err);
+            CHECK(s.unit0 == prev && s.unit1 > s.unit0);
+            prev = s.unit1;
+            total += s.nparams;
+        }
+        CHECK(prev == c.L + 2 && total == model_num_params(&c));
+    }
+    stage_t s;
+    CHECK(stage_init(&s, &c, 0, c.L + 1, err, sizeof err) < 0);   /* a block per stage at least */
+    model_preset(&c, "mlp-fmnist", err, sizeof err);
+    c.split = SPLIT_FRONT;
+    CHECK(stage_init(&s, &c, 0, 2, err, sizeof err) < 0);
+    CHECK(strstr(err, "--split front") != NULL);
 }
 
 /* One stage bound: an mlp of 128 hidden layers has 129 units, but no split
@@ -1211,6 +1248,7 @@ int main(void)
     RUN(test_bigbuf);
     RUN(test_split_rule);
     RUN(test_split_late);
+    RUN(test_split_front);
     RUN(test_stages_max);
     RUN(test_gpt_gradients_fd);
     RUN(test_mlp_gradients_fd);

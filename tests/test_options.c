@@ -126,7 +126,9 @@ static void test_opts_parse_bad(void)
     CHECK(s_refused(OPTS_NODE, "--stage -1", "--stage"));
     CHECK(s_refused(OPTS_NODE, "--schedule sync", "async or gpipe"));
     CHECK(s_refused(OPTS_NODE, "--stash half", "full or 2bw"));
-    CHECK(s_refused(OPTS_NODE, "--split lat", "even, late or auto"));
+    CHECK(s_refused(OPTS_NODE, "--split lat", "even, late, front or auto"));
+    CHECK(s_refused(OPTS_NODE, "--model mlp-fmnist --split front", "--split front"));
+    CHECK(s_refused(OPTS_NODE, "--split front --stages 5", "--stages 5"));
     CHECK(s_refused(OPTS_NODE, "--model mlp-fmnist --split late", "--split late"));
     CHECK(s_refused(OPTS_NODE, "--split late --stages 6", "--stages 6"));
     CHECK(s_refused(OPTS_NODE, "--staleness predictive", "--staleness"));

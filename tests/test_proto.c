@@ -259,6 +259,8 @@ static void test_plan_flags(void)
     CHECK(plan_of_flags(plan_flags(-1)) == -1);
     CHECK(plan_of_flags(plan_flags(SPLIT_EVEN)) == SPLIT_EVEN);
     CHECK(plan_of_flags(plan_flags(SPLIT_LATE) | ACT_FLAG_EVAL) == SPLIT_LATE);
+    CHECK(plan_of_flags(plan_flags(SPLIT_FRONT) | ACT_FLAG_AHEAD) == SPLIT_FRONT);
+    CHECK((plan_flags(SPLIT_FRONT) & 0xffffu) == 0);   /* clear of every type's own bits and the attempt */
 }
 
 int main(void)

@@ -169,7 +169,7 @@ static void test_split_auto_plan(void)
     opts_t o;
     char *argv[] = { "node", "--split", "bogus" };
     opts_defaults(&o, OPTS_NODE);
-    CHECK(opts_parse(&o, OPTS_NODE, 3, argv, 1, err, sizeof err) == -1 && strstr(err, "want even, late or auto"));
+    CHECK(opts_parse(&o, OPTS_NODE, 3, argv, 1, err, sizeof err) == -1 && strstr(err, "want even, late, front or auto"));
 }
 
 static void test_opts_run_out_of_range(void)
@@ -193,7 +193,9 @@ static void test_opts_run_out_of_range(void)
     c = base; snprintf(c.data, sizeof c.data, "text:/home/jos\xc3\xa9/fortunes"); CHECK(s_decode_of(&c) == 0);   /* UTF-8 */
     c = base; c.stages = c.cfg.L + 2;       CHECK(s_decode_of(&c) == -1);   /* more stages than layers */
     c.split = SPLIT_EVEN; c.stages = c.cfg.L + 1; CHECK(s_decode_of(&c) == -1);   /* the late split has one more */
-    c = base; c.split = 3;                  CHECK(s_decode_of(&c) == -1);
+    c = base; c.split = SPLIT_FRONT; c.stages = c.cfg.L; CHECK(s_decode_of(&c) == 0);
+    c.stages = c.cfg.L + 1;                 CHECK(s_decode_of(&c) == -1);   /* a block per later stage, one at stage 0 */
+    c = base; c.split = 4;                  CHECK(s_decode_of(&c) == -1);
     c = base; c.split = SPLIT_AUTO; c.stages = c.cfg.L; CHECK(s_decode_of(&c) == 0);
     c.stages = c.cfg.L + 1;                 CHECK(s_decode_of(&c) == -1);   /* auto may choose even: its stage count */
     c = base; c.stages = 100000;            CHECK(s_decode_of(&c) == -1);

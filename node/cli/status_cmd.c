@@ -71,7 +71,7 @@ static int s_status_print(const transport_msg_t *m, char *err, size_t errlen)
     if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.4f", loss);
     int plan = plan_of_flags(m->hdr.flags);   /* every message says the run's split once the node knows it */
     printf("run %016llx: %s, %u stages, split %s, %llu/%llu microbatches done, last loss %s\n",
-           (unsigned long long)m->hdr.run, model, nst, plan < 0 ? "not chosen yet" : plan == SPLIT_LATE ? "late" : "even",
+           (unsigned long long)m->hdr.run, model, nst, plan < 0 ? "not chosen yet" : split_name((model_split_t)plan),
            (unsigned long long)done, (unsigned long long)target, lossbuf);
     uint8_t *reach = calloc((size_t)k + 1, 1), *link = calloc((size_t)k + 1, 1);
     if (reach && link) s_status_reach(&r, k, recs, reach, link);

@@ -119,7 +119,11 @@ int model_check_data(const model_config_t *cfg, const data_t *d, const char *spe
  * out over stages 1..K-1, later stages taking the remainder: an asynchronous
  * pipeline delays stage k's weights by about K-1-k shares of stage 0's delay,
  * and a block hurts more the more it is delayed and the earlier it sits.
- * mlp: the L+1 linear layers are dealt out evenly (SPLIT_LATE is refused). */
+ * SPLIT_FRONT gives each later stage one block (the last the head too) and
+ * stage 0 the embedding and the rest: in a swarm whose data stage has many
+ * nodes, each waits out its own updates' round trips (the delay budget), and
+ * the more of a microbatch's compute it holds the less of its time that is.
+ * mlp: the L+1 linear layers are dealt out evenly (the others are refused). */
 /* Units of stage `stage` when stage 0 holds the embedding alone. */
 static void s_units_late(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1)
 {
@@ -131,8 +135,25 @@ static void s_units_late(const model_config_t *cfg, int stage, int nstages, int 
     *unit1 = stage == nstages - 1 ? cfg->L + 2 : 1 + start + base + (j >= plain ? 1 : 0);
 }
 
+const char *split_name(model_split_t split)
+{
+    return split == SPLIT_LATE ? "late" : split == SPLIT_FRONT ? "front" : "even";
+}
+
+/* Units of stage `stage` when each later stage holds one block. */
+static void s_units_front(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1)
+{
+    int first = cfg->L - (nstages - 1);   /* the blocks stage 0 holds */
+    *unit0 = stage == 0 ? 0 : first + stage;
+    *unit1 = stage == nstages - 1 ? cfg->L + 2 : first + stage + 1;
+}
+
 void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1)
 {
+    if (cfg->split == SPLIT_FRONT && cfg->kind == MODEL_GPT && nstages > 1) {
+        s_units_front(cfg, stage, nstages, unit0, unit1);
+        return;
+    }
     if (cfg->split == SPLIT_LATE && cfg->kind == MODEL_GPT && nstages > 1) {
         s_units_late(cfg, stage, nstages, unit0, unit1);
         return;
@@ -200,11 +221,11 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
     if (model_check(cfg, err, errlen) < 0)
         return -1;
     int late = cfg->split == SPLIT_LATE;
-    if (late && cfg->kind != MODEL_GPT) {
-        snprintf(err, errlen, "--split late: %s is not a gpt (its layers split evenly only)", cfg->name);
+    if ((late || cfg->split == SPLIT_FRONT) && cfg->kind != MODEL_GPT) {
+        snprintf(err, errlen, "--split %s: %s is not a gpt (its layers split evenly only)", late ? "late" : "front", cfg->name);
         return -1;
     }
-    if (cfg->split != SPLIT_EVEN && !late) {
+    if (cfg->split != SPLIT_EVEN && cfg->split != SPLIT_FRONT && !late) {
         snprintf(err, errlen, "--split: unknown split rule %d", (int)cfg->split);
         return -1;
     }

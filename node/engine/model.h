@@ -23,7 +23,9 @@
 
 typedef enum { MODEL_GPT = 1, MODEL_MLP = 2 } model_kind_t;
 /* How the blocks are dealt out to the stages (stage_units). */
-typedef enum { SPLIT_EVEN = 0, SPLIT_LATE = 1 } model_split_t;
+/* How the units are dealt to the stages (model.c, stage_units); 2 is
+ * --split auto's (node/runtime/options.h), never a layout. */
+typedef enum { SPLIT_EVEN = 0, SPLIT_LATE = 1, SPLIT_FRONT = 3 } model_split_t;
 
 typedef struct {
     model_kind_t kind;  /* gpt or mlp */
@@ -96,6 +98,8 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
                char *err, size_t errlen);
 /* Range of units that stage `stage` of K holds (the split rule). */
 void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, int *unit1);
+/* A split rule's name as --split spells it ("even", "late", "front"). */
+const char *split_name(model_split_t split);
 /* Floats of stage `stage`'s parameters in a K-stage split of cfg (0 when
  * stage_init refuses the split or the stage). */
 size_t stage_num_params(const model_config_t *cfg, int stage, int nstages);

@@ -158,6 +158,15 @@ void compute_say(compute_t *c, const char *line)
     if (c->cfg.obs.say) c->cfg.obs.say(c->cfg.obs.arg, line);
 }
 
+/* The queue a tensor waits in: gradients first, then the activations an
+ * update under way waits for, then those of ACT_FLAG_AHEAD (a shared stage
+ * serves first what keeps a data stage's budget from holding it). */
+static pending_t *s_queue_of(compute_t *c, const mail_t *m)
+{
+    if (m->hdr.type == WIRE_GRAD) return &c->work.grads;
+    return (m->hdr.flags & ACT_FLAG_AHEAD) && !(m->hdr.flags & ACT_FLAG_EVAL) ? &c->work.ahead : &c->work.acts;
+}
+
 void compute_on_mail(compute_t *c, mail_t *m)
 {
     switch (m->kind) {
@@ -167,7 +176,7 @@ void compute_on_mail(compute_t *c, mail_t *m)
         if (m->hdr.type == WIRE_AVG) { if (state_on_avg(c, m)) return; break; }
         if (m->hdr.type == WIRE_ACT && (m->hdr.flags & ACT_FLAG_EVAL) && (m->hdr.flags & ACT_FLAG_FINAL) && closing_run_complete(c))
             closing_final_passing(c);
-        if (pending_push(m->hdr.type == WIRE_GRAD ? &c->work.grads : &c->work.acts, m) == 0) return;  /* kept */
+        if (pending_push(s_queue_of(c, m), m) == 0) return;  /* kept */
         compute_drop(c, "compute queue full", m->peer);
         break;
     case MAIL_STATE_REQ:
@@ -255,13 +264,14 @@ int compute_step(compute_t *c, double *flops)
     int did = 0;
     if (c->phase == PH_RUN) {
         mail_t *m;
+        pending_t *q;
         if ((m = pending_pop(&c->work.grads))) {
             schedule_on_grad(c, m);
             mail_free(m);
             did = 1;
-        } else if ((m = pending_peek(&c->work.acts))) {
+        } else if ((m = pending_peek(q = pending_peek(&c->work.acts) ? &c->work.acts : &c->work.ahead))) {
             if (schedule_on_act(c, m) == 0) {
-                mail_free(pending_pop(&c->work.acts));
+                mail_free(pending_pop(q));
                 did = 1;
             }
         } else if (!plan_chosen(c->plan.split) && c->stage == 0) {
@@ -409,7 +419,7 @@ compute_t *compute_new(const compute_cfg_t *cfg, char *err, size_t errlen)
     delay_window_reset(c);
     metrics_set_stage(c->cfg.metrics, c->stage);
     if (c->o->split == SPLIT_AUTO && plan_chosen(c->plan.split))
-        metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", c->plan.split == SPLIT_LATE ? "late" : "even",
+        metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", split_name((model_split_t)c->plan.split),
                       "known at the start (the run's checkpoint here, or its WELCOME)");
     if (state_stage_setup(c) < 0) {
         snprintf(err, errlen, "out of memory for activations");

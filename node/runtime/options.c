@@ -63,7 +63,7 @@ static const opt_def_t s_opts[] = {
     { "codec", T_CODEC, O(codec), S(codec), BOTH, "C", "activation codec: auto fp32 fp16 bf16 int8 int4 hq1 hq2 hq3 hq4 pca (default auto node: int8 per link, pca on a link too slow for it; fp32 solo)", RUN_ANY },
     { "grad-codec", T_CODEC, O(grad_codec), S(grad_codec), BOTH, "C", "gradient codec (same choices and defaults)", RUN_ANY },
     { "schedule", T_SCHED, O(schedule), 0, BOTH, "S", "async (1F1B, weight stashing; default) | gpipe", RUN(SCHED_ASYNC, SCHED_GPIPE) },
-    { "split", T_SPLIT, O(split), 0, BOTH, "R", "auto (default; solo: even) | even | late: stage 0 holds the embedding alone, the blocks the later stages, which an async pipeline delays less (better per update on slow links, slower where compute binds); auto: the data stage chooses before the first update, late where its measured round trip asks for 1.75 times the window the delay budget holds or more", RUN(SPLIT_EVEN, SPLIT_AUTO) },
+    { "split", T_SPLIT, O(split), 0, BOTH, "R", "auto (default; solo: even) | even | late: stage 0 holds the embedding alone, the blocks the later stages, which an async pipeline delays less (better per update on slow links, slower where compute binds) | front: each later stage holds one block, stage 0 the rest (a swarm of many data-stage nodes keeps them busy through their round trips); auto: the data stage chooses before the first update: front in a swarm of two nodes or more per stage, else late where its measured round trip asks for 1.75 times the window the delay budget holds or more, else even", RUN(SPLIT_EVEN, SPLIT_FRONT) },
     { "stash", T_STASH, O(stash), 0, BOTH, "S", "full (default) | 2bw: weight versions kept for in-flight work", RUN(STASH_FULL, STASH_2BW) },
     { "recompute", T_RECOMPUTE, O(recompute), 0, BOTH, "R", "auto (default) | on | off: keep only each in-flight microbatch's stage input and redo the stage's forward at its backward (the same gradients, about one forward more per microbatch); auto: on where the activations of 2 x stages microbatches in flight would pass 256 MiB", RUN(RECOMPUTE_AUTO, RECOMPUTE_ON) },
     { "max-inflight", T_INT, O(max_inflight), 0, BOTH, "N", "most microbatches a data-stage node keeps in flight (default: adapts to the round trip and the queues, 1..8 x stages, more for microbatches under 8 sequences, within --max-delay)", RUN(0, 4096) },
@@ -240,8 +240,9 @@ static int s_set(opts_t *o, const opt_def_t *d, const char *v, char *err, size_t
     case T_SPLIT:
         if (strcmp(v, "even") == 0) *(int *)p = SPLIT_EVEN;
         else if (strcmp(v, "late") == 0) *(int *)p = SPLIT_LATE;
+        else if (strcmp(v, "front") == 0) *(int *)p = SPLIT_FRONT;
         else if (strcmp(v, "auto") == 0) *(int *)p = SPLIT_AUTO;
-        else { snprintf(err, errlen, "--split %s: want even, late or auto", v); return -1; }
+        else { snprintf(err, errlen, "--split %s: want even, late, front or auto", v); return -1; }
         return 0;
     case T_STASH:
         if (strcmp(v, "full") == 0) *(int *)p = STASH_FULL;

@@ -13,10 +13,10 @@ enum { STASH_FULL = 0, STASH_2BW = 1 };
  * stage's forward at its backward (auto: where a window of activations is big). */
 enum { RECOMPUTE_AUTO = 0, RECOMPUTE_OFF = 1, RECOMPUTE_ON = 2 };
 #define OPT_PATH 1024
-#define SPLIT_AUTO 2                 /* --split auto (opts_t.split only): the run's data stage chooses even or late */
+#define SPLIT_AUTO 2                 /* --split auto (opts_t.split only): the run's data stage chooses the split */
 #define OPT_MAX_DELAY 64             /* solo --delay: most updates of delay per stage */
 
-/* A node's word of the run's split (its plan): SPLIT_EVEN or SPLIT_LATE
+/* A node's word of the run's split (its plan): SPLIT_EVEN, _LATE or _FRONT
  * (node/engine/model.h), or PLAN_UNCHOSEN while --split auto has not chosen
  * one yet (a node lays its stage out even meanwhile, and its data stage
  * issues nothing). */
@@ -37,7 +37,7 @@ typedef struct {
     char codec[8], grad_codec[8];
     int schedule, stash, max_inflight;
     int recompute;               /* --recompute: RECOMPUTE_AUTO (default), _OFF or _ON */
-    int split;                   /* --split: SPLIT_EVEN or SPLIT_LATE (node/engine/model.h), copied into cfg, or
+    int split;                   /* --split: SPLIT_EVEN, _LATE or _FRONT (node/engine/model.h), copied into cfg, or
                                     SPLIT_AUTO (cfg holds SPLIT_EVEN until the run's data stage chooses: compute/plan.c) */
     int staleness;               /* delay compensation: STALE_* flags (node/engine/staleness.h) */
     int max_delay;               /* weight delay budget in updates (--max-delay; async schedule) */

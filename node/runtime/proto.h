@@ -7,13 +7,13 @@
  * -1 on any malformed body; what it returns points into the input.
  *
  * Header flags (wire_hdr_t.flags) by type:
- *   ACT     ACT_FLAG_EVAL, ACT_FLAG_FINAL; bits 8..15 the issue attempt
+ *   ACT     ACT_FLAG_EVAL, ACT_FLAG_AHEAD, ACT_FLAG_FINAL; bits 8..15 the issue attempt
  *   GRAD    GRAD_FLAG_DUP; bits 8..15 the issue attempt
  *   JOIN    JOIN_FLAG_INTRO, JOIN_FLAG_OUTWARD
  *   PING    PING_FLAG_PROBE (and its PONG), PING_FLAG_DRAIN (and its PONG)
  *   STATE, STATE_REQ  STATE_FLAG_BACKUP, STATE_FLAG_REPLY
  *   RELAY   RELAY_FLAG_FWD        DIAL  DIAL_FLAG_FWD
- *   any     PLAN_FLAG_KNOWN, PLAN_FLAG_LATE (bits 16, 17: the run's split)
+ *   any     PLAN_FLAG_KNOWN, PLAN_FLAG_LATE, PLAN_FLAG_FRONT (bits 16-18: the run's split)
  *
  * Bodies (frames after the header):
  *   JOIN        frame 0: proto_join_t (below)
@@ -44,6 +44,7 @@
 #include "node/runtime/options.h"
 
 #define ACT_FLAG_EVAL 0x1u     /* ACT: an evaluation microbatch: forward only */
+#define ACT_FLAG_AHEAD 0x2u    /* ACT: the data stage's update under way does not wait for it (served after the others) */
 #define ACT_FLAG_FINAL 0x4u    /* ACT with ACT_FLAG_EVAL: the run's final evaluation (the last stage ends after it) */
 #define GRAD_FLAG_DUP 0x2u     /* GRAD without tensor: a later stage had already applied this microbatch */
 #define MB_ATTEMPT_SHIFT 8     /* ACT/GRAD flags bits 8..15: the issue attempt of the microbatch */
@@ -54,7 +55,8 @@
 #define PING_FLAG_DRAIN 0x2u   /* PING/PONG: sent right behind a tensor, to time its bytes leaving (codecpick.h) */
 #define PLAN_FLAG_KNOWN 0x10000u  /* any message (flags bit 16): the sender knows the run's split (--split auto:
                                     chosen by its data stage before the first update) */
-#define PLAN_FLAG_LATE 0x20000u   /* with PLAN_FLAG_KNOWN (bit 17): that split is late, else even */
+#define PLAN_FLAG_LATE 0x20000u   /* with PLAN_FLAG_KNOWN (bit 17): that split is late, */
+#define PLAN_FLAG_FRONT 0x40000u  /* (bit 18) or front; with neither, even */
 #define RELAY_FLAG_FWD 0x1u     /* RELAY: from the relay to the receiver (hdr.mb: the sealer); without it,
                                    from the sealer to the relay (hdr.mb: the receiver) */
 #define DIAL_FLAG_FWD 0x1u     /* DIAL: forwarded to the outward-only node itself (hdr.mb: who wants a link) */
@@ -62,15 +64,15 @@
 #define STATE_FLAG_BACKUP 0x1u /* STATE/STATE_REQ: a backup snapshot (held for a stage by another node) */
 #define STATE_FLAG_REPLY 0x2u  /* STATE: an answer to a STATE_REQ (not a backup push) */
 
-/* The header flags that say split `plan` (SPLIT_EVEN or SPLIT_LATE; -1 not
- * known: none), and the split a message's flags say (-1: not said). */
+/* The header flags that say split `plan` (SPLIT_EVEN, _LATE or _FRONT; -1
+ * not known: none), and the split a message's flags say (-1: not said). */
 static inline uint32_t plan_flags(int plan)
 {
-    return plan < 0 ? 0 : PLAN_FLAG_KNOWN | (plan == SPLIT_LATE ? PLAN_FLAG_LATE : 0);
+    return plan < 0 ? 0 : PLAN_FLAG_KNOWN | (plan == SPLIT_LATE ? PLAN_FLAG_LATE : plan == SPLIT_FRONT ? PLAN_FLAG_FRONT : 0);
 }
 static inline int plan_of_flags(uint32_t flags)
 {
-    return !(flags & PLAN_FLAG_KNOWN) ? -1 : (flags & PLAN_FLAG_LATE) ? SPLIT_LATE : SPLIT_EVEN;
+    return !(flags & PLAN_FLAG_KNOWN) ? -1 : (flags & PLAN_FLAG_LATE) ? SPLIT_LATE : (flags & PLAN_FLAG_FRONT) ? SPLIT_FRONT : SPLIT_EVEN;
 }
 
 /* ---- JOIN ----------------------------------------------------------------

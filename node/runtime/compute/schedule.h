@@ -28,6 +28,7 @@ typedef struct {
     uint8_t *targets;     /* the targets its output carries, as sent (owned; NULL until it first goes out or waits),
                              kept to send it again when its next-stage peer is gone */
     int held;             /* its output waits for a route */
+    int ahead;            /* its data stage's update under way does not wait for it (ACT_FLAG_AHEAD) */
 } mbrec_t;
 
 /* The microbatches held here and the tensors waiting. */
@@ -40,7 +41,7 @@ typedef struct {
     int recompute;                /* --recompute here: the slots hold inputs alone (acts_new_inputs), the passes run in redo */
     acts_t *redo;                 /* --recompute: the one set of full activations training's passes run in */
     int redo_slot;                /* the slot whose forward redo holds (-1: none) */
-    pending_t acts, grads;        /* tensors waiting */
+    pending_t acts, ahead, grads; /* tensors waiting: activations (those of ACT_FLAG_AHEAD apart), gradients */
     applied_t applied;            /* microbatches whose gradient this node accumulated */
 } schedule_work_t;
 
