@@ -85,7 +85,7 @@ static void test_peers_pick_stage(void)
 {
     peers_t t;
     peers_init(&t, 1);
-    CHECK(peers_pick_stage(&t, 3, 7) == 0);   /* empty: the first */
+    CHECK(peers_pick_stage(&t, 3, 7, NULL) == 0);   /* empty: the first */
     peer_info_t p;
     p = s_info(10, 0, 5.0f); peers_upsert(&t, &p, 0);
     p = s_info(11, 1, 2.0f); peers_upsert(&t, &p, 0);
@@ -94,10 +94,10 @@ static void test_peers_pick_stage(void)
     /* counts 1,1,2: two stages drawn, the less served of them: stage 2 only when drawn with itself (never) */
     int hits[3] = {0};
     for (uint64_t salt = 1; salt <= 200; salt++) {
-        int s = peers_pick_stage(&t, 3, salt);
+        int s = peers_pick_stage(&t, 3, salt, NULL);
         CHECK(s >= 0 && s < 3);
         if (s >= 0 && s < 3) hits[s]++;
-        CHECK(peers_pick_stage(&t, 3, salt) == s);   /* the same for the same table and salt */
+        CHECK(peers_pick_stage(&t, 3, salt, NULL) == s);   /* the same for the same table and salt */
     }
     CHECKF(hits[0] > 50 && hits[1] > 50 && hits[2] == 0, "drawn %d %d %d", hits[0], hits[1], hits[2]);
     int count[3];
@@ -106,20 +106,29 @@ static void test_peers_pick_stage(void)
     /* one more on stage 1 (1,2,2): stage 0 whenever drawn, which with two of three is most of the time */
     p = s_info(14, 1, 0.1f); peers_upsert(&t, &p, 0);
     int zero = 0;
-    for (uint64_t salt = 1; salt <= 90; salt++) zero += peers_pick_stage(&t, 3, salt) == 0;
+    for (uint64_t salt = 1; salt <= 90; salt++) zero += peers_pick_stage(&t, 3, salt, NULL) == 0;
     CHECKF(zero > 45, "stage 0 drawn %d of 90 times", zero);
     /* a stage nobody serves beats everything */
-    CHECK(peers_pick_stage(&t, 4, 9) == 3);
+    CHECK(peers_pick_stage(&t, 4, 9, NULL) == 3);
     /* gone peers do not count: stage 2 drops to one peer, the least served (2,2,1) */
     s_health(&t, 12, PEER_GONE);
     s_health(&t, 10, PEER_GONE);
     p = s_info(15, 0, 1.0f); peers_upsert(&t, &p, 0);
     p = s_info(16, 0, 1.0f); peers_upsert(&t, &p, 0);
     int two = 0;
-    for (uint64_t salt = 1; salt <= 90; salt++) two += peers_pick_stage(&t, 3, salt) == 2;
+    for (uint64_t salt = 1; salt <= 90; salt++) two += peers_pick_stage(&t, 3, salt, NULL) == 2;
     CHECKF(two > 45, "stage 2 drawn %d of 90 times", two);
     peers_stage_counts(&t, 3, count);
     CHECK(count[0] == 2 && count[1] == 2 && count[2] == 1);
+    /* by work: stage 0 holding 6 of 8 shares, its 2 peers serve it less than stage 2's 1 its single share */
+    const double work[3] = {6, 1, 1};
+    int zero_w = 0, two_w = 0;
+    for (uint64_t salt = 1; salt <= 90; salt++) {
+        int s = peers_pick_stage(&t, 3, salt, work);
+        zero_w += s == 0;
+        two_w += s == 2;
+    }
+    CHECKF(zero_w > 45 && two_w < zero_w, "by work: stage 0 drawn %d of 90 times, stage 2 %d", zero_w, two_w);
     peers_fini(&t);
 }
 

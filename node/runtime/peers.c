@@ -144,7 +144,7 @@ void peers_stage_counts(const peers_t *t, int nstages, int *count)
     }
 }
 
-int peers_pick_stage(const peers_t *t, int nstages, uint64_t salt)
+int peers_pick_stage(const peers_t *t, int nstages, uint64_t salt, const double *work)
 {
     int count[MODEL_STAGES_MAX];
     if (nstages > MODEL_STAGES_MAX) nstages = MODEL_STAGES_MAX;
@@ -159,7 +159,9 @@ int peers_pick_stage(const peers_t *t, int nstages, uint64_t salt)
     uint64_t h = (salt + 1) * 0x9e3779b97f4a7c15ULL;
     h ^= h >> 29;
     int a = (int)((h >> 8) % (uint64_t)nstages), b = nstages > 1 ? (a + 1 + (int)((h >> 40) % (uint64_t)(nstages - 1))) % nstages : a;
-    return count[b] < count[a] || (count[b] == count[a] && b < a) ? b : a;
+    double wa = work ? work[a] : 1.0, wb = work ? work[b] : 1.0;   /* count[b] / wb < count[a] / wa, both > 0 */
+    double lb = count[b] * wa, la = count[a] * wb;
+    return lb < la || (lb == la && b < a) ? b : a;
 }
 
 uint64_t peers_completed(const peers_t *t)

@@ -121,12 +121,13 @@ int peers_set_announce(peer_t *p, const uint8_t *blob, uint64_t seq);
 void peers_stage_counts(const peers_t *t, int nstages, int *count);
 /* The stage a newcomer should take: the lowest one nobody alive serves;
  * stage 0 when every stage has as many; else, of two stages drawn by `salt` (the newcomer's id: the same for
- * the same table), the one with fewer alive peers (the lower on a tie).
+ * the same table), the one with fewer alive peers per unit of its work (work[nstages], each stage's share of a
+ * microbatch's compute; NULL: alike), the lower on a tie.
  * Two choices, not the least served: many nodes welcome newcomers at once,
  * each from a table that lacks the others' latest, and the least served
  * in every table would get them all; two choices keep the stages within a
  * few peers of each other even so (moves even out the rest). */
-int peers_pick_stage(const peers_t *t, int nstages, uint64_t salt);
+int peers_pick_stage(const peers_t *t, int nstages, uint64_t salt, const double *work);
 /* Sum of `completed` over every record and the records replaced (self's stays 0: the run's progress is this plus our
  * own). */
 uint64_t peers_completed(const peers_t *t);

@@ -52,6 +52,24 @@ int ns_check_ticket(netside_t *ns, const uint8_t *tbytes, size_t tlen, const uin
 }
 
 /* A refused joiner learns why, so it can say so instead of waiting. */
+/* The stage a newcomer takes (peers_pick_stage): by the stages' shares of a
+ * microbatch's work under the front split, whose stage 0 holds most of it
+ * (rebalancing would move the nodes there one by one), else alike. */
+static int s_pick_stage(netside_t *ns, uint64_t salt)
+{
+    double work[MODEL_STAGES_MAX];
+    int K = ns->nstages, by_work = ns->plan == SPLIT_FRONT && K <= MODEL_STAGES_MAX;
+    model_config_t cfg = ns->c.o->cfg;
+    cfg.split = SPLIT_FRONT;
+    for (int s = 0; s < K && by_work; s++) {
+        stage_t st;
+        char err[160];
+        by_work = stage_init(&st, &cfg, s, K, err, sizeof err) == 0 && st.nparams > 0;
+        if (by_work) work[s] = (double)st.nparams;
+    }
+    return peers_pick_stage(&ns->peers, K, salt, by_work ? work : NULL);
+}
+
 static void s_refuse(netside_t *ns, const transport_msg_t *m, const char *why)
 {
     char id[9];
@@ -239,7 +257,7 @@ void ns_on_join(netside_t *ns, const transport_msg_t *m)
     if (intro) { s_on_intro(ns, m, adv, want, until); return; }
     int stage = want;
     if (known && want < 0) stage = known->info.stage;  /* a repeated JOIN keeps its stage */
-    if (stage < 0 || stage >= ns->nstages) stage = peers_pick_stage(&ns->peers, ns->nstages, m->sender);
+    if (stage < 0 || stage >= ns->nstages) stage = s_pick_stage(ns, m->sender);
     int counts[MODEL_STAGES_MAX];
     peers_stage_counts(&ns->peers, ns->nstages, counts);
     peer_t *p = s_take_joiner(ns, m, adv, stage, until);
