@@ -71,13 +71,27 @@ size_t ns_stage_params(const netside_t *ns, int stage)
     return stage_num_params(&cfg, stage, ns->nstages);
 }
 
-/* The run's split as a message of this run says it, when not known yet. */
-static void s_learn_plan(netside_t *ns, uint32_t flags)
+/* The run's split as a message of this run from peer `from` says it: the
+ * run's when not known yet; under --split auto, one that takes precedence
+ * over the run's here is kept apart (plan_heard) until the compute side
+ * lays it out and says so (s_on_self); and the peer's own, for the view. */
+static void s_learn_plan(netside_t *ns, uint64_t from, uint32_t flags)
 {
     int plan = plan_of_flags(flags);
-    if (ns->plan >= 0 || plan < 0) return;
-    ns->plan = plan;
-    ns->view_dirty = 1;
+    if (plan < 0) return;
+    peer_t *p = peers_find(&ns->peers, from);
+    if (p && p->plan != plan) {
+        p->plan = plan;
+        peers_touch(&ns->peers, p);
+        ns->view_dirty = 1;
+    }
+    if (ns->plan < 0) {
+        ns->plan = plan;
+        ns->view_dirty = 1;
+    } else if (ns->c.o->split == SPLIT_AUTO && plan_outranks(plan, ns->plan) && plan_outranks(plan, ns->plan_heard)) {
+        ns->plan_heard = plan;
+        ns->view_dirty = 1;
+    }
 }
 
 void ns_hdr(const netside_t *ns, wire_hdr_t *h, int type)
@@ -338,7 +352,7 @@ void ns_dispatch(netside_t *ns, const transport_msg_t *m)
     const char *unadmitted = ns->c.o->closed ? ns_unadmitted(ns, m->sender) : NULL;
     if (unadmitted) { ns_drop(ns, unadmitted, m->sender); return; }
     ns_heard(ns, m->sender);
-    s_learn_plan(ns, m->hdr.flags);
+    s_learn_plan(ns, m->sender, m->hdr.flags);
     ns_adopt(ns, peers_find(&ns->peers, m->sender), m);
     switch (type) {
     case WIRE_PEERS: ns_on_peers(ns, m); break;
@@ -549,6 +563,7 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->me.stage = cfg->o->stage;
     ns->me.loss = NAN;
     ns->plan = ns->me.plan = cfg->o->split == SPLIT_AUTO ? -1 : cfg->o->split;
+    ns->plan_heard = -1;
     ns->outward = cfg->no_listen;
     ns->relay.relays = cfg->relay;
     ns->relay.bucket = bucket_full(ns_now(ns));
@@ -624,7 +639,7 @@ void netside_progress(const netside_t *ns, uint64_t *completed, double *loss)
 peer_view_t *netside_view(netside_t *ns)
 {
     peer_view_t *v = peers_view(&ns->peers);
-    if (v) v->plan = ns->plan;
+    if (v) v->plan = plan_outranks(ns->plan_heard, ns->plan) ? ns->plan_heard : ns->plan;
     return v;
 }
 
