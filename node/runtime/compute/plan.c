@@ -61,10 +61,11 @@ void plan_adopt(compute_t *c, plan_t plan, const char *how)
 {
     plan_t held = c->plan.split;
     if (!plan_outranks(plan, held) || c->phase == PH_DONE || (plan_chosen(held) && c->o->split != SPLIT_AUTO)) return;
+    model_config_t model = c->model;
+    model.split = (model_split_t)plan;
+    if (stage_num_params(&model, c->stage, c->nstages) == 0) return;   /* not a layout of this run (a peer's word) */
     int relaid = plan != (int)c->model.split;
     if (relaid) {
-        model_config_t model = c->model;
-        model.split = (model_split_t)plan;
         issued_t issued[REC_MAX];   /* a data stage's microbatches in flight: issued again in the new layout */
         int nissued = schedule_issued_save(c, issued);
         if (state_relayout(c, &model, c->stage) < 0) {

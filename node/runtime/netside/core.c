@@ -74,12 +74,20 @@ size_t ns_stage_params(const netside_t *ns, int stage)
 /* The run's split as a message of this run from peer `from` says it: the
  * run's when not known yet; under --split auto, one that takes precedence
  * over the run's here is kept apart (plan_heard) until the compute side
- * lays it out and says so (s_on_self); and the peer's own, for the view. */
-static void s_learn_plan(netside_t *ns, uint64_t from, uint32_t flags)
+ * lays it out and says so (s_on_self); and the peer's own, for the view.
+ * -1 when it says a split that cannot lay this run's model out in its
+ * stages (the message is dropped). */
+static int s_learn_plan(netside_t *ns, uint64_t from, uint32_t flags)
 {
     int plan = plan_of_flags(flags);
-    if (plan < 0) return;
+    if (plan < 0) return 0;
     peer_t *p = peers_find(&ns->peers, from);
+    int news = (p && p->plan != plan) || ns->plan < 0 ||
+               (ns->c.o->split == SPLIT_AUTO && plan_outranks(plan, ns->plan) && plan_outranks(plan, ns->plan_heard));
+    if (!news) return 0;
+    model_config_t cfg = ns->c.o->cfg;
+    cfg.split = (model_split_t)plan;
+    if (ns->nstages > 0 && stage_num_params(&cfg, 0, ns->nstages) == 0) return -1;
     if (p && p->plan != plan) {
         p->plan = plan;
         peers_touch(&ns->peers, p);
@@ -92,6 +100,7 @@ static void s_learn_plan(netside_t *ns, uint64_t from, uint32_t flags)
         ns->plan_heard = plan;
         ns->view_dirty = 1;
     }
+    return 0;
 }
 
 void ns_hdr(const netside_t *ns, wire_hdr_t *h, int type)
@@ -352,7 +361,7 @@ void ns_dispatch(netside_t *ns, const transport_msg_t *m)
     const char *unadmitted = ns->c.o->closed ? ns_unadmitted(ns, m->sender) : NULL;
     if (unadmitted) { ns_drop(ns, unadmitted, m->sender); return; }
     ns_heard(ns, m->sender);
-    s_learn_plan(ns, m->sender, m->hdr.flags);
+    if (s_learn_plan(ns, m->sender, m->hdr.flags) < 0) { ns_drop(ns, "a split the run's model cannot take", m->sender); return; }
     ns_adopt(ns, peers_find(&ns->peers, m->sender), m);
     switch (type) {
     case WIRE_PEERS: ns_on_peers(ns, m); break;
