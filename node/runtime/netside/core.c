@@ -88,10 +88,9 @@ static int s_learn_plan(netside_t *ns, uint64_t from, uint32_t flags)
     model_config_t cfg = ns->c.o->cfg;
     cfg.split = (model_split_t)plan;
     if (ns->nstages > 0 && stage_num_params(&cfg, 0, ns->nstages) == 0) return -1;
-    if (p && p->plan != plan) {
+    if (p && p->plan != plan) {   /* the view says it from its next refresh (no refresh of its own) */
         p->plan = plan;
         peers_touch(&ns->peers, p);
-        ns->view_dirty = 1;
     }
     if (ns->plan < 0) {
         ns->plan = plan;
