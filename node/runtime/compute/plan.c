@@ -76,10 +76,11 @@ void plan_adopt(compute_t *c, plan_t plan, const char *how)
     }
     c->plan.split = plan;
     char why[300];
+    snprintf(why, sizeof why, "%s", how);
     if (plan_chosen(held))
         snprintf(why, sizeof why, "%s: it takes precedence over the %s split this node held (chosen apart)", how,
                  split_name((model_split_t)held));
-    metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", split_name((model_split_t)plan), plan_chosen(held) ? why : how);
+    metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", split_name((model_split_t)plan), why);
     if (plan_chosen(held)) {
         char line[360];
         snprintf(line, sizeof line, "--split auto: the %s split, %s", split_name((model_split_t)plan), why);

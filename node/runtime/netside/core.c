@@ -82,9 +82,8 @@ static int s_learn_plan(netside_t *ns, uint64_t from, uint32_t flags)
     int plan = plan_of_flags(flags);
     if (plan < 0) return 0;
     peer_t *p = peers_find(&ns->peers, from);
-    int news = (p && p->plan != plan) || ns->plan < 0 ||
-               (ns->c.o->split == SPLIT_AUTO && plan_outranks(plan, ns->plan) && plan_outranks(plan, ns->plan_heard));
-    if (!news) return 0;
+    int outranks = ns->c.o->split == SPLIT_AUTO && plan_outranks(plan, ns->plan) && plan_outranks(plan, ns->plan_heard);
+    if (!(p && p->plan != plan) && ns->plan >= 0 && !outranks) return 0;   /* nothing new */
     model_config_t cfg = ns->c.o->cfg;
     cfg.split = (model_split_t)plan;
     if (ns->nstages > 0 && stage_num_params(&cfg, 0, ns->nstages) == 0) return -1;
@@ -95,7 +94,7 @@ static int s_learn_plan(netside_t *ns, uint64_t from, uint32_t flags)
     if (ns->plan < 0) {
         ns->plan = plan;
         ns->view_dirty = 1;
-    } else if (ns->c.o->split == SPLIT_AUTO && plan_outranks(plan, ns->plan) && plan_outranks(plan, ns->plan_heard)) {
+    } else if (outranks) {
         ns->plan_heard = plan;
         ns->view_dirty = 1;
     }
