@@ -494,6 +494,88 @@ static void test_restart_keeps_checkpoint(void)
     s_hand_end(&h, &c, &mt);
 }
 
+/* The split the last MAIL_SELF among the posted mail says, or -2 (none). */
+static int s_hand_self_plan(const hand_t *h)
+{
+    int plan = -2;
+    for (int i = 0; i < h->nout; i++)
+        if (h->out[i]->kind == MAIL_SELF) plan = h->out[i]->self.plan;
+    return plan;
+}
+
+/* The view of s_hand_view(5: stages 0, 1, 1, 2, 3) saying split `plan`,
+ * the two stage-1 peers (50, 51) on late and even, at versions 7 and 9. */
+static peer_view_t *s_split_view(int plan)
+{
+    const uint64_t ids[] = {10, 50, 51, 60, 70};
+    const int stages[] = {0, 1, 1, 2, 3};
+    peer_view_t *v = s_hand_view(5, ids, stages);
+    v->plan = plan;
+    v->p[1].plan = SPLIT_LATE;
+    v->p[1].version = 7;
+    v->p[2].plan = SPLIT_EVEN;
+    v->p[2].version = 9;
+    return v;
+}
+
+/* The view's split, given to the compute side (ownership passes). */
+static void s_hand_view_mail(compute_t *c, hand_t *h, int plan)
+{
+    s_hand_clear(h);
+    mail_t *m = mail_new(MAIL_VIEW);
+    m->view = s_split_view(plan);
+    compute_on_mail(c, m);
+    compute_flush(c);
+}
+
+/* --split auto, two data-stage nodes that chose apart: a node on the even
+ * split that hears of the late one (which takes precedence) lays it out and
+ * downloads its stage's state from the peer of its stage on late (not the
+ * one on even, at a higher version); a view saying even again, or a split
+ * that is none, changes nothing, and a tensor of the even split is dropped
+ * from then on.  A node whose --split is given keeps it. */
+static void test_split_of_precedence(void)
+{
+    for (int given = 0; given < 2; given++) {
+        opts_t o;
+        s_hand_opts(&o, "4");
+        o.split = given ? SPLIT_EVEN : SPLIT_AUTO;
+        hand_t h = {.now = 100.0};
+        net_counters_t net;
+        metrics_t *mt;
+        size_t in_n = 0;
+        compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
+                                                                     .view = s_split_view(SPLIT_EVEN), .modelled = 1},
+                                      "apart", &in_n, NULL);
+        if (!c) return;
+        s_hand_view_mail(c, &h, SPLIT_LATE);
+        int took = s_hand_self_plan(&h);
+        int64_t donor = s_hand_fetch(&h);
+        if (given) {
+            CHECKF(took == -2 && donor == -1, "--split even given: said split %d, fetched from %lld (want neither)", took, (long long)donor);
+            s_hand_end(&h, &c, &mt);
+            continue;
+        }
+        CHECKF(took == SPLIT_LATE && donor == 50, "took split %d from %lld (want late, 1, from 50)", took, (long long)donor);
+        CHECKF(h.nsaid > 0 && strstr(h.said[(h.nsaid - 1) % 8], "takes precedence over the even split"), "said '%s'",
+               h.nsaid ? h.said[(h.nsaid - 1) % 8] : "");
+        int said = h.nsaid;
+        s_hand_view_mail(c, &h, SPLIT_EVEN);
+        s_hand_view_mail(c, &h, SPLIT_AUTO);   /* not a split a peer can say: no layout */
+        CHECKF(s_hand_self_plan(&h) == -2 && s_hand_fetch(&h) == -1 && h.nsaid == said, "a view of even or of no split changed the split");
+        compute_result_t r;
+        compute_result(c, &r);
+        mail_t *t = s_hand_tensor(WIRE_ACT, 4242, 1, 1, 10, in_n, (size_t)o.batch * (size_t)o.cfg.maxT);
+        t->hdr.flags |= plan_flags(SPLIT_EVEN);
+        compute_on_mail(c, t);
+        compute_result_t r2;
+        compute_result(c, &r2);
+        CHECKF(r2.drops == r.drops + 1, "a tensor of the even split: drops %llu -> %llu (want one more)",
+               (unsigned long long)r.drops, (unsigned long long)r2.drops);
+        s_hand_end(&h, &c, &mt);
+    }
+}
+
 int main(void)
 {
     RUN(test_mover_fetches_elsewhere);
@@ -503,5 +585,6 @@ int main(void)
     RUN(test_same_attempt_copy_dropped);
     RUN(test_recompute_same_bits);
     RUN(test_bad_eval_act_counted);
+    RUN(test_split_of_precedence);
     CHECK_EXIT();
 }

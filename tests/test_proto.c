@@ -263,6 +263,29 @@ static void test_plan_flags(void)
     CHECK((plan_flags(SPLIT_FRONT) & 0xffffu) == 0);   /* clear of every type's own bits and the attempt */
 }
 
+/* Splits chosen apart: every flags word says one split or none, and of any
+ * two different splits exactly one takes precedence, none over itself or
+ * from an unchosen word, so a node that only ever takes a split of
+ * precedence over its own never returns to one it left. */
+static void test_plan_outranks(void)
+{
+    for (uint32_t bits = 0; bits < 8; bits++) {
+        plan_t a = plan_of_flags(bits << 16);
+        CHECK(a == PLAN_UNCHOSEN || plan_of_flags(plan_flags(a)) == a);
+        CHECK(!plan_outranks(a, a) && !plan_outranks(PLAN_UNCHOSEN, a));
+        for (uint32_t other = 0; other < 8; other++) {
+            plan_t b = plan_of_flags(other << 16);
+            CHECK(!(plan_outranks(a, b) && plan_outranks(b, a)));
+            CHECK(a == b || plan_outranks(a, b) || plan_outranks(b, a));
+            for (uint32_t third = 0; third < 8; third++) {   /* transitive: no cycle of three */
+                plan_t c = plan_of_flags(third << 16);
+                CHECK(!(plan_outranks(a, b) && plan_outranks(b, c)) || plan_outranks(a, c));
+            }
+        }
+    }
+    CHECK(plan_outranks(SPLIT_FRONT, SPLIT_LATE) && plan_outranks(SPLIT_LATE, SPLIT_EVEN));   /* the choosing rule's order */
+}
+
 int main(void)
 {
     RUN(test_join_roundtrip);
@@ -276,5 +299,6 @@ int main(void)
     RUN(test_modelled_roundtrip);
     RUN(test_targets_roundtrip);
     RUN(test_plan_flags);
+    RUN(test_plan_outranks);
     CHECK_EXIT();
 }

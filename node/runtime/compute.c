@@ -185,7 +185,8 @@ void compute_on_mail(compute_t *c, mail_t *m)
     case MAIL_VIEW:
         view_take(c, m->view);
         m->view = NULL;
-        if (!plan_chosen(c->plan.split) && c->seen.view) plan_adopt(c, c->seen.view->plan, "said by a peer");
+        if (c->seen.view) plan_adopt(c, c->seen.view->plan, "said by a peer");
+        plan_seek_state(c);
         state_check_donor(c);
         break;
     case MAIL_STATE: state_on_fetched(c, m); break;
@@ -325,7 +326,7 @@ void compute_result(const compute_t *c, compute_result_t *out)
     out->retries = c->count.retries;
     out->drops = c->count.drops;
     out->skipped = c->count.skipped;
-    out->inflight = c->work.inflight;
+    out->inflight = c->work.inflight + c->issue.ncarried;
     out->cursor = c->issue.cursor;
     out->saved = c->state.saved_version == c->version && c->state.saved_stage == c->stage;
 }

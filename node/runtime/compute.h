@@ -44,6 +44,8 @@ enum {
     TRACE_SKIP,        /* the data stage learnt mb was applied further on already (DUP) */
     TRACE_UPDATE,      /* an optimizer update made version v (mb: the stage) */
     TRACE_MOVE,        /* this node moved to stage mb: what it applies from now on is that stage's */
+    TRACE_RELAYOUT,    /* this node took another split of the run at stage mb (--split auto chosen apart):
+                          its weights and version start again from what it takes (v: its version now) */
 };
 
 typedef struct {

@@ -62,6 +62,7 @@ typedef struct {
     uint64_t progress;      /* last stage: the run's progress as it counts it (with progress_said) */
     int progress_said;      /* 1 when it said it (a last-stage node restarted without a count may say 0) */
     float loss;             /* last stage: its last loss, NaN unknown */
+    int plan;               /* the run's split its last message said (a plan_t, options.h; -1 none) */
     int reach;              /* 0: a link to it (ours, or one it opened to us); 1: through a relay (an extra
                                hop); -1: none yet (it is reachable only outward) */
 } view_peer_t;

@@ -110,8 +110,9 @@ void netside_bye(netside_t *self);
 /* The run's progress (last-stage microbatches, swarm-wide, this node's
  * included) and the last stage's latest loss (NaN unknown); driver thread only. */
 void netside_progress(const netside_t *self, uint64_t *completed, double *loss);
-/* The run's split (SPLIT_EVEN, SPLIT_LATE), -1 while --split auto has not
- * chosen (as far as this node heard); driver thread only. */
+/* The run's split as this node's messages say it (SPLIT_EVEN, _LATE or
+ * _FRONT: its compute side's layout once it has one), -1 while --split
+ * auto has not chosen (as far as this node heard); driver thread only. */
 int netside_plan(const netside_t *self);
 /* A snapshot of the peer table for the compute side (NULL when out of memory). */
 peer_view_t *netside_view(netside_t *self);

@@ -23,6 +23,13 @@ enum { RECOMPUTE_AUTO = 0, RECOMPUTE_OFF = 1, RECOMPUTE_ON = 2 };
 typedef int plan_t;
 #define PLAN_UNCHOSEN (-1)
 static inline int plan_chosen(plan_t plan) { return plan >= 0; }
+/* Whether split a takes precedence over b (PLAN_UNCHOSEN included): of two
+ * splits chosen apart by two data-stage nodes that did not hear each other,
+ * the run keeps the one of precedence (compute/plan.c plan_adopt).  The
+ * order is the one the choosing rule tries them in: front (3), then late
+ * (1), then even (0): either of the first two is chosen on evidence (a
+ * swarm seen, a round trip measured), even also where that was missing. */
+static inline int plan_outranks(plan_t a, plan_t b) { return plan_chosen(a) && a > b; }
 
 typedef struct {
     /* model */

@@ -72,6 +72,7 @@ static void s_fresh(peer_t *p, const peer_info_t *info, double heard)
     p->link = -1;
     p->last_heard = heard;
     p->last_loss = NAN;
+    p->plan = -1;   /* none said yet */
     codecpick_init(&p->pick);
 }
 
@@ -205,6 +206,7 @@ static void s_refresh(peers_t *t, int i)
     q->progress = p->progress;
     q->progress_said = p->progress_said;
     q->loss = (float)p->last_loss;
+    q->plan = p->plan;
     q->reach = p->link >= 0 ? 0 : p->outward && p->via ? 1 : p->outward ? -1 : 0;
 }
 

@@ -59,6 +59,7 @@ typedef struct {
     uint64_t progress;      /* last stage: the run's progress as it counts it (PEERS; 0 may be a count) */
     int progress_said;      /* progress came in its last PEERS */
     double last_loss;       /* its last reported loss (last stage), NaN unknown */
+    int plan;               /* the run's split its last message said (a plan_t, options.h; -1 none) */
     uint64_t via;           /* both outward-only: the relay we reach it through (0: none) */
     uint64_t announce_seq;  /* the seq of its announcement (announce, below); 0: none */
     peer_info_t info;       /* gossip record (id, addr, key, stage, rate, version) */

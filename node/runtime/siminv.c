@@ -38,6 +38,10 @@ void sim_trace(void *arg, int what, uint64_t mb, int64_t v)
         sim_progressed(s);
         break;
     case TRACE_MOVE: idmap_clear(&n->chk.applied); break;   /* a new stage: its microbatches are new */
+    case TRACE_RELAYOUT:   /* another layout: new microbatches, and a version that starts again */
+        idmap_clear(&n->chk.applied);
+        n->chk.last_vstage = -1;
+        break;
     default: break;
     }
 }

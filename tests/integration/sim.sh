@@ -147,6 +147,27 @@ for seed in 2 6; do
 done
 if [ -z "$gbad" ]; then echo "ok - --split auto: a stage gone before the choice and back 29 s later: one choice, the run completes"
 else echo "FAIL - --split auto with a stage gone before the choice (want one split, 1 chosen, 1 or 2 data-stage nodes, done):$gbad $(tail -n 1 "$T/auto-gap6.out")"; fi
+# ... and two data-stage nodes that choose apart: a partition cuts the swarm into two halves with a node of every
+# stage each after the joins and before node 0 chooses (1.1 s), and node 4, 8 times slower, times forwards that make
+# the round trip ask for less: its half chooses even, node 0's late.  Once the halves meet (12 s) the late split takes
+# precedence: every node ends on it, the even half's nodes each take their stage's state from a peer of the late
+# half, and the run completes (before, each half kept its own choice and dropped the other's tensors: no progress)
+printf '0 slow 4 8\n1.1 partition 0,1,2,3\n12 heal\n' >"$T/apart.plan"
+"$BRIGADE" sim --nodes 8 --stages 4 --steps 60 --micro 4 --compute real --seed 1 --split auto --plan "$T/apart.plan" \
+    --metrics "$T/auto-apart.jsonl" >"$T/auto-apart.out" 2>&1; rc=$?
+# apart: the splits chosen, the splits the nodes end on, the nodes that took a split of precedence, the downloads after
+pa=$(python3 -c "import json, sys
+ev = [e for e in map(json.loads, open(sys.argv[1])) if e.get('event') in ('plan', 'resume')]
+last, took = {}, {}
+for e in ev:
+    if e['event'] == 'plan': last[e['node']] = e['split']
+    if e['event'] == 'plan' and 'takes precedence' in e['how']: took[e['node']] = e['t']
+got = sum(e['event'] == 'resume' and e['from'] == 'downloaded' and e['node'] in took and e['t'] > took[e['node']] for e in ev)
+print(' '.join(sorted(e['split'] for e in ev if e['event'] == 'plan' and e['how'].startswith('chosen'))), '/',
+      ' '.join(sorted(set(last.values()))), len(last), '/', len(took), got)" "$T/auto-apart.jsonl" 2>/dev/null)
+if [ $rc = 0 ] && [ "$pa" = "even late / late 8 / 4 4" ] && grep -Eq 'completed [0-9]+, lost 0, duplicated 0' "$T/auto-apart.out"; then
+    echo "ok - --split auto: two data-stage nodes that chose apart (even, late) converge on late: $pa"
+else echo "FAIL - --split auto chosen apart (want 'even late / late 8 / 4 4', exit 0, lost 0): '$pa' exit $rc $(tail -n 1 "$T/auto-apart.out")"; fi
 
 # 3e. a vocabulary above 256 across stages: the targets travel 2 bytes each, and a swarm of 3 stages (fp32 on the
 #     wire, one microbatch in flight) computes what solo computes; the token shards hold ids up to 511

@@ -94,7 +94,7 @@ void balance_drained(compute_t *c)
 {
     if (c->balance.drain_to < 0) return;
     if (c->closing.active || c->stage != 0) { c->balance.drain_to = -1; return; }
-    if (c->work.inflight == 0) state_move(c, c->balance.drain_to, c->balance.drain_why);
+    if (c->work.inflight == 0 && c->issue.ncarried == 0) state_move(c, c->balance.drain_to, c->balance.drain_why);
 }
 
 /* A node about to move to the data stage: the data (real compute: opened

@@ -5,6 +5,8 @@
 
 #define PLAN_PROBES 3         /* --split auto: forwards the choosing data stage times (the best counts) */
 #define PLAN_WAIT_S 20.0      /* and how long it waits for a round trip to stage 1 before choosing without one */
+#define PLAN_SEEK_S 30.0      /* a node that took a split of precedence: how long it looks for a peer of its stage
+                                 that trained on it (peers out of reach until then come back in that time) */
 
 /* Whether the late split can serve this run at all: a gpt of 3 or more
  * stages whose window adapts to the round trip (not gpipe, not a fixed
@@ -46,34 +48,68 @@ int plan_late_split_helps(const compute_t *c, int need, int holds)
 }
 
 /* This node's layout follows split `plan` from now on (chosen here, or
- * said by a peer's message or the network side): before any update, the
- * initial weights of that split (a download of the stage's state under
- * way starts again in it).  A split that differs from the layout of a node
- * that has trained already cannot be taken: the node fails (two data-stage
- * nodes that each chose, unheard of by the other). */
+ * said by a peer's message or the network side) when it has none yet, or
+ * when --split auto's `plan` takes precedence over the one it holds
+ * (plan_outranks: two data-stage nodes chose apart, unheard of by each
+ * other; a split given by --split is never left).  Laid out anew, the node
+ * takes the stage's state from a peer of the split that has trained on it,
+ * else that split's initial weights (state_take_split), until such a peer
+ * shows up within PLAN_SEEK_S (plan_seek_state).  Otherwise nothing
+ * changes: a node only ever goes up the precedence, so no two nodes trade
+ * splits back and forth. */
 void plan_adopt(compute_t *c, plan_t plan, const char *how)
 {
-    if (plan_chosen(c->plan.split) || !plan_chosen(plan) || c->phase == PH_DONE) return;
-    if (plan != (int)c->model.split) {
-        if (c->version != 0 || c->work.inflight) {
-            compute_fail(c, "the run chose another split after this node had trained on the even one");
-            return;
-        }
-        model_config_t model = c->model;
-        model.split = (model_split_t)plan;
+    plan_t held = c->plan.split;
+    if (!plan_outranks(plan, held) || c->phase == PH_DONE || (plan_chosen(held) && c->o->split != SPLIT_AUTO)) return;
+    model_config_t model = c->model;
+    model.split = (model_split_t)plan;
+    if (stage_num_params(&model, c->stage, c->nstages) == 0) return;   /* not a layout of this run (a peer's word) */
+    int relaid = plan != (int)c->model.split;
+    if (relaid) {
+        issued_t issued[REC_MAX];   /* a data stage's microbatches in flight: issued again in the new layout */
+        int nissued = schedule_issued_save(c, issued);
         if (state_relayout(c, &model, c->stage) < 0) {
             if (c->phase != PH_DONE) compute_fail(c, "out of memory to lay out the run's split");
             return;
         }
+        schedule_issued_restore(c, issued, nissued);
     }
     c->plan.split = plan;
-    metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", split_name((model_split_t)plan), how);
+    char why[300];
+    snprintf(why, sizeof why, "%s", how);
+    if (plan_chosen(held))
+        snprintf(why, sizeof why, "%s: it takes precedence over the %s split this node held (chosen apart)", how,
+                 split_name((model_split_t)held));
+    metrics_event(c->cfg.metrics, "plan", "\"split\":%s,\"how\":%s", split_name((model_split_t)plan), why);
+    if (plan_chosen(held)) {
+        char line[360];
+        snprintf(line, sizeof line, "--split auto: the %s split, %s", split_name((model_split_t)plan), why);
+        compute_say(c, line);
+    }
     compute_send_self(c, MAIL_SELF);   /* the network side sizes state transfers by it */
-    if (c->state.fetching && plan != SPLIT_EVEN) state_fetch(c, c->state.fetch_donor);   /* laid out anew: fetched anew */
+    if (!relaid) return;
+    if (plan_chosen(held)) {
+        compute_trace(c, TRACE_RELAYOUT, (uint64_t)c->stage, c->version);
+        applied_clear(&c->work.applied);   /* what was applied in the other layout is not in this one */
+    }
+    if (!state_take_split(c) && plan_chosen(held)) c->plan.seek_until = compute_now(c) + PLAN_SEEK_S;
+}
+
+/* On each view, after plan_adopt laid this node out anew with its initial
+ * weights, no peer of its stage then known to have trained on that split:
+ * the stage's state from one that shows up (PLAN_SEEK_S at most). */
+void plan_seek_state(compute_t *c)
+{
+    if (c->plan.seek_until == 0) return;
+    if (c->phase == PH_DONE || compute_now(c) > c->plan.seek_until) c->plan.seek_until = 0;
+    else if (c->phase == PH_RUN && !c->state.fetching && state_take_split(c)) c->plan.seek_until = 0;
 }
 
 /* A tensor says the run's split: taken when this node has none yet.  0
- * when it says another one than this node's (the tensor is dropped). */
+ * when it says another one than this node's (the tensor is dropped).  One
+ * that takes precedence over this node's is taken from the view the
+ * network side publishes next (it says the split heard, and which peers
+ * hold it: the stage's state is taken from one of them). */
 int plan_tensor_split_ok(compute_t *c, const mail_t *m)
 {
     plan_t said = plan_of_flags(m->hdr.flags);

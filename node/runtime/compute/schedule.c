@@ -324,8 +324,9 @@ static void s_retry_event(compute_t *c, const mbrec_t *old)
     metrics_event(c->cfg.metrics, "retry", "\"mb\":%llu,\"why\":%s", (unsigned long long)old->mb, why);
 }
 
-/* The data stage starts a new microbatch (or re-issues `old`).  -1 when
- * no activation slot (or record) is free; a re-issue reuses its record's
+/* The data stage starts a new microbatch (or re-issues `old`, or one
+ * carried across a relayout: schedule_issued_restore).  -1 when no
+ * activation slot (or record) is free; a re-issue reuses its record's
  * slot, so it needs no free one. */
 int schedule_issue(compute_t *c, mbrec_t *old)
 {
@@ -335,6 +336,7 @@ int schedule_issue(compute_t *c, mbrec_t *old)
     if (slot < 0) return -1;
     mbrec_t *r = old ? old : s_rec_new(c);
     if (!r) { c->work.slot_used[slot] = 0; return -1; }
+    const issued_t *carry = !old && c->issue.ncarried ? &c->issue.carried[--c->issue.ncarried] : NULL;
     uint64_t avoid = 0;
     if (old) {
         avoid = old->to;
@@ -343,11 +345,15 @@ int schedule_issue(compute_t *c, mbrec_t *old)
         c->count.retries++;
         s_retry_event(c, old);
     } else {
-        r->cursor = c->issue.cursor;
+        r->cursor = carry ? carry->cursor : c->issue.cursor;
     }
     r->slot = slot;
     r->from = 0;
-    if (!old) {
+    if (carry) {
+        r->mb = carry->mb;
+        r->tries = carry->tries;
+        c->count.retries++;
+    } else if (!old) {
         /* the id stays across re-issues: every node applies a microbatch at most once */
         r->mb = (c->issue.mb_origin << APPLIED_SEQ_BITS) | (++c->issue.mb_seq & ((1ULL << APPLIED_SEQ_BITS) - 1));
         compute_trace(c, TRACE_ISSUE, r->mb, c->version);
@@ -361,7 +367,7 @@ int schedule_issue(compute_t *c, mbrec_t *old)
      * the k-th reads shard k of k+1, another random stream of the same data */
     if (c->issue.data) data_next_train(c->issue.data, &c->issue.batch, c->cfg.shard, c->cfg.shard + 1, &cur);
     else cur++;
-    if (!old) c->issue.cursor = cur;
+    if (!old && !carry) c->issue.cursor = cur;
     schedule_load_batch(c, slot);
     acts_t *a = c->work.pool[slot];
     if (c->nstages == 1) {
@@ -539,6 +545,28 @@ void schedule_on_grad(compute_t *c, const mail_t *m)
     s_after_backward(c);
 }
 
+/* The data stage's microbatches in flight into out (room for REC_MAX):
+ * their number (0 at other stages). */
+int schedule_issued_save(const compute_t *c, issued_t *out)
+{
+    int n = 0;
+    for (int i = 0; c->stage == 0 && i < REC_MAX; i++) {
+        const mbrec_t *r = &c->work.rec[i];
+        if (r->used) out[n++] = (issued_t){ .mb = r->mb, .cursor = r->cursor, .tries = r->tries };
+    }
+    return n;
+}
+
+/* The data stage's microbatches saved by schedule_issued_save, after a
+ * relayout dropped their records (their work in the old layout is lost):
+ * each is issued again, with its id and data, before any new one
+ * (schedule_issue), and counts as in flight until then. */
+void schedule_issued_restore(compute_t *c, const issued_t *in, int n)
+{
+    c->issue.ncarried = 0;
+    for (int i = n - 1; i >= 0; i--) c->issue.carried[c->issue.ncarried++] = in[i];
+}
+
 /* Re-issues (data stage) or forgets (other stages) microbatches whose
  * gradient is overdue or whose next-stage peer is gone. */
 void schedule_timeouts(compute_t *c)
@@ -601,9 +629,9 @@ void schedule_timeouts(compute_t *c)
 /* The data stage may start new microbatches now. */
 int schedule_may_issue(const compute_t *c)
 {
-    if (c->stage != 0 || !view_all_stages_served(c)) return 0;
-    if (c->closing.active || c->balance.drain_to >= 0) return 0;
-    if (closing_steps_covered(c)) return 0;
+    if (c->stage != 0 || !view_all_stages_served(c) || c->closing.active) return 0;
+    /* those carried across a relayout were in flight: a drain or the run's end waits for them as for those */
+    if (!c->issue.ncarried && (c->balance.drain_to >= 0 || closing_steps_covered(c))) return 0;
     if (c->o->schedule == SCHED_GPIPE) return c->work.inflight == 0;
     return c->work.inflight < c->issue.max_inflight && delay_budget_room(c);
 }

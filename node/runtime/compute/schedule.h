@@ -45,6 +45,13 @@ typedef struct {
     applied_t applied;            /* microbatches whose gradient this node accumulated */
 } schedule_work_t;
 
+/* A data-stage microbatch in flight, kept across a relayout of the stage
+ * (schedule_issued_save / _restore): what issues it again. */
+typedef struct {
+    uint64_t mb, cursor;          /* its id and data position */
+    int tries;                    /* times issued */
+} issued_t;
+
 /* The data stage's issue of microbatches. */
 typedef struct {
     data_t *data;                 /* the data (stage 0), NULL elsewhere */
@@ -58,6 +65,9 @@ typedef struct {
     int micro_said;               /* the micro last named in a warning (0: none) */
     double busiest;               /* the split's largest stage in parameters over this one's (>= 1) */
     double next_timeout;          /* when re-issues, the window and the rate are looked at next (any stage) */
+    issued_t carried[REC_MAX];    /* microbatches in flight when the stage was laid out anew, issued again before new
+                                     ones (schedule_issued_restore), the next last */
+    int ncarried;
 } schedule_issue_t;
 
 /* The update under way and the step just run. */
@@ -92,4 +102,6 @@ void schedule_on_grad(compute_t *c, const mail_t *m);
 void schedule_timeouts(compute_t *c);
 int schedule_may_issue(const compute_t *c);
 void schedule_check(const compute_t *c);
+int schedule_issued_save(const compute_t *c, issued_t *out);
+void schedule_issued_restore(compute_t *c, const issued_t *in, int n);
 #endif

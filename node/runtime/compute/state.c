@@ -157,13 +157,16 @@ void state_fetch(compute_t *c, uint64_t donor)
 }
 
 /* The live peer of this node's stage with the highest version, not `skip`,
- * at least at version `min`; 0 none. */
-static uint64_t s_stage_donor(const compute_t *c, uint64_t skip, uint32_t min)
+ * at least at version `min`, and not known to be laid out in another split
+ * than this node (its state would not fit; `known`: known to be laid out
+ * in this node's); 0 none. */
+static uint64_t s_stage_donor(const compute_t *c, uint64_t skip, uint32_t min, int known)
 {
     uint64_t donor = 0;
     uint32_t best = 0;
     for (int i = 0; c->seen.view && i < c->seen.view->n; i++) {
         const view_peer_t *p = &c->seen.view->p[i];
+        if ((plan_chosen(p->plan) || known) && p->plan != (int)c->model.split) continue;
         if (p->stage == c->stage && p->health != PEER_GONE && p->id != skip && p->version >= min && (!donor || p->version >= best)) {
             donor = p->id;
             best = p->version;
@@ -172,11 +175,27 @@ static uint64_t s_stage_donor(const compute_t *c, uint64_t skip, uint32_t min)
     return donor;
 }
 
+/* This node was laid out anew in another split of the run (plan_adopt),
+ * with its initial weights: the stage's state from the live peer of the
+ * stage known to hold that split with the highest version above this
+ * node's, as a joiner downloads it (a fetch under way starts again in the
+ * new layout).  1 when a fetch started; 0 when no such peer is known (the
+ * weights stay as they are). */
+int state_take_split(compute_t *c)
+{
+    uint64_t donor = s_stage_donor(c, 0, (uint32_t)c->version + 1, 1);
+    if (!donor && !c->state.fetching) return 0;
+    if (!c->state.fetching) c->state.fetch_from = -1;   /* not a move: the stage stays */
+    if (donor) c->state.fetch_tries = 0;
+    state_fetch(c, donor ? donor : c->state.fetch_donor);
+    return 1;
+}
+
 /* The donor of a download did not deliver (why): another live peer of the
  * stage (three tries in all), else a backup, else the initial weights. */
 static void s_fetch_elsewhere(compute_t *c, const char *why)
 {
-    uint64_t next = c->state.fetch_tries < 3 ? s_stage_donor(c, c->state.fetch_donor, 0) : 0;
+    uint64_t next = c->state.fetch_tries < 3 ? s_stage_donor(c, c->state.fetch_donor, 0, 0) : 0;
     char line[256];
     snprintf(line, sizeof line, "%s; %s", why, next ? "asking another peer of the stage" : "looking for a backup");
     compute_say(c, line);
@@ -265,7 +284,7 @@ void state_on_fetched(compute_t *c, mail_t *m)
     int got = b && b->nparams == c->lay.nparams && b->version >= c->version;
     /* no backup came, but a trained peer serves the stage by now (back from a partition, or just joined); one
      * at version 0 may be fetching it as this node did (two nodes that moved to it at once waited on each other) */
-    uint64_t late = !got && !c->state.fetch_donor && c->state.fetch_tries < 3 ? s_stage_donor(c, 0, 1) : 0;
+    uint64_t late = !got && !c->state.fetch_donor && c->state.fetch_tries < 3 ? s_stage_donor(c, 0, 1, 0) : 0;
     if (late) {
         compute_say(c, "no backup of the stage came, but a peer serves it now: downloading from it");
         state_fetch(c, late);
@@ -358,5 +377,5 @@ void state_move(compute_t *c, int to, const char *why)
     c->state.fetch_tries = 0;
     snprintf(c->state.fetch_why, sizeof c->state.fetch_why, "%s", why);
     compute_send_self(c, MAIL_SELF);   /* the network side refuses the old stage's tensors from now on */
-    state_fetch(c, s_stage_donor(c, 0, 0));
+    state_fetch(c, s_stage_donor(c, 0, 0, 0));
 }

@@ -39,4 +39,5 @@ void state_stage_teardown(compute_t *c);
 void state_on_fetched(compute_t *c, mail_t *m);
 int state_relayout(compute_t *c, const model_config_t *model, int stage);
 void state_move(compute_t *c, int to, const char *why);
+int state_take_split(compute_t *c);
 #endif

@@ -71,13 +71,34 @@ size_t ns_stage_params(const netside_t *ns, int stage)
     return stage_num_params(&cfg, stage, ns->nstages);
 }
 
-/* The run's split as a message of this run says it, when not known yet. */
-static void s_learn_plan(netside_t *ns, uint32_t flags)
+/* The run's split as a message of this run from peer `from` says it: the
+ * run's when not known yet; under --split auto, one that takes precedence
+ * over the run's here is kept apart (plan_heard) until the compute side
+ * lays it out and says so (s_on_self); and the peer's own, for the view.
+ * -1 when it says a split that cannot lay this run's model out in its
+ * stages (the message is dropped). */
+static int s_learn_plan(netside_t *ns, uint64_t from, uint32_t flags)
 {
     int plan = plan_of_flags(flags);
-    if (ns->plan >= 0 || plan < 0) return;
-    ns->plan = plan;
-    ns->view_dirty = 1;
+    if (plan < 0) return 0;
+    peer_t *p = peers_find(&ns->peers, from);
+    int outranks = ns->c.o->split == SPLIT_AUTO && plan_outranks(plan, ns->plan) && plan_outranks(plan, ns->plan_heard);
+    if (!(p && p->plan != plan) && ns->plan >= 0 && !outranks) return 0;   /* nothing new */
+    model_config_t cfg = ns->c.o->cfg;
+    cfg.split = (model_split_t)plan;
+    if (ns->nstages > 0 && stage_num_params(&cfg, 0, ns->nstages) == 0) return -1;
+    if (p && p->plan != plan) {   /* the view says it from its next refresh (no refresh of its own) */
+        p->plan = plan;
+        peers_touch(&ns->peers, p);
+    }
+    if (ns->plan < 0) {
+        ns->plan = plan;
+        ns->view_dirty = 1;
+    } else if (outranks) {
+        ns->plan_heard = plan;
+        ns->view_dirty = 1;
+    }
+    return 0;
 }
 
 void ns_hdr(const netside_t *ns, wire_hdr_t *h, int type)
@@ -338,7 +359,7 @@ void ns_dispatch(netside_t *ns, const transport_msg_t *m)
     const char *unadmitted = ns->c.o->closed ? ns_unadmitted(ns, m->sender) : NULL;
     if (unadmitted) { ns_drop(ns, unadmitted, m->sender); return; }
     ns_heard(ns, m->sender);
-    s_learn_plan(ns, m->hdr.flags);
+    if (s_learn_plan(ns, m->sender, m->hdr.flags) < 0) { ns_drop(ns, "a split the run's model cannot take", m->sender); return; }
     ns_adopt(ns, peers_find(&ns->peers, m->sender), m);
     switch (type) {
     case WIRE_PEERS: ns_on_peers(ns, m); break;
@@ -549,6 +570,7 @@ netside_t *netside_new(const netside_cfg_t *cfg, char *err, size_t errlen)
     ns->me.stage = cfg->o->stage;
     ns->me.loss = NAN;
     ns->plan = ns->me.plan = cfg->o->split == SPLIT_AUTO ? -1 : cfg->o->split;
+    ns->plan_heard = -1;
     ns->outward = cfg->no_listen;
     ns->relay.relays = cfg->relay;
     ns->relay.bucket = bucket_full(ns_now(ns));
@@ -624,7 +646,7 @@ void netside_progress(const netside_t *ns, uint64_t *completed, double *loss)
 peer_view_t *netside_view(netside_t *ns)
 {
     peer_view_t *v = peers_view(&ns->peers);
-    if (v) v->plan = ns->plan;
+    if (v) v->plan = plan_outranks(ns->plan_heard, ns->plan) ? ns->plan_heard : ns->plan;
     return v;
 }
 

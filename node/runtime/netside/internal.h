@@ -165,8 +165,11 @@ struct netside {
     int nstages;
     int shard;                  /* data shard assigned at WELCOME */
     self_info_t me;             /* what the compute side last said about this node */
-    int plan;                   /* the run's split (SPLIT_EVEN, SPLIT_LATE), -1 not known yet (--split auto): from the
-                                   compute side or any peer's message, whichever says it first; sent on every message */
+    int plan;                   /* the run's split (SPLIT_EVEN, _LATE, _FRONT), -1 not known yet (--split auto): from the
+                                   compute side or any peer's message, whichever says it first, then the compute side's
+                                   (its layout: what this node's tensors and state are in); sent on every message */
+    int plan_heard;             /* --split auto: a split a peer's message said that takes precedence over plan (two
+                                   data-stage nodes chose apart), -1 none: the view says it, the compute side lays it out */
     int left;                   /* the compute side has ended */
     int said_done;              /* the final PEERS/DONE went out */
     double linger_until;        /* a completed run: until every peer heard (or this time) */
