@@ -134,6 +134,15 @@ if [ "$ps" = "late 1 1 done" ] && [ "$pf" = "even 1 1 done" ] && [ "$pp" = "late
 else
     echo "FAIL - --split auto: '$ps' (want late, 1 chosen, 1 data-stage node, done), '$pf' (even 1 1 done), '$pp' (late 1 2 done): $(tail -n 1 "$T/auto-slow.out")"
 fi
+# ... and front in a swarm of two nodes or more per stage whose model has blocks to spare (8 blocks on 4 stages:
+#     5 at stage 0, then 1 each), laid out by every node that works, the run complete
+auto 8 "--model gpt-tiny --layers 8" front
+pfr=$(echo $(plans front))
+if [ "$pfr" = "front 1 2 done" ] || [ "$pfr" = "front 1 3 done" ] || [ "$pfr" = "front 1 4 done" ]; then
+    echo "ok - --split auto: front with two nodes per stage and blocks to spare ($(tail -n 1 "$T/auto-front.out" | sed 's/^sim: //'))"
+else
+    echo "FAIL - --split auto with 8 nodes on 4 stages of 8 blocks: '$pfr' (want front, 1 chosen, 2-4 data-stage nodes, done): $(grep -m1 'split auto' "$T/auto-front.out")"
+fi
 # ... and a stage that loses its only peer before the choice: the choice waits for it, then one node makes it
 # (the two data-stage nodes each chose at its return, one of them without a round trip, and stages took both: hung).
 # A data-stage node may fill the empty stage before the other's return (rebalancing): then one data-stage node chose

@@ -51,11 +51,13 @@ print("%d losses, %.4f -> %.4f" % (len(l), f, e) if len(l) >= 10 and e <= 0.5 * 
     else bad "solo gpt-tiny loss halves" "$(head -n 5 "$T/learn.l" | tr '\n' ' ')... $(tail -n 5 "$T/learn.l" | tr '\n' ' ')"; fi
 else bad "solo gpt-tiny loss halves" "exit $?: $(why learn)"; fi
 
-# 2. --stages 1, --stages 3 and --stages 4 --split late are the same computation; 3. same seed twice, same losses.
+# 2. --stages 1, --stages 3, --stages 4 --split late and --stages 2 --split front are the same computation; 3. same seed
+# twice, same losses.
 C="--model gpt-tiny --data synthetic --steps 20 --micro 4 --seed 7"   # one --micro: its default follows --stages
-if run s1 $C --stages 1 && run s3 $C --stages 3 && run s4l $C --stages 4 --split late && run s1b $C --stages 1; then
-    for s in s1 s3 s4l s1b; do losses "$T/$s.jsonl" >"$T/$s.l"; done
-    for s in "s3:--stages 3" "s4l:--stages 4 --split late"; do
+if run s1 $C --stages 1 && run s3 $C --stages 3 && run s4l $C --stages 4 --split late && run s2f $C --stages 2 --split front \
+   && run s1b $C --stages 1; then
+    for s in s1 s3 s4l s2f s1b; do losses "$T/$s.jsonl" >"$T/$s.l"; done
+    for s in "s3:--stages 3" "s4l:--stages 4 --split late" "s2f:--stages 2 --split front (3 blocks and 1)"; do
         r=$(python3 -c '
 import sys
 a = [float(x) for x in open(sys.argv[1])]; b = [float(x) for x in open(sys.argv[2])]
@@ -66,7 +68,8 @@ print("ok %.2e" % w if len(a) == 20 and len(b) == 20 and w <= 1e-4 else "%d/%d l
     done
     if [ "$(wc -l <"$T/s1.l")" -eq 20 ] && cmp -s "$T/s1.l" "$T/s1b.l"; then ok "solo same seed twice gives identical losses"
     else bad "solo same seed twice gives identical losses" "$(paste "$T/s1.l" "$T/s1b.l" | awk '$1 != $2' | head -n 1)"; fi
-else bad "solo --stages 1 == --stages 3 / 4 late" "a run failed: $(why s1) $(why s3) $(why s4l) $(why s1b)"; bad "solo same seed twice" "a run failed"; fi
+else bad "solo --stages 1 == --stages 3 / 4 late / 2 front" "a run failed: $(why s1) $(why s3) $(why s4l) $(why s2f) $(why s1b)"
+     bad "solo same seed twice" "a run failed"; fi
 
 # 4. mlp-fmnist reaches 85% on the Fashion-MNIST validation set (300 updates of 128 at lr 1e-3: about 86%).
 if [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then

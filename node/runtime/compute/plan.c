@@ -16,21 +16,30 @@ static int s_late_split_may_pay(const compute_t *c)
     return c->model.kind == MODEL_GPT && c->nstages >= 3 && c->issue.auto_window && c->o->stash != STASH_2BW;
 }
 
+#define FRONT_STATE_MAX ((double)(128u << 20))   /* bytes of stage 0's state (weights and moments) under the front
+                                                   split past which --split auto does not choose it */
+
 /* Whether the front split would serve this run better than the others: a
  * gpt whose stage 0 holds more blocks under it than under the even split,
- * an adaptive window (as the late split), and a swarm of at least two
- * nodes per stage in this node's view (its own included), whose data stage
- * gets several nodes.  Measured (`brigade sim`, gpt-small, 4 stages, 20-50
- * ms links, 100 Mbit/s, --micro 16, 300 s, steady share of the compute
- * bound, front against even): 8 nodes 83.1% / 83.5%, 12 nodes 73.8% /
- * 66.9%, 16 nodes 84.7% / 74.9%, 32 nodes (--micro 8, 600 s) 88.1% / 72.9%;
- * a single pipeline would run at the pace of its stage 0, the most loaded. */
+ * an adaptive window (as the late split), a swarm of at least two nodes per
+ * stage in this node's view (its own included), whose data stage gets
+ * several nodes, and a stage-0 state (fp32 weights and two moments) within
+ * FRONT_STATE_MAX: rebalancing fills stage 0 by moves, each a download of
+ * that state.  Measured (`brigade sim`, 32 nodes, 4 stages, 20-50 ms links,
+ * 100 Mbit/s, 600 s, steady share of the compute bound, front against
+ * even): gpt-small (47 MB) 86.3% / 71.7% at --micro 8, 84.7% / 84.1% at
+ * its default 16; gpt-base (340 MB, 4000 s) 32.6% / 76.7%, its nodes moving
+ * 277 times against 42, a third of stage 0's time spent downloading.  A
+ * single pipeline would run at the pace of its stage 0, the most loaded. */
 static int s_front_split_pays(const compute_t *c)
 {
     const model_config_t *m = &c->model;
     int K = c->nstages, even0 = m->L / K + (m->L % K > 0), live = 1;
     for (int s = 0; s < K; s++) live += view_stage_live(c, s);
-    return m->kind == MODEL_GPT && K >= 2 && m->L - (K - 1) > even0 && c->issue.auto_window && live >= 2 * K;
+    if (m->kind != MODEL_GPT || K < 2 || m->L - (K - 1) <= even0 || !c->issue.auto_window || live < 2 * K) return 0;
+    model_config_t front = *m;
+    front.split = SPLIT_FRONT;
+    return 3.0 * sizeof(float) * (double)stage_num_params(&front, 0, K) <= FRONT_STATE_MAX;
 }
 
 /* Whether the late split would serve this run better than the even one: it
