@@ -273,6 +273,7 @@ void ns_on_drain_pong(netside_t *ns, const transport_msg_t *m)
     if (!codecpick_sample(&p->pick, rtt, p->rtt_min_ms * 1e-3) || codecpick_samples(&p->pick) < CODECPICK_FIRST) return;
     int stage_n = p->info.stage > ns->me.stage ? 1 : 0;   /* the tensor to it: our output (ACT) or our input (GRAD) */
     size_t n = stage_n ? ns->me.out_n : ns->me.in_n;
+    if (n == 0) return;   /* the compute side has ended (its sizes are gone): nothing to weigh */
     codecpick_in_t in = { .bytes_per_s = codecpick_rate(&p->pick), .int8_bytes = (double)frame_typical_len(n, CODEC_INT8),
                           .enc_int8_s = s_enc_s(ns, CODEC_INT8, n), .enc_pca_s = s_enc_s(ns, CODEC_PCA, n),
                           .mb_s = s_mb_s(ns) };
