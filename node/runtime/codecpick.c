@@ -1,6 +1,7 @@
 /* codecpick.c: see codecpick.h. */
 #include "node/runtime/codecpick.h"
 #include "compress/codec.h"
+#include <math.h>
 #include <string.h>
 
 int codecpick_id(const char *name)
@@ -14,13 +15,16 @@ void codecpick_init(codecpick_t *p)
     p->codec = CODEC_INT8;
 }
 
-int codecpick_choose(int current, double bytes_per_s, double int8_bytes, double enc_int8_s, double enc_pca_s)
+int codecpick_choose(int current, const codecpick_in_t *in)
 {
-    if (!(bytes_per_s > 0)) return current;
-    double wire = int8_bytes / bytes_per_s, extra = enc_pca_s - enc_int8_s;
+    if (!(in->bytes_per_s > 0)) return current;
+    double wire = in->int8_bytes / in->bytes_per_s, extra = in->enc_pca_s - in->enc_int8_s;
     if (extra < 0) extra = 0;
-    if (current == CODEC_PCA) return wire < CODECPICK_DOWN * extra ? CODEC_INT8 : CODEC_PCA;
-    return wire > CODECPICK_UP * extra + CODECPICK_MARGIN_S ? CODEC_PCA : CODEC_INT8;
+    /* the share of a microbatch's time the uplink would spend on int8 (unknown: as if on the path) */
+    double busy = in->mb_s > 0 ? in->uplink_int8_bytes / in->bytes_per_s / in->mb_s : INFINITY;
+    if (current == CODEC_PCA)
+        return wire < CODECPICK_DOWN * extra || busy < CODECPICK_BUSY_DOWN ? CODEC_INT8 : CODEC_PCA;
+    return wire > CODECPICK_UP * extra + CODECPICK_MARGIN_S && busy > CODECPICK_BUSY_UP ? CODEC_PCA : CODEC_INT8;
 }
 
 int codecpick_sample(codecpick_t *p, double rtt_s, double min_rtt_s)
@@ -35,10 +39,13 @@ int codecpick_sample(codecpick_t *p, double rtt_s, double min_rtt_s)
 
 double codecpick_rate(const codecpick_t *p)
 {
-    double best = 0;
+    double v[CODECPICK_SAMPLES];
+    int n = 0;
     for (int i = 0; i < CODECPICK_SAMPLES; i++)
-        if (p->rate[i] > best) best = p->rate[i];
-    return best;
+        if (p->rate[i] > 0) v[n++] = p->rate[i];
+    for (int i = 1; i < n; i++)   /* insertion sort: a handful of values */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+    return n ? v[(n - 1) / 2] : 0;
 }
 
 int codecpick_samples(const codecpick_t *p)

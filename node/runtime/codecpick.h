@@ -9,8 +9,18 @@
  * PING sent right behind a tensor on an idle link comes back after the
  * tensor's bytes have left (the PONG answers it in order), so the probe's
  * round trip over the link's smallest one is the tensor's time on the wire
- * (codecpick_sample).  Jitter only lengthens it, so the link's estimate is
- * the best of its last CODECPICK_SAMPLES samples (codecpick_rate). */
+ * (codecpick_sample).  Jitter lengthens it, and a probe that overtakes its
+ * tensor (timed against a smallest round trip that a busy peer inflated)
+ * makes a sample of no drain at all, so the link's estimate is the median
+ * of its last CODECPICK_SAMPLES samples (codecpick_rate): one stray sample
+ * either way never flips a link.
+ *
+ * pca also costs CPU that the stages' compute needs, so a link takes it only
+ * when int8 would put the link on the critical path: when the int8 bytes
+ * this node's uplink carries per microbatch (activations and gradients
+ * together) would keep it busy for more than CODECPICK_BUSY_UP of the
+ * pipeline's time per microbatch (its slowest stage's compute), and goes
+ * back to int8 below CODECPICK_BUSY_DOWN of it. */
 #ifndef BRIGADE_RUNTIME_CODECPICK_H
 #define BRIGADE_RUNTIME_CODECPICK_H
 #include <stddef.h>
@@ -24,6 +34,8 @@
 #define CODECPICK_INT8_S_PER_VALUE 1.5e-9 /* int8's */
 #define CODECPICK_PCA_OVER_INT8 40.0      /* pca's encode time over int8's, at least, before pca's is measured */
 #define CODECPICK_FIRST 3           /* drain samples a link takes before its first decision */
+#define CODECPICK_BUSY_UP 0.6       /* pca when int8 would keep the uplink busy this share of a microbatch's time ... */
+#define CODECPICK_BUSY_DOWN 0.3     /* ... back to int8 below this share */
 
 /* The codec of one link and direction under `auto`, with its measurements. */
 typedef struct {
@@ -40,14 +52,24 @@ int codecpick_id(const char *name);
 /* A link starting on int8, nothing measured. */
 void codecpick_init(codecpick_t *p);
 
-/* The decision, a pure function: the codec a link on `current` takes next,
- * given its measured throughput (bytes/s, <= 0 unknown: current kept), the
- * bytes of the tensor in int8, and the encode times of that tensor in int8
- * and pca (seconds).  int8 -> pca when the int8 tensor's wire time exceeds
- * CODECPICK_UP x pca's extra encode time + CODECPICK_MARGIN_S; pca -> int8
- * when it is below CODECPICK_DOWN x that time; otherwise current
- * (hysteresis).  current must be CODEC_INT8 or CODEC_PCA. */
-int codecpick_choose(int current, double bytes_per_s, double int8_bytes, double enc_int8_s, double enc_pca_s);
+/* What the decision weighs for one link and direction. */
+typedef struct {
+    double bytes_per_s;     /* the link's measured throughput (<= 0 unknown: the codec is kept) */
+    double int8_bytes;      /* the tensor's bytes in int8 */
+    double enc_int8_s;      /* its encode time in int8 (seconds) */
+    double enc_pca_s;       /* and in pca */
+    double uplink_int8_bytes; /* the int8 bytes this node's uplink carries per microbatch (every direction) */
+    double mb_s;            /* the pipeline's time per microbatch: its slowest stage's compute (<= 0 unknown) */
+} codecpick_in_t;
+
+/* The decision, a pure function: the codec a link on `current` takes next.
+ * int8 -> pca when the int8 tensor's wire time exceeds CODECPICK_UP x
+ * pca's extra encode time + CODECPICK_MARGIN_S and (mb_s known) the uplink's
+ * int8 bytes per microbatch take more than CODECPICK_BUSY_UP x mb_s on the
+ * link; pca -> int8 when the wire time is below CODECPICK_DOWN x that extra
+ * time or the uplink's share is below CODECPICK_BUSY_DOWN; otherwise
+ * current (hysteresis).  current must be CODEC_INT8 or CODEC_PCA. */
+int codecpick_choose(int current, const codecpick_in_t *in);
 
 /* A drain probe came back: rtt_s its round trip, min_rtt_s the link's
  * smallest (0: unknown, nothing learnt).  Adds the sample bytes / (rtt -
@@ -57,7 +79,8 @@ int codecpick_sample(codecpick_t *p, double rtt_s, double min_rtt_s);
 /* The drain samples the link holds (at most CODECPICK_SAMPLES). */
 int codecpick_samples(const codecpick_t *p);
 
-/* The link's throughput: the best of its samples (bytes/s, 0 none). */
+/* The link's throughput: the median of its samples (the lower middle one of
+ * an even count; bytes/s, 0 none). */
 double codecpick_rate(const codecpick_t *p);
 
 #endif

@@ -29,20 +29,8 @@ LAT=${LAT:-10}
 # 20 Mbit/s on the busiest uplinks, so the links are
 CONFIGS=${NAT_CONFIGS:-gpt-small:int8:60 gpt-tiny:fp32:150}
 OUT=$RESULTS_DIR/70-nat.md
-mkdir -p "$RESULTS_DIR"
-[ -x "$BRIGADE" ] || { echo "bench_nat: $BRIGADE is missing: run make" >&2; exit 1; }
-. tests/netns/lib.sh
-if ! netns_check; then
-    { echo "## Behind NAT: reverse links and relays (issue 13)"; echo
-      echo "Not measured on this machine: $NETNS_WHY (tests/netns needs root and network namespaces)."; } > "$OUT"
-    echo "bench_nat: skipped: $NETNS_WHY"
-    exit 0
-fi
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/brigade-nat.XXXXXX")
-[ -n "${KEEP:-}" ] && echo "bench_nat: keeping $WORK" || trap 'rm -rf "$WORK"' EXIT INT TERM
-cp "$BRIGADE" "$WORK/brigade" && BRIGADE=$WORK/brigade
-if [ -d /usr/share/games/fortunes ]; then DATA=text:/usr/share/games/fortunes; else DATA=synthetic; fi
-t_start=$(date +%s)
+. tests/bench/netns_bench.sh
+netns_bench_start bench_nat "Behind NAT: reverse links and relays (issue 13)" "$OUT"
 
 # run NAME KIND REP CONFIG: one swarm; its figures in $WORK/NAME.REP.json
 run() {

@@ -226,18 +226,37 @@ static void s_drain_probe(netside_t *ns, peer_t *p, double bytes)
     p->pick.probe_bytes = bytes;
 }
 
+/* The pipeline's time per microbatch as gossip tells it: one over the
+ * smallest capacity of a stage past the data stage (its replicas' rates
+ * summed; the data stage's rate counts the time the delay budget held it,
+ * so it is only the fallback); 0 unknown. */
+static double s_mb_s(const netside_t *ns)
+{
+    double lo = 0;
+    for (int s = 1; s < ns->nstages; s++) {
+        double sum = s == ns->me.stage ? ns->me.rate : 0;
+        for (int i = 0; i < ns->peers.n; i++) {
+            const peer_t *q = &ns->peers.p[i];
+            if (q->info.id != ns->id && q->info.stage == s && q->health != PEER_GONE && q->info.rate > 0) sum += q->info.rate;
+        }
+        if (sum > 0 && (lo == 0 || sum < lo)) lo = sum;
+    }
+    if (lo == 0) lo = ns->me.rate;
+    return lo > 0 ? 1.0 / lo : 0;
+}
+
 /* Says a change of p's codec under auto: a `codec` event and a line. */
-static void s_codec_said(netside_t *ns, const peer_t *p, int was, double rate, double wire_s, double extra_s)
+static void s_codec_said(netside_t *ns, const peer_t *p, int was, double rate, double wire_s, double extra_s, double mb_s)
 {
     char id[9], line[300];
     node_id_short(p->info.id, id);
     const char *dir = p->info.stage > ns->me.stage ? "act" : "grad";
     snprintf(line, sizeof line, "%s to %s: %s, was %s (the link moves %.2f Mbit/s: an int8 tensor takes %.1f ms on it, "
-             "pca encodes in %.1f ms more)", dir[0] == 'a' ? "activations" : "gradients", id,
-             codec_name(p->pick.codec), codec_name(was), rate * 8e-6, wire_s * 1e3, extra_s * 1e3);
+             "pca encodes in %.1f ms more, a microbatch takes %.1f ms)", dir[0] == 'a' ? "activations" : "gradients", id,
+             codec_name(p->pick.codec), codec_name(was), rate * 8e-6, wire_s * 1e3, extra_s * 1e3, mb_s * 1e3);
     metrics_event(ns->c.metrics, "codec", "\"peer\":%s,\"dir\":%s,\"codec\":%s,\"was\":%s,\"mbit\":%.3f,"
-                  "\"int8_ms\":%.3f,\"pca_extra_ms\":%.3f,\"why\":%s", id, dir, codec_name(p->pick.codec), codec_name(was),
-                  rate * 8e-6, wire_s * 1e3, extra_s * 1e3, line);
+                  "\"int8_ms\":%.3f,\"pca_extra_ms\":%.3f,\"mb_ms\":%.3f,\"why\":%s", id, dir, codec_name(p->pick.codec),
+                  codec_name(was), rate * 8e-6, wire_s * 1e3, extra_s * 1e3, mb_s * 1e3, line);
     mail_t *m = mail_new(MAIL_SAY);
     if (!m) return;
     m->aux = (uint8_t *)strdup(line);
@@ -254,11 +273,16 @@ void ns_on_drain_pong(netside_t *ns, const transport_msg_t *m)
     if (!codecpick_sample(&p->pick, rtt, p->rtt_min_ms * 1e-3) || codecpick_samples(&p->pick) < CODECPICK_FIRST) return;
     int stage_n = p->info.stage > ns->me.stage ? 1 : 0;   /* the tensor to it: our output (ACT) or our input (GRAD) */
     size_t n = stage_n ? ns->me.out_n : ns->me.in_n;
-    double rate = codecpick_rate(&p->pick), b8 = (double)frame_typical_len(n, CODEC_INT8);
-    double e8 = s_enc_s(ns, CODEC_INT8, n), ep = s_enc_s(ns, CODEC_PCA, n);
+    if (n == 0) return;   /* the compute side has ended (its sizes are gone): nothing to weigh */
+    codecpick_in_t in = { .bytes_per_s = codecpick_rate(&p->pick), .int8_bytes = (double)frame_typical_len(n, CODEC_INT8),
+                          .enc_int8_s = s_enc_s(ns, CODEC_INT8, n), .enc_pca_s = s_enc_s(ns, CODEC_PCA, n),
+                          .mb_s = s_mb_s(ns) };
+    if (ns->me.stage > 0) in.uplink_int8_bytes += (double)frame_typical_len(ns->me.in_n, CODEC_INT8);
+    if (ns->me.stage < ns->nstages - 1) in.uplink_int8_bytes += (double)frame_typical_len(ns->me.out_n, CODEC_INT8);
     int was = p->pick.codec;
-    p->pick.codec = codecpick_choose(was, rate, b8, e8, ep);
-    if (p->pick.codec != was) s_codec_said(ns, p, was, rate, b8 / rate, ep - e8);
+    p->pick.codec = codecpick_choose(was, &in);
+    if (p->pick.codec != was)
+        s_codec_said(ns, p, was, in.bytes_per_s, in.int8_bytes / in.bytes_per_s, in.enc_pca_s - in.enc_int8_s, in.mb_s);
 }
 
 /* Sends the message of a MAIL_SEND: header, the tensor (encoded here), the aux frame. */
