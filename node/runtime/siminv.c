@@ -37,7 +37,12 @@ void sim_trace(void *arg, int what, uint64_t mb, int64_t v)
         n->chk.last_v = v;
         sim_progressed(s);
         break;
-    case TRACE_MOVE: idmap_clear(&n->chk.applied); break;   /* a new stage: its microbatches are new */
+    case TRACE_MOVE:   /* a new stage tenure: its microbatches are new, and its version is the state it takes (a
+                        * peer's, a backup's, or the initial one): a node back at a stage it left may resume below
+                        * the version it left it at, its own state of then being gone */
+        idmap_clear(&n->chk.applied);
+        n->chk.last_vstage = -1;
+        break;
     case TRACE_RELAYOUT:   /* another layout: new microbatches, and a version that starts again */
         idmap_clear(&n->chk.applied);
         n->chk.last_vstage = -1;
