@@ -436,16 +436,16 @@ if [ $rc = 0 ] && [ "$dl" = 2 ] && ! grep -q 'initial weights' "$T/big.out"; the
     echo "ok - a stage's state of 116 MB over 20 Mbit/s links is downloaded at the join and after a restart"
 else echo "FAIL - a stage's state of 116 MB over 20 Mbit/s (want 2 downloads by node 4, no initial weights): exit $rc, $dl downloads: $(grep -h 'node 4:' "$T/big.out" | head -n 4 | tr '\n' ' ')"; fi
 
-# 5m. a node back at a stage it left resumes at the version of the state it takes there, which may be below the
-#     one it left at (its own state went with the move): node 24 leaves stage 0 at version 11, makes no update at
-#     stage 1, and comes back to stage 0 with no state downloaded in time (gpt-base's stage 0 under the front
-#     split: 340 MB), its initial weights at version 0.  The check of "versions only forward" compared its update
-#     to version 1 with its last at stage 0 before the move, and reported a broken invariant
-"$BRIGADE" sim --nodes 32 --stages 4 --model gpt-base --split front --seed 1 --sim-seconds 2300 >"$T/back.out" 2>&1; rc=$?
-back=$(grep -c 'node 24: moved from stage [1-3] to stage 0' "$T/back.out")
-if [ $rc = 0 ] && [ "$back" -ge 2 ] && grep -q 'node 24: moved from stage 0 to stage 1' "$T/back.out"; then
-    echo "ok - a node back at a stage it left resumes below the version it left at: $(tail -n 1 "$T/back.out" | sed 's/^sim: //; s/, sim .*//')"
-else echo "FAIL - a node back at a stage it left (want exit 0, node 24 back at stage 0 twice): exit $rc, $back returns: $(grep -h 'invariant' "$T/back.out" | tail -n 1)"; fi
+# 5m. a node back at a stage it left resumes at the version of the state it takes there, which may be at or below
+#     the one it left at (its own state went with the move): under the front split gpt-base's stage 0 holds 340 MB,
+#     rebalancing moves nodes to and from it many times, and some come back with no state downloaded in time, at
+#     their initial weights.  The check of "versions only forward" compared such a node's update with its last at
+#     that stage before it moved, and reported a broken invariant (seed 2: "node 23: weight version went from 6 to 6")
+"$BRIGADE" sim --nodes 32 --stages 4 --model gpt-base --split front --seed 2 --sim-seconds 2300 >"$T/back.out" 2>&1; rc=$?
+back=$(grep -cE 'moved from stage [1-3] to stage 0' "$T/back.out")
+if [ $rc = 0 ] && [ "$back" -ge 1 ]; then
+    echo "ok - a node back at a stage it left resumes below the version it left at ($back returns to stage 0): $(tail -n 1 "$T/back.out" | sed 's/^sim: //; s/, sim .*//')"
+else echo "FAIL - a node back at a stage it left (want exit 0, a node back at stage 0): exit $rc, $back returns: $(grep -h 'invariant' "$T/back.out" | tail -n 1)"; fi
 
 # 6. bad input: one line naming the field, exit 2
 bad() {
