@@ -49,6 +49,12 @@ static void test_opts_parse_good(void)
     rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny", err, sizeof err);
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 2 && !o.max_delay_given);   /* the default budget */
     CHECK(o.split == SPLIT_AUTO && o.cfg.split == SPLIT_EVEN);   /* a swarm's default: the data stage chooses */
+    rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny --stages 4", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.micro == 16);   /* 4 x stages */
+    rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny --stages 4 --max-inflight 1", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.micro == 1);    /* a fixed window of one needs one */
+    rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny --stages 4 --max-inflight 6 --micro 9", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.micro == 9);    /* as given */
     rc = s_parse(&o, OPTS_NODE, "--stash 2bw --max-delay 0", err, sizeof err);
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 0 && o.max_delay_given);
     rc = s_parse(&o, OPTS_NODE, "--optim muon", err, sizeof err);
