@@ -55,6 +55,8 @@ static void test_opts_parse_good(void)
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.micro == 1);    /* a fixed window of one needs one */
     rc = s_parse(&o, OPTS_NODE, "--model gpt-tiny --stages 4 --max-inflight 6 --micro 9", err, sizeof err);
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.micro == 9);    /* as given */
+    rc = s_parse(&o, OPTS_SOLO, "--model gpt-tiny --stages 3", err, sizeof err);
+    CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.micro == 1);    /* solo: the unstaged computation */
     rc = s_parse(&o, OPTS_NODE, "--stash 2bw --max-delay 0", err, sizeof err);
     CHECK(rc == 0 && opts_resolve(&o, err, sizeof err) == 0 && o.max_delay == 0 && o.max_delay_given);
     rc = s_parse(&o, OPTS_NODE, "--optim muon", err, sizeof err);

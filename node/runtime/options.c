@@ -54,7 +54,7 @@ static const opt_def_t s_opts[] = {
     { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)", RUN(1, MODEL_STAGES_MAX) },
     { "steps", T_INT, O(steps), 0, BOTH, "N", "optimizer updates of the run (default 500; sim without it: until --sim-seconds)", RUN(1, NMAX) },
     { "batch", T_INT, O(batch), 0, BOTH, "B", "microbatch size (default 8 gpt, 64 mlp)", RUN(1, 65536) },
-    { "micro", T_INT, O(micro), 0, BOTH, "M", "microbatches per update (default: 4 x stages, stages squared from 5 stages on, at most 256: enough that an update's microbatches keep the pipeline busy within the delay budget; at most --max-inflight where that is given; 1 for one stage)", RUN(1, 65536) },
+    { "micro", T_INT, O(micro), 0, BOTH, "M", "microbatches per update (default: 4 x stages, stages squared from 5 stages on, at most 256: enough that an update's microbatches keep the pipeline busy within the delay budget; at most --max-inflight where that is given; 1 for one stage and in solo)", RUN(1, 65536) },
     { "optim", T_OPTIM, O(optim.kind), 0, BOTH, "O", "adamw (default) | muon (orthogonalized momentum for the blocks' matrices, AdamW for the rest; much less hurt by weight delay)", RUN(OPTIM_ADAMW, OPTIM_MUON) },
     { "lr", T_FLOAT, O(optim.lr), 0, BOTH, "X", "peak learning rate (default 1e-3; muon's steps are scaled to AdamW's size)", RUN_GT(0, 10) },
     { "wd", T_FLOAT, O(optim.wd), 0, BOTH, "X", "decoupled weight decay of every matrix (default 0.01)", RUN(0, 10) },
@@ -103,6 +103,7 @@ static const opt_def_t s_opts[] = {
 void opts_defaults(opts_t *o, int which)
 {
     memset(o, 0, sizeof *o);
+    o->command = which;
     snprintf(o->model, sizeof o->model, "gpt-tiny");
     snprintf(o->data, sizeof o->data, "synthetic");
     o->stages = which == OPTS_SOLO ? 1 : 4;
@@ -454,12 +455,15 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
  * with 100 nodes and 8 stages micro 32 kept 65%, micro 64 71%.  A window
  * fixed by --max-inflight N needs no more than N: a larger update only
  * lengthens the run (with one microbatch in flight, 16 per update made
- * the 4-stage swarm of 300 updates sixteen times as long). */
-static int s_default_micro(int stages, int max_inflight)
+ * the 4-stage swarm of 300 updates sixteen times as long).  solo has no
+ * pipeline to keep busy: 1, whatever --stages, so that a staged solo is
+ * the unstaged one's computation and a swarm's of one in flight. */
+static int s_default_micro(const opts_t *o)
 {
-    int m = stages > 4 ? stages * stages : 4 * stages;
-    if (max_inflight > 0 && m > max_inflight) m = max_inflight;
-    return stages <= 1 ? 1 : m > 256 ? 256 : m;
+    if (o->command == OPTS_SOLO || o->stages <= 1) return 1;
+    int m = o->stages > 4 ? o->stages * o->stages : 4 * o->stages;
+    if (o->max_inflight > 0 && m > o->max_inflight) m = o->max_inflight;
+    return m > 256 ? 256 : m;
 }
 
 /* opts_resolve's work once o->cfg holds the model. */
@@ -467,7 +471,7 @@ static int s_resolve_run(opts_t *o, char *err, size_t errlen)
 {
     o->cfg.split = o->split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)o->split;   /* auto: even until chosen */
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
-    if (!opts_given(o, "micro")) o->micro = s_default_micro(o->stages, o->max_inflight);
+    if (!opts_given(o, "micro")) o->micro = s_default_micro(o);
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
     o->max_delay_given = opts_given(o, "max-delay");
     if (!o->max_delay_given)   /* 2bw holds two versions; Muon tolerates more delay (README) */

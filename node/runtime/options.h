@@ -79,6 +79,7 @@ typedef struct {
     double emu_latency_ms, emu_bandwidth_mbit, emu_downlink_mbit, emu_jitter_ms, emu_loss, emu_slowdown;
     /* which options were given on the command line (bit per table entry) */
     uint64_t given[2];
+    int command;                 /* the command these are for: OPTS_SOLO, OPTS_NODE or OPTS_SIM (opts_defaults) */
 } opts_t;
 
 enum { OPTS_SOLO = 1, OPTS_NODE = 2, OPTS_SIM = 4 };
