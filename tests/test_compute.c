@@ -57,6 +57,12 @@ static void s_hand_opts(opts_t *o, char *stages)
  * its counters to net, its metrics (named name) to *mt; flushed once, and
  * the tensor sizes it said it takes into *in_n and *out_n (either NULL).
  * NULL (a failed check) when it cannot be made. */
+/* A modelled node of `stage` (id 99, run 1, the even split) seeing view v. */
+static compute_cfg_t s_hand_cfg(const opts_t *o, int stage, peer_view_t *v)
+{
+    return (compute_cfg_t){.o = o, .id = 99, .run = 1, .stage = stage, .plan = SPLIT_EVEN, .view = v, .modelled = 1};
+}
+
 static compute_t *s_hand_compute(hand_t *h, net_counters_t *net, metrics_t **mt, compute_cfg_t cc, const char *name,
                                  size_t *in_n, size_t *out_n)
 {
@@ -147,8 +153,7 @@ static void test_mover_fetches_elsewhere(void)
     net_counters_t net;
     metrics_t *mt;
     size_t in_n = 0;   /* the activation size the node said it takes */
-    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
-                                                                 .view = v, .modelled = 1}, "mover", &in_n, NULL);
+    compute_t *c = s_hand_compute(&h, &net, &mt, s_hand_cfg(&o, 1, v), "mover", &in_n, NULL);
     if (!c) return;
     s_hand_clear(&h);
     /* one microbatch in a second here: stage 2 is the slowest by far */
@@ -203,8 +208,7 @@ static void test_bad_reissue_keeps_held(void)
     net_counters_t net;
     metrics_t *mt;
     size_t in_n = 0, out_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
-    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
-                                                                 .view = v, .modelled = 1}, "reissue", &in_n, &out_n);
+    compute_t *c = s_hand_compute(&h, &net, &mt, s_hand_cfg(&o, 1, v), "reissue", &in_n, &out_n);
     if (!c) return;
     s_hand_clear(&h);
     compute_on_mail(c, s_hand_tensor(WIRE_ACT, 777, 1, 1, 10, in_n, targets));
@@ -242,8 +246,7 @@ static void test_ahead_served_last(void)
     net_counters_t net;
     metrics_t *mt;
     size_t in_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
-    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
-                                                                 .view = v, .modelled = 1}, "ahead", &in_n, NULL);
+    compute_t *c = s_hand_compute(&h, &net, &mt, s_hand_cfg(&o, 1, v), "ahead", &in_n, NULL);
     if (!c) return;
     s_hand_clear(&h);
     mail_t *early = s_hand_tensor(WIRE_ACT, 501, 1, 1, 10, in_n, targets);
@@ -281,8 +284,7 @@ static void test_same_attempt_copy_dropped(void)
     net_counters_t net;
     metrics_t *mt;
     size_t in_n = 0, out_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
-    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
-                                                                 .view = v, .modelled = 1}, "copy", &in_n, &out_n);
+    compute_t *c = s_hand_compute(&h, &net, &mt, s_hand_cfg(&o, 1, v), "copy", &in_n, &out_n);
     if (!c) return;
     uint64_t first_to = 0, again = 0;
     for (int k = 0; k < 3; k++) {   /* the held copy from 10, then twice the same attempt from 11 */
@@ -415,8 +417,7 @@ static void test_bad_eval_act_counted(void)
     net_counters_t net;
     metrics_t *mt;
     size_t in_n = 0, targets = (size_t)o.batch * (size_t)o.cfg.maxT;
-    compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 2, .plan = SPLIT_EVEN,
-                                                                 .view = v, .modelled = 1}, "evalbad", &in_n, NULL);
+    compute_t *c = s_hand_compute(&h, &net, &mt, s_hand_cfg(&o, 2, v), "evalbad", &in_n, NULL);
     if (!c) return;
     uint64_t ids[] = {(5ull << 32) | (0 << 16) | 3, (5ull << 32) | (4 << 16) | 9, (5ull << 32) | (4 << 16) | 4};
     for (int k = 0; k < 3; k++) {
@@ -544,8 +545,7 @@ static void test_split_of_precedence(void)
         net_counters_t net;
         metrics_t *mt;
         size_t in_n = 0;
-        compute_t *c = s_hand_compute(&h, &net, &mt, (compute_cfg_t){.o = &o, .id = 99, .run = 1, .stage = 1, .plan = SPLIT_EVEN,
-                                                                     .view = s_split_view(SPLIT_EVEN), .modelled = 1},
+        compute_t *c = s_hand_compute(&h, &net, &mt, s_hand_cfg(&o, 1, s_split_view(SPLIT_EVEN)),
                                       "apart", &in_n, NULL);
         if (!c) return;
         s_hand_view_mail(c, &h, SPLIT_LATE);

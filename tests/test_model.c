@@ -226,6 +226,25 @@ static void test_split_rule(void)
     CHECK(strstr(err, "gpt-huge") != NULL);
 }
 
+/* Under c's split rule, for every K of 1..kmax, the K stages' units are
+ * contiguous, cover the model once, and hold all its parameters. */
+static void s_check_split_covers(const model_config_t *c, int kmax)
+{
+    char err[128];
+    for (int K = 1; K <= kmax; K++) {
+        size_t total = 0;
+        int prev = 0;
+        for (int k = 0; k < K; k++) {
+            stage_t s;
+            CHECKF(stage_init(&s, c, k, K, err, sizeof err) == 0, "K=%d: %s", K, err);
+            CHECK(s.unit0 == prev && s.unit1 > s.unit0);
+            prev = s.unit1;
+            total += s.nparams;
+        }
+        CHECK(prev == c->L + 2 && total == model_num_params(c));
+    }
+}
+
 /* The late split: stage 0 the embedding alone, the blocks dealt out over the
  * later stages with the remainder on the last ones; contiguous, covering the
  * model once, and the same model (the split-equals-whole test runs it too). */
@@ -241,18 +260,7 @@ static void test_split_late(void)
         stage_units(&c, k, 4, &u0, &u1);
         CHECKF(u0 == want[k][0] && u1 == want[k][1], "stage %d of 4: units %d..%d", k, u0, u1);
     }
-    for (int K = 1; K <= c.L + 1; K++) {
-        size_t total = 0;
-        int prev = 0;
-        for (int k = 0; k < K; k++) {
-            stage_t s;
-            CHECKF(stage_init(&s, &c, k, K, err, sizeof err) == 0, "K=%d: %s", K, err);
-            CHECK(s.unit0 == prev && s.unit1 > s.unit0);
-            prev = s.unit1;
-            total += s.nparams;
-        }
-        CHECK(prev == c.L + 2 && total == model_num_params(&c));
-    }
+    s_check_split_covers(&c, c.L + 1);
     stage_t s;
     CHECK(stage_init(&s, &c, 0, c.L + 2, err, sizeof err) < 0);   /* a block per later stage at most */
     CHECK(strstr(err, "--stages") != NULL);
@@ -277,18 +285,7 @@ static void test_split_front(void)
         stage_units(&c, k, 4, &u0, &u1);
         CHECKF(u0 == want[k][0] && u1 == want[k][1], "stage %d of 4: units %d..%d", k, u0, u1);
     }
-    for (int K = 1; K <= c.L; K++) {
-        size_t total = 0;
-        int prev = 0;
-        for (int k = 0; k < K; k++) {
-            stage_t s;
-            CHECKF(stage_init(&s, &c, k, K, err, sizeof err) == 0, "K=%d: %s", K, err);
-            CHECK(s.unit0 == prev && s.unit1 > s.unit0);
-            prev = s.unit1;
-            total += s.nparams;
-        }
-        CHECK(prev == c.L + 2 && total == model_num_params(&c));
-    }
+    s_check_split_covers(&c, c.L);
     stage_t s;
     CHECK(stage_init(&s, &c, 0, c.L + 1, err, sizeof err) < 0);   /* a block per stage at least */
     model_preset(&c, "mlp-fmnist", err, sizeof err);

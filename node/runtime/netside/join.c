@@ -51,7 +51,6 @@ int ns_check_ticket(netside_t *ns, const uint8_t *tbytes, size_t tlen, const uin
     return 0;
 }
 
-/* A refused joiner learns why, so it can say so instead of waiting. */
 /* The stage a newcomer takes (peers_pick_stage): by the stages' shares of a
  * microbatch's work under the front split, whose stage 0 holds most of it
  * (rebalancing would move the nodes there one by one), else alike. */
@@ -61,15 +60,11 @@ static int s_pick_stage(netside_t *ns, uint64_t salt)
     int K = ns->nstages, by_work = ns->plan == SPLIT_FRONT && K <= MODEL_STAGES_MAX;
     model_config_t cfg = ns->c.o->cfg;
     cfg.split = SPLIT_FRONT;
-    for (int s = 0; s < K && by_work; s++) {
-        stage_t st;
-        char err[160];
-        by_work = stage_init(&st, &cfg, s, K, err, sizeof err) == 0 && st.nparams > 0;
-        if (by_work) work[s] = (double)st.nparams;
-    }
+    for (int s = 0; s < K && by_work; s++) by_work = (work[s] = (double)stage_num_params(&cfg, s, K)) > 0;
     return peers_pick_stage(&ns->peers, K, salt, by_work ? work : NULL);
 }
 
+/* A refused joiner learns why, so it can say so instead of waiting. */
 static void s_refuse(netside_t *ns, const transport_msg_t *m, const char *why)
 {
     char id[9];
