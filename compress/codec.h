@@ -217,6 +217,10 @@ long frame_decode(codec_ctx_t *ctx, float *out, size_t cap_values,
  * in x, in which case x is unchanged). */
 int codec_roundtrip(codec_ctx_t *ctx, float *x, size_t n, int codec,
                     const encode_opts_t *opts);
+/* codec_roundtrip that returns the frame's length in bytes (what the wire
+ * would carry of the tensor), or -1. */
+long codec_roundtrip_len(codec_ctx_t *ctx, float *x, size_t n, int codec,
+                         const encode_opts_t *opts);
 
 /* The frame checksum: a 32-bit hash of p[0..n), continuing from seed
  * (0 to start). */

@@ -690,6 +690,11 @@ long frame_decode(codec_ctx_t *ctx, float *out, size_t cap_values,
 
 int codec_roundtrip(codec_ctx_t *ctx, float *x, size_t n, int codec, const encode_opts_t *opts)
 {
+    return codec_roundtrip_len(ctx, x, n, codec, opts) < 0 ? -1 : 0;
+}
+
+long codec_roundtrip_len(codec_ctx_t *ctx, float *x, size_t n, int codec, const encode_opts_t *opts)
+{
     if (!ctx || n > FRAME_MAX_VALUES || codec < 0 || codec >= CODEC_COUNT)
         return -1;
     size_t bound = frame_bound(n, codec);
@@ -700,5 +705,5 @@ int codec_roundtrip(codec_ctx_t *ctx, float *x, size_t n, int codec, const encod
     if (len < 0)
         return -1;
     long got = frame_decode(ctx, x, n, NULL, NULL, ctx->frame, (size_t)len, NULL, 0);
-    return got == (long)n ? 0 : -1;
+    return got == (long)n ? len : -1;
 }

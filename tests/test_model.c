@@ -152,6 +152,75 @@ static void test_mlp_gradients_fd(void)
     s_check_fd(&c, 2, 4, 1e-3f, 0.05);
 }
 
+/* The learned bottleneck at the cuts (model.h): its gradients against
+ * finite differences, split and whole, the narrow tensor at each cut,
+ * K stages computing what 1 stage computes, a recomputed forward the same
+ * bits as the forward, and the configs model_check refuses. */
+static void s_check_split(const model_config_t *cfg, int K, int B);
+
+static void test_bottleneck(void)
+{
+    model_config_t c = s_small_gpt();
+    c.bneck = 2; c.bneck_k = 3;
+    s_check_fd(&c, 3, 2, 1e-2f, 0.05);
+    s_check_fd(&c, 1, 2, 1e-2f, 0.05);   /* every cut inside the one stage */
+    /* a cut right after the embedding; a width of 4 after the down
+     * projection's small outputs makes LN2 steep: a smaller step */
+    c.split = SPLIT_LATE; c.bneck = 4; c.bneck_k = 2;
+    s_check_fd(&c, 2, 2, 2e-3f, 0.05);
+    s_check_fd(&c, 1, 2, 2e-3f, 0.05);
+    char err[200];
+    stage_t st;
+    for (int k = 0; k < 2; k++) {
+        CHECK(stage_init(&st, &c, k, 2, err, sizeof err) == 0);
+        CHECK(stage_in_size(&st, 2, c.maxT) == (k ? (size_t)2 * c.maxT * (c.C / 4) : 0));
+        CHECK(stage_out_size(&st, 2, c.maxT) == (k ? 0 : (size_t)2 * c.maxT * (c.C / 4)));
+    }
+    CHECK(stage_num_params(&c, 0, 2) + stage_num_params(&c, 1, 2) == stage_num_params(&c, 0, 1));
+    CHECK(stage_init(&st, &c, 0, 3, err, sizeof err) < 0);   /* not the cuts' split */
+    model_config_t w;
+    model_preset(&w, "gpt-tiny", err, sizeof err);
+    w.maxT = 16;
+    w.bneck = 4;
+    for (int K = 2; K <= 4; K++) {
+        w.bneck_k = K;
+        w.split = SPLIT_EVEN;
+        s_check_split(&w, K, 2);
+        w.split = SPLIT_FRONT;
+        s_check_split(&w, K, 2);
+    }
+    /* stage_recompute saves what stage_backward reads, bit for bit */
+    c = s_small_gpt();
+    c.bneck = 2; c.bneck_k = 3;
+    pipe_t p = {0};
+    s_pipe_init(&p, &c, 3, 2, 3);
+    s_pipe_batch(&p, 5);
+    s_pipe_forward(&p);
+    s_pipe_backward(&p);
+    size_t n = p.st[1]->s.nparams;
+    float *g1 = malloc(sizeof(float) * n);
+    memcpy(g1, p.st[1]->grads, sizeof(float) * n);
+    memset(p.st[1]->grads, 0, sizeof(float) * n);
+    float *din = malloc(sizeof(float) * stage_in_size(&p.st[1]->s, 2, c.maxT));
+    memcpy(din, p.a[1]->din, sizeof(float) * stage_in_size(&p.st[1]->s, 2, c.maxT));
+    stage_recompute(&p.st[1]->s, p.st[1]->params, p.a[1]);
+    stage_backward(&p.st[1]->s, p.st[1]->params, p.st[1]->grads, p.a[1], p.g[1], 1.0f / (2 * c.maxT));
+    CHECK(memcmp(g1, p.st[1]->grads, sizeof(float) * n) == 0);
+    CHECK(memcmp(din, p.a[1]->din, sizeof(float) * stage_in_size(&p.st[1]->s, 2, c.maxT)) == 0);
+    free(g1);
+    free(din);
+    s_pipe_free(&p);
+    /* refused: S not dividing the width, no cuts, a classifier */
+    c = s_small_gpt();
+    c.bneck = 3; c.bneck_k = 2;
+    CHECK(model_check(&c, err, sizeof err) < 0 && strstr(err, "--bottleneck 3"));
+    c.bneck = 2; c.bneck_k = 1;
+    CHECK(model_check(&c, err, sizeof err) < 0);
+    model_preset(&c, "mlp-fmnist", err, sizeof err);
+    c.bneck = 2; c.bneck_k = 2;
+    CHECK(model_check(&c, err, sizeof err) < 0 && strstr(err, "not a gpt"));
+}
+
 /* K-stage training equals 1-stage training update by update. */
 static void s_check_split(const model_config_t *cfg, int K, int B)
 {
@@ -1250,6 +1319,7 @@ int main(void)
     RUN(test_gpt_gradients_fd);
     RUN(test_mlp_gradients_fd);
     RUN(test_split_equals_whole);
+    RUN(test_bottleneck);
     RUN(test_determinism);
     RUN(test_loss_not_capped);
     RUN(test_optim_as_documented);

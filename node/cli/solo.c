@@ -35,6 +35,8 @@ typedef struct {
     float *residual[MODEL_STAGES_MAX];      /* error feedback per gradient cut stream */
     codec_ctx_t *codec;
     int act_codec, grad_codec;
+    int evaluating;                       /* 1 in s_eval: no codec at the cuts */
+    uint64_t wire_act, wire_grad;         /* bytes of the training passes' frames at the cuts, each direction */
     data_t *data;
     batch_t batch;
     metrics_t *metrics;
@@ -81,6 +83,15 @@ static void s_load_batch(solo_t *s, const batch_t *b)
     }
 }
 
+/* The n values at a cut through codec as the wire would carry them (in
+ * place); returns the bytes they take there (fp32: 4 n, the values alone,
+ * sent as they are), or -1 when they are not finite. */
+static long s_wire(solo_t *s, float *x, size_t n, int codec, const encode_opts_t *eo)
+{
+    if (codec == CODEC_FP32) return (long)(4 * n);
+    return codec_roundtrip_len(s->codec, x, n, codec, eo);
+}
+
 /* Forward through all stages; returns 0, or -1 when a tensor at a cut is not finite. */
 static int s_forward(solo_t *s)
 {
@@ -90,8 +101,9 @@ static int s_forward(solo_t *s)
             size_t n = stage_in_size(&s->st[k]->s, B, T);
             memcpy(s->acts[k]->in, s->acts[k - 1]->out, sizeof(float) * n);
             encode_opts_t eo = { .block_size = codec_block_for_rows(s->act_codec, n / ((size_t)B * T)) };
-            if (s->act_codec != 0 && codec_roundtrip(s->codec, s->acts[k]->in, n, s->act_codec, &eo) < 0)
-                return -1;
+            long len = s->evaluating ? 0 : s_wire(s, s->acts[k]->in, n, s->act_codec, &eo);
+            if (len < 0) return -1;
+            s->wire_act += (uint64_t)len;
         }
         stage_forward(&s->st[k]->s, s->w[k], s->acts[k]);
     }
@@ -112,12 +124,11 @@ static int s_backward(solo_t *s, float scale)
         if (k < s->K - 1) {
             size_t n = stage_out_size(&s->st[k]->s, B, T);
             memcpy(s->acts[k]->dout, s->acts[k + 1]->din, sizeof(float) * n);
-            if (s->grad_codec != 0) {
-                encode_opts_t eo = { .residual = s->residual[k], .sr_seed = 0,
-                                     .block_size = codec_block_for_rows(s->grad_codec, n / ((size_t)B * T)) };
-                if (codec_roundtrip(s->codec, s->acts[k]->dout, n, s->grad_codec, &eo) < 0)
-                    return -1;
-            }
+            encode_opts_t eo = { .residual = s->residual[k], .sr_seed = 0,
+                                 .block_size = codec_block_for_rows(s->grad_codec, n / ((size_t)B * T)) };
+            long len = s_wire(s, s->acts[k]->dout, n, s->grad_codec, &eo);
+            if (len < 0) return -1;
+            s->wire_grad += (uint64_t)len;
         }
         stage_backward(&s->st[k]->s, s->w[k], s->st[k]->grads, s->acts[k], s->gs[k], scale);
     }
@@ -133,13 +144,13 @@ static void s_eval(solo_t *s, double *loss, double *acc)
     for (int i = 0; i < nb; i++) {
         data_val_batch(s->data, &s->batch, i);
         s_load_batch(s, &s->batch);
-        int K = s->K, act = s->act_codec;
+        int K = s->K;
         const float *w[MODEL_STAGES_MAX];
-        s->act_codec = 0;   /* evaluation measures the model (the live weights), not the wire */
+        s->evaluating = 1;   /* evaluation measures the model (the live weights), not the wire */
         for (int k = 0; k < K; k++) { w[k] = s->w[k]; s->w[k] = s->st[k]->params; }
         s_forward(s);
         for (int k = 0; k < K; k++) s->w[k] = w[k];
-        s->act_codec = act;
+        s->evaluating = 0;
         sum += s->acts[K - 1]->loss;
         correct += s->acts[K - 1]->correct;
         samples += s->o.batch;
@@ -598,6 +609,10 @@ int cmd_solo(int argc, char **argv)
                   stopsig_end_status(status), (long long)v, (long long)tokens, wall, status ? why : "completed");
     fprintf(stderr, "done: %lld updates, %lld tokens in %.1f s (%.0f tok/s)\n", (long long)v, (long long)tokens, wall,
             wall > 0 ? tokens / wall : 0.0);
+    if (s->K > 1 && tokens > 0)
+        fprintf(stderr, "wire: %.1f B/token of activations, %.1f B/token of gradients at the cuts (%s / %s frames)\n",
+                (double)s->wire_act / tokens, (double)s->wire_grad / tokens, codec_name(s->act_codec),
+                codec_name(s->grad_codec));
     s_destroy(s);
     free(s);
     if (!status) return 0;

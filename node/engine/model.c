@@ -36,6 +36,31 @@ int model_preset(model_config_t *cfg, const char *name, char *err, size_t errlen
     return 0;
 }
 
+/* The bottleneck's part of model_check: S divides a gpt's width, the cuts
+ * are those of 2..MODEL_STAGES_MAX stages and their tensors fit a stage_t. */
+static int s_check_bneck(const model_config_t *cfg, char *err, size_t errlen)
+{
+    if (cfg->bneck == 0 && cfg->bneck_k == 0) return 0;
+    if (cfg->kind != MODEL_GPT) {
+        snprintf(err, errlen, "--bottleneck %d: %s is not a gpt (only a gpt's residual stream is narrowed)", cfg->bneck, cfg->name);
+        return -1;
+    }
+    if (cfg->bneck < 1 || cfg->C % cfg->bneck != 0) {
+        snprintf(err, errlen, "--bottleneck %d: must divide the width %d (--dim)", cfg->bneck, cfg->C);
+        return -1;
+    }
+    if (cfg->bneck_k < 2 || cfg->bneck_k > MODEL_STAGES_MAX) {
+        snprintf(err, errlen, "--bottleneck %d: needs 2..%d stages for its cuts, not %d", cfg->bneck, MODEL_STAGES_MAX, cfg->bneck_k);
+        return -1;
+    }
+    if (12 * cfg->L + 5 + 8 * (cfg->bneck_k - 1) > STAGE_MAX_TENSORS) {
+        snprintf(err, errlen, "--bottleneck %d: %d blocks and %d cuts are more tensors than a stage holds (%d)", cfg->bneck, cfg->L,
+                 cfg->bneck_k - 1, STAGE_MAX_TENSORS);
+        return -1;
+    }
+    return 0;
+}
+
 int model_check(const model_config_t *cfg, char *err, size_t errlen)
 {
     if (cfg->L < 1 || cfg->L > 128) {
@@ -64,10 +89,12 @@ int model_check(const model_config_t *cfg, char *err, size_t errlen)
             return -1;
         }
     }
+    if (s_check_bneck(cfg, err, errlen) < 0) return -1;
     /* parameters of the whole model, counted in double so no size overflows */
     double C = cfg->C, n;
     if (cfg->kind == MODEL_GPT) n = (double)cfg->V * C + (double)cfg->maxT * C + cfg->L * (12 * C * C + 13 * C) + 2 * C + (double)cfg->V * C;
     else n = (double)cfg->D * C + C + (cfg->L - 1) * (C * C + C) + C * cfg->V + cfg->V;
+    if (cfg->bneck > 0) n += (cfg->bneck_k - 1) * (2 * C * (C / cfg->bneck) + 3 * C + 3 * (C / cfg->bneck));
     if (n > (double)MODEL_MAX_PARAMS) {
         snprintf(err, errlen, "model too large: %.0f parameters (at most %llu)", n, (unsigned long long)MODEL_MAX_PARAMS);
         return -1;
@@ -213,6 +240,24 @@ static void s_unit_tensors(stage_t *s, int u)
     }
 }
 
+/* Cut j's tensors (model.h): the sending part (up 0: LN1, down, LN2) or the
+ * receiving part (up 1: the up projection). */
+enum { CUT_LN1W, CUT_LN1B, CUT_DOWNW, CUT_DOWNB, CUT_LN2W, CUT_LN2B };
+enum { CUT_UPW, CUT_UPB };
+
+static void s_cut_tensors(stage_t *s, int j, int up)
+{
+    size_t C = (size_t)s->cfg.C, w = (size_t)model_cut_width(&s->cfg);
+    int u = MODEL_CUT_UNIT + 2 * j + up;
+    if (up) {
+        s_add(s, u, C * w, 1, 0);
+        s_add(s, u, C, 0, 0);
+        return;
+    }
+    size_t sz[6] = { C, C, w * C, w, w, w };
+    for (int i = 0; i < 6; i++) s_add(s, u, sz[i], i == CUT_DOWNW, 0);
+}
+
 int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
                char *err, size_t errlen)
 {
@@ -244,15 +289,42 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
         snprintf(err, errlen, "--stage %d: must be 0..%d", stage, nstages - 1);
         return -1;
     }
+    if (cfg->bneck > 0 && (cfg->bneck_k > maxk || (nstages != 1 && nstages != cfg->bneck_k))) {
+        snprintf(err, errlen, "--stages %d: the model's bottleneck sits at the cuts of %d stages, so %d stages (or 1)",
+                 nstages, cfg->bneck_k, cfg->bneck_k);
+        return -1;
+    }
     s->stage = stage;
     s->nstages = nstages;
     s->threads = 1;
     s->first = stage == 0;
     s->last = stage == nstages - 1;
     stage_units(cfg, stage, nstages, &s->unit0, &s->unit1);
-    for (int u = s->unit0; u < s->unit1; u++)
+    for (int u = s->unit0; u < s->unit1; u++) {
+        int j = u > 0 ? model_cut_after(cfg, u - 1) : -1;
+        if (j >= 0) s_cut_tensors(s, j, 1);
         s_unit_tensors(s, u);
+        j = model_cut_after(cfg, u);
+        if (j >= 0) s_cut_tensors(s, j, 0);
+    }
     return 0;
+}
+
+int model_cut_after(const model_config_t *cfg, int u)
+{
+    if (cfg->bneck <= 0) return -1;
+    for (int j = 0; j + 1 < cfg->bneck_k; j++) {
+        int u0, u1;
+        stage_units(cfg, j, cfg->bneck_k, &u0, &u1);
+        if (u1 - 1 == u) return j;
+        if (u1 - 1 > u) break;   /* the cuts follow units in increasing order */
+    }
+    return -1;
+}
+
+int model_cut_width(const model_config_t *cfg)
+{
+    return cfg->bneck > 0 ? cfg->C / cfg->bneck : cfg->C;
 }
 
 size_t stage_num_params(const model_config_t *cfg, int stage, int nstages)
@@ -285,7 +357,11 @@ void stage_init_params(const stage_t *s, float *params, uint64_t seed)
         rng_t r;
         rng_seed(&r, seed, (uint64_t)t->unit * 64 + (uint64_t)i);
         float std = 0.0f, fill = 0.0f;
-        if (c->kind == MODEL_MLP) {
+        if (t->unit >= MODEL_CUT_UNIT) {   /* layernorms 1 and 0, projections as a block's */
+            int up = (t->unit - MODEL_CUT_UNIT) % 2;
+            if (up ? i == CUT_UPW : i == CUT_DOWNW) std = 0.02f;
+            if (!up && (i == CUT_LN1W || i == CUT_LN2W)) fill = 1.0f;
+        } else if (c->kind == MODEL_MLP) {
             size_t in = t->unit == 0 ? (size_t)c->D : (size_t)c->C;
             if (i == 0)
                 std = t->unit == c->L ? sqrtf(1.0f / in) : sqrtf(2.0f / in);
@@ -304,9 +380,11 @@ void stage_init_params(const stage_t *s, float *params, uint64_t seed)
     }
 }
 
+/* Width of the tensor crossing into or out of a stage: stage boundaries are
+ * the bottleneck's cuts where there is one. */
 static size_t s_width(const stage_t *s)
 {
-    return (size_t)s->cfg.C;
+    return (size_t)model_cut_width(&s->cfg);
 }
 
 size_t stage_in_size(const stage_t *s, int B, int T)
@@ -367,6 +445,35 @@ static block_acts_t s_block(const model_config_t *c, float *p, int B, int T)
     return b;
 }
 
+/* A bottleneck cut's saved activations (model.h), one record per cut of
+ * which the stage holds a part: ln1m ln1r (N) h (N,w) ln2m ln2r (N) z (N,w)
+ * xup (N,C), w = C/S.  z is what the sending part outputs (the stage's out
+ * at its end), xup what the receiving part makes of z (the stage's input
+ * a->in at its start); LN1's output is not kept (the backward recomputes
+ * it, as a block's layernorms). */
+typedef struct {
+    float *ln1m, *ln1r, *h, *ln2m, *ln2r, *z, *xup;
+} cut_acts_t;
+
+static size_t s_cut_floats(const model_config_t *c, int B, int T)
+{
+    size_t N = (size_t)B * T, w = (size_t)model_cut_width(c);
+    return 4 * N + 2 * N * w + N * (size_t)c->C;
+}
+
+/* The cuts of which stage s holds a part: how many, the first in *cut0. */
+static int s_stage_cuts(const stage_t *s, int *cut0)
+{
+    int n = 0;
+    *cut0 = 0;
+    for (int u = s->unit0 > 0 ? s->unit0 - 1 : 0; u < s->unit1; u++) {
+        int j = model_cut_after(&s->cfg, u);
+        if (j < 0) continue;
+        if (n++ == 0) *cut0 = j;
+    }
+    return n;
+}
+
 /* Rows of one chunk of the head (model.h: stage_t.head_rows; by default
  * as many as keep a chunk's logits within MODEL_HEAD_CHUNK_FLOATS). */
 static int s_head_rows(const stage_t *s, int N)
@@ -389,7 +496,8 @@ static int s_workers(const stage_t *s)
 
 /* Local layout offsets of a stage's activations; returns the total floats. */
 typedef struct {
-    size_t in, emb, blocks, head, dout, din, scratch, total;
+    size_t in, emb, blocks, head, cuts, dout, din, scratch, total;
+    int cut0;   /* the first cut the stage holds a part of (its record is the first at cuts) */
 } acts_layout_t;
 
 static acts_layout_t s_layout(const stage_t *s, int B, int T)
@@ -403,6 +511,7 @@ static acts_layout_t s_layout(const stage_t *s, int B, int T)
         int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
         L.blocks = off; off += (size_t)(u1 - u0) * s_block_floats(c, B, T);
         L.head = off; if (s->last) off += s_head_floats(s, B, T);
+        L.cuts = off; off += (size_t)s_stage_cuts(s, &L.cut0) * s_cut_floats(c, B, T);
     } else {
         L.emb = off; if (s->first) off += (size_t)B * c->D;
         L.blocks = off;
@@ -419,6 +528,22 @@ static acts_layout_t s_layout(const stage_t *s, int B, int T)
     }
     L.total = off;
     return L;
+}
+
+/* Cut j's record in a's activations (the stage holds a part of cut j). */
+static cut_acts_t s_cut_acts(const stage_t *s, const acts_t *a, const acts_layout_t *L, int j)
+{
+    size_t N = (size_t)a->B * a->T, w = (size_t)model_cut_width(&s->cfg);
+    float *p = a->buf + L->cuts + (size_t)(j - L->cut0) * s_cut_floats(&s->cfg, a->B, a->T);
+    cut_acts_t k;
+    k.ln1m = p; p += N;
+    k.ln1r = p; p += N;
+    k.h = p; p += N * w;
+    k.ln2m = p; p += N;
+    k.ln2r = p; p += N;
+    k.z = p; p += N * w;
+    k.xup = p;
+    return k;
 }
 
 size_t acts_floats(const stage_t *s, int B, int T)
@@ -447,7 +572,10 @@ acts_t *acts_new(const stage_t *s, int B, int T)
     if (s->first && s->cfg.kind == MODEL_MLP) a->x = a->buf + L.emb;
     if (!s->last) a->dout = a->buf + L.dout;
     /* out points at the last unit's output, so nothing is copied */
-    if (!s->last) {
+    int cut = s->cfg.kind == MODEL_GPT ? model_cut_after(&s->cfg, s->unit1 - 1) : -1;
+    if (!s->last && cut >= 0) {
+        a->out = s_cut_acts(s, a, &L, cut).z;
+    } else if (!s->last) {
         if (s->cfg.kind == MODEL_GPT) {
             int nblk = s->unit1 - (s->unit0 < 1 ? 1 : s->unit0);
             a->out = nblk > 0
@@ -571,6 +699,63 @@ void grad_scratch_destroy(grad_scratch_t **self_p)
 
 /* ---- gpt ---- */
 
+/* A tensor of cut j's part (up: the receiving one) in a parameter or gradient buffer. */
+static float *s_cut_tensor(const stage_t *s, const float *base, int j, int up, int i)
+{
+    return (float *)s_tensor(s, base, MODEL_CUT_UNIT + 2 * j + up, i);
+}
+
+/* The output of unit u (the embedding or a block) in a's activations. */
+static const float *s_unit_out(const stage_t *s, const acts_t *a, const acts_layout_t *L, int u)
+{
+    int u0 = s->unit0 < 1 ? 1 : s->unit0;
+    if (u == 0) return a->buf + L->emb;
+    return s_block(&s->cfg, a->buf + L->blocks + (size_t)(u - u0) * s_block_floats(&s->cfg, a->B, a->T), a->B, a->T).res3;
+}
+
+/* After unit u, whose output is x: through cut j's sending part when one
+ * follows u, and its receiving part too when this stage holds the next
+ * unit.  Returns what the next unit reads (or the stage's out: z), x when
+ * no cut follows u. */
+static const float *s_after_unit(const stage_t *s, const float *params, acts_t *a, const acts_layout_t *L, int u,
+                                 const float *x, team_t *tm)
+{
+    int j = model_cut_after(&s->cfg, u);
+    if (j < 0) return x;
+    int N = a->B * a->T, C = s->cfg.C, w = model_cut_width(&s->cfg);
+    cut_acts_t k = s_cut_acts(s, a, L, j);
+    float *scr = a->buf + L->scratch;   /* LN1's output */
+    split_layernorm_forward(tm, scr, k.ln1m, k.ln1r, x, s_cut_tensor(s, params, j, 0, CUT_LN1W),
+                            s_cut_tensor(s, params, j, 0, CUT_LN1B), N, C);
+    split_linear_forward(tm, k.h, scr, s_cut_tensor(s, params, j, 0, CUT_DOWNW), s_cut_tensor(s, params, j, 0, CUT_DOWNB),
+                         N, C, w);
+    split_layernorm_forward(tm, k.z, k.ln2m, k.ln2r, k.h, s_cut_tensor(s, params, j, 0, CUT_LN2W),
+                            s_cut_tensor(s, params, j, 0, CUT_LN2B), N, w);
+    if (u + 1 >= s->unit1) return k.z;
+    split_linear_forward(tm, k.xup, k.z, s_cut_tensor(s, params, j, 1, CUT_UPW), s_cut_tensor(s, params, j, 1, CUT_UPB),
+                         N, w, C);
+    return k.xup;
+}
+
+/* Before unit u, which reads x: at the stage's start after a cut, the
+ * cut's receiving part on the stage's input.  Returns what u reads. */
+static const float *s_before_unit(const stage_t *s, const float *params, acts_t *a, const acts_layout_t *L, int u,
+                                  const float *x, team_t *tm)
+{
+    int j = u == s->unit0 && u > 0 ? model_cut_after(&s->cfg, u - 1) : -1;
+    if (j < 0) return x;
+    cut_acts_t k = s_cut_acts(s, a, L, j);
+    split_linear_forward(tm, k.xup, a->in, s_cut_tensor(s, params, j, 1, CUT_UPW), s_cut_tensor(s, params, j, 1, CUT_UPB),
+                         a->B * a->T, model_cut_width(&s->cfg), s->cfg.C);
+    return k.xup;
+}
+
+/* Cut j's sending part backward: from dz (N,w), the gradient of its z, and
+ * x, its input, adds its tensors' gradients and writes dx into g->dres. */
+static void s_cut_down_backward(const stage_t *s, const float *params, float *grads, const acts_t *a,
+                                grad_scratch_t *g, const acts_layout_t *L, int j, const float *dz, const float *x,
+                                team_t *tm);
+
 /* out 0: the stage's output is not wanted (stage_recompute): the last
  * block of a stage before the last skips its fc projection, whose result
  * only the next stage reads. */
@@ -583,7 +768,7 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
     if (s->first) {
         float *emb = a->buf + L.emb;
         embedding_forward(emb, a->tokens, s_tensor(s, params, 0, 0), s_tensor(s, params, 0, 1), B, T, C);
-        x = emb;
+        x = s_after_unit(s, params, a, &L, 0, emb, tm);
     }
     int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
     size_t bf = s_block_floats(c, B, T);
@@ -592,6 +777,7 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
         block_acts_t b = s_block(c, a->buf + L.blocks + (size_t)(u - u0) * bf, B, T);
         const float *w[BLK_N];
         for (int i = 0; i < BLK_N; i++) w[i] = s_tensor(s, params, u, i);
+        x = s_before_unit(s, params, a, &L, u, x, tm);
         split_layernorm_forward(tm, scr, b.ln1m, b.ln1r, x, w[BLK_LN1W], w[BLK_LN1B], N, C);
         split_linear_forward(tm, b.qkv, scr, w[BLK_QKVW], w[BLK_QKVB], N, C, 3 * C);
         split_attention_forward(tm, b.atty, b.att, scr, attention_scratch_floats(T, C, NH), b.qkv, B, T, C, NH);
@@ -600,9 +786,9 @@ static void s_gpt_forward(const stage_t *s, const float *params, acts_t *a, team
         split_layernorm_forward(tm, scr, b.ln2m, b.ln2r, b.res2, w[BLK_LN2W], w[BLK_LN2B], N, C);
         /* fch holds gelu' */
         split_linear_bias_gelu_forward_grad(tm, b.fchg, b.fch, scr, w[BLK_FCW], w[BLK_FCB], N, C, 4 * C);
-        if (!out && !s->last && u == u1 - 1) break;
+        if (!out && !s->last && u == u1 - 1 && model_cut_after(c, u) < 0) break;   /* a cut's backward reads res3 */
         split_linear_bias_residual_forward(tm, b.res3, b.fchg, w[BLK_FCPW], w[BLK_FCPB], b.res2, N, 4 * C, C);
-        x = b.res3;
+        x = s_after_unit(s, params, a, &L, u, b.res3, tm);
     }
     if (s->last) {
         float *m = a->buf + L.head, *r = m + N, *losses = r + N;
@@ -647,6 +833,43 @@ static void s_head_backward(const stage_t *s, const float *params, float *grads,
     }
 }
 
+static void s_cut_down_backward(const stage_t *s, const float *params, float *grads, const acts_t *a,
+                                grad_scratch_t *g, const acts_layout_t *L, int j, const float *dz, const float *x,
+                                team_t *tm)
+{
+    int N = a->B * a->T, C = s->cfg.C, w = model_cut_width(&s->cfg);
+    cut_acts_t k = s_cut_acts(s, a, L, j);
+    float *dh = g->dqkv;   /* (N,w): free between blocks */
+    memset(dh, 0, sizeof(float) * (size_t)N * w);
+    split_layernorm_backward(tm, dh, s_cut_tensor(s, grads, j, 0, CUT_LN2W), s_cut_tensor(s, grads, j, 0, CUT_LN2B),
+                             g->part, dz, k.h, s_cut_tensor(s, params, j, 0, CUT_LN2W), k.ln2m, k.ln2r, N, w);
+    split_layernorm_apply(tm, g->re, x, k.ln1m, k.ln1r, s_cut_tensor(s, params, j, 0, CUT_LN1W),
+                          s_cut_tensor(s, params, j, 0, CUT_LN1B), N, C);
+    split_linear_backward(tm, g->dtmp, s_cut_tensor(s, grads, j, 0, CUT_DOWNW), s_cut_tensor(s, grads, j, 0, CUT_DOWNB),
+                          dh, g->re, s_cut_tensor(s, params, j, 0, CUT_DOWNW), N, C, w, 0);
+    memset(g->dres, 0, sizeof(float) * (size_t)N * C);
+    split_layernorm_backward(tm, g->dres, s_cut_tensor(s, grads, j, 0, CUT_LN1W), s_cut_tensor(s, grads, j, 0, CUT_LN1B),
+                             g->part, g->dtmp, x, s_cut_tensor(s, params, j, 0, CUT_LN1W), k.ln1m, k.ln1r, N, C);
+}
+
+/* After block u's backward (g->dres holds the gradient of its input): when
+ * a cut precedes u, its receiving part's backward, into a->din at the
+ * stage's start (returns 1), else on through its sending part, into g->dres
+ * again (returns 0). */
+static int s_cut_backward(const stage_t *s, const float *params, float *grads, acts_t *a, grad_scratch_t *g,
+                          const acts_layout_t *L, int u, team_t *tm)
+{
+    int j = model_cut_after(&s->cfg, u - 1);
+    if (j < 0) return 0;
+    int N = a->B * a->T, C = s->cfg.C, w = model_cut_width(&s->cfg), edge = u == s->unit0;
+    cut_acts_t k = s_cut_acts(s, a, L, j);
+    float *dz = edge ? a->din : g->dfchg;   /* (N,w) */
+    split_linear_backward(tm, dz, s_cut_tensor(s, grads, j, 1, CUT_UPW), s_cut_tensor(s, grads, j, 1, CUT_UPB), g->dres,
+                          edge ? a->in : k.z, s_cut_tensor(s, params, j, 1, CUT_UPW), N, w, C, 0);
+    if (!edge) s_cut_down_backward(s, params, grads, a, g, L, j, dz, s_unit_out(s, a, L, u - 1), tm);
+    return edge;
+}
+
 static void s_gpt_backward(const stage_t *s, const float *params, float *grads, acts_t *a,
                            grad_scratch_t *g, float loss_scale, team_t *tm)
 {
@@ -656,9 +879,11 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
     acts_layout_t L = s_layout(s, B, T);
     int u0 = s->unit0 < 1 ? 1 : s->unit0, u1 = s->unit1 > c->L + 1 ? c->L + 1 : s->unit1;
     size_t bf = s_block_floats(c, B, T);
-    /* the input of unit u (block activations are laid out in order) */
+    /* the input of unit u (block activations are laid out in order; after a cut, its up projection's output) */
     const float *first_in = s->first ? a->buf + L.emb : a->in;
-#define BLOCK_IN(u) ((u) == u0 ? first_in : s_block(c, a->buf + L.blocks + (size_t)((u) - 1 - u0) * bf, B, T).res3)
+#define BLOCK_IN(u) (model_cut_after(c, (u) - 1) >= 0 ? s_cut_acts(s, a, &L, model_cut_after(c, (u) - 1)).xup \
+                     : (u) == u0 ? first_in : s_block(c, a->buf + L.blocks + (size_t)((u) - 1 - u0) * bf, B, T).res3)
+    int din_done = 0;   /* a->din written by a cut's up projection */
     if (s->last) {
         float *m = a->buf + L.head, *r = m + N;
         int u = c->L + 1;
@@ -667,6 +892,9 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
         memset(g->dres, 0, sizeof(float) * NC);
         split_layernorm_backward(tm, g->dres, (float *)s_tensor(s, grads, u, 0), (float *)s_tensor(s, grads, u, 1),
                                  g->part, g->dtmp, BLOCK_IN(u1), s_tensor(s, params, u, 0), m, r, N, C);
+    } else if (model_cut_after(c, s->unit1 - 1) >= 0) {
+        int j = model_cut_after(c, s->unit1 - 1);
+        s_cut_down_backward(s, params, grads, a, g, &L, j, a->dout, s_unit_out(s, a, &L, s->unit1 - 1), tm);
     } else {
         memcpy(g->dres, a->dout, sizeof(float) * NC);
     }
@@ -700,12 +928,13 @@ static void s_gpt_backward(const stage_t *s, const float *params, float *grads, 
         split_linear_backward(tm, g->dtmp, NULL, NULL, g->dqkv, NULL, w[BLK_QKVW], N, C, 3 * C, 0);
         split_layernorm_backward(tm, g->dres, dw[BLK_LN1W], dw[BLK_LN1B], g->part, g->dtmp, x, w[BLK_LN1W], b.ln1m,
                                  b.ln1r, N, C);
+        din_done |= s_cut_backward(s, params, grads, a, g, &L, u, tm);
     }
 #undef BLOCK_IN
     if (s->first)
         embedding_backward((float *)s_tensor(s, grads, 0, 0), (float *)s_tensor(s, grads, 0, 1),
                            g->dres, a->tokens, B, T, C);
-    else
+    else if (!din_done)
         memcpy(a->din, g->dres, sizeof(float) * NC);
 }
 

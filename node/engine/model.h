@@ -36,8 +36,27 @@ typedef struct {
     int L;              /* gpt: transformer blocks; mlp: hidden layers */
     int NH;             /* gpt: attention heads; mlp: 0 */
     int D;              /* mlp: input features (784); gpt: 0 */
-    model_split_t split;/* the split rule of a K-stage split (not the model: any split computes the same one) */
+    model_split_t split;/* the split rule of a K-stage split (not the model: any split computes the same one,
+                           but for where a bottleneck's cuts sit) */
+    int bneck;          /* gpt: the learned bottleneck's width divisor S (0: none): see below */
+    int bneck_k;        /* with bneck: the cuts sit at the boundaries of a bneck_k-stage split (by split) */
 } model_config_t;
+
+/* The learned bottleneck (--bottleneck S): at each of the bneck_k - 1 cuts of
+ * a bneck_k-stage split the residual stream x (N,C) is narrowed to
+ * z = LN2(LN1(x) @ Wdown^T + bdown) of width C/S (what crosses the cut, and
+ * whose gradient crosses back), and the next unit reads x' = z @ Wup^T + bup.
+ * The sending stage holds cut j's LN1, down and LN2 (after its units), the
+ * receiving stage its up (before its units); a 1-stage split of the model
+ * holds every cut inside it and computes the same.  Their tensors' unit is
+ * MODEL_CUT_UNIT + 2 j (the sending part) and + 2 j + 1 (the receiving part),
+ * in the order ln_1.weight ln_1.bias down.weight (C/S,C) down.bias ln_2.weight
+ * ln_2.bias, then up.weight (C,C/S) up.bias. */
+#define MODEL_CUT_UNIT 1024
+/* The cut after unit u (its index j), or -1 when none follows it. */
+int model_cut_after(const model_config_t *cfg, int u);
+/* Width of the tensor that crosses a cut between stages: C, or C/S with a bottleneck. */
+int model_cut_width(const model_config_t *cfg);
 
 #define MODEL_VOCAB_MAX (1 << 20)   /* largest gpt vocabulary */
 
@@ -46,7 +65,7 @@ typedef struct {
  * heads), mlp-fmnist.
  * Returns 0, or -1 with a reason in err. */
 int model_preset(model_config_t *cfg, const char *name, char *err, size_t errlen);
-/* Checks sizes (positive, C divisible by NH, limits).  0 or -1 with reason. */
+/* Checks sizes (positive, C divisible by NH, a bottleneck's S dividing C, limits).  0 or -1 with reason. */
 int model_check(const model_config_t *cfg, char *err, size_t errlen);
 /* Number of units in the chain (gpt: L + 2, mlp: L + 1). */
 int model_num_units(const model_config_t *cfg);

@@ -49,6 +49,7 @@ static const opt_def_t s_opts[] = {
     { "heads", T_INT, O(heads), 0, BOTH, "N", "override the preset's attention heads", RUN_ANY },
     { "ctx", T_INT, O(ctx), 0, BOTH, "N", "override the preset's context length", RUN_ANY },
     { "vocab", T_INT, O(vocab), 0, BOTH, "N", "override the preset's vocabulary (gpt; the presets but gpt2 read bytes: 256)", RUN_ANY },
+    { "bottleneck", T_INT, O(bottleneck), 0, BOTH, "S", "a learned bottleneck at each cut between stages (gpt): LayerNorm, Linear to width/S, LayerNorm on the sending stage, Linear back to the width on the receiving one; the codecs code the narrow tensor and its gradient.  S divides the width; 0 = none (default); refused with --stages 1 (no cut)", RUN(0, 8192) },
     { "data", T_STR, O(data), S(data), BOTH, "SPEC", "synthetic | text:PATH | tokens:PATH (llm.c shards: file, folder or glob) | nanogpt:DIR | fmnist[:DIR] (default synthetic)", RUN_ANY },
     { "init", T_STR, O(init), S(init), OPTS_SOLO | OPTS_NODE, "FILE", "start from a checkpoint: safetensors with GPT-2's names or llm.c's .bin (the run creator's; a joiner gives its own copy)", LOCAL_ANY },
     { "stages", T_INT, O(stages), 0, BOTH, "K", "pipeline stages (default 1 solo, 4 node)", RUN(1, MODEL_STAGES_MAX) },
@@ -470,6 +471,12 @@ static int s_default_micro(const opts_t *o)
 static int s_resolve_run(opts_t *o, char *err, size_t errlen)
 {
     o->cfg.split = o->split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)o->split;   /* auto: even until chosen */
+    if (o->bottleneck > 0 && o->stages == 1) {
+        snprintf(err, errlen, "--bottleneck %d: --stages 1 has no cut to narrow (give --stages 2 or more)", o->bottleneck);
+        return -1;
+    }
+    o->cfg.bneck = o->bottleneck;
+    o->cfg.bneck_k = o->bottleneck > 0 ? o->stages : 0;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
     if (!opts_given(o, "micro")) o->micro = s_default_micro(o);
     if (!opts_given(o, "eval-batches")) o->eval_batches = o->cfg.kind == MODEL_GPT ? 32 : 0;
@@ -511,7 +518,12 @@ int opts_resolve(opts_t *o, char *err, size_t errlen)
 
 int opts_resolve_model(opts_t *o, const model_config_t *cfg, char *err, size_t errlen)
 {
+    if (cfg->bneck > 0 && o->stages != cfg->bneck_k) {
+        snprintf(err, errlen, "--stages %d: the model's bottleneck sits at the cuts of %d stages", o->stages, cfg->bneck_k);
+        return -1;
+    }
     o->cfg = *cfg;
+    o->bottleneck = cfg->bneck;
     snprintf(o->model, sizeof o->model, "%s", cfg->name);
     return s_resolve_run(o, err, errlen);
 }
@@ -554,6 +566,8 @@ void opts_run_text(const opts_t *o, char *buf, size_t len)
              o->eval_batches, o->closed, o->max_delay_given);
     size_t k = strlen(buf);
     for (int i = 0; i < 32 && k + 3 < len; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->owner_pub[i]);
+    if (o->bottleneck > 0 && k + 24 < len)   /* only a model with a bottleneck names it */
+        k += (size_t)snprintf(buf + k, len - k, " bottleneck=%d", o->bottleneck);
     if (o->init_size > 0 && k + 90 < len) {   /* only a run started from a checkpoint names one */
         k += (size_t)snprintf(buf + k, len - k, " init=%llu:", (unsigned long long)o->init_size);
         for (int i = 0; i < 32; i++, k += 2) snprintf(buf + k, len - k, "%02x", o->init_hash[i]);

@@ -36,6 +36,8 @@ typedef struct {
     char model[24];              /* preset name */
     int layers, dim, heads, ctx; /* overrides; 0 = preset */
     int vocab;                   /* --vocab override (gpt); 0 = preset */
+    int bottleneck;              /* --bottleneck S: the learned bottleneck's width divisor at every cut, 0 = none
+                                    (copied into cfg.bneck, with cfg.bneck_k the stages) */
     model_config_t cfg;          /* the resolved model */
     /* data and training */
     char data[OPT_PATH];         /* data spec */
