@@ -415,8 +415,51 @@ static void test_opts_stages_max(void)
     CHECK(s_parse(&o, OPTS_NODE, "--stage 127", ec, sizeof ec) == 0 && o.stage == 127);
 }
 
+/* --bottleneck: carried to joiners (the model, so the run id), and refused
+ * alike on both sides where S does not divide the width or there is no cut. */
+static void test_opts_bottleneck(void)
+{
+    opts_t c, j;
+    char err[512] = "", ec[512] = "", ej[512] = "";
+    CHECK(s_parse(&c, OPTS_NODE, "--model gpt-tiny --dim 64 --heads 2 --stages 3 --bottleneck 4", err, sizeof err) == 0);
+    CHECKF(opts_resolve(&c, err, sizeof err) == 0, "%s", err);
+    CHECK(c.cfg.bneck == 4 && c.cfg.bneck_k == 3);
+    s_joiner(&j);
+    uint8_t buf[8192];
+    size_t len = s_encode(&c, buf, sizeof buf);
+    rbuf_t r;
+    rbuf_init(&r, buf, len);
+    CHECKF(proto_get_runcfg(&r, &j, err, sizeof err) == 0, "%s", err);
+    CHECK(j.bottleneck == 4 && memcmp(&j.cfg, &c.cfg, sizeof c.cfg) == 0 && opts_run_id(&j) == opts_run_id(&c));
+    opts_t d = c;
+    d.bottleneck = d.cfg.bneck = 8;
+    CHECK(opts_run_id(&d) != opts_run_id(&c));
+    const char *bad[2][2] = { { "--stages 3 --bottleneck 3", "--bottleneck 3: must divide the width 64 (--dim)" },
+                              { "--stages 1 --bottleneck 4", "--bottleneck 4: --stages 1 has no cut to narrow (give --stages 2 or more)" } };
+    for (int i = 0; i < 2; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "--model gpt-tiny --dim 64 --heads 2 %s", bad[i][0]);
+        int rc = s_parse(&c, OPTS_NODE, line, ec, sizeof ec);
+        if (rc == 0) rc = opts_resolve(&c, ec, sizeof ec);
+        CHECKF(rc == -1 && strcmp(ec, bad[i][1]) == 0, "creator %s: %s", bad[i][0], ec);
+        /* a config past the check, as a joiner would receive it */
+        CHECK(s_parse(&c, OPTS_NODE, "--model gpt-tiny --dim 64 --heads 2 --stages 3 --bottleneck 4", ec, sizeof ec) == 0);
+        CHECK(opts_resolve(&c, ec, sizeof ec) == 0);
+        c.bottleneck = i ? 4 : 3;
+        c.stages = i ? 1 : 3;
+        s_joiner(&j);
+        len = s_encode(&c, buf, sizeof buf);
+        rbuf_init(&r, buf, len);
+        char want[600];
+        snprintf(want, sizeof want, "run config: %s", bad[i][1]);
+        CHECK(proto_get_runcfg(&r, &j, ej, sizeof ej) == -1);
+        CHECKF(strcmp(ej, want) == 0, "joiner %s: %s", bad[i][0], ej);
+    }
+}
+
 int main(void)
 {
+    RUN(test_opts_bottleneck);
     RUN(test_opts_run_roundtrip);
     RUN(test_opts_run_truncated);
     RUN(test_opts_run_out_of_range);

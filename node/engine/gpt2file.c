@@ -44,6 +44,16 @@ static void s_desc(const model_config_t *c, int u, int i, s_desc_t *d)
         d->rows = i == 0 ? V : (uint64_t)c->maxT;
         d->cols = C;
         d->lc = i == 0 ? LC_WTE : LC_WPE;
+    } else if (u >= MODEL_CUT_UNIT) {   /* a bottleneck's cut: nn.Linear's (out, in) matrices */
+        static const char *const n[2][6] = {
+            { "ln_1.weight", "ln_1.bias", "down.weight", "down.bias", "ln_2.weight", "ln_2.bias" },
+            { "up.weight", "up.bias" } };
+        int up = (u - MODEL_CUT_UNIT) % 2;
+        uint64_t w = (uint64_t)model_cut_width(c);
+        snprintf(d->name, sizeof d->name, "cut.%d.%s", (u - MODEL_CUT_UNIT) / 2, n[up][i]);
+        d->rows = up ? (i == 0 ? C : 0) : (i == 2 ? w : 0);
+        d->cols = up ? (i == 0 ? w : C) : (i < 3 ? C : w);
+        d->lc = -1;
     } else if (u == c->L + 1) {
         static const char *const n[3] = { "ln_f.weight", "ln_f.bias", "lm_head.weight" };
         snprintf(d->name, sizeof d->name, "%s", n[i]);
@@ -189,6 +199,28 @@ static int s_st_layers(const st_file_t *f)
     }
 }
 
+/* A bottleneck a safetensors' __metadata__ says (bottleneck S,
+ * bottleneck_stages K, bottleneck_split RULE) into cfg; 0 or -1 with a
+ * reason (the tensors are checked as the others, by name and shape). */
+static int s_st_bneck(const s_src_t *src, model_config_t *cfg, char *err, size_t errlen)
+{
+    const char *b = st_meta(&src->st, "bottleneck"), *k = st_meta(&src->st, "bottleneck_stages");
+    const char *r = st_meta(&src->st, "bottleneck_split");
+    if (!b) return 0;
+    cfg->bneck = atoi(b);
+    cfg->bneck_k = k ? atoi(k) : 0;
+    int rule = -1;
+    for (int i = 0; i < 4 && r; i++)
+        if (i != 2 && !strcmp(r, split_name((model_split_t)i))) rule = i;
+    if (rule < 0 || cfg->bneck < 1 || cfg->bneck_k < 2) {
+        snprintf(err, errlen, "%s: __metadata__ bottleneck %s at the cuts of %s stages split %s: not a bottleneck this "
+                 "brigade reads", src->name, b, k ? k : "(none)", r ? r : "(none)");
+        return -1;
+    }
+    cfg->split = (model_split_t)rule;
+    return 0;
+}
+
 /* The model a safetensors holds into cfg; 0 or -1 with a reason. */
 static int s_st_shape(const s_src_t *src, int heads, model_config_t *cfg, char *err, size_t errlen)
 {
@@ -215,7 +247,7 @@ static int s_st_shape(const s_src_t *src, int heads, model_config_t *cfg, char *
     cfg->maxT = wpe->shape[0] > 4096 ? -1 : (int)wpe->shape[0];
     cfg->L = s_st_layers(&src->st);
     cfg->NH = fnh ? fnh : heads;
-    return 0;
+    return s_st_bneck(src, cfg, err, errlen);
 }
 
 /* Checks a fixed model against what the file says of it; 0 or -1. */
@@ -245,6 +277,14 @@ static int s_check_fixed(const s_src_t *src, int heads, const model_config_t *cf
     }
     if (L != cfg->L) {
         snprintf(err, errlen, "%s: holds %d blocks (h.0 ..), the model %d (--layers)", src->name, L, cfg->L);
+        return -1;
+    }
+    model_config_t f = *cfg;
+    f.bneck = f.bneck_k = 0;
+    if (s_st_bneck(src, &f, err, errlen) < 0) return -1;
+    if (f.bneck != cfg->bneck || (f.bneck && (f.bneck_k != cfg->bneck_k || f.split != cfg->split))) {
+        snprintf(err, errlen, "%s: a bottleneck of %d at the cuts of %d stages (%s split), the model has %d at %d (--bottleneck, "
+                 "--stages, --split)", src->name, f.bneck, f.bneck_k, split_name(f.split), cfg->bneck, cfg->bneck_k);
         return -1;
     }
     return 0;
@@ -476,13 +516,20 @@ static int s_save_st(const char *path, const stage_t *s, const float *params, ui
                 memcpy(o, p, sizeof(float) * m);
             o += m;
         }
-        char v[5][16], runhex[24];
-        int sz[5] = { c->V, c->maxT, c->C, c->L, c->NH };
-        for (int k = 0; k < 5; k++) snprintf(v[k], sizeof v[k], "%d", sz[k]);
+        char v[7][16], runhex[24];
+        int sz[7] = { c->V, c->maxT, c->C, c->L, c->NH, c->bneck, c->bneck_k };
+        for (int k = 0; k < 7; k++) snprintf(v[k], sizeof v[k], "%d", sz[k]);
         snprintf(runhex, sizeof runhex, "%016llx", (unsigned long long)run);
-        const char *meta[14] = { "format", "pt", "n_vocab", v[0], "n_ctx", v[1], "n_embd", v[2], "n_layer", v[3],
-                                 "n_head", v[4], "brigade_run", runhex };
-        hdr = st_header_write(n, names, ndims, (const uint64_t (*)[ST_DIMS_MAX])shapes, run ? 7 : 6, meta, &hlen);
+        const char *meta[20] = { "format", "pt", "n_vocab", v[0], "n_ctx", v[1], "n_embd", v[2], "n_layer", v[3],
+                                 "n_head", v[4] };
+        int nmeta = 6;
+        if (c->bneck > 0) {   /* the cuts' tensors are cut.J.*: the file says where they sit */
+            const char *b[6] = { "bottleneck", v[5], "bottleneck_stages", v[6], "bottleneck_split", split_name(c->split) };
+            for (int k = 0; k < 6; k++) meta[2 * nmeta + k] = b[k];
+            nmeta += 3;
+        }
+        if (run) { meta[2 * nmeta] = "brigade_run"; meta[2 * nmeta + 1] = runhex; nmeta++; }
+        hdr = st_header_write(n, names, ndims, (const uint64_t (*)[ST_DIMS_MAX])shapes, nmeta, meta, &hlen);
     }
     if (hdr) {
         const void *parts[2] = { hdr, data };
@@ -498,6 +545,11 @@ static int s_save_st(const char *path, const stage_t *s, const float *params, ui
 static int s_save_llmc(const char *path, const stage_t *s, const float *params, char *err, size_t errlen)
 {
     const model_config_t *c = &s->cfg;
+    if (c->bneck > 0) {
+        snprintf(err, errlen, "%s: llm.c's format has no bottleneck (this model narrows its cuts: --bottleneck %d): use "
+                 "--format safetensors", path, c->bneck);
+        return -1;
+    }
     if (!gpt2file_tied(c, params)) {
         snprintf(err, errlen, "%s: llm.c's format ties the head to the embedding, and this model's differ (trained "
                  "untied): use --format safetensors", path);

@@ -20,7 +20,9 @@ _Static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
 #define CFG_LEN (7 * 4 + 24)
 #define MODEL_HDR_LEN1 (8 + 4 + CFG_LEN + 8 + 8)   /* format version 1: no run id */
 #define MODEL_HDR_LEN (MODEL_HDR_LEN1 + 8)
+#define MODEL_HDR_LEN3 (MODEL_HDR_LEN + 12)   /* format version 3: a bottleneck's S, its cuts' stages, the split */
 #define CKPT_HDR_LEN (8 + 4 + CFG_LEN + 8 + 4 + 4 + 4 + 8 + 8 + 8 + 8)
+#define CKPT_HDR_LEN3 (CKPT_HDR_LEN + 8)      /* version 3: a bottleneck's S and its cuts' stages */
 #define EXTRA_HDR_LEN (8 + 4 + 8 + 8 + 8 + 8)
 
 size_t model_num_params(const model_config_t *cfg)
@@ -265,15 +267,32 @@ static float *s_read_body(FILE *fp, const char *path, const uint8_t *h, size_t h
 int modelfile_save(const char *path, const model_config_t *cfg, int64_t updates, uint64_t run,
                    const float *params, size_t n, char *err, size_t errlen)
 {
-    uint8_t h[MODEL_HDR_LEN], *p = h;
+    uint8_t h[MODEL_HDR_LEN3], *p = h;
+    int bneck = cfg->bneck > 0;   /* only a model with a bottleneck needs version 3 */
     memcpy(p, "BRGDMODL", 8); p += 8;
-    p = s_put32(p, MODELFILE_VERSION);
+    p = s_put32(p, bneck ? MODELFILE_VERSION_BNECK : MODELFILE_VERSION);
     p = s_put_cfg(p, cfg);
     p = s_put64(p, (uint64_t)updates);
     p = s_put64(p, n);
-    s_put64(p, run);
+    p = s_put64(p, run);
+    if (bneck) {
+        p = s_put32(p, (uint32_t)cfg->bneck);
+        p = s_put32(p, (uint32_t)cfg->bneck_k);
+        s_put32(p, (uint32_t)cfg->split);
+    }
     const float *arr[1] = { params };
-    return s_write(path, h, sizeof h, arr, 1, n, err, errlen);
+    return s_write(path, h, bneck ? MODEL_HDR_LEN3 : MODEL_HDR_LEN, arr, 1, n, err, errlen);
+}
+
+/* A bottleneck's fields after a version 3 header (model file or
+ * checkpoint): checked with the rest of the config; 0 or -1. */
+static int s_get_bneck(const uint8_t **p, model_config_t *cfg, int with_split)
+{
+    cfg->bneck = (int)s_get32(p);
+    cfg->bneck_k = (int)s_get32(p);
+    if (with_split) cfg->split = (model_split_t)s_get32(p);
+    char why[200];
+    return cfg->bneck > 0 && model_check(cfg, why, sizeof why) == 0 ? 0 : -1;
 }
 
 /* Opens path and reads a header of hlen bytes with the given magic and a
@@ -316,11 +335,12 @@ static FILE *s_open(const char *path, const char *magic, uint32_t version, uint8
 float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, uint64_t *run, size_t *n,
                       char *err, size_t errlen)
 {
-    uint8_t h[MODEL_HDR_LEN];
+    uint8_t h[MODEL_HDR_LEN3];
     uint32_t v = 0;
-    FILE *fp = s_open_versions(path, "BRGDMODL", 1, MODELFILE_VERSION, &v, h, MODEL_HDR_LEN1, "model file", err, errlen);
+    FILE *fp = s_open_versions(path, "BRGDMODL", 1, MODELFILE_VERSION_BNECK, &v, h, MODEL_HDR_LEN1, "model file", err,
+                               errlen);
     if (!fp) return NULL;
-    size_t hlen = v == 1 ? MODEL_HDR_LEN1 : MODEL_HDR_LEN;
+    size_t hlen = v == 1 ? MODEL_HDR_LEN1 : v == 2 ? MODEL_HDR_LEN : MODEL_HDR_LEN3;
     if (hlen > MODEL_HDR_LEN1 && fread(h + MODEL_HDR_LEN1, 1, hlen - MODEL_HDR_LEN1, fp) != hlen - MODEL_HDR_LEN1) {
         snprintf(err, errlen, "%s: truncated header", path);
         fclose(fp);
@@ -335,8 +355,11 @@ float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, u
         uint64_t count = s_get64(&p);
         uint64_t id = v == 1 ? 0 : s_get64(&p);
         if (run) *run = id;
-        size_t want = model_num_params(cfg);
-        if (*updates < 0)   /* a version below 0 would index solo's weight rings before their start */
+        int bad = v == MODELFILE_VERSION_BNECK && s_get_bneck(&p, cfg, 1) < 0;
+        size_t want = bad ? 0 : model_num_params(cfg);
+        if (bad)
+            snprintf(err, errlen, "%s: invalid bottleneck (S %d at the cuts of %d stages)", path, cfg->bneck, cfg->bneck_k);
+        else if (*updates < 0)   /* a version below 0 would index solo's weight rings before their start */
             snprintf(err, errlen, "%s: invalid update count %lld", path, (long long)*updates);
         else if (count != want)
             snprintf(err, errlen, "%s: %llu parameters, the config needs %zu", path, (unsigned long long)count, want);
@@ -350,9 +373,10 @@ float *modelfile_load(const char *path, model_config_t *cfg, int64_t *updates, u
 int checkpoint_save(const char *path, const checkpoint_info_t *info, const float *params,
                     const float *m, const float *v, size_t n, char *err, size_t errlen)
 {
-    uint8_t h[CKPT_HDR_LEN], *p = h;
+    uint8_t h[CKPT_HDR_LEN3], *p = h;
+    int bneck = info->cfg.bneck > 0;   /* only a model with a bottleneck needs version 3 */
     memcpy(p, "BRGDCKPT", 8); p += 8;
-    p = s_put32(p, CHECKPOINT_VERSION);
+    p = s_put32(p, bneck ? CHECKPOINT_VERSION_BNECK : CHECKPOINT_VERSION);
     p = s_put_cfg(p, &info->cfg);
     p = s_put64(p, info->run);
     p = s_put32(p, (uint32_t)info->stage);
@@ -361,16 +385,28 @@ int checkpoint_save(const char *path, const checkpoint_info_t *info, const float
     p = s_put64(p, (uint64_t)info->version);
     p = s_put64(p, info->cursor);
     p = s_put64(p, info->completed);
-    s_put64(p, n);
+    p = s_put64(p, n);
+    if (bneck) {
+        p = s_put32(p, (uint32_t)info->cfg.bneck);
+        s_put32(p, (uint32_t)info->cfg.bneck_k);
+    }
     const float *arr[3] = { params, m, v };
-    return s_write(path, h, sizeof h, arr, 3, n, err, errlen);
+    return s_write(path, h, bneck ? CKPT_HDR_LEN3 : CKPT_HDR_LEN, arr, 3, n, err, errlen);
 }
 
 float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, char *err, size_t errlen)
 {
-    uint8_t h[CKPT_HDR_LEN];
-    FILE *fp = s_open(path, "BRGDCKPT", CHECKPOINT_VERSION, h, sizeof h, "checkpoint", err, errlen);
+    uint8_t h[CKPT_HDR_LEN3];
+    uint32_t ver = 0;
+    FILE *fp = s_open_versions(path, "BRGDCKPT", CHECKPOINT_VERSION, CHECKPOINT_VERSION_BNECK, &ver, h, CKPT_HDR_LEN,
+                               "checkpoint", err, errlen);
     if (!fp) return NULL;
+    size_t hlen = ver == CHECKPOINT_VERSION_BNECK ? CKPT_HDR_LEN3 : CKPT_HDR_LEN;
+    if (hlen > CKPT_HDR_LEN && fread(h + CKPT_HDR_LEN, 1, hlen - CKPT_HDR_LEN, fp) != hlen - CKPT_HDR_LEN) {
+        snprintf(err, errlen, "%s: truncated header", path);
+        fclose(fp);
+        return NULL;
+    }
     const uint8_t *p = h + 12;
     float *x = NULL;
     memset(info, 0, sizeof *info);
@@ -389,7 +425,9 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
     uint64_t count = s_get64(&p);
     stage_t s;
     char why[200];
-    if (stage_init(&s, &info->cfg, info->stage, info->nstages, why, sizeof why) < 0) {
+    if (ver == CHECKPOINT_VERSION_BNECK && s_get_bneck(&p, &info->cfg, 0) < 0) {
+        snprintf(err, errlen, "%s: invalid bottleneck", path);
+    } else if (stage_init(&s, &info->cfg, info->stage, info->nstages, why, sizeof why) < 0) {
         snprintf(err, errlen, "%s: invalid stage split", path);
     } else if (info->version < 0 || info->version > CKPT_VERSION_MAX || info->completed > CKPT_COMPLETED_MAX) {
         /* (the CRC checks what was written, not that a writer was honest: a rewritten one restarted a 3-step
@@ -398,7 +436,7 @@ float *checkpoint_load(const char *path, checkpoint_info_t *info, size_t *n, cha
                  (unsigned long long)info->completed);
     } else if (count != s.nparams) {
         snprintf(err, errlen, "%s: %llu parameters, stage %d needs %zu", path, (unsigned long long)count, info->stage, s.nparams);
-    } else if ((x = s_read_body(fp, path, h, sizeof h, 3 * s.nparams, err, errlen))) {
+    } else if ((x = s_read_body(fp, path, h, hlen, 3 * s.nparams, err, errlen))) {
         *n = s.nparams;
     }
     fclose(fp);

@@ -6,14 +6,18 @@
  *   C, L, NH, D as i32, name as 24 bytes), u64 updates done, u64 parameter
  *   count, u64 run id (from version 2; 0: not known), the parameters as f32
  *   in unit order (the 1-stage layout of model.h), u32 CRC-32 of everything
- *   before it.  Version 1 files (no run id) are read too.
+ *   before it.  Version 1 files (no run id) are read too.  A model with a
+ *   bottleneck (model.h) is written as version 3: after the run id u32 S,
+ *   u32 the stages of its cuts, u32 the split rule (where they sit); the
+ *   others are written as version 2.
  * A stage checkpoint (`node --checkpoint DIR`, file DIR/stage.ckpt) holds
  * one stage's training state:
  *   magic "BRGDCKPT", u32 format version, the model config as above, u64 run
  *   id, u32 stage, u32 stages, u32 split rule (model.h's model_split_t),
  *   u64 weight version, u64 data cursor, u64
- *   microbatches completed, u64 parameter count n, then params, m and v (3n
- *   f32), u32 CRC-32.
+ *   microbatches completed, u64 parameter count n, (version 3, a model
+ *   with a bottleneck: u32 S, u32 the stages of its cuts,) then params, m
+ *   and v (3n f32), u32 CRC-32.
  * solo's extra state beside its checkpoint (file DIR/stage.ckpt.solo), what
  * a restart needs besides the stages' state to go on as an uninterrupted
  * run would: magic "BRGDSXTR", u32 format version, u64 run id, u64 the
@@ -30,7 +34,9 @@
 #include "node/engine/model.h"
 
 #define MODELFILE_VERSION 2      /* 2: the run id after the parameter count */
+#define MODELFILE_VERSION_BNECK 3  /* a model with a bottleneck: 3, its fields after the run id */
 #define CHECKPOINT_VERSION 2   /* 2: the split rule after the stage count */
+#define CHECKPOINT_VERSION_BNECK 3   /* a model with a bottleneck: 3, its fields after the parameter count */
 #define CKPT_EXTRA_VERSION 1
 
 /* Writes cfg, the run id and params (n floats, the whole model) to path

@@ -396,6 +396,10 @@ int opts_check_run(const opts_t *o, char *err, size_t errlen)
         snprintf(err, errlen, "--model: unknown model kind %d", (int)c->kind);
         return -1;
     }
+    if (o->bottleneck > 0 && o->stages == 1) {
+        snprintf(err, errlen, "--bottleneck %d: --stages 1 has no cut to narrow (give --stages 2 or more)", o->bottleneck);
+        return -1;
+    }
     if (model_check(c, err, errlen) < 0) return -1;
     if (s_check_bounds(o, 1, err, errlen) < 0) return -1;
     stage_t probe;
@@ -471,10 +475,6 @@ static int s_default_micro(const opts_t *o)
 static int s_resolve_run(opts_t *o, char *err, size_t errlen)
 {
     o->cfg.split = o->split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)o->split;   /* auto: even until chosen */
-    if (o->bottleneck > 0 && o->stages == 1) {
-        snprintf(err, errlen, "--bottleneck %d: --stages 1 has no cut to narrow (give --stages 2 or more)", o->bottleneck);
-        return -1;
-    }
     o->cfg.bneck = o->bottleneck;
     o->cfg.bneck_k = o->bottleneck > 0 ? o->stages : 0;
     if (o->batch == 0 && !opts_given(o, "batch")) o->batch = o->cfg.kind == MODEL_GPT ? 8 : 64;
