@@ -69,12 +69,34 @@ def llmc_read(path):
     assert at == x.numel()
     return sd, NH
 
-def loss(sd, x, y, heads):
+def st_metadata(path):
+    raw = open(path, "rb").read()
+    return json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]]).get("__metadata__", {})
+
+def cut_blocks(meta, L):
+    """The blocks a bottleneck's cuts follow (brigade's even split of L blocks over bottleneck_stages)."""
+    if "bottleneck" not in meta: return []
+    K = int(meta["bottleneck_stages"]); assert meta["bottleneck_split"] == "even"
+    ends, at = [], 0
+    for k in range(K - 1):
+        at += L // K + (1 if k < L % K else 0); ends.append(at - 1)
+    return ends
+
+def cut(sd, j, h):
+    """SWARM's bottleneck: LayerNorm, Linear down, LayerNorm, then Linear up (nn.Linear's (out, in) weights)."""
+    p = lambda n: sd[f"cut.{j}.{n}"]
+    C, w = p("down.weight").shape[1], p("down.weight").shape[0]
+    z = F.layer_norm(h, (C,), p("ln_1.weight"), p("ln_1.bias"), eps=1e-5)
+    z = F.layer_norm(F.linear(z, p("down.weight"), p("down.bias")), (w,), p("ln_2.weight"), p("ln_2.bias"), eps=1e-5)
+    return F.linear(z, p("up.weight"), p("up.bias"))
+
+def loss(sd, x, y, heads, cuts=()):
     C = sd["wte.weight"].shape[1]; B, T = x.shape; hs = C // heads
     h = sd["wte.weight"][x] + sd["wpe.weight"][torch.arange(T)]
     causal = torch.ones(T, T).tril().bool()
     l = 0
     while f"h.{l}.ln_1.weight" in sd:
+        if l - 1 in cuts: h = cut(sd, cuts.index(l - 1), h)
         p = lambda n: sd[f"h.{l}.{n}"]
         a = F.layer_norm(h, (C,), p("ln_1.weight"), p("ln_1.bias"), eps=1e-5)
         q, k, v = torch.addmm(p("attn.c_attn.bias"), a.reshape(B * T, C), p("attn.c_attn.weight")).reshape(B, T, 3, heads, hs).unbind(2)
@@ -90,11 +112,11 @@ def loss(sd, x, y, heads):
     logits = h @ sd.get("lm_head.weight", sd["wte.weight"]).T
     return F.cross_entropy(logits.reshape(B * T, -1), y.reshape(-1), reduction="sum").item() / (B * T)
 
-def held_out_loss(sd, toks, T, heads):
+def held_out_loss(sd, toks, T, heads, cuts=()):
     k, tot = 0, 0.0
     while (k + 1) * T < len(toks):
         w = torch.tensor(toks[k * T:k * T + T + 1])
-        tot += loss(sd, w[None, :-1], w[None, 1:], heads); k += 1
+        tot += loss(sd, w[None, :-1], w[None, 1:], heads, cuts); k += 1
     return tot / k
 
 def shard(path, toks, wide=False, magic=None, version=None, count=None):
@@ -159,7 +181,10 @@ if __name__ == "__main__":
         st_write(d + "/init.safetensors", random_gpt2(512, 64, 64, 2, seed=3))
         st_write(d + "/init256.safetensors", random_gpt2(256, 64, 64, 2, seed=4))
     elif cmd == "loss-st":
-        print("%.8f" % held_out_loss(st_read(sys.argv[2]), shard_tokens(sys.argv[3]), 64, int(sys.argv[4])))
+        sd = st_read(sys.argv[2])
+        L = sum(1 for k in sd if k.endswith(".ln_1.weight") and k.startswith("h."))
+        cuts = cut_blocks(st_metadata(sys.argv[2]), L)
+        print("%.8f" % held_out_loss(sd, shard_tokens(sys.argv[3]), 64, int(sys.argv[4]), cuts))
     elif cmd == "loss-llmc":
         sd, NH = llmc_read(sys.argv[2])
         print("%.8f" % held_out_loss(sd, shard_tokens(sys.argv[3]), sd["wpe.weight"].shape[0], NH))
@@ -220,6 +245,23 @@ m = json.loads(raw[8:8 + n])['__metadata__']; print(m['n_vocab'], m['n_ctx'], m[
 else
     bad "train from --init, export" "$(tail -n 1 "$T/solo.out") $(tail -n 1 "$T/exp.out")"
 fi
+
+# a learned bottleneck at the cuts (--bottleneck): torch, given SWARM's layers and the exported cut.J.*
+# tensors, agrees with brigade; the file reads back (eval) the same; llm.c's format refuses it in one line
+if $B solo --vocab 512 --ctx 64 --dim 64 --layers 3 --heads 4 --data "tokens:$T/shards" --stages 3 --bottleneck 4 \
+      --steps 20 --lr 3e-3 --batch 4 --codec int8 --grad-codec int8 --save "$T/bn.bin" >"$T/bn.out" 2>&1 \
+   && $B export "$T/bn.bin" --format safetensors --out "$T/bn.safetensors" >"$T/bnexp.out" 2>&1; then
+    b4=$(ev "$T/bn.bin" "tokens:$T/shards"); b5=$(ev "$T/bn.safetensors" "tokens:$T/shards")
+    t4=$($PY "$T/ref.py" loss-st "$T/bn.safetensors" "$VAL" 4)
+    names=$($PY -c "
+import json, struct; raw = open('$T/bn.safetensors', 'rb').read(); h = json.loads(raw[8:8 + struct.unpack('<Q', raw[:8])[0]])
+m = h['__metadata__']; print(m['bottleneck'], m['bottleneck_stages'], m['bottleneck_split'], h['cut.1.down.weight']['shape'], h['cut.1.up.weight']['shape'])")
+    $B export "$T/bn.bin" --format llmc --out "$T/bn.llmc" >"$T/bnl.out" 2>&1; rc=$?
+    if [ -n "$b4" ] && close "$b4" "$t4" && [ "$b4" = "$b5" ] && [ "$names" = "4 3 even [16, 64] [64, 16]" ] \
+       && [ $rc = 2 ] && [ "$(wc -l <"$T/bnl.out")" = 1 ] && grep -q bottleneck "$T/bnl.out" && [ ! -e "$T/bn.llmc" ]; then
+        ok "bottleneck export: brigade $b4, torch $t4, read back $b5; $names; llmc refused"
+    else bad "bottleneck export" "brigade '$b4', torch '$t4', read back '$b5', '$names', llmc exit $rc: $(cat "$T/bnl.out")"; fi
+else bad "bottleneck export" "$(tail -n 1 "$T/bn.out") $(tail -n 1 "$T/bnexp.out")"; fi
 
 # llm.c's format: a tied checkpoint out and back; torch reads it with the same loss
 if $B export "$T/init.safetensors" --heads 4 --format llmc --out "$T/a.llmc" >/dev/null 2>"$T/l.err" \
