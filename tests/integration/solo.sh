@@ -211,6 +211,9 @@ expect2 "solo --delay with a negative value" solo --stages 2 --delay 1,-1 --step
 expect2 "solo --delay with a fraction" solo --stages 2 --delay 1.5,0 --steps 1
 expect2 "solo --delay of two stages without --stages" solo --delay 2,1 --steps 1
 expect2 "solo --staleness unknown" solo --staleness magic
+expect2 "solo --bottleneck not dividing the width" -m "--bottleneck 3: must divide the width 128" solo --stages 2 --bottleneck 3 --steps 1
+expect2 "solo --bottleneck with one stage" -m "--bottleneck 4: --stages 1 has no cut" solo --bottleneck 4 --steps 1
+expect2 "solo --bottleneck of an mlp" -m "not a gpt" solo --model mlp-fmnist --stages 2 --bottleneck 4 --steps 1
 expect2 "no command" -m "no command given"
 expect2 "version with an option" -m "version takes no options" version --bogus
 expect2 "keygen --out without a value" -m "--out needs a value" keygen --out

@@ -31,6 +31,19 @@ hx vocab512-3-stages-vs-solo --stages 3 \
     --creator-args "--vocab 512 --layers 3 --dim 32 --heads 2 --ctx 16 --data tokens:$T/tok --steps 12 --seed 5 --codec fp32 --grad-codec fp32 --max-inflight 1" \
     --expect-exit 0 --expect-parity 12
 
+# A learned bottleneck at the cuts (--bottleneck, in the run config): the joiners build the same model, and
+# the narrow tensors through int8 each way give solo's losses.  Each node's checkpoint of its stage (the cut
+# tensors in it) joins into one model file that brigade eval reads.
+hx bottleneck-3-stages-vs-solo --stages 3 \
+    --creator-args "$TINY --steps 12 --seed 5 --codec int8 --grad-codec int8 --max-inflight 1 --bottleneck 4" \
+    --node 0 "--checkpoint {dir}/ck --save-every 6" --node 1 "--checkpoint {dir}/ck --save-every 6" \
+    --node 2 "--checkpoint {dir}/ck --save-every 6" --expect-exit 0 --expect-parity 12
+if $BRIGADE assemble "$T/bottleneck-3-stages-vs-solo/n0/ck" "$T/bottleneck-3-stages-vs-solo/n1/ck" \
+        "$T/bottleneck-3-stages-vs-solo/n2/ck" --out "$T/bn.bin" >"$T/bn.out" 2>&1 \
+   && $BRIGADE eval --model-file "$T/bn.bin" --data synthetic >"$T/bn.eval" 2>&1 && grep -q "^val_loss" "$T/bn.eval"; then
+    echo "ok - bottleneck: assemble joins the stages, eval reads the model ($(tail -n 1 "$T/bn.eval"))"
+else echo "FAIL - bottleneck assemble/eval: $(tail -n 1 "$T/bn.out") $(tail -n 1 "$T/bn.eval" 2>/dev/null)"; fi
+
 hx int8-4-stages-learns --stages 4 \
     --creator-args "$TINY --steps 200 --seed 1 --codec int8 --grad-codec int8" \
     --expect-exit 0 --expect-loss-ratio 0.5 --expect-wire-ratio 3.9 --expect-lost 0 --expect-tokens-grow --expect-cpu-split
