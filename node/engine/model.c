@@ -357,9 +357,13 @@ void stage_init_params(const stage_t *s, float *params, uint64_t seed)
         rng_t r;
         rng_seed(&r, seed, (uint64_t)t->unit * 64 + (uint64_t)i);
         float std = 0.0f, fill = 0.0f;
-        if (t->unit >= MODEL_CUT_UNIT) {   /* layernorms 1 and 0, projections as a block's */
+        if (t->unit >= MODEL_CUT_UNIT) {
+            /* layernorms 1 and 0; projections of unit gain (std 1/sqrt(fan-in)): the down projection's
+             * output as wide as LN2's input wants it, the up projection's about as large as a
+             * residual stream.  On gpt-tiny (4 stages, S 4, 300 updates) GPT-2's 0.02 for both
+             * ended 6.9% above fp32, this 1.8%; a smaller up projection did worse still. */
             int up = (t->unit - MODEL_CUT_UNIT) % 2;
-            if (up ? i == CUT_UPW : i == CUT_DOWNW) std = 0.02f;
+            if (up ? i == CUT_UPW : i == CUT_DOWNW) std = 1.0f / sqrtf((float)(up ? model_cut_width(c) : c->C));
             if (!up && (i == CUT_LN1W || i == CUT_LN2W)) fill = 1.0f;
         } else if (c->kind == MODEL_MLP) {
             size_t in = t->unit == 0 ? (size_t)c->D : (size_t)c->C;
