@@ -215,6 +215,7 @@ static void test_opts_run_out_of_range(void)
     c = base; c.staleness = 0;              CHECK(s_decode_of(&c) == 0);
     c = base; c.optim.kind = 2;             CHECK(s_decode_of(&c) == -1);
     c = base; c.bottleneck = 2;             CHECK(s_decode_of(&c) == 0);
+    c = base; c.bottleneck = 2; c.init_size = 7; CHECK(s_decode_of(&c) == 0);   /* both tails */
     c = base; c.bottleneck = 3;             CHECK(s_decode_of(&c) == -1);   /* not dividing the width 64 */
     c = base; c.bottleneck = -1;            CHECK(s_decode_of(&c) == -1);
     c = base; c.bottleneck = 1 << 30;       CHECK(s_decode_of(&c) == -1);
@@ -223,9 +224,9 @@ static void test_opts_run_out_of_range(void)
     /* a flag byte that is neither 0 nor 1 */
     uint8_t buf[8192];
     size_t len = s_encode(&base, buf, sizeof buf);
-    CHECK(len > 43);
-    buf[len - 43] = 2;   /* closed: before the owner key, the staleness flags, the delay budget, the optimizer, the split,
-                            whether the budget was given, --recompute, --bottleneck */
+    CHECK(len > 39);
+    buf[len - 39] = 2;   /* closed: before the owner key, the staleness flags, the delay budget, the optimizer, the split,
+                            whether the budget was given, --recompute */
     rbuf_t r;
     rbuf_init(&r, buf, len);
     opts_t j;
@@ -233,7 +234,7 @@ static void test_opts_run_out_of_range(void)
     char err[256];
     CHECK(proto_get_runcfg(&r, &j, err, sizeof err) == -1);
     len = s_encode(&base, buf, sizeof buf);
-    buf[len - 6] = 2;    /* whether the budget was given */
+    buf[len - 2] = 2;    /* whether the budget was given */
     rbuf_init(&r, buf, len);
     CHECK(proto_get_runcfg(&r, &j, err, sizeof err) == -1);
 }

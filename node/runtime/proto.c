@@ -68,7 +68,7 @@ void proto_put_runcfg(wbuf_t *w, const opts_t *o)
     wbuf_put_u8(w, (uint8_t)o->split);
     wbuf_put_u8(w, (uint8_t)(o->max_delay_given ? 1 : 0));
     wbuf_put_u8(w, (uint8_t)o->recompute);
-    wbuf_put_u32(w, (uint32_t)o->bottleneck);
+    if (o->bottleneck > 0) wbuf_put_u32(w, (uint32_t)o->bottleneck);   /* only a model with a bottleneck carries it */
     if (o->init_size > 0) {   /* a trailer only a run started from a checkpoint carries */
         wbuf_put_u64(w, o->init_size);
         wbuf_put_raw(w, o->init_hash, 32);
@@ -115,10 +115,15 @@ int proto_get_runcfg(rbuf_t *r, opts_t *o, char *err, size_t errlen)
     n.split = rbuf_get_u8(r);
     n.max_delay_given = rbuf_get_u8(r);
     n.recompute = rbuf_get_u8(r);
-    n.bottleneck = (int)rbuf_get_u32(r);
+    c->split = n.split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)n.split;
+    /* the optional tails: 4 bytes of bottleneck (never 0), 40 of checkpoint, or both, in that order */
+    n.bottleneck = 0;
+    if (rbuf_remaining(r) == 4 || rbuf_remaining(r) == 44) {
+        n.bottleneck = (int)rbuf_get_u32(r);
+        if (n.bottleneck == 0) r->err = 1;   /* a zero is never written */
+    }
     c->bneck = n.bottleneck;
     c->bneck_k = n.bottleneck > 0 ? n.stages : 0;
-    c->split = n.split == SPLIT_AUTO ? SPLIT_EVEN : (model_split_t)n.split;
     n.ndelay = 0;
     n.init_size = 0;
     memset(n.init_hash, 0, sizeof n.init_hash);

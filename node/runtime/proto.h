@@ -128,7 +128,8 @@ int proto_get_welcome(proto_welcome_t *a, const uint8_t *buf, size_t len);
  *        .   32 owner_pub       raw
  *        .    5 staleness max_delay optim_kind split max_delay_given  5 x u8
  *        .    1 recompute       u8 (RECOMPUTE_*)
- *        .    4 bottleneck      u32: --bottleneck S (0: none; its cuts are those of `stages`)
+ *   then, only in a run of a model with a bottleneck (--bottleneck S, S > 0):
+ *        .    4 bottleneck      u32: S (its cuts are those of `stages`)
  *   then, only in a run started from a checkpoint (--init):
  *        .    8 init_size       u64 (> 0)
  *        .   32 init_hash       raw (BLAKE2b-256 of the file) */
