@@ -151,8 +151,12 @@ int codec_from_name(const char *name);
 /* The block size (encode_opts_t.block_size) for a tensor made of rows of
  * `row` values (one position's or one sample's vector) so that no block
  * spans two rows: pca takes the row itself, hq1..hq4 the largest power of
- * two up to FRAME_DEFAULT_TILE dividing it; 0 (the default) for the other
- * codecs and for rows no block fits (pca: outside 8..4096; hq: odd rows). */
+ * two up to FRAME_DEFAULT_TILE dividing it, int8 and int4 the largest power
+ * of two from FRAME_MIN_BLOCK up to FRAME_DEFAULT_BLOCK dividing it (0, the
+ * default, where FRAME_DEFAULT_BLOCK does: a block's scale would otherwise
+ * tell one position of the next, as a narrow bottleneck's rows of 32 did);
+ * 0 for the other codecs and for rows no block fits (pca: outside 8..4096;
+ * hq: odd rows). */
 int codec_block_for_rows(int codec, size_t row);
 
 /* Codec id -> its name; "?" for an unknown id. */

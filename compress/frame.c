@@ -58,6 +58,12 @@ int codec_block_for_rows(int codec, size_t row)
 {
     if (codec == CODEC_PCA)
         return row >= FRAME_MIN_BLOCK && row <= FRAME_MAX_BLOCK ? (int)row : 0;
+    if (codec == CODEC_INT8 || codec == CODEC_INT4) {
+        for (int bs = FRAME_DEFAULT_BLOCK; row % FRAME_DEFAULT_BLOCK != 0 && bs >= FRAME_MIN_BLOCK; bs /= 2)
+            if (row % (size_t)bs == 0)
+                return bs;
+        return 0;
+    }
     if (codec < CODEC_HQ1 || codec > CODEC_HQ4)
         return 0;
     for (int bs = FRAME_DEFAULT_TILE; bs >= ROTQ_MIN_TILE; bs /= 2)

@@ -1193,6 +1193,11 @@ static void test_block_for_rows(void)
     CHECK(codec_block_for_rows(CODEC_HQ2, 40) == 8);
     CHECK(codec_block_for_rows(CODEC_HQ2, 7) == 0);
     CHECK(codec_block_for_rows(CODEC_INT8, 128) == 0);
+    CHECK(codec_block_for_rows(CODEC_INT8, 32) == 32);   /* a bottleneck's narrow rows: one position per scale */
+    CHECK(codec_block_for_rows(CODEC_INT4, 16) == 16);
+    CHECK(codec_block_for_rows(CODEC_INT8, 96) == 32);
+    CHECK(codec_block_for_rows(CODEC_INT8, 768) == 0);
+    CHECK(codec_block_for_rows(CODEC_INT8, 7) == 0);
 }
 
 int main(void)
