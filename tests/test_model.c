@@ -161,12 +161,12 @@ static void s_check_split(const model_config_t *cfg, int K, int B);
 static void test_bottleneck(void)
 {
     model_config_t c = s_small_gpt();
+    /* the cuts' unit-gain projections make the loss curve more at a
+     * step of 1e-2 than the blocks' 0.02: a smaller step */
     c.bneck = 2; c.bneck_k = 3;
-    s_check_fd(&c, 3, 2, 1e-2f, 0.05);
-    s_check_fd(&c, 1, 2, 1e-2f, 0.05);   /* every cut inside the one stage */
-    /* a cut right after the embedding; a width of 4 after the down
-     * projection's small outputs makes LN2 steep: a smaller step */
-    c.split = SPLIT_LATE; c.bneck = 4; c.bneck_k = 2;
+    s_check_fd(&c, 3, 2, 2e-3f, 0.05);
+    s_check_fd(&c, 1, 2, 2e-3f, 0.05);   /* every cut inside the one stage */
+    c.split = SPLIT_LATE; c.bneck = 4; c.bneck_k = 2;   /* a cut right after the embedding */
     s_check_fd(&c, 2, 2, 2e-3f, 0.05);
     s_check_fd(&c, 1, 2, 2e-3f, 0.05);
     char err[200];

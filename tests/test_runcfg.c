@@ -217,7 +217,6 @@ static void test_opts_run_out_of_range(void)
     c = base; c.bottleneck = 2;             CHECK(s_decode_of(&c) == 0);
     c = base; c.bottleneck = 2; c.init_size = 7; CHECK(s_decode_of(&c) == 0);   /* both tails */
     c = base; c.bottleneck = 3;             CHECK(s_decode_of(&c) == -1);   /* not dividing the width 64 */
-    c = base; c.bottleneck = -1;            CHECK(s_decode_of(&c) == -1);
     c = base; c.bottleneck = 1 << 30;       CHECK(s_decode_of(&c) == -1);
     c = base; c.staleness |= STALE_DC; c.optim.kind = OPTIM_MUON; CHECK(s_decode_of(&c) == -1);   /* dc with muon */
     c.staleness = STALE_LR;                 CHECK(s_decode_of(&c) == 0);
