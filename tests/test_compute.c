@@ -235,9 +235,10 @@ static void test_bad_reissue_keeps_held(void)
 }
 
 /* A shared stage serves first the activations a data stage's update under
- * way waits for: one marked ACT_FLAG_AHEAD that came first goes on last,
- * and keeps its mark on the way. */
-static void test_ahead_served_last(void)
+ * way waits for: one marked ACT_FLAG_LAST that came last goes on first, one
+ * marked ACT_FLAG_AHEAD that came first goes on last, and each keeps its
+ * mark on the way. */
+static void test_marks_set_the_order(void)
 {
     opts_t o;
     s_hand_opts(&o, "3");
@@ -254,20 +255,57 @@ static void test_ahead_served_last(void)
     compute_on_mail(c, early);
     compute_on_mail(c, s_hand_tensor(WIRE_ACT, 502, 1, 1, 10, in_n, targets));
     compute_on_mail(c, s_hand_tensor(WIRE_ACT, 503, 1, 1, 10, in_n, targets));
-    for (int i = 0; i < 3; i++) compute_step(c, NULL);
+    mail_t *last = s_hand_tensor(WIRE_ACT, 504, 1, 1, 10, in_n, targets);
+    last->hdr.flags |= ACT_FLAG_LAST;
+    compute_on_mail(c, last);
+    for (int i = 0; i < 4; i++) compute_step(c, NULL);
     compute_flush(c);
-    uint64_t order[3] = {0};
-    uint32_t flags[3] = {0};
+    uint64_t order[4] = {0};
+    uint32_t flags[4] = {0};
     int n = 0;
-    for (int i = 0; i < h.nout && n < 3; i++)
+    for (int i = 0; i < h.nout && n < 4; i++)
         if (h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_ACT) {
             flags[n] = h.out[i]->hdr.flags;
             order[n++] = h.out[i]->hdr.mb;
         }
-    CHECKF(n == 3 && order[0] == 502 && order[1] == 503 && order[2] == 501,
-           "went on in the order %llu %llu %llu (want 502 503 501)", (unsigned long long)order[0],
-           (unsigned long long)order[1], (unsigned long long)order[2]);
-    CHECK((flags[2] & ACT_FLAG_AHEAD) && !(flags[0] & ACT_FLAG_AHEAD));
+    CHECKF(n == 4 && order[0] == 504 && order[1] == 502 && order[2] == 503 && order[3] == 501,
+           "went on in the order %llu %llu %llu %llu (want 504 502 503 501)", (unsigned long long)order[0],
+           (unsigned long long)order[1], (unsigned long long)order[2], (unsigned long long)order[3]);
+    CHECK((flags[3] & ACT_FLAG_AHEAD) && !(flags[1] & ACT_FLAG_AHEAD));
+    CHECK((flags[0] & ACT_FLAG_LAST) && !(flags[1] & ACT_FLAG_LAST) && !(flags[3] & ACT_FLAG_LAST));
+    s_hand_end(&h, &c, &mt);
+}
+
+/* The data stage marks the last `stages` microbatches of its update under
+ * way ACT_FLAG_LAST and none ahead of it (the ramp keeps the first updates
+ * to a flush): --micro 5 on 3 stages issues 5, the last 3 marked. */
+static void test_data_stage_marks_last(void)
+{
+    opts_t o;
+    char err[256];
+    char *argv[] = { "node", "--stages", "3", "--layers", "3", "--dim", "16", "--heads", "1", "--ctx", "8", "--batch", "1",
+                     "--micro", "5", "--split", "even" };
+    opts_defaults(&o, OPTS_NODE);
+    CHECKF(opts_parse(&o, OPTS_NODE, 17, argv, 1, err, sizeof err) == 0 && opts_resolve(&o, err, sizeof err) == 0, "%s", err);
+    peer_view_t *v = s_hand_view(2, (uint64_t[]){50, 70}, (int[]){1, 2});
+    hand_t h = {.now = 100.0};
+    net_counters_t net;
+    metrics_t *mt;
+    compute_t *c = s_hand_compute(&h, &net, &mt, s_hand_cfg(&o, 0, v), "last", NULL, NULL);
+    if (!c) return;
+    s_hand_clear(&h);
+    for (int i = 0; i < 20; i++) compute_step(c, NULL);
+    compute_flush(c);
+    int n = 0, last = 0, ahead = 0, order_ok = 1;
+    for (int i = 0; i < h.nout; i++)
+        if (h.out[i]->kind == MAIL_SEND && h.out[i]->hdr.type == WIRE_ACT && !(h.out[i]->hdr.flags & ACT_FLAG_EVAL)) {
+            int is_last = (h.out[i]->hdr.flags & ACT_FLAG_LAST) != 0;
+            if (is_last != (n >= 2)) order_ok = 0;
+            last += is_last;
+            ahead += (h.out[i]->hdr.flags & ACT_FLAG_AHEAD) != 0;
+            n++;
+        }
+    CHECKF(n == 5 && last == 3 && ahead == 0 && order_ok, "issued %d, %d marked last (want the last 3 of 5), %d ahead", n, last, ahead);
     s_hand_end(&h, &c, &mt);
 }
 
@@ -581,7 +619,8 @@ int main(void)
     RUN(test_mover_fetches_elsewhere);
     RUN(test_restart_keeps_checkpoint);
     RUN(test_bad_reissue_keeps_held);
-    RUN(test_ahead_served_last);
+    RUN(test_marks_set_the_order);
+    RUN(test_data_stage_marks_last);
     RUN(test_same_attempt_copy_dropped);
     RUN(test_recompute_same_bits);
     RUN(test_bad_eval_act_counted);

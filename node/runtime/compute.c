@@ -158,12 +158,15 @@ void compute_say(compute_t *c, const char *line)
     if (c->cfg.obs.say) c->cfg.obs.say(c->cfg.obs.arg, line);
 }
 
-/* The queue a tensor waits in: gradients first, then the activations an
- * update under way waits for, then those of ACT_FLAG_AHEAD (a shared stage
- * serves first what keeps a data stage's budget from holding it). */
+/* The queue a tensor waits in: gradients first, then the activations of
+ * ACT_FLAG_LAST, then the others an update under way waits for, then those
+ * of ACT_FLAG_AHEAD (a shared stage serves first what keeps a data stage's
+ * budget from holding it: the end of an update waits for its last
+ * microbatches' round trip). */
 static pending_t *s_queue_of(compute_t *c, const mail_t *m)
 {
     if (m->hdr.type == WIRE_GRAD) return &c->work.grads;
+    if ((m->hdr.flags & ACT_FLAG_LAST) && !(m->hdr.flags & ACT_FLAG_EVAL)) return &c->work.last;
     return (m->hdr.flags & ACT_FLAG_AHEAD) && !(m->hdr.flags & ACT_FLAG_EVAL) ? &c->work.ahead : &c->work.acts;
 }
 
@@ -270,7 +273,7 @@ int compute_step(compute_t *c, double *flops)
             schedule_on_grad(c, m);
             mail_free(m);
             did = 1;
-        } else if ((m = pending_peek(q = pending_peek(&c->work.acts) ? &c->work.acts : &c->work.ahead))) {
+        } else if ((m = pending_peek(q = pending_peek(&c->work.last) ? &c->work.last : pending_peek(&c->work.acts) ? &c->work.acts : &c->work.ahead))) {
             if (schedule_on_act(c, m) == 0) {
                 mail_free(pending_pop(q));
                 did = 1;

@@ -7,7 +7,7 @@
  * -1 on any malformed body; what it returns points into the input.
  *
  * Header flags (wire_hdr_t.flags) by type:
- *   ACT     ACT_FLAG_EVAL, ACT_FLAG_AHEAD, ACT_FLAG_FINAL; bits 8..15 the issue attempt
+ *   ACT     ACT_FLAG_EVAL, ACT_FLAG_AHEAD, ACT_FLAG_FINAL, ACT_FLAG_LAST; bits 8..15 the issue attempt
  *   GRAD    GRAD_FLAG_DUP; bits 8..15 the issue attempt
  *   JOIN    JOIN_FLAG_INTRO, JOIN_FLAG_OUTWARD
  *   PING    PING_FLAG_PROBE (and its PONG), PING_FLAG_DRAIN (and its PONG)
@@ -46,6 +46,7 @@
 #define ACT_FLAG_EVAL 0x1u     /* ACT: an evaluation microbatch: forward only */
 #define ACT_FLAG_AHEAD 0x2u    /* ACT: the data stage's update under way does not wait for it (served after the others) */
 #define ACT_FLAG_FINAL 0x4u    /* ACT with ACT_FLAG_EVAL: the run's final evaluation (the last stage ends after it) */
+#define ACT_FLAG_LAST 0x8u     /* ACT: among the last `stages` its data stage's update under way waits for (served first) */
 #define GRAD_FLAG_DUP 0x2u     /* GRAD without tensor: a later stage had already applied this microbatch */
 #define MB_ATTEMPT_SHIFT 8     /* ACT/GRAD flags bits 8..15: the issue attempt of the microbatch */
 #define MB_ATTEMPT(flags) (((flags) >> MB_ATTEMPT_SHIFT) & 0xffu)

@@ -33,12 +33,6 @@ void window_init(window_t *w, int start, int lo, int hi)
     w->lo = lo < 1 ? 1 : lo;
     w->hi = hi < w->lo ? w->lo : hi;
     w->cwnd = s_clamp(start, w->lo, w->hi);
-    w->share = 1.0;
-}
-
-void window_set_share(window_t *w, double share)
-{
-    w->share = share >= 1.0 ? share : 1.0;
 }
 
 void window_set_path(window_t *w, int path)
@@ -99,9 +93,8 @@ static void s_end_round(window_t *w, double now_s)
     w->past_min[0] = w->round_min;
     w->queued = w->round_n * (1.0 - base / best);
     if (w->probe_start == 0) {
-        double hi = WINDOW_QUEUE_HI * w->share, lo = WINDOW_QUEUE_LO * w->share;
-        if (w->queued > hi) w->cwnd -= fmax(1.0, w->queued - hi);
-        else if (w->queued < lo && w->round_limited) w->cwnd += 1.0;
+        if (w->queued > WINDOW_QUEUE_HI) w->cwnd -= fmax(1.0, w->queued - WINDOW_QUEUE_HI);
+        else if (w->queued < WINDOW_QUEUE_LO && w->round_limited) w->cwnd += 1.0;
         w->cwnd = s_clamp(w->cwnd, w->lo, w->hi);
     }
     w->round_end = now_s + base;

@@ -44,7 +44,6 @@ typedef struct {
     double round_end;       /* when the current round ends (about one unloaded round trip) */
     double round_min;       /* its smallest turnaround (0: none yet) */
     double past_min[WINDOW_ROUNDS - 1]; /* the smallest turnarounds of the rounds before it (0: none) */
-    double share;           /* the queue it keeps, in units of WINDOW_QUEUE_LO/HI (window_set_share) */
     int path;               /* microbatches the path holds without queueing, as the caller reckons (0: unknown) */
     int round_n;            /* the most in flight at its gradients */
     int round_limited;      /* the window held issuing back at one of them */
@@ -63,12 +62,6 @@ void window_on_turn(window_t *w, double now_s, double turn_s, int inflight, int 
 /* The microbatches the path holds in flight without queueing, as the
  * caller reckons it (0: unknown); see the top of this file. */
 void window_set_path(window_t *w, int path);
-
-/* The queue the window keeps along the path, as a multiple (>= 1, 1 at
- * first) of WINDOW_QUEUE_LO..HI: a data stage that shares the later
- * stages' peers with others keeps a queue in front of each of the peers
- * its microbatches pass, not only in front of the slowest one. */
-void window_set_share(window_t *w, double share);
 
 /* The smallest recent turnaround in seconds (0: none measured yet). */
 double window_base(const window_t *w);

@@ -146,35 +146,34 @@ int delay_window_need(compute_t *c)
 }
 
 /* Whether other data-stage nodes share the later stages' peers with this
- * one.  Its window then keeps a queue of three microbatches in front of
- * each later stage (window_set_share), not one along the whole path, and
- * at least 4 per stage in flight, not 2: a peer busy with another's work is
- * no queue this node made, and a peer with no queue of its own idles
- * between the microbatches of the data stages it serves (`brigade sim`, 32
- * nodes, 4 stages, gpt-small, micro 16, 300 s: 67.1% of the compute bound
- * in steady state with one queue and 2 per stage, 76.9% with two per later
- * stage and 4, 79.0% with three, 79.7% with four). */
+ * one.  Its window is then the cap, not what the congestion window (one
+ * queue along the path) or the round trip's need would give: the queues
+ * its microbatches meet are the other data stages' work as much as its
+ * own, so they say little about what its own window adds, and a later
+ * peer idles whenever the data stages it serves hold back at once
+ * (`brigade sim`, 100 nodes, 8 stages, gpt-small, 600 s: 83.3% of the
+ * compute bound in steady state with a congestion window kept to three
+ * microbatches waiting per later stage and at least 4 per stage in
+ * flight, 89.5% at the cap; tests/bench/results/84-scale8.md). */
 static int s_shared(const compute_t *c)
 {
     return view_stage_live(c, 0) > 0;
 }
 
 /* The data stage's window when --max-inflight is not given: what the round
- * trip needs, at least 2 per stage and at most s_window_cap; the delay
- * budget narrows it further at admission (schedule_may_issue).  Says when the
- * budget cannot hold the window at this micro: once, and again when the
- * micro needed moves by a quarter. */
+ * trip needs, at least 2 per stage and at most s_window_cap (the cap when
+ * shared); the delay budget narrows it further at admission
+ * (schedule_may_issue).  Says when the budget cannot hold the window at
+ * this micro: once, and again when the micro needed moves by a quarter. */
 void delay_auto_window(compute_t *c)
 {
     int K = c->nstages, w = delay_window_need(c), cap = s_window_cap(c);
     window_set_path(&c->issue.win, w);
-    window_set_share(&c->issue.win, s_shared(c) ? 3.0 * (K - 1) : 1.0);
     if (w == 0) w = 2 * K;   /* not measured yet */
     c->issue.window_need = w;
-    int least = (s_shared(c) ? 4 : 2) * K;
-    if (w < least) w = least;
-    if (w > cap) w = cap;
-    int q = window_limit(&c->issue.win);   /* no more than the queues along the pipeline allow */
+    if (w < 2 * K) w = 2 * K;
+    if (w > cap || s_shared(c)) w = cap;
+    int q = s_shared(c) ? cap : window_limit(&c->issue.win);   /* alone: no more than the queues along the pipeline allow */
     c->issue.max_inflight = q < w ? q : w;
     int need = delay_micro_needed(c), said = c->issue.micro_said;
     int settled = c->count.fwd_done >= (uint64_t)(8 * K);   /* round trips and compute times measured a while */

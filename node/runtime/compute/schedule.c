@@ -232,7 +232,7 @@ static int s_send_act(compute_t *c, mbrec_t *r, const uint8_t *targets, uint64_t
         if (!(r->targets = malloc(c->shape.targets_len))) return -2;
         memcpy(r->targets, targets, c->shape.targets_len);
     }
-    uint32_t flags = ((uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT) | (r->ahead ? ACT_FLAG_AHEAD : 0);
+    uint32_t flags = ((uint32_t)(r->attempt & 0xff) << MB_ATTEMPT_SHIFT) | (r->ahead ? ACT_FLAG_AHEAD : 0) | (r->last ? ACT_FLAG_LAST : 0);
     uint64_t to = schedule_next_peer(c, flags, avoid);
     if (to) {
         s_held_acts(c, r, 1);   /* its output: recomputed when it was let go (--recompute) */
@@ -361,6 +361,8 @@ int schedule_issue(compute_t *c, mbrec_t *old)
     r->tries++;
     /* FIFO completion puts its backward after bwd_count + the others in flight (delay_budget_room) */
     r->ahead = c->upd.bwd_count + (c->work.inflight - 1) >= c->o->micro;
+    /* the update waits on its last K (stages) most: a flush at its end lasts their round trip */
+    r->last = !r->ahead && c->upd.bwd_count + (c->work.inflight - 1) >= c->o->micro - c->nstages;
     r->attempt = r->tries;
     uint64_t cur = r->cursor;
     /* the first data-stage node reads the stream solo reads (shard 0 of 1: parity);
@@ -484,6 +486,7 @@ int schedule_on_act(compute_t *c, const mail_t *m)
     r->from = m->peer;
     r->attempt = (int)attempt;
     r->ahead = (m->hdr.flags & ACT_FLAG_AHEAD) != 0;
+    r->last = (m->hdr.flags & ACT_FLAG_LAST) != 0;
     acts_t *a = c->work.pool[slot];
     if (compute_last(c)) {
         if (a) schedule_take_targets(c, a, m);

@@ -29,6 +29,7 @@ typedef struct {
                              kept to send it again when its next-stage peer is gone */
     int held;             /* its output waits for a route */
     int ahead;            /* its data stage's update under way does not wait for it (ACT_FLAG_AHEAD) */
+    int last;             /* among the last its data stage's update under way waits for (ACT_FLAG_LAST) */
 } mbrec_t;
 
 /* The microbatches held here and the tensors waiting. */
@@ -41,7 +42,7 @@ typedef struct {
     int recompute;                /* --recompute here: the slots hold inputs alone (acts_new_inputs), the passes run in redo */
     acts_t *redo;                 /* --recompute: the one set of full activations training's passes run in */
     int redo_slot;                /* the slot whose forward redo holds (-1: none) */
-    pending_t acts, ahead, grads; /* tensors waiting: activations (those of ACT_FLAG_AHEAD apart), gradients */
+    pending_t last, acts, ahead, grads; /* tensors waiting: activations (ACT_FLAG_LAST's and ACT_FLAG_AHEAD's apart), gradients */
     applied_t applied;            /* microbatches whose gradient this node accumulated */
 } schedule_work_t;
 

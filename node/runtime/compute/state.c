@@ -255,6 +255,7 @@ void state_stage_teardown(compute_t *c)
     pending_clear(&c->work.acts);
     pending_clear(&c->work.grads);
     pending_clear(&c->work.ahead);
+    pending_clear(&c->work.last);
     for (int i = 0; i < REC_MAX; i++)
         if (c->work.rec[i].used) {
             view_peer_returned(c, c->work.rec[i].to, 0, 0);
