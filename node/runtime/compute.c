@@ -159,15 +159,16 @@ void compute_say(compute_t *c, const char *line)
 }
 
 /* The queue a tensor waits in: gradients first, then the activations of
- * ACT_FLAG_LAST, then the others an update under way waits for, then those
- * of ACT_FLAG_AHEAD (a shared stage serves first what keeps a data stage's
- * budget from holding it: the end of an update waits for its last
- * microbatches' round trip). */
+ * ACT_FLAG_LAST and evaluations, then the others an update under way waits
+ * for, then those of ACT_FLAG_AHEAD (a shared stage serves first what keeps
+ * a data stage's budget from holding it: the end of an update waits for its
+ * last microbatches' round trip; an evaluation should see the weights of
+ * when it was asked for, not those of a queue's wait later). */
 static pending_t *s_queue_of(compute_t *c, const mail_t *m)
 {
     if (m->hdr.type == WIRE_GRAD) return &c->work.grads;
-    if ((m->hdr.flags & ACT_FLAG_LAST) && !(m->hdr.flags & ACT_FLAG_EVAL)) return &c->work.last;
-    return (m->hdr.flags & ACT_FLAG_AHEAD) && !(m->hdr.flags & ACT_FLAG_EVAL) ? &c->work.ahead : &c->work.acts;
+    if (m->hdr.flags & (ACT_FLAG_LAST | ACT_FLAG_EVAL)) return &c->work.last;
+    return m->hdr.flags & ACT_FLAG_AHEAD ? &c->work.ahead : &c->work.acts;
 }
 
 void compute_on_mail(compute_t *c, mail_t *m)
