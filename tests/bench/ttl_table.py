@@ -4,9 +4,12 @@
 
 Reads WORK/nN-NAME.{out,jsonl,cmd} (one `brigade sim --compute real` run each)
 and prints the Markdown fragment on stdout.  Per run:
-- the validation curve: the last stage's eval events grouped by round (the data
-  node's version): the mean over the replicas that reported it, reached at the
-  simulated time of its last report;
+- the validation curve: every data node (stage-0 node) evaluates its own
+  replicas every few updates, and the replicas differ; the swarm's validation
+  loss at a report is the mean of the last K reports, K the run's data nodes
+  (its stage-0 nodes at their last update; fewer when the run made fewer
+  reports: then only its end counts), from the first full window on, so one
+  lucky replica does not reach the target for the swarm;
 - the tokens: the microbatches the last stage had applied by a time (the growth
   of its nodes' update events' "tokens", 1,024 per microbatch of 8 x 128);
 - the split the data stage chose (the plan event) and the share of the compute
@@ -29,7 +32,7 @@ def load(work, tag):
     if not os.path.exists(out_p) or not os.path.exists(js_p):
         return None
     out = open(out_p).read()
-    updates, evals, split, prev = [], {}, None, {}
+    updates, evals, split, prev, stage_of = [], [], None, {}, {}
     for line in open(js_p):
         try:
             e = json.loads(line)
@@ -42,23 +45,24 @@ def load(work, tag):
             k = e.get("tokens", 0)
             d = k - prev.get(e["node"], 0)
             prev[e["node"]] = k
+            stage_of[e["node"]] = e.get("stage")
             if e.get("stage") == STAGES - 1:
                 updates.append((e["t"], d if d >= 0 else k))
         elif ev == "eval" and isinstance(e.get("val_loss"), (int, float)):
-            r = evals.setdefault(e["version"], [])
-            r.append((e["t"], e["val_loss"]))
+            evals.append((e["t"], e["val_loss"]))
     updates.sort()
-    curve = []
-    for v in sorted(evals):
-        pts = evals[v]
-        curve.append((max(t for t, _ in pts), sum(l for _, l in pts) / len(pts), v, len(pts)))
-    curve.sort()
+    evals.sort()
+    k = max(1, sum(1 for s in stage_of.values() if s == 0))
+    curve = []   # (t, mean of the last k reports, lowest of them, highest of them), from the first full window
+    for i in range(max(0, min(k, len(evals)) - 1), len(evals)):
+        w = [l for _, l in evals[max(0, i - k + 1):i + 1]]
+        curve.append((evals[i][0], sum(w) / len(w), min(w), max(w)))
     whole = re.search(r"applied at the last stage, [0-9.]+ per simulated s, ([0-9.]+)% of the compute bound", out)
     steady = re.search(r"steady state .*?, ([0-9.]+)% of the compute bound", out)
     last = re.search(r"^sim: (\d+) nodes, completed (\d+), .*sim ([0-9.]+) s in ([0-9.]+) s wall", out, re.M)
     cmd_p = os.path.join(work, tag + ".cmd")
     return {
-        "tag": tag, "split": split or "-", "curve": curve, "updates": updates,
+        "tag": tag, "split": split or "-", "curve": curve, "updates": updates, "k": k, "evals": evals,
         "whole": float(whole.group(1)) if whole else None,
         "steady": float(steady.group(1)) if steady else None,
         "completed": int(last.group(2)) if last else None,
@@ -82,7 +86,7 @@ def size(run):
 def reach(run, target):
     """(simulated s, microbatches) at the first curve point at or below target, or None."""
     for t, l, _, _ in run["curve"]:
-        if l <= target:
+        if l <= target + 1e-12:
             return t, tokens_by(run, t)
     return None
 
@@ -115,21 +119,23 @@ def main():
     print("`TTL_BENCH=1 sh tests/bench/bench_ttl.sh`: `brigade sim --compute real` (the real engine on the simulated")
     print("network and clock), gpt-small on the fortunes text, 4 stages, batch 8, lr 1e-3, seed 1, 25 ms links, 100 Mbit/s")
     print("uplinks, %d microbatches (%d tokens) per run, validation (8 held-out batches, the same for every run) every" % (mb, mb * TOKENS_PER_MB))
-    print("32 microbatches of each data node. A round's validation loss is the mean over the replicas that reported it, at")
-    print("the simulated time of its last report. Target: %s." % (
+    print("32 microbatches of each data node. Each data node evaluates its own replicas; the swarm's val loss at a report is")
+    print("the mean of the last K reports, K the run's data nodes (stage-0 nodes). Target: %s." % (
         "val loss %s for every size" % target_arg if target_arg else
         "per swarm size, the highest final val loss of its runs, rounded up to 0.01 (every run of the size reaches it)"))
     print()
-    print("| nodes | options | split | target | sim s to it | microbatches to it | final val loss (%d mb) | best val | compute bound: whole run / steady | sim s in all | wall s |" % mb)
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| nodes | options | split | data nodes | target | sim s to it | microbatches to it | val loss at the end (%d mb): mean of K [range] | the run's last report | compute bound: whole run / steady | sim s in all | wall s |" % mb)
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         n, name = r["tag"][1:].split("-", 1)
         target = targets.get(int(n))
         hit = reach(r, target) if r["curve"] and target is not None else None
-        best = min((l for _, l, _, _ in r["curve"]), default=math.nan)
-        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s%% | %s | %s |" % (
-            n, name, r["split"].split(" ")[0], fmt(target, "%.2f"), fmt(hit[0]) if hit else "not reached", hit[1] if hit else "-",
-            fmt(final_loss(r), "%.4f"), fmt(best, "%.4f"), fmt(r["whole"]), fmt(r["steady"]),
+        end = r["curve"][-1] if r["curve"] else None
+        print("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s / %s%% | %s | %s |" % (
+            n, name, r["split"].split(" ")[0], r["k"], fmt(target, "%.2f"), fmt(hit[0]) if hit else "not reached",
+            hit[1] if hit else "-",
+            "%.4f [%.3f..%.3f]" % (end[1], end[2], end[3]) if end else "-", fmt(r["evals"][-1][1] if r["evals"] else None, "%.4f"),
+            fmt(r["whole"]), fmt(r["steady"]),
             fmt(r["sim_s"]), fmt(r["wall_s"], "%.0f")))
     print()
     print("Commands (WORK is the script's work directory):")
@@ -142,10 +148,10 @@ def main():
     for r in runs:
         print("- %s: %s" % (r["tag"], r["split"]))
     print()
-    print("Validation curves (simulated s: val loss), per run:")
+    print("Every validation report (simulated s: val loss), per run:")
     print()
     for r in runs:
-        pts = ", ".join("%.1f: %.3f" % (t, l) for t, l, _, _ in r["curve"])
+        pts = ", ".join("%.1f: %.3f" % (t, l) for t, l in r["evals"])
         print("- %s: %s" % (r["tag"], pts or "-"))
     return 0
 
