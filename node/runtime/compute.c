@@ -171,6 +171,14 @@ static pending_t *s_queue_of(compute_t *c, const mail_t *m)
     return m->hdr.flags & ACT_FLAG_AHEAD ? &c->work.ahead : &c->work.acts;
 }
 
+/* The first of the activation queues (in s_queue_of's order) that holds
+ * one; the last of them when none does. */
+static pending_t *s_next_acts(compute_t *c)
+{
+    if (pending_peek(&c->work.last)) return &c->work.last;
+    return pending_peek(&c->work.acts) ? &c->work.acts : &c->work.ahead;
+}
+
 void compute_on_mail(compute_t *c, mail_t *m)
 {
     switch (m->kind) {
@@ -274,7 +282,7 @@ int compute_step(compute_t *c, double *flops)
             schedule_on_grad(c, m);
             mail_free(m);
             did = 1;
-        } else if ((m = pending_peek(q = pending_peek(&c->work.last) ? &c->work.last : pending_peek(&c->work.acts) ? &c->work.acts : &c->work.ahead))) {
+        } else if ((m = pending_peek(q = s_next_acts(c)))) {
             if (schedule_on_act(c, m) == 0) {
                 mail_free(pending_pop(q));
                 did = 1;

@@ -151,10 +151,11 @@ int delay_window_need(compute_t *c)
  * its microbatches meet are the other data stages' work as much as its
  * own, so they say little about what its own window adds, and a later
  * peer idles whenever the data stages it serves hold back at once
- * (`brigade sim`, 100 nodes, 8 stages, gpt-small, 600 s: 83.3% of the
- * compute bound in steady state with a congestion window kept to three
- * microbatches waiting per later stage and at least 4 per stage in
- * flight, 89.5% at the cap; tests/bench/results/84-scale8.md). */
+ * (`brigade sim`, 100 nodes, 8 stages, gpt-small, 600 s, seeds 1-3: 77.9,
+ * 78.5, 77.4% of the compute bound in steady state with a congestion window
+ * kept to three microbatches waiting per later stage and at least 4 per
+ * stage in flight; 80.8, 77.2, 77.9% at the cap, and 82.3, 79.6, 81.1%
+ * with ACT_FLAG_LAST too; tests/bench/results/84-scale8.md). */
 static int s_shared(const compute_t *c)
 {
     return view_stage_live(c, 0) > 0;
