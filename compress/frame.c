@@ -54,22 +54,24 @@ const char *codec_name(int id)
     return id >= 0 && id < CODEC_COUNT ? s_names[id] : "?";
 }
 
+/* The largest power of two from hi down to lo that divides row; 0 when none does. */
+static int s_pow2_dividing(size_t row, int hi, int lo)
+{
+    for (int bs = hi; bs >= lo; bs /= 2)
+        if (row % (size_t)bs == 0)
+            return bs;
+    return 0;
+}
+
 int codec_block_for_rows(int codec, size_t row)
 {
     if (codec == CODEC_PCA)
         return row >= FRAME_MIN_BLOCK && row <= FRAME_MAX_BLOCK ? (int)row : 0;
-    if (codec == CODEC_INT8 || codec == CODEC_INT4) {
-        for (int bs = FRAME_DEFAULT_BLOCK; row % FRAME_DEFAULT_BLOCK != 0 && bs >= FRAME_MIN_BLOCK; bs /= 2)
-            if (row % (size_t)bs == 0)
-                return bs;
-        return 0;
-    }
+    if (codec == CODEC_INT8 || codec == CODEC_INT4)   /* 0 (the default block) where that divides the row */
+        return row % FRAME_DEFAULT_BLOCK == 0 ? 0 : s_pow2_dividing(row, FRAME_DEFAULT_BLOCK / 2, FRAME_MIN_BLOCK);
     if (codec < CODEC_HQ1 || codec > CODEC_HQ4)
         return 0;
-    for (int bs = FRAME_DEFAULT_TILE; bs >= ROTQ_MIN_TILE; bs /= 2)
-        if (row % (size_t)bs == 0)
-            return bs;
-    return 0;
+    return s_pow2_dividing(row, FRAME_DEFAULT_TILE, ROTQ_MIN_TILE);
 }
 
 /* ------------------------------------------------------------ helpers */

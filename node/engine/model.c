@@ -125,23 +125,6 @@ int stage_init(stage_t *s, const model_config_t *cfg, int stage, int nstages,
     return 0;
 }
 
-int model_cut_after(const model_config_t *cfg, int u)
-{
-    if (cfg->bneck <= 0) return -1;
-    for (int j = 0; j + 1 < cfg->bneck_k; j++) {
-        int u0, u1;
-        stage_units(cfg, j, cfg->bneck_k, &u0, &u1);
-        if (u1 - 1 == u) return j;
-        if (u1 - 1 > u) break;   /* the cuts follow units in increasing order */
-    }
-    return -1;
-}
-
-int model_cut_width(const model_config_t *cfg)
-{
-    return cfg->bneck > 0 ? cfg->C / cfg->bneck : cfg->C;
-}
-
 size_t stage_num_params(const model_config_t *cfg, int stage, int nstages)
 {
     stage_t s;

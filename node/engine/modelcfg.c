@@ -1,6 +1,7 @@
 /* modelcfg.c: a model's configuration (see model.h): the presets, the one
- * validator of shapes, what data a model takes, and which units (embedding,
- * blocks, head) each stage of a split holds. */
+ * validator of shapes, what data a model takes, which units (embedding,
+ * blocks, head) each stage of a split holds, and where a bottleneck's cuts
+ * sit. */
 #include "node/engine/model.h"
 #include <stdio.h>
 #include <string.h>
@@ -189,4 +190,21 @@ void stage_units(const model_config_t *cfg, int stage, int nstages, int *unit0, 
         *unit0 = start;
         *unit1 = start + count;
     }
+}
+
+int model_cut_after(const model_config_t *cfg, int u)
+{
+    if (cfg->bneck <= 0) return -1;
+    for (int j = 0; j + 1 < cfg->bneck_k; j++) {
+        int u0, u1;
+        stage_units(cfg, j, cfg->bneck_k, &u0, &u1);
+        if (u1 - 1 == u) return j;
+        if (u1 - 1 > u) break;   /* the cuts follow units in increasing order */
+    }
+    return -1;
+}
+
+int model_cut_width(const model_config_t *cfg)
+{
+    return cfg->bneck > 0 ? cfg->C / cfg->bneck : cfg->C;
 }
